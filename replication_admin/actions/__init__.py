@@ -1,0 +1,1 @@
+"""do_* actions: every change of state, in one transaction, shared by views, commands and the scheduler."""

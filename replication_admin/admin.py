@@ -1,0 +1,145 @@
+"""Django admin for every catalog table; each change made here is also written to the audit log."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from replication_admin import models
+from replication_admin.actions.audit import Actor, record
+
+
+class AuditedAdmin(admin.ModelAdmin):
+    def _audit(self, request, action: str, obj) -> None:
+        actor = Actor(user=request.user, via="admin", remote_addr=request.META.get("REMOTE_ADDR"))
+        record(actor, f"admin.{obj._meta.db_table}.{action}", str(obj))
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        self._audit(request, "change" if change else "add", obj)
+
+    def delete_model(self, request, obj):
+        label = str(obj)
+        super().delete_model(request, obj)
+        actor = Actor(user=request.user, via="admin", remote_addr=request.META.get("REMOTE_ADDR"))
+        record(actor, f"admin.{obj._meta.db_table}.delete", label)
+
+    def delete_queryset(self, request, queryset):
+        labels = [str(o) for o in queryset]
+        table = queryset.model._meta.db_table
+        super().delete_queryset(request, queryset)
+        actor = Actor(user=request.user, via="admin", remote_addr=request.META.get("REMOTE_ADDR"))
+        for label in labels:
+            record(actor, f"admin.{table}.delete", label)
+
+
+@admin.register(models.Server)
+class ServerAdmin(AuditedAdmin):
+    list_display = ("name", "dialect", "db_address", "repl_address", "last_check_ok", "last_check_at")
+    list_filter = ("dialect", "last_check_ok")
+    search_fields = ("name", "host", "database")
+    readonly_fields = (
+        "password_encrypted",
+        "db_address",
+        "repl_address",
+        "last_check_at",
+        "last_check_ok",
+        "last_check_error",
+        "last_check_version",
+    )
+
+
+@admin.register(models.Snapshot)
+class SnapshotAdmin(AuditedAdmin):
+    list_display = ("name", "is_incremental", "source_table", "last_ts", "dest_server", "dest_table")
+    search_fields = ("name", "source_table")
+
+
+@admin.register(models.SnapshotLog)
+class SnapshotLogAdmin(AuditedAdmin):
+    list_display = ("source", "rlog", "rplog", "server", "table")
+
+
+@admin.register(models.SnapshotPublication)
+class SnapshotPublicationAdmin(AuditedAdmin):
+    list_display = ("item", "type", "last_ts", "server")
+
+
+@admin.register(models.SnapshotSubscription)
+class SnapshotSubscriptionAdmin(AuditedAdmin):
+    list_display = ("server", "item", "type", "last_pull_ts", "last_push_ts")
+
+
+@admin.register(models.SnapshotConflictResolver)
+class SnapshotConflictResolverAdmin(AuditedAdmin):
+    list_display = ("id", "table_name", "type", "order", "proc", "resolver_class")
+    list_filter = ("type", "resolver_class")
+
+
+@admin.register(models.TransactionalConflictResolver)
+class TransactionalConflictResolverAdmin(AuditedAdmin):
+    list_display = ("id", "table_name", "type", "order", "proc", "resolver_class")
+    list_filter = ("type", "resolver_class")
+
+
+@admin.register(models.ReplAccount)
+class ReplAccountAdmin(AuditedAdmin):
+    list_display = ("server", "account", "level", "is_updateable", "sync_user", "p_time")
+
+
+@admin.register(models.ReplSubscriber)
+class ReplSubscriberAdmin(AuditedAdmin):
+    list_display = ("server", "account", "subscriber", "level", "valid")
+    list_filter = ("valid",)
+
+
+@admin.register(models.TpItem)
+class TpItemAdmin(AuditedAdmin):
+    list_display = ("server", "acct", "type", "item", "options", "is_copy")
+
+
+@admin.register(models.TpGrant)
+class TpGrantAdmin(AuditedAdmin):
+    list_display = ("acct", "grantee")
+
+
+@admin.register(models.ScheduledEvent)
+class ScheduledEventAdmin(AuditedAdmin):
+    list_display = ("name", "start", "interval", "last_completed", "disabled", "last_error")
+    list_filter = ("disabled",)
+
+
+@admin.register(models.RegistryEntry)
+class RegistryEntryAdmin(AuditedAdmin):
+    list_display = ("key", "value")
+
+
+@admin.register(models.JobRun)
+class JobRunAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "kind",
+        "target",
+        "state",
+        "progress_done",
+        "progress_total",
+        "created_at",
+        "finished_at",
+    )
+    list_filter = ("state", "kind")
+    readonly_fields = [f.name for f in models.JobRun._meta.fields]
+
+
+@admin.register(models.AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    list_display = ("at", "username", "action", "target", "outcome", "via")
+    list_filter = ("outcome", "via")
+    search_fields = ("username", "action", "target")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,187 @@
+"""Planning a table comparison by primary key (pure; the Spark side lives in jobs/compare.py).
+
+Two tables on any pair of dialects are compared by reading, from each side, the key columns and the
+non-key columns they share, turning every value into a canonical string that does not depend on the
+dialect (so PostgreSQL `numeric(10,2)` 18.00, MariaDB `decimal` 18.00 and a SQLite REAL 18.0 all
+become "18"), and hashing the canonical non-key values of each row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from replication_admin.engine.dialects import Dialect
+from replication_admin.engine.schema import Column, TableInfo
+from replication_admin.engine.types import LogicalType
+
+# Canonical families: how a value of a logical kind is turned into comparable text.
+FAMILY_BY_KIND = {
+    "smallint": "integer",
+    "integer": "integer",
+    "bigint": "integer",
+    "numeric": "decimal",
+    "real": "float",
+    "double": "float",
+    "boolean": "boolean",
+    "date": "date",
+    "time": "time",
+    "timestamp": "timestamp",
+    "varchar": "text",
+    "nvarchar": "text",
+    "long_varchar": "text",
+    "long_nvarchar": "text",
+    "other": "text",
+    "varbinary": "binary",
+    "long_varbinary": "binary",
+}
+
+# The Spark type each family is read as (JDBC customSchema). Decimals and SQLite's textual
+# dates are read as strings so no precision is lost on the way in.
+SPARK_READ_TYPE = {
+    "integer": "BIGINT",
+    "decimal": "STRING",
+    "float": "DOUBLE",
+    "boolean": "BOOLEAN",
+    "date": "DATE",
+    "time": "STRING",
+    "timestamp": "TIMESTAMP",
+    "text": "STRING",
+    "binary": "BINARY",
+}
+
+
+class ComparePlanError(ValueError):
+    """The two tables cannot be compared (no primary key, key missing on the other side...)."""
+
+
+def family_of(logical: LogicalType) -> str:
+    return FAMILY_BY_KIND[logical.kind]
+
+
+def read_type(dialect: Dialect, logical: LogicalType) -> str:
+    family = family_of(logical)
+    if dialect.name == "sqlite" and family in {"date", "timestamp"}:
+        return "STRING"  # stored as ISO text; parsed in Spark
+    return SPARK_READ_TYPE[family]
+
+
+@dataclass(frozen=True)
+class SideColumn:
+    alias: str  # safe name used inside Spark (k0, k1, v0 ...)
+    column: Column
+    family: str
+    read_type: str
+
+
+@dataclass(frozen=True)
+class Side:
+    dialect: Dialect
+    table: TableInfo
+    columns: tuple[SideColumn, ...]
+
+    def select_sql(self) -> str:
+        """SELECT of the compared columns under safe aliases, usable as a JDBC `dbtable` subquery."""
+        items = ", ".join(f"{self.dialect.quote(c.column.name)} AS {c.alias}" for c in self.columns)
+        return f"SELECT {items} FROM {self.dialect.qualify(self.table.name, self.table.schema)}"
+
+    def custom_schema(self) -> str:
+        return ", ".join(f"{c.alias} {c.read_type}" for c in self.columns)
+
+    @property
+    def key_aliases(self) -> tuple[str, ...]:
+        return tuple(c.alias for c in self.columns if c.alias.startswith("k"))
+
+    @property
+    def partition_alias(self) -> str | None:
+        """The key to split a JDBC read on: a single integer key column, else none."""
+        keys = [c for c in self.columns if c.alias.startswith("k")]
+        return keys[0].alias if len(keys) == 1 and keys[0].read_type == "BIGINT" else None
+
+    @property
+    def value_aliases(self) -> tuple[str, ...]:
+        return tuple(c.alias for c in self.columns if c.alias.startswith("v"))
+
+
+@dataclass(frozen=True)
+class ComparePlan:
+    left: Side
+    right: Side
+    key_columns: tuple[str, ...]
+    compared_columns: tuple[str, ...]
+    only_left: tuple[str, ...] = field(default_factory=tuple)
+    only_right: tuple[str, ...] = field(default_factory=tuple)
+
+    def describe(self) -> dict:
+        return {
+            "key_columns": list(self.key_columns),
+            "compared_columns": list(self.compared_columns),
+            "only_left_columns": list(self.only_left),
+            "only_right_columns": list(self.only_right),
+        }
+
+
+def _pair_family(left: Column, right: Column) -> str:
+    """Both sides must canonicalise a column the same way; when kinds disagree, fall back sensibly."""
+    lf, rf = family_of(left.logical), family_of(right.logical)
+    if lf == rf:
+        return lf
+    numeric = {"integer", "decimal", "float"}
+    if lf in numeric and rf in numeric:
+        return "float" if "float" in (lf, rf) else "decimal"
+    if {lf, rf} <= {"boolean", "integer"}:
+        return "integer"
+    return "text"
+
+
+def _side_column(dialect: Dialect, alias: str, column: Column, family: str) -> SideColumn:
+    natural = family_of(column.logical)
+    if family == natural:
+        rtype = read_type(dialect, column.logical)
+    elif family == "integer" and natural == "boolean":
+        rtype = "BIGINT"
+    elif family in {"decimal", "text"}:
+        rtype = "STRING"
+    else:
+        rtype = SPARK_READ_TYPE[family]
+    return SideColumn(alias=alias, column=column, family=family, read_type=rtype)
+
+
+def plan_compare(
+    left_dialect: Dialect, left: TableInfo, right_dialect: Dialect, right: TableInfo
+) -> ComparePlan:
+    keys = left.primary_key
+    if not keys:
+        raise ComparePlanError(f"table {left.name!r} has no primary key; rows cannot be matched")
+    left_cols: list[SideColumn] = []
+    right_cols: list[SideColumn] = []
+    for i, key in enumerate(keys):
+        other = right.column(key.name)
+        if other is None:
+            raise ComparePlanError(f"key column {key.name!r} of {left.name!r} is missing in {right.name!r}")
+        family = _pair_family(key, other)
+        left_cols.append(_side_column(left_dialect, f"k{i}", key, family))
+        right_cols.append(_side_column(right_dialect, f"k{i}", other, family))
+
+    compared: list[str] = []
+    only_left: list[str] = []
+    matched_right: set[str] = {c.column.name for c in right_cols}
+    for col in left.non_key_columns:
+        other = right.column(col.name)
+        if other is None or other.name in matched_right:
+            only_left.append(col.name)
+            continue
+        matched_right.add(other.name)
+        alias = f"v{len(compared)}"
+        family = _pair_family(col, other)
+        left_cols.append(_side_column(left_dialect, alias, col, family))
+        right_cols.append(_side_column(right_dialect, alias, other, family))
+        compared.append(col.name)
+    only_right = [c.name for c in right.columns if c.name not in matched_right]
+    return ComparePlan(
+        left=Side(left_dialect, left, tuple(left_cols)),
+        right=Side(right_dialect, right, tuple(right_cols)),
+        key_columns=tuple(k.name for k in keys),
+        compared_columns=tuple(compared),
+        only_left=tuple(only_left),
+        only_right=tuple(only_right),
+    )

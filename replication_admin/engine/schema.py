@@ -1,0 +1,39 @@
+"""Descriptions of tables as introspected from a server (no I/O here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from replication_admin.engine.types import LogicalType
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    declared: str
+    logical: LogicalType
+    nullable: bool = True
+    pk_position: int = 0  # 1-based position in the primary key, 0 when not part of it
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    name: str
+    columns: tuple[Column, ...]
+    schema: str = ""
+
+    @property
+    def primary_key(self) -> tuple[Column, ...]:
+        return tuple(sorted((c for c in self.columns if c.pk_position), key=lambda c: c.pk_position))
+
+    @property
+    def non_key_columns(self) -> tuple[Column, ...]:
+        return tuple(c for c in self.columns if not c.pk_position)
+
+    def column(self, name: str) -> Column | None:
+        """Exact match first, then case-insensitive (MariaDB and SQLite fold case, PostgreSQL does not)."""
+        for col in self.columns:
+            if col.name == name:
+                return col
+        folded = [c for c in self.columns if c.name.lower() == name.lower()]
+        return folded[0] if len(folded) == 1 else None

@@ -1,0 +1,365 @@
+"""The replication catalog: Django models over Virtuoso's system tables.
+
+Table and column names are Virtuoso's (db_table / db_column). Where Virtuoso has a composite primary
+key, the Django admin needs a single-column key, so the table gets a surrogate `id` column and the
+Virtuoso key becomes a unique constraint with the same columns (see docs/catalog.md). Extra columns our
+system needs carry the table's prefix and are listed in docs/catalog.md with their purpose.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+
+ITEM_TYPES = [(1, "WebDAV collection"), (2, "table"), (3, "procedure")]
+CR_TYPES = [("I", "insert"), ("U", "update"), ("D", "delete")]
+
+
+class Server(models.Model):
+    """SYS_SERVERS: servers this console knows, and how to reach them."""
+
+    DIALECTS = [("sqlite", "SQLite"), ("postgresql", "PostgreSQL"), ("mysql", "MariaDB / MySQL")]
+
+    name = models.CharField("server", max_length=128, unique=True, db_column="SERVER")
+    db_address = models.CharField(max_length=512, blank=True, db_column="DB_ADDRESS")
+    repl_address = models.CharField(max_length=300, blank=True, db_column="REPL_ADDRESS")
+    # Extra columns: the fields the addresses are derived from.
+    dialect = models.CharField(max_length=20, choices=DIALECTS, db_column="SRV_DIALECT")
+    host = models.CharField(max_length=253, blank=True, db_column="SRV_HOST")
+    port = models.PositiveIntegerField(null=True, blank=True, db_column="SRV_PORT")
+    database = models.CharField(
+        "database or file path", max_length=1024, blank=True, db_column="SRV_DATABASE"
+    )
+    schema = models.CharField(max_length=128, blank=True, db_column="SRV_SCHEMA")
+    user = models.CharField(max_length=128, blank=True, db_column="SRV_USER")
+    password_encrypted = models.TextField(blank=True, db_column="SRV_PASSWORD_ENC")
+    odbc_dsn = models.CharField("ODBC DSN", max_length=128, blank=True, db_column="SRV_ODBC_DSN")
+    description = models.CharField(max_length=300, blank=True, db_column="SRV_DESCRIPTION")
+    last_check_at = models.DateTimeField(null=True, blank=True, db_column="SRV_CHECKED_AT")
+    last_check_ok = models.BooleanField(null=True, db_column="SRV_CHECK_OK")
+    last_check_error = models.TextField(blank=True, db_column="SRV_CHECK_ERROR")
+    last_check_version = models.CharField(max_length=200, blank=True, db_column="SRV_VERSION")
+    created_at = models.DateTimeField(auto_now_add=True, db_column="SRV_CREATED_AT")
+    updated_at = models.DateTimeField(auto_now=True, db_column="SRV_UPDATED_AT")
+
+    class Meta:
+        db_table = "SYS_SERVERS"
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(dialect__in=["sqlite", "postgresql", "mysql"]), name="sys_servers_dialect_known"
+            ),
+            models.CheckConstraint(
+                condition=Q(port__isnull=True) | Q(port__gte=1, port__lte=65535),
+                name="sys_servers_port_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("servers-detail", args=[self.name])
+
+    @property
+    def location(self) -> str:
+        """Where the server is, for people (never includes the password)."""
+        if self.odbc_dsn:
+            return f"DSN {self.odbc_dsn}"
+        if self.dialect == "sqlite":
+            return self.database
+        return f"{self.user}@{self.host}:{self.port}/{self.database}" + (
+            f" ({self.schema})" if self.schema else ""
+        )
+
+
+class Snapshot(models.Model):
+    """SYS_SNAPSHOT: one row per snapshot (its destination table)."""
+
+    name = models.CharField(max_length=255, primary_key=True, db_column="SN_NAME")
+    query = models.TextField(db_column="SN_QUERY")
+    last_ts = models.DateTimeField(null=True, blank=True, db_column="SN_LAST_TS")
+    is_incremental = models.IntegerField(null=True, blank=True, db_column="SN_IS_INCREMENTAL")
+    source_table = models.CharField(max_length=255, null=True, blank=True, db_column="SN_SOURCE_TABLE")
+    last_upd_bm = models.CharField(max_length=255, null=True, blank=True, db_column="SN_LAST_UPD_BM")
+    # Extra columns: where source and destination live, and the parts of an incremental definition.
+    source_server = models.ForeignKey(
+        Server,
+        on_delete=models.PROTECT,
+        related_name="snapshots_from",
+        db_column="SN_SOURCE_SERVER",
+        to_field="name",
+        null=True,
+        blank=True,
+    )
+    dest_server = models.ForeignKey(
+        Server,
+        on_delete=models.PROTECT,
+        related_name="snapshots_to",
+        db_column="SN_DEST_SERVER",
+        to_field="name",
+    )
+    dest_table = models.CharField(max_length=255, db_column="SN_DEST_TABLE")
+    source_columns = models.TextField(blank=True, db_column="SN_COLUMNS")
+    condition = models.TextField(blank=True, db_column="SN_CONDITION")
+    created_at = models.DateTimeField(auto_now_add=True, db_column="SN_CREATED_AT")
+
+    class Meta:
+        db_table = "SYS_SNAPSHOT"
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["dest_server", "dest_table"], name="sys_snapshot_one_per_destination"
+            ),
+            models.CheckConstraint(
+                condition=Q(is_incremental__isnull=True) | Q(source_table__isnull=False),
+                name="sys_snapshot_incremental_has_source",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SnapshotLog(models.Model):
+    """SYS_SNAPSHOT_LOG: a snapshot log (RLOG_ table + triggers) on a source table."""
+
+    source = models.CharField(max_length=320, primary_key=True, db_column="SNL_SOURCE")
+    rlog = models.CharField(max_length=320, db_column="SNL_RLOG")
+    rplog = models.CharField(max_length=320, unique=True, db_column="SNL_RPLOG")
+    server = models.ForeignKey(
+        Server,
+        on_delete=models.PROTECT,
+        related_name="snapshot_logs",
+        db_column="SNL_SERVER",
+        to_field="name",
+    )
+    table = models.CharField(max_length=255, db_column="SNL_TABLE")
+    created_at = models.DateTimeField(auto_now_add=True, db_column="SNL_CREATED_AT")
+
+    class Meta:
+        db_table = "SYS_SNAPSHOT_LOG"
+        ordering = ["source"]
+        constraints = [
+            models.UniqueConstraint(fields=["server", "table"], name="sys_snapshot_log_one_per_table")
+        ]
+
+    def __str__(self) -> str:
+        return self.source
+
+
+class SnapshotPublication(models.Model):
+    """SYS_SNAPSHOT_PUB: items published for bi-directional snapshot replication."""
+
+    item = models.CharField(max_length=320, db_column="SP_ITEM")
+    type = models.IntegerField(choices=ITEM_TYPES[:2], default=2, db_column="SP_TYPE")
+    last_ts = models.DateTimeField(null=True, blank=True, db_column="SP_LAST_TS")
+    server = models.ForeignKey(
+        Server,
+        on_delete=models.PROTECT,
+        related_name="snapshot_publications",
+        db_column="SP_SERVER",
+        to_field="name",
+        null=True,
+        blank=True,
+    )
+    created_at = models.DateTimeField(auto_now_add=True, db_column="SP_CREATED_AT")
+
+    class Meta:
+        db_table = "SYS_SNAPSHOT_PUB"
+        ordering = ["item"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "type"], name="sys_snapshot_pub_pk"),
+            models.CheckConstraint(condition=Q(type__in=[1, 2]), name="sys_snapshot_pub_type"),
+        ]
+
+    def __str__(self) -> str:
+        return self.item
+
+
+class SnapshotSubscription(models.Model):
+    """SYS_SNAPSHOT_SUB: subscribers of a bi-directional snapshot publication."""
+
+    server = models.CharField(max_length=128, db_column="SS_SERVER")
+    item = models.CharField(max_length=320, db_column="SS_ITEM")
+    type = models.IntegerField(choices=ITEM_TYPES[:2], default=2, db_column="SS_TYPE")
+    last_pull_ts = models.DateTimeField(null=True, blank=True, db_column="SS_LAST_PULL_TS")
+    last_push_ts = models.DateTimeField(null=True, blank=True, db_column="SS_LAST_PUSH_TS")
+    created_at = models.DateTimeField(auto_now_add=True, db_column="SS_CREATED_AT")
+
+    class Meta:
+        db_table = "SYS_SNAPSHOT_SUB"
+        ordering = ["item", "server"]
+        constraints = [models.UniqueConstraint(fields=["server", "item", "type"], name="sys_snapshot_sub_pk")]
+
+    def __str__(self) -> str:
+        return f"{self.server}: {self.item}"
+
+
+class ConflictResolverBase(models.Model):
+    """Common columns of SYS_SNAPSHOT_CR and SYS_REPL_CR."""
+
+    id = models.AutoField(primary_key=True, db_column="CR_ID")
+    table_name = models.CharField(max_length=320, db_column="CR_TABLE_NAME")
+    type = models.CharField(max_length=1, choices=CR_TYPES, db_column="CR_TYPE")
+    proc = models.CharField(max_length=320, db_column="CR_PROC")
+    order = models.IntegerField(default=0, db_column="CR_ORDER")
+    # Extra columns: the generated class, its column, and a custom expression (see docs/catalog.md).
+    resolver_class = models.CharField(max_length=20, blank=True, db_column="CR_CLASS")
+    column = models.CharField(max_length=255, blank=True, db_column="CR_COLUMN")
+    expression = models.TextField(blank=True, db_column="CR_EXPRESSION")
+    assignments = models.JSONField(default=dict, blank=True, db_column="CR_ASSIGNMENTS")
+    notify = models.CharField(max_length=254, blank=True, db_column="CR_NOTIFY")
+
+    class Meta:
+        abstract = True
+        ordering = ["table_name", "type", "order"]
+
+    def __str__(self) -> str:
+        return f"{self.table_name} {self.type} #{self.order}: {self.proc}"
+
+
+class SnapshotConflictResolver(ConflictResolverBase):
+    class Meta(ConflictResolverBase.Meta):
+        db_table = "SYS_SNAPSHOT_CR"
+        constraints = [
+            models.CheckConstraint(condition=Q(type__in=["I", "U", "D"]), name="sys_snapshot_cr_type"),
+            models.UniqueConstraint(fields=["table_name", "proc"], name="sys_snapshot_cr_proc_unique"),
+        ]
+
+
+class TransactionalConflictResolver(ConflictResolverBase):
+    class Meta(ConflictResolverBase.Meta):
+        db_table = "SYS_REPL_CR"
+        constraints = [
+            models.CheckConstraint(condition=Q(type__in=["I", "U", "D"]), name="sys_repl_cr_type"),
+            models.UniqueConstraint(fields=["table_name", "proc"], name="sys_repl_cr_proc_unique"),
+        ]
+
+
+class ReplAccount(models.Model):
+    """SYS_REPL_ACCOUNTS: transactional publications (published here or subscribed to)."""
+
+    server = models.CharField(max_length=128, db_column="SERVER")
+    account = models.CharField(max_length=128, db_column="ACCOUNT")
+    nth = models.IntegerField(default=0, db_column="NTH")
+    level = models.IntegerField(default=0, db_column="LEVEL")
+    is_mandatory = models.IntegerField(default=0, db_column="IS_MANDATORY")
+    is_updateable = models.IntegerField(default=0, db_column="IS_UPDATEABLE")
+    sync_user = models.CharField(max_length=128, null=True, blank=True, db_column="SYNC_USER")
+    p_month = models.IntegerField(null=True, blank=True, db_column="P_MONTH")
+    p_day = models.IntegerField(null=True, blank=True, db_column="P_DAY")
+    p_wday = models.IntegerField(null=True, blank=True, db_column="P_WDAY")
+    p_time = models.TimeField(null=True, blank=True, db_column="P_TIME")
+
+    class Meta:
+        db_table = "SYS_REPL_ACCOUNTS"
+        ordering = ["server", "account"]
+        constraints = [
+            models.UniqueConstraint(fields=["server", "account"], name="sys_repl_accounts_pk"),
+            models.CheckConstraint(
+                condition=Q(p_month__isnull=True) | Q(p_month__gte=1, p_month__lte=12),
+                name="sys_repl_accounts_month",
+            ),
+            models.CheckConstraint(
+                condition=Q(p_day__isnull=True) | Q(p_day__gte=1, p_day__lte=31), name="sys_repl_accounts_day"
+            ),
+            models.CheckConstraint(
+                condition=Q(p_wday__isnull=True) | Q(p_wday__gte=1, p_wday__lte=7),
+                name="sys_repl_accounts_wday",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.server}/{self.account}"
+
+
+class ReplSubscriber(models.Model):
+    """SYS_REPL_SUBSCRIBERS: subscribers of a publication, their level and validity."""
+
+    server = models.CharField(max_length=128, db_column="RS_SERVER")
+    account = models.CharField(max_length=128, db_column="RS_ACCOUNT")
+    subscriber = models.CharField(max_length=128, db_column="RS_SUBSCRIBER")
+    level = models.IntegerField(default=0, db_column="RS_LEVEL")
+    valid = models.IntegerField(default=1, db_column="RS_VALID")
+
+    class Meta:
+        db_table = "SYS_REPL_SUBSCRIBERS"
+        ordering = ["server", "account", "subscriber"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["server", "account", "subscriber"], name="sys_repl_subscribers_pk"
+            ),
+            models.CheckConstraint(condition=Q(valid__in=[0, 1]), name="sys_repl_subscribers_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subscriber} @ {self.server}/{self.account}"
+
+
+class TpItem(models.Model):
+    """SYS_TP_ITEM: items of a transactional publication."""
+
+    server = models.CharField(max_length=128, db_column="TI_SERVER")
+    acct = models.CharField(max_length=128, db_column="TI_ACCT")
+    type = models.IntegerField(choices=ITEM_TYPES, db_column="TI_TYPE")
+    item = models.CharField(max_length=320, db_column="TI_ITEM")
+    options = models.IntegerField(
+        null=True, blank=True, choices=[(1, "calls"), (2, "definition"), (3, "both")], db_column="TI_OPTIONS"
+    )
+    is_copy = models.IntegerField(default=0, db_column="TI_IS_COPY")
+    dav_user = models.CharField(max_length=128, null=True, blank=True, db_column="TI_DAV_USER")
+    dav_group = models.CharField(max_length=128, null=True, blank=True, db_column="TI_DAV_GROUP")
+
+    class Meta:
+        db_table = "SYS_TP_ITEM"
+        ordering = ["server", "acct", "type", "item"]
+        constraints = [
+            models.UniqueConstraint(fields=["server", "acct", "type", "item"], name="sys_tp_item_pk"),
+            models.CheckConstraint(condition=Q(type__in=[1, 2, 3]), name="sys_tp_item_type"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.server}/{self.acct}: {self.item}"
+
+
+class TpGrant(models.Model):
+    """SYS_TP_GRANT: who may subscribe to a publication."""
+
+    acct = models.CharField(max_length=128, db_column="TPG_ACCT")
+    grantee = models.CharField(max_length=128, db_column="TPG_GRANTEE")
+
+    class Meta:
+        db_table = "SYS_TP_GRANT"
+        ordering = ["acct", "grantee"]
+        constraints = [models.UniqueConstraint(fields=["acct", "grantee"], name="sys_tp_grant_pk")]
+
+    def __str__(self) -> str:
+        return f"{self.acct} -> {self.grantee}"
+
+
+class ScheduledEvent(models.Model):
+    """SYS_SCHEDULED_EVENT: statements run by the scheduler every SE_INTERVAL minutes."""
+
+    name = models.CharField(max_length=255, primary_key=True, db_column="SE_NAME")
+    start = models.DateTimeField(db_column="SE_START")
+    sql = models.TextField(db_column="SE_SQL")
+    last_completed = models.DateTimeField(null=True, blank=True, db_column="SE_LAST_COMPLETED")
+    interval = models.IntegerField(db_column="SE_INTERVAL")
+    last_error = models.TextField(null=True, blank=True, db_column="SE_LAST_ERROR")
+    enable_notify = models.IntegerField(default=0, db_column="SE_ENABLE_NOTIFY")
+    notify = models.CharField(max_length=254, null=True, blank=True, db_column="SE_NOTIFY")
+    notification_sent = models.IntegerField(default=0, db_column="SE_NOTIFICATION_SENT")
+    disabled = models.IntegerField(default=0, db_column="SE_DISABLED")
+
+    class Meta:
+        db_table = "SYS_SCHEDULED_EVENT"
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(interval__gte=0), name="sys_scheduled_event_interval"),
+            models.CheckConstraint(condition=Q(disabled__in=[0, 1]), name="sys_scheduled_event_disabled"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name

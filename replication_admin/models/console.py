@@ -1,0 +1,132 @@
+"""Console-side tables: the replication registry, background job runs and the audit log."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+REGISTRY_DEFAULTS = {
+    # Minutes subtracted from SN_LAST_TS before reading a snapshot log (longest source transaction).
+    "snp_repl_tolerance_offset": "15",
+    # Minutes subtracted from MIN(SN_LAST_TS) before replay-log rows are purged.
+    "snp_repl_purge_offset": "30",
+    # The name this console replicates under (REPL_SERVER_NAME / REPL_THIS_SERVER).
+    "repl_server_name": "console",
+}
+
+
+class RegistryEntry(models.Model):
+    """Virtuoso's registry variables that replication reads (registry_get / registry_set)."""
+
+    key = models.CharField(max_length=128, primary_key=True, db_column="R_KEY")
+    value = models.TextField(db_column="R_VALUE")
+
+    class Meta:
+        db_table = "REPL_REGISTRY"
+        ordering = ["key"]
+        permissions = [
+            ("operate", "Can run replication: refresh, sync, compare, initial copy, mark valid"),
+            ("edit", "Can create and drop servers, snapshots, publications, resolvers and statements"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} = {self.value}"
+
+    @classmethod
+    def get_value(cls, key: str) -> str:
+        row = cls.objects.filter(key=key).first()
+        return row.value if row else REGISTRY_DEFAULTS[key]
+
+    @classmethod
+    def get_int(cls, key: str) -> int:
+        return int(cls.get_value(key))
+
+
+class JobRun(models.Model):
+    """One background run: what it works on, where it is, what it logged, how it ended."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+
+    kind = models.CharField(max_length=40)
+    target = models.CharField(max_length=500, help_text="What the job works on, for people")
+    params = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.QUEUED, db_index=True)
+    progress_done = models.BigIntegerField(default=0)
+    progress_total = models.BigIntegerField(default=0)
+    message = models.CharField(max_length=500, blank=True)
+    log = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    result = models.JSONField(null=True, blank=True)
+    timings = models.JSONField(default=dict, blank=True, help_text="Seconds per phase, measured in the task")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    task_id = models.CharField(max_length=64, blank=True)
+    attempts = models.IntegerField(default=0)
+    worker_pid = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        db_table = "REPL_JOB_RUN"
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(progress_done__gte=0), name="job_run_progress_nonnegative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.kind} {self.target}"
+
+    @property
+    def finished(self) -> bool:
+        return self.state in self.FINISHED
+
+    @property
+    def percent(self) -> int:
+        if self.state == self.State.SUCCEEDED:
+            return 100
+        if not self.progress_total:
+            return 0
+        return max(0, min(100, int(100 * self.progress_done / self.progress_total)))
+
+    @property
+    def duration(self) -> float | None:
+        if self.started_at and self.finished_at:
+            return (self.finished_at - self.started_at).total_seconds()
+        return None
+
+
+class AuditEntry(models.Model):
+    """Every admin action: who, what, on what, when, and how it ended."""
+
+    class Outcome(models.TextChoices):
+        OK = "ok"
+        ERROR = "error"
+        DENIED = "denied"
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    username = models.CharField(max_length=150, blank=True, help_text="Kept when the user is deleted")
+    action = models.CharField(max_length=80, db_index=True)
+    target = models.CharField(max_length=500, blank=True)
+    outcome = models.CharField(max_length=8, choices=Outcome.choices, default=Outcome.OK)
+    detail = models.JSONField(default=dict, blank=True)
+    remote_addr = models.GenericIPAddressField(null=True, blank=True)
+    via = models.CharField(max_length=20, default="web", help_text="web, command, scheduler, api")
+
+    class Meta:
+        db_table = "REPL_AUDIT"
+        ordering = ["-at", "-id"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return (
+            f"{self.at:%Y-%m-%d %H:%M:%S} {self.username or '-'} {self.action} {self.target} {self.outcome}"
+        )

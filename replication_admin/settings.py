@@ -1,0 +1,244 @@
+"""Settings for replication_admin: one file, everything tunable from the environment.
+
+Environment variables are read with the small typed helpers below. For development and the demo,
+`var/dev.env` (written by scripts/setup.sh, never committed) supplies the secret key and the Fernet
+key; real environment variables always win over that file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import plotly
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("REPLADMIN_VAR_DIR", BASE_DIR / "var"))
+
+
+def _load_env_file(path: Path) -> None:
+    """Fill os.environ from KEY=VALUE lines, without overriding what is already set."""
+    if not path.is_file():
+        return
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        os.environ.setdefault(key.strip(), value.strip().strip("'\""))
+
+
+_load_env_file(VAR_DIR / "dev.env")
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from exc
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+DEBUG = env_bool("REPLADMIN_DEBUG", False)
+
+SECRET_KEY = env_str("REPLADMIN_SECRET_KEY")
+if not SECRET_KEY:
+    raise ImproperlyConfigured(
+        "REPLADMIN_SECRET_KEY is not set. Run scripts/setup.sh (writes var/dev.env) or export it."
+    )
+
+# Fernet keys that encrypt server passwords at rest. Comma-separated: the first encrypts, all decrypt,
+# so a key can be rotated by prepending a new one (then `manage.py rotate_server_keys`).
+FERNET_KEYS = env_list("REPLADMIN_FERNET_KEYS", [])
+if not FERNET_KEYS:
+    raise ImproperlyConfigured(
+        "REPLADMIN_FERNET_KEYS is not set. Run scripts/setup.sh (writes var/dev.env) or export it."
+    )
+
+ALLOWED_HOSTS = env_list("REPLADMIN_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env_list("REPLADMIN_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "django_q",
+    "replication_admin",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "replication_admin.urls"
+WSGI_APPLICATION = "replication_admin.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "replication_admin.views.context.console",
+            ],
+        },
+    }
+]
+
+# The console's own catalog. SQLite by default (WAL so the worker and the web process share it);
+# REPLADMIN_DB_ENGINE=postgresql switches to a PostgreSQL catalog.
+DB_ENGINE = env_str("REPLADMIN_DB_ENGINE", "sqlite")
+if DB_ENGINE == "sqlite":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": env_str("REPLADMIN_DB_PATH", str(VAR_DIR / "console.sqlite3")),
+            "OPTIONS": {
+                "timeout": 30,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+            "TEST": {"NAME": env_str("REPLADMIN_TEST_DB_PATH", str(VAR_DIR / "test-console.sqlite3"))},
+        }
+    }
+elif DB_ENGINE == "postgresql":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": env_str("REPLADMIN_DB_NAME", "replication_admin"),
+            "USER": env_str("REPLADMIN_DB_USER", "root"),
+            "PASSWORD": env_str("REPLADMIN_DB_PASSWORD"),
+            "HOST": env_str("REPLADMIN_DB_HOST", "127.0.0.1"),
+            "PORT": env_str("REPLADMIN_DB_PORT", "5432"),
+        }
+    }
+else:
+    raise ImproperlyConfigured(f"REPLADMIN_DB_ENGINE must be sqlite or postgresql, got {DB_ENGINE!r}")
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("REPLADMIN_TIME_ZONE", "UTC")
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+# plotly.min.js is served from the plotly package itself (offline, same version as the Python API).
+STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", str(Path(plotly.__file__).parent / "package_data"))]
+
+# Secure defaults outside DEBUG; each can be relaxed from the environment behind a TLS proxy.
+SECURE_SSL_REDIRECT = env_bool("REPLADMIN_SECURE_SSL_REDIRECT", not DEBUG)
+SESSION_COOKIE_SECURE = env_bool("REPLADMIN_SECURE_COOKIES", not DEBUG)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_HSTS_SECONDS = env_int("REPLADMIN_HSTS_SECONDS", 0 if DEBUG else 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+SECURE_HSTS_PRELOAD = env_bool("REPLADMIN_HSTS_PRELOAD", not DEBUG)
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("REPLADMIN_BEHIND_PROXY", False) else None
+)
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+
+EMAIL_BACKEND = env_str("REPLADMIN_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("REPLADMIN_FROM_EMAIL", "replication_admin@localhost")
+
+# Background jobs: django-q2 with the ORM broker by default, Redis when REPLADMIN_REDIS_URL is set.
+# One worker process keeps one warm SparkSession, so `recycle` is high; `retry` > `timeout`.
+Q_CLUSTER = {
+    "name": "replication_admin",
+    "workers": env_int("REPLADMIN_WORKERS", 2),
+    "recycle": 1000,
+    "timeout": env_int("REPLADMIN_JOB_TIMEOUT", 3600),
+    "retry": env_int("REPLADMIN_JOB_TIMEOUT", 3600) + 300,
+    "max_attempts": 1,
+    "poll": 0.2,
+    "catch_up": False,
+    "save_limit": 1000,
+    "label": "Background tasks",
+}
+# Run jobs inside the requesting process (django-q2's sync mode): tests and one-off commands.
+JOBS_SYNC = env_bool("REPLADMIN_JOBS_SYNC", False)
+REDIS_URL = env_str("REPLADMIN_REDIS_URL")
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+# Spark: one lazily created local session per worker process (jobs/session.py).
+SPARK_MASTER = env_str("REPLADMIN_SPARK_MASTER", "local[*]")
+SPARK_DRIVER_MEMORY = env_str("REPLADMIN_SPARK_DRIVER_MEMORY", "2g")
+JDBC_JARS = env_list(
+    "REPLADMIN_JDBC_JARS",
+    [
+        "/usr/share/java/postgresql.jar",
+        "/usr/share/java/mariadb-java-client.jar",
+        "/usr/share/java/sqlite-jdbc.jar",
+    ],
+)
+
+# Registry defaults (Virtuoso's registry variables), in minutes.
+SNP_REPL_TOLERANCE_OFFSET = 15
+SNP_REPL_PURGE_OFFSET = 30
+
+# Files the console may use for SQLite servers must live under one of these folders.
+SQLITE_ALLOWED_DIRS = env_list("REPLADMIN_SQLITE_DIRS", [str(VAR_DIR)])
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("REPLADMIN_LOG_LEVEL", "INFO")},
+    "loggers": {
+        "py4j": {"level": "WARNING"},
+        "django.db.backends": {"level": "INFO"},
+    },
+}

@@ -1,0 +1,159 @@
+"""django-q2 entry points: take a JobRun id, advance its state, call the Spark job in jobs/.
+
+Everything a job measures is measured here, inside the task, and stored on the JobRun.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import traceback
+from collections.abc import Callable
+from contextlib import contextmanager
+
+from django.conf import settings
+from django.utils import timezone
+
+from jobs.session import SparkConfig, get_spark
+from replication_admin import connections
+from replication_admin.engine import dialects
+from replication_admin.engine.compare import ComparePlanError, plan_compare
+from replication_admin.models import JobRun, Server
+
+log = logging.getLogger(__name__)
+
+
+class JobCancelled(Exception):
+    pass
+
+
+class JobError(Exception):
+    """An expected failure with a message meant for the person who started the job."""
+
+
+def spark_config() -> SparkConfig:
+    return SparkConfig(
+        master=settings.SPARK_MASTER,
+        driver_memory=settings.SPARK_DRIVER_MEMORY,
+        jars=tuple(settings.JDBC_JARS),
+    )
+
+
+class Reporter:
+    """Progress, log lines and phase timings of one JobRun, written as it goes."""
+
+    MIN_INTERVAL = 0.25  # seconds between progress writes; the page polls every second
+
+    def __init__(self, job: JobRun) -> None:
+        self.job = job
+        self.timings: dict[str, float] = {}
+        self._last_write = 0.0
+
+    def log(self, line: str) -> None:
+        stamp = timezone.now().strftime("%H:%M:%S")
+        self.job.log += f"[{stamp}] {line}\n"
+        JobRun.objects.filter(pk=self.job.pk).update(log=self.job.log)
+
+    def progress(self, done: int, total: int, message: str = "") -> None:
+        state = JobRun.objects.filter(pk=self.job.pk).values_list("state", flat=True).first()
+        if state == JobRun.State.CANCELLED:
+            raise JobCancelled()
+        now = time.monotonic()
+        if message:
+            self.log(message)
+        if now - self._last_write < self.MIN_INTERVAL and done < total and not message:
+            return
+        self._last_write = now
+        JobRun.objects.filter(pk=self.job.pk).update(
+            progress_done=done, progress_total=total, message=message[:500] if message else self.job.message
+        )
+
+    @contextmanager
+    def phase(self, name: str):
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.timings[name] = round(time.monotonic() - started, 4)
+
+
+def _server(name: str) -> Server:
+    try:
+        return Server.objects.get(name=name)
+    except Server.DoesNotExist:
+        raise JobError(f"server {name!r} is not registered") from None
+
+
+def run_compare(job: JobRun, reporter: Reporter) -> dict:
+    params = job.params
+    left = _server(params["left_server"])
+    right = _server(params["right_server"])
+    with reporter.phase("introspect"):
+        try:
+            left_info = connections.describe_table(left, params["left_table"])
+            right_info = connections.describe_table(right, params["right_table"])
+            plan = plan_compare(
+                dialects.get(left.dialect), left_info, dialects.get(right.dialect), right_info
+            )
+        except (connections.ConnectionFailed, connections.TableNotFound, ComparePlanError) as exc:
+            raise JobError(str(exc)) from None
+        left_endpoint = connections.jdbc_endpoint(left)
+        right_endpoint = connections.jdbc_endpoint(right)
+    reporter.log(f"key ({', '.join(plan.key_columns)}); comparing {len(plan.compared_columns)} column(s)")
+    with reporter.phase("spark_session"):
+        spark = get_spark(spark_config())
+    from jobs import compare
+
+    with reporter.phase("spark_job"):
+        return compare.run(spark, plan, left_endpoint, right_endpoint, progress=reporter.progress)
+
+
+HANDLERS: dict[str, Callable[[JobRun, Reporter], dict]] = {"compare": run_compare}
+
+
+def run_job(job_id: int) -> str:
+    """Run one JobRun. A redelivered or cancelled job is left as it is."""
+    started = time.monotonic()
+    claimed = JobRun.objects.filter(pk=job_id, state=JobRun.State.QUEUED).update(
+        state=JobRun.State.RUNNING, started_at=timezone.now(), worker_pid=os.getpid()
+    )
+    if not claimed:
+        state = JobRun.objects.filter(pk=job_id).values_list("state", flat=True).first()
+        return f"job {job_id} not run: {state or 'missing'}"
+    job = JobRun.objects.get(pk=job_id)
+    JobRun.objects.filter(pk=job_id).update(attempts=job.attempts + 1)
+    reporter = Reporter(job)
+    handler = HANDLERS.get(job.kind)
+    try:
+        if handler is None:
+            raise JobError(f"unknown job kind {job.kind!r}")
+        result = handler(job, reporter)
+    except JobCancelled:
+        reporter.timings["total"] = round(time.monotonic() - started, 4)
+        JobRun.objects.filter(pk=job_id).update(timings=reporter.timings)
+        return f"job {job_id} cancelled"
+    except Exception as exc:
+        reporter.timings["total"] = round(time.monotonic() - started, 4)
+        expected = isinstance(exc, JobError)
+        message = str(exc) if expected else f"{type(exc).__name__}: {exc}"
+        if not expected:
+            log.exception("job %s failed", job_id)
+            reporter.log(traceback.format_exc())
+        JobRun.objects.filter(pk=job_id, state=JobRun.State.RUNNING).update(
+            state=JobRun.State.FAILED,
+            error=message[:10000],
+            finished_at=timezone.now(),
+            timings=reporter.timings,
+            message="failed",
+        )
+        return f"job {job_id} failed"
+    reporter.timings["total"] = round(time.monotonic() - started, 4)
+    JobRun.objects.filter(pk=job_id, state=JobRun.State.RUNNING).update(
+        state=JobRun.State.SUCCEEDED,
+        result=result,
+        finished_at=timezone.now(),
+        timings=reporter.timings,
+        message="done",
+    )
+    return f"job {job_id} succeeded"

@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from django.http import HttpRequest
+
+NAVIGATION = [
+    ("dashboard", "Dashboard"),
+    ("servers", "Servers"),
+    ("snapshots", "Snapshots"),
+    ("publications", "Publications"),
+    ("subscriptions", "Subscriptions"),
+    ("conflicts", "Conflicts"),
+    ("scheduler", "Scheduler"),
+    ("jobs", "Jobs"),
+    ("audit", "Audit"),
+]
+
+
+def console(request: HttpRequest) -> dict:
+    match = getattr(request, "resolver_match", None)
+    section = (match.url_name or "").split("-")[0] if match else ""
+    return {"navigation": NAVIGATION, "section": section}

@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from replication_admin import connections
+from replication_admin.actions import jobs as job_actions
+from replication_admin.actions.audit import Actor, PermissionDenied
+from replication_admin.forms import CompareForm, JobFilterForm
+from replication_admin.models import JobRun, Server
+from replication_admin.views.helpers import denied, paginate, render_page_or_partial
+
+
+@require_GET
+def job_list(request: HttpRequest) -> HttpResponse:
+    jobs = JobRun.objects.select_related("created_by")
+    filters = JobFilterForm(request.GET or None)
+    if filters.is_valid():
+        if filters.cleaned_data["state"]:
+            jobs = jobs.filter(state=filters.cleaned_data["state"])
+        if filters.cleaned_data["kind"]:
+            jobs = jobs.filter(kind=filters.cleaned_data["kind"])
+    page = paginate(request, jobs)
+    active = any(not j.finished for j in page)
+    context = {"page": page, "filters": filters, "active": active}
+    return render_page_or_partial(request, "replication_admin/jobs.html", "job-rows", context)
+
+
+@require_GET
+def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    job = get_object_or_404(JobRun, pk=pk)
+    return render_page_or_partial(request, "replication_admin/job_detail.html", "job-status", {"job": job})
+
+
+@require_POST
+def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    job = get_object_or_404(JobRun, pk=pk)
+    try:
+        cancelled = job_actions.do_cancel_job(Actor.from_request(request), job)
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    if not cancelled:
+        messages.warning(request, "The job had already finished.")
+    return redirect("jobs-detail", pk=pk)
+
+
+def _check_table(form: CompareForm, side: str) -> None:
+    server: Server = form.cleaned_data[f"{side}_server"]
+    table = form.cleaned_data[f"{side}_table"]
+    try:
+        connections.describe_table(server, table)
+    except (connections.ConnectionFailed, connections.TableNotFound) as exc:
+        form.add_error(f"{side}_table", str(exc))
+
+
+@require_http_methods(["GET", "POST"])
+def compare_start(request: HttpRequest) -> HttpResponse:
+    form = CompareForm(request.POST or None, initial=request.GET.dict())
+    if request.method == "POST" and form.is_valid():
+        _check_table(form, "left")
+        _check_table(form, "right")
+        if form.is_valid():
+            d = form.cleaned_data
+            try:
+                job = job_actions.do_start_compare(
+                    Actor.from_request(request),
+                    d["left_server"],
+                    d["left_table"],
+                    d["right_server"],
+                    d["right_table"],
+                )
+            except PermissionDenied as exc:
+                return denied(request, exc)
+            except ValidationError as exc:
+                form.add_error(None, exc)
+            else:
+                return redirect("jobs-detail", pk=job.pk)
+    return render(
+        request, "replication_admin/compare_form.html", {"form": form, "servers": Server.objects.all()}
+    )
+
+
+@require_GET
+def table_options(request: HttpRequest) -> HttpResponse:
+    """htmx: <option>s of the tables of the chosen server, for a datalist."""
+    server = Server.objects.filter(name=request.GET.get("server", "")).first()
+    tables: list[str] = []
+    error = ""
+    if server is not None:
+        try:
+            tables = connections.list_tables(server)
+        except connections.ConnectionFailed as exc:
+            error = str(exc)
+    return render(
+        request, "replication_admin/compare_form.html#table-options", {"tables": tables, "error": error}
+    )

@@ -1,0 +1,227 @@
+"""Shared fixtures: throwaway databases on the live servers, registered servers, one SparkSession.
+
+Under CI=true a missing PostgreSQL, MariaDB, Java or JDBC jar fails the test run; elsewhere the tests
+that need it are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pyodbc
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+PG = {"host": "127.0.0.1", "port": 5432, "user": "root", "password": ""}
+MY = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
+
+
+def unavailable(reason: str) -> None:
+    """Fail under CI (a service the suite needs is missing), skip elsewhere."""
+    if IN_CI:
+        pytest.fail(f"required for CI but unavailable: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def _pg_admin() -> pyodbc.Connection:
+    return pyodbc.connect(
+        f"DRIVER={{PostgreSQL Unicode}};SERVER={PG['host']};PORT={PG['port']};DATABASE=postgres;"
+        f"UID={PG['user']};PWD={PG['password']};",
+        autocommit=True,
+        timeout=5,
+    )
+
+
+def _my_admin() -> pyodbc.Connection:
+    return pyodbc.connect(
+        f"DRIVER={{MariaDB Unicode}};SERVER={MY['host']};PORT={MY['port']};"
+        f"UID={MY['user']};PWD={MY['password']};",
+        autocommit=True,
+        timeout=5,
+    )
+
+
+_ADMIN = {"postgresql": _pg_admin, "mysql": _my_admin}
+_service_state: dict[str, str | None] = {}
+
+
+def require_service(dialect: str) -> None:
+    if dialect == "sqlite":
+        return
+    if dialect not in _service_state:
+        try:
+            _ADMIN[dialect]().close()
+            _service_state[dialect] = None
+        except pyodbc.Error as exc:
+            _service_state[dialect] = f"{dialect} at 127.0.0.1 is not reachable: {exc}"
+    if _service_state[dialect]:
+        unavailable(_service_state[dialect])
+
+
+def require_spark() -> None:
+    from django.conf import settings
+
+    if shutil.which("java") is None:
+        unavailable("no java on PATH (Spark needs a Java runtime)")
+    missing = [jar for jar in settings.JDBC_JARS if not os.path.isfile(jar)]
+    if missing:
+        unavailable(f"JDBC jars missing: {', '.join(missing)}")
+
+
+def create_database(dialect: str) -> str:
+    name = f"ra_test_{uuid.uuid4().hex[:10]}"
+    with _ADMIN[dialect]() as conn:
+        if dialect == "postgresql":
+            conn.execute(f'CREATE DATABASE "{name}"')
+        else:
+            conn.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+    return name
+
+
+def drop_database(dialect: str, name: str) -> None:
+    with _ADMIN[dialect]() as conn:
+        if dialect == "postgresql":
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        else:
+            conn.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def sqlite_dirs_include_tmp():
+    """Test SQLite files live under the system temp folder; let the console use them."""
+    from django.conf import settings
+
+    settings.SQLITE_ALLOWED_DIRS = [*settings.SQLITE_ALLOWED_DIRS, tempfile.gettempdir()]
+    os.environ["REPLADMIN_SQLITE_DIRS"] = ",".join(settings.SQLITE_ALLOWED_DIRS)
+
+
+@pytest.fixture
+def live_database() -> Iterator[Callable[[str], str]]:
+    """Factory: a fresh database on the live PostgreSQL / MariaDB, dropped after the test."""
+    made: list[tuple[str, str]] = []
+
+    def make(dialect: str) -> str:
+        require_service(dialect)
+        name = create_database(dialect)
+        made.append((dialect, name))
+        return name
+
+    yield make
+    for dialect, name in made:
+        drop_database(dialect, name)
+
+
+@pytest.fixture
+def sqlite_path(tmp_path: Path) -> Callable[[str], str]:
+    """Factory: an empty SQLite file under the test's tmp folder."""
+    import sqlite3
+
+    def make(stem: str = "db") -> str:
+        path = tmp_path / f"{stem}-{uuid.uuid4().hex[:6]}.sqlite3"
+        sqlite3.connect(path).close()
+        return str(path)
+
+    return make
+
+
+def server_data(dialect: str, name: str, database: str):
+    from replication_admin.actions.servers import ServerData
+
+    if dialect == "sqlite":
+        return ServerData(name=name, dialect="sqlite", database=database)
+    params = PG if dialect == "postgresql" else MY
+    return ServerData(
+        name=name,
+        dialect=dialect,
+        host=params["host"],
+        port=params["port"],
+        database=database,
+        user=params["user"],
+        password=params["password"],
+    )
+
+
+@pytest.fixture
+def make_server(db, live_database, sqlite_path):
+    """Factory: register a server on a fresh database of the given dialect."""
+    from replication_admin.actions.audit import Actor
+    from replication_admin.actions.servers import do_register_server
+
+    counter = {"n": 0}
+
+    def make(dialect: str, name: str | None = None):
+        counter["n"] += 1
+        database = sqlite_path(dialect) if dialect == "sqlite" else live_database(dialect)
+        data = server_data(dialect, name or f"{dialect[:2]}{counter['n']}", database)
+        return do_register_server(Actor.command(), data)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The process's one SparkSession (the same one the jobs use when run in sync mode)."""
+    require_spark()
+    from jobs.session import get_spark
+    from replication_admin.tasks import spark_config
+
+    return get_spark(spark_config())
+
+
+@pytest.fixture
+def jobs_sync(settings):
+    """Run queued jobs through django-q2's sync mode, inside the test process."""
+    settings.JOBS_SYNC = True
+    return settings
+
+
+@pytest.fixture
+def qcluster(transactional_db, settings) -> Iterator[subprocess.Popen]:
+    """A real django-q2 cluster (ORM broker) in a child process, on the test database."""
+    require_spark()
+    env = dict(os.environ)
+    env["REPLADMIN_DB_PATH"] = str(settings.DATABASES["default"]["NAME"])
+    env["REPLADMIN_WORKERS"] = "1"
+    env["REPLADMIN_JOBS_SYNC"] = "0"
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "qcluster"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    time.sleep(1.0)
+    if proc.poll() is not None:
+        output = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+        pytest.fail(f"qcluster exited at start:\n{output}")
+    yield proc
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def wait_for_job(job_id: int, timeout: float = 180.0):
+    from replication_admin.models import JobRun
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = JobRun.objects.get(pk=job_id)
+        if job.finished:
+            return job
+        time.sleep(0.3)
+    raise AssertionError(f"job {job_id} did not finish in {timeout} s (state {job.state}, log:\n{job.log})")
