@@ -119,6 +119,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "replication_admin.views.context.console",
             ],
+            "builtins": ["template_partials.templatetags.partials"],
         },
     }
 ]

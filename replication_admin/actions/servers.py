@@ -64,7 +64,7 @@ def validate(data: ServerData, existing: Server | None = None) -> ServerData:
             except AddressError as exc:
                 errors["host"] = str(exc)
             try:
-                port = dialects.base.check_port(data.port or dialect.default_port)
+                port = dialects.base.check_port(dialect.default_port if data.port is None else data.port)
                 normalised = replace(normalised, port=port)
             except AddressError as exc:
                 errors["port"] = str(exc)
@@ -180,6 +180,7 @@ def do_delete_server(actor: Actor, server: Server) -> None:
 
 def do_check_server(actor: Actor, server: Server) -> connections.CheckResult:
     """Test a registered server's connection and remember the outcome (shown on the server list)."""
+    require(actor, "replication_admin.operate", "server.test", server.name)
     result = connections.test_connection(server)
     with transaction.atomic():
         Server.objects.filter(pk=server.pk).update(

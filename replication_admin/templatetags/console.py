@@ -37,8 +37,11 @@ def seconds(value: float | None) -> str:
 
 @register.filter
 def status_badge(ok: bool | None) -> str:
-    if ok is None:
-        return format_html('<span class="badge">not checked</span>')
-    if ok:
-        return format_html('<span class="badge ok">reachable</span>')
-    return format_html('<span class="badge bad">failing</span>')
+    label, css = {None: ("not checked", ""), True: ("reachable", "ok"), False: ("failing", "bad")}[ok]
+    return format_html('<span class="badge {}">{}</span>', css, label)
+
+
+@register.filter
+def keytext(key: dict) -> str:
+    """{'OrderID': '10248', 'ProductID': '11'} -> 'OrderID=10248, ProductID=11'."""
+    return ", ".join(f"{name}={value}" for name, value in key.items())

@@ -1,0 +1,24 @@
+.PHONY: setup demo test lint bench
+
+PY := .venv/bin/python
+
+setup:
+	scripts/setup.sh
+
+## The demo: console on http://127.0.0.1:8000 + a django-q2 worker + local Spark, on the generated Demo database.
+demo: setup
+	scripts/demo.sh
+
+lint:
+	$(PY) -m ruff format --check .
+	$(PY) -m ruff check .
+	$(PY) manage.py check
+	$(PY) manage.py makemigrations --check --dry-run
+
+## The whole test suite: lint, then unit, live-database, Spark and browser tests.
+test: setup lint
+	$(PY) -m pytest
+
+## Benchmarks (on demand): prints ratios against native baselines measured in the same run.
+bench: setup
+	$(PY) -m pytest tests/bench -p no:cacheprovider -s -m bench

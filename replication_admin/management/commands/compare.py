@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+from django.test.utils import override_settings
+
+from replication_admin.actions.audit import Actor
+from replication_admin.actions.jobs import do_start_compare
+from replication_admin.models import JobRun, Server
+
+
+class Command(BaseCommand):
+    help = "Compare two tables by primary key: SERVER TABLE SERVER TABLE. Runs here unless --queue."
+
+    def add_arguments(self, parser):
+        parser.add_argument("left_server")
+        parser.add_argument("left_table")
+        parser.add_argument("right_server")
+        parser.add_argument("right_table")
+        parser.add_argument("--queue", action="store_true", help="hand the job to the django-q2 workers")
+
+    def handle(self, *args, **opts):
+        servers = {
+            s.name: s for s in Server.objects.filter(name__in=[opts["left_server"], opts["right_server"]])
+        }
+        for key in ("left_server", "right_server"):
+            if opts[key] not in servers:
+                raise CommandError(f"server {opts[key]!r} is not registered")
+        with override_settings(JOBS_SYNC=not opts["queue"]):
+            job = do_start_compare(
+                Actor.command(),
+                servers[opts["left_server"]],
+                opts["left_table"],
+                servers[opts["right_server"]],
+                opts["right_table"],
+            )
+        job = JobRun.objects.get(pk=job.pk)
+        if opts["queue"]:
+            self.stdout.write(f"queued job #{job.pk}")
+            return
+        if job.state != JobRun.State.SUCCEEDED:
+            raise CommandError(f"job #{job.pk} {job.state}: {job.error}")
+        r = job.result
+        self.stdout.write(json.dumps({k: v for k, v in r.items() if k != "samples"}, indent=2))
+        if not r["equal"]:
+            self.stdout.write(json.dumps(r["samples"], indent=2, ensure_ascii=False))

@@ -1,0 +1,86 @@
+"""manage.py demo_setup: the Demo database, its servers and an admin login, ready for the console."""
+
+from __future__ import annotations
+
+import secrets
+
+import pyodbc
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.management.base import BaseCommand
+
+from replication_admin.actions.audit import Actor
+from replication_admin.actions.servers import ServerData, do_check_server, do_register_server
+from replication_admin.demo import create_demo_database
+from replication_admin.models import Server
+
+DEMO_DATABASE = "replication_demo"
+LOCAL_SERVERS = [
+    (
+        "pg_demo",
+        "postgresql",
+        5432,
+        "DRIVER={PostgreSQL Unicode};SERVER=127.0.0.1;PORT=5432;DATABASE=postgres;UID=root;",
+    ),
+    ("mariadb_demo", "mysql", 3306, "DRIVER={MariaDB Unicode};SERVER=127.0.0.1;PORT=3306;UID=root;PWD=;"),
+]
+
+
+class Command(BaseCommand):
+    help = (
+        "Generate the Demo database (SQLite), register it and the local PostgreSQL/MariaDB, create a login."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--orders", type=int, default=3000)
+        parser.add_argument("--admin", default="admin", help="user name of the demo administrator")
+
+    def handle(self, *args, **opts):
+        actor = Actor.command()
+        path = settings.VAR_DIR / "demo.sqlite3"
+        if not path.exists():
+            counts = create_demo_database(str(path), orders=opts["orders"])
+            self.stdout.write(f"created {path}: " + ", ".join(f"{t} {n}" for t, n in counts.items()))
+        self._register(actor, ServerData(name="demo", dialect="sqlite", database=str(path),
+                                         description="Northwind-like Demo database"))  # fmt: skip
+        for name, dialect, port, admin_dsn in LOCAL_SERVERS:
+            try:
+                with pyodbc.connect(admin_dsn, autocommit=True, timeout=3) as conn:
+                    self._create_database(conn, dialect)
+            except pyodbc.Error as exc:
+                self.stdout.write(
+                    f"skipping {name}: the local {dialect} server is not reachable ({exc.args[-1]})"
+                )
+                continue
+            data = ServerData(
+                name=name,
+                dialect=dialect,
+                host="127.0.0.1",
+                port=port,
+                database=DEMO_DATABASE,
+                user="root",
+                password="",
+                description=f"local {dialect}, database {DEMO_DATABASE}",
+            )
+            self._register(actor, data)
+        password = secrets.token_urlsafe(12)
+        user, _ = User.objects.get_or_create(username=opts["admin"], defaults={"is_staff": True})
+        user.is_staff = user.is_superuser = True
+        user.set_password(password)
+        user.save()
+        self.stdout.write(
+            self.style.SUCCESS(f"log in at http://127.0.0.1:8000/ as {user.username} / {password}")
+        )
+
+    def _create_database(self, conn: pyodbc.Connection, dialect: str) -> None:
+        if dialect == "postgresql":
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = ?", DEMO_DATABASE).fetchone()
+            if not exists:
+                conn.execute(f'CREATE DATABASE "{DEMO_DATABASE}"')
+        else:
+            conn.execute(f"CREATE DATABASE IF NOT EXISTS `{DEMO_DATABASE}` CHARACTER SET utf8mb4")
+
+    def _register(self, actor: Actor, data: ServerData) -> None:
+        server = Server.objects.filter(name=data.name).first() or do_register_server(actor, data)
+        result = do_check_server(actor, server)
+        self.stdout.write(f"server {server.name:14} {'ok  ' if result.ok else 'FAIL'} {result.message}")

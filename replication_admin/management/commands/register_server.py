@@ -1,0 +1,80 @@
+"""manage.py register_server NAME --dialect ... : register (or update) a server from the command line."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from replication_admin.actions.audit import Actor
+from replication_admin.actions.servers import (
+    ServerData,
+    do_check_server,
+    do_register_server,
+    do_update_server,
+)
+from replication_admin.models import Server
+
+
+class Command(BaseCommand):
+    help = "Register a database server (the password is read from --password-env or stdin, never from argv)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("name")
+        parser.add_argument("--dialect", required=True, choices=[c for c, _ in Server.DIALECTS])
+        parser.add_argument("--host", default="")
+        parser.add_argument("--port", type=int)
+        parser.add_argument("--database", default="", help="database name, or the SQLite file path")
+        parser.add_argument("--schema", default="")
+        parser.add_argument("--user", default="")
+        parser.add_argument("--password-env", default="", help="name of an environment variable holding it")
+        parser.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+        parser.add_argument("--dsn", default="", help="a named ODBC DSN instead of host/port")
+        parser.add_argument("--description", default="")
+        parser.add_argument("--update", action="store_true", help="change an existing registration")
+        parser.add_argument("--test", action="store_true", help="test the connection afterwards")
+
+    def handle(self, *args, **opts):
+        password: str | None = ""
+        if opts["password_env"]:
+            if opts["password_env"] not in os.environ:
+                raise CommandError(f"environment variable {opts['password_env']} is not set")
+            password = os.environ[opts["password_env"]]
+        elif opts["password_stdin"]:
+            password = sys.stdin.readline().rstrip("\n")
+        elif opts["update"]:
+            password = None  # keep the stored one
+        data = ServerData(
+            name=opts["name"],
+            dialect=opts["dialect"],
+            host=opts["host"],
+            port=opts["port"],
+            database=opts["database"],
+            schema=opts["schema"],
+            user=opts["user"],
+            password=password,
+            odbc_dsn=opts["dsn"],
+            description=opts["description"],
+        )
+        actor = Actor.command()
+        try:
+            if opts["update"]:
+                server = Server.objects.filter(name=opts["name"]).first()
+                if server is None:
+                    raise CommandError(f"no server named {opts['name']!r} to update")
+                server = do_update_server(actor, server, data)
+            else:
+                server = do_register_server(actor, data)
+        except ValidationError as exc:
+            lines = [
+                f"{'' if f == '__all__' else f + ': '}{' '.join(m)}" for f, m in exc.message_dict.items()
+            ]
+            raise CommandError("invalid server:\n  " + "\n  ".join(lines)) from None
+        self.stdout.write(f"registered {server.name} ({server.get_dialect_display()}) at {server.location}")
+        if opts["test"]:
+            result = do_check_server(actor, server)
+            if not result.ok:
+                raise CommandError(result.message)
+            self.stdout.write(result.message)

@@ -1,0 +1,223 @@
+"""Dialects: quoting, type mapping, connection addresses (pure, no database)."""
+
+from __future__ import annotations
+
+import pytest
+
+from replication_admin.engine import dialects
+from replication_admin.engine.compare import ComparePlanError, plan_compare
+from replication_admin.engine.dialects import Address, AddressError, IdentifierError
+from replication_admin.engine.dialects.base import odbc_value
+from replication_admin.engine.schema import Column, TableInfo
+from replication_admin.engine.types import LogicalType
+
+LIVE = ("sqlite", "postgresql", "mysql")
+
+
+@pytest.mark.parametrize(
+    ("dialect", "name", "quoted"),
+    [
+        ("postgresql", 'ab "cd', '"ab ""cd"'),
+        ("sqlite", 'ab "cd', '"ab ""cd"'),
+        ("mysql", "ab `cd", "`ab ``cd`"),
+        ("mysql", 'ab "cd', '`ab "cd`'),
+        ("mssql", "a]b", "[a]]b]"),
+        ("oracle", 'x"y', '"x""y"'),
+    ],
+)
+def test_identifiers_are_quoted_with_the_quote_character_doubled(dialect, name, quoted):
+    assert dialects.get(dialect).quote(name) == quoted
+
+
+@pytest.mark.parametrize("bad", ["", "a\x00b"])
+def test_empty_or_nul_identifiers_are_refused(bad):
+    with pytest.raises(IdentifierError):
+        dialects.get("postgresql").quote(bad)
+
+
+def test_identifiers_longer_than_the_dialect_allows_are_refused():
+    dialects.get("postgresql").quote("x" * 63)
+    with pytest.raises(IdentifierError, match="longer than 63"):
+        dialects.get("postgresql").quote("x" * 64)
+
+
+def test_string_literals_double_quotes_and_mariadb_also_escapes_backslashes():
+    assert dialects.get("postgresql").literal("it's") == "'it''s'"
+    assert dialects.get("mysql").literal("a\\'b") == "'a\\\\''b'"
+
+
+@pytest.mark.parametrize(
+    ("dialect", "declared", "expected"),
+    [
+        ("postgresql", "integer", LogicalType("integer")),
+        ("postgresql", "numeric(38,10)", LogicalType("numeric", precision=38, scale=10)),
+        ("postgresql", "character varying(40)", LogicalType("varchar", length=40)),
+        ("postgresql", "timestamp(6) without time zone", LogicalType("timestamp")),
+        ("postgresql", "timestamp with time zone", LogicalType("timestamp")),
+        ("postgresql", "time without time zone", LogicalType("time")),
+        ("postgresql", "bytea", LogicalType("long_varbinary")),
+        ("postgresql", "uuid", LogicalType("other")),
+        ("mysql", "int(11)", LogicalType("integer")),
+        ("mysql", "int unsigned", LogicalType("bigint")),
+        ("mysql", "bigint(20) unsigned", LogicalType("numeric", precision=20, scale=0)),
+        ("mysql", "tinyint(1)", LogicalType("boolean")),
+        ("mysql", "tinyint(4)", LogicalType("smallint")),
+        ("mysql", "decimal(10,2)", LogicalType("numeric", precision=10, scale=2)),
+        ("mysql", "datetime(6)", LogicalType("timestamp")),
+        ("mysql", "longtext", LogicalType("long_varchar")),
+        ("mysql", "varbinary(16)", LogicalType("varbinary", length=16)),
+        ("sqlite", "INTEGER", LogicalType("integer")),
+        ("sqlite", "DECIMAL_TEXT(10, 2)", LogicalType("numeric", precision=10, scale=2)),
+        ("sqlite", "VARCHAR(15)", LogicalType("varchar", length=15)),
+        ("sqlite", "TEXT", LogicalType("long_varchar")),
+        ("sqlite", "TIMESTAMP", LogicalType("timestamp")),
+        ("sqlite", "REAL", LogicalType("double")),
+        ("sqlite", "", LogicalType("other")),
+    ],
+)
+def test_declared_types_parse_into_logical_types(dialect, declared, expected):
+    assert dialects.get(dialect).parse_type(declared) == expected
+
+
+ROUND_TRIP = [
+    LogicalType("smallint"),
+    LogicalType("integer"),
+    LogicalType("bigint"),
+    LogicalType("double"),
+    LogicalType("numeric", precision=38, scale=10),
+    LogicalType("varchar", length=40),
+    LogicalType("long_varchar"),
+    LogicalType("boolean"),
+    LogicalType("date"),
+    LogicalType("timestamp"),
+    LogicalType("long_varbinary"),
+]
+
+
+@pytest.mark.parametrize("dialect", LIVE)
+@pytest.mark.parametrize("logical", ROUND_TRIP, ids=str)
+def test_rendered_types_parse_back_to_the_same_logical_type(dialect, logical):
+    d = dialects.get(dialect)
+    assert d.parse_type(d.render_type(logical)) == logical
+
+
+@pytest.mark.parametrize(
+    ("dialect", "logical", "ddl"),
+    [
+        ("mssql", LogicalType("varchar"), "varchar(8000)"),
+        ("mssql", LogicalType("numeric"), "numeric(38, 15)"),
+        ("mssql", LogicalType("long_varbinary"), "image"),
+        ("oracle", LogicalType("varchar", length=20), "VARCHAR2(20)"),
+        ("oracle", LogicalType("timestamp"), "DATE"),
+        ("db2", LogicalType("numeric"), "NUMERIC(32, 15)"),
+        ("db2", LogicalType("varbinary", length=10), "VARCHAR(10) FOR BIT DATA"),
+        ("informix", LogicalType("timestamp"), "DATETIME YEAR TO FRACTION(5)"),
+        ("informix", LogicalType("real"), "SMALLFLOAT"),
+    ],
+)
+def test_text_only_dialects_follow_the_reference_type_mapping_table(dialect, logical, ddl):
+    assert dialects.get(dialect).render_type(logical) == ddl
+
+
+def test_odbc_values_with_separators_are_brace_quoted_or_refused():
+    assert odbc_value("plain") == "plain"
+    assert odbc_value("p;a}ss") == "{p;a}}ss}"
+    with pytest.raises(AddressError):
+        odbc_value("a;b", braces=False)
+
+
+def test_postgresql_addresses_are_built_from_fields_with_bulk_options():
+    address = Address(
+        dialect="postgresql", host="127.0.0.1", port=5432, database="my db", user="u", password="p;w"
+    )
+    endpoint = dialects.get("postgresql").jdbc_endpoint(address)
+    assert endpoint.url == "jdbc:postgresql://127.0.0.1:5432/my%20db"
+    assert endpoint.properties["reWriteBatchedInserts"] == "true"
+    assert endpoint.properties["password"] == "p;w"
+    conn = dialects.get("postgresql").odbc_connection_string(address)
+    assert "DRIVER={PostgreSQL Unicode}" in conn and "PWD={p;w};" in conn
+
+
+def test_mariadb_jdbc_url_uses_the_mysql_scheme_with_the_mariadb_driver():
+    address = Address(dialect="mysql", host="db.example.com", port=3307, database="shop", user="u")
+    endpoint = dialects.get("mysql").jdbc_endpoint(address)
+    assert endpoint.url == "jdbc:mysql://db.example.com:3307/shop"
+    assert endpoint.properties["driver"] == "org.mariadb.jdbc.Driver"
+    assert endpoint.properties["useBulkStmts"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("host", "evil/?x=1", "not a valid host"),
+        ("host", "a b", "not a valid host"),
+        ("port", 70000, "outside 1-65535"),
+        ("port", "x", "not a number"),
+    ],
+)
+def test_addresses_with_bad_host_or_port_are_refused(field, value, message):
+    fields = {"dialect": "postgresql", "host": "localhost", "port": 5432, "database": "d", "user": "u"}
+    fields[field] = value
+    with pytest.raises(AddressError, match=message):
+        dialects.get("postgresql").jdbc_endpoint(Address(**fields))
+
+
+@pytest.mark.parametrize("path", ["relative.db", "/tmp/x.db?journal_mode=off", "/tmp/a;b.db", ""])
+def test_sqlite_paths_must_be_absolute_and_free_of_url_characters(path):
+    with pytest.raises(AddressError):
+        dialects.get("sqlite").jdbc_endpoint(Address(dialect="sqlite", database=path))
+
+
+def test_text_only_dialects_cannot_be_connected_to():
+    with pytest.raises(AddressError, match="DDL generation only"):
+        dialects.get("oracle").odbc_connection_string(Address(dialect="oracle"))
+
+
+def _table(name, *cols):
+    return TableInfo(name=name, columns=tuple(cols))
+
+
+def _col(name, kind, pk=0, **kw):
+    return Column(name=name, declared=kind, logical=LogicalType(kind, **kw), pk_position=pk)
+
+
+def test_compare_plan_matches_columns_case_insensitively_and_lists_the_rest():
+    left = _table("t", _col("ID", "integer", pk=1), _col("Name", "varchar", length=5), _col("extra", "date"))
+    right = _table("t", _col("id", "bigint", pk=1), _col("name", "long_varchar"), _col("other", "integer"))
+    plan = plan_compare(dialects.get("postgresql"), left, dialects.get("mysql"), right)
+    assert plan.key_columns == ("ID",)
+    assert plan.compared_columns == ("Name",)
+    assert plan.only_left == ("extra",)
+    assert plan.only_right == ("other",)
+    assert plan.left.select_sql() == 'SELECT "ID" AS k0, "Name" AS v0 FROM "t"'
+    assert plan.right.select_sql() == "SELECT `id` AS k0, `name` AS v0 FROM `t`"
+    assert plan.left.partition_alias == "k0"
+
+
+def test_compare_plan_reads_decimals_as_text_and_sqlite_timestamps_as_text():
+    left = _table(
+        "t",
+        _col("id", "integer", pk=1),
+        _col("p", "numeric", precision=38, scale=10),
+        _col("at", "timestamp"),
+    )
+    plan = plan_compare(dialects.get("postgresql"), left, dialects.get("sqlite"), left)
+    assert plan.left.custom_schema() == "k0 BIGINT, v0 STRING, v1 TIMESTAMP"
+    assert plan.right.custom_schema() == "k0 BIGINT, v0 STRING, v1 STRING"
+
+
+def test_compare_plan_falls_back_to_text_when_kinds_disagree():
+    left = _table("t", _col("id", "integer", pk=1), _col("v", "timestamp"))
+    right = _table("t", _col("id", "varchar", pk=1, length=10), _col("v", "integer"))
+    plan = plan_compare(dialects.get("postgresql"), left, dialects.get("postgresql"), right)
+    assert [c.family for c in plan.left.columns] == ["text", "text"]
+    assert plan.left.partition_alias is None
+
+
+def test_compare_plan_needs_a_primary_key_present_on_both_sides():
+    no_key = _table("t", _col("a", "integer"))
+    with pytest.raises(ComparePlanError, match="no primary key"):
+        plan_compare(dialects.get("sqlite"), no_key, dialects.get("sqlite"), no_key)
+    keyed = _table("t", _col("a", "integer", pk=1))
+    with pytest.raises(ComparePlanError, match="key column 'a'"):
+        plan_compare(dialects.get("sqlite"), keyed, dialects.get("sqlite"), _table("u", _col("b", "integer")))
