@@ -187,25 +187,29 @@ def jobs_sync(settings):
 
 
 @pytest.fixture
-def qcluster(transactional_db, settings) -> Iterator[subprocess.Popen]:
-    """A real django-q2 cluster (ORM broker) in a child process, on the test database."""
+def qcluster(transactional_db, settings, tmp_path) -> Iterator[subprocess.Popen]:
+    """A real django-q2 cluster (ORM broker) in a child process, on the test database.
+
+    Its output goes to a file (a pipe nobody reads would fill up and stall the workers)."""
     require_spark()
     env = dict(os.environ)
     env["REPLADMIN_DB_PATH"] = str(settings.DATABASES["default"]["NAME"])
     env["REPLADMIN_WORKERS"] = "1"
     env["REPLADMIN_JOBS_SYNC"] = "0"
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "qcluster"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    log_path = tmp_path / "qcluster.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "qcluster"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    proc.log_path = log_path  # type: ignore[attr-defined]
     time.sleep(1.0)
     if proc.poll() is not None:
-        output = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
-        pytest.fail(f"qcluster exited at start:\n{output}")
+        pytest.fail(f"qcluster exited at start:\n{log_path.read_text(errors='replace')}")
     yield proc
     os.killpg(proc.pid, signal.SIGTERM)
     try:

@@ -1,0 +1,528 @@
+"""The replication statement language: what `manage.py replsql`, the statement console and
+SYS_SCHEDULED_EVENT.SE_SQL hold.
+
+Statements are parsed verbatim from Virtuoso's command reference:
+
+    CREATE SNAPSHOT LOG FOR source_table
+    DROP SNAPSHOT LOG FOR source_table
+    PURGE SNAPSHOT LOG FOR source_table
+    CREATE NONINCREMENTAL SNAPSHOT dest_table AS 'query_def'
+    CREATE [INCREMENTAL] SNAPSHOT dest_table FROM source_table ['source_column_list'] [WHERE 'condition']
+    UPDATE SNAPSHOT snapshot_table_name [AS NONINCREMENTAL]
+    DROP SNAPSHOT snapshot_table_name [WITH DELETE]
+
+and the function forms (`repl_create_snapshot_log('Orders')`, optionally after CALL or SELECT).
+Several statements are separated by `;`. Keywords are case-insensitive; identifiers follow SQL:
+`"ab ""cd"` is the name `ab "cd`, strings are `'it''s'`. Comments are `-- ...` and `/* ... */`.
+
+A table name is `[server.]table`: the server part names a registered server, so source and
+destination may be on different servers (the console's counterpart of Virtuoso's attached remote
+tables, `"qual"."dsn"."table"`); without it the statement's context server is meant.
+
+Anything else is refused with a `StatementError` giving the line and column; nothing here touches a
+database.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+# --- tokens ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # word, qident, string, number, punct, end
+    value: str
+    start: int
+    end: int
+
+
+class StatementError(ValueError):
+    """A statement that cannot be parsed; carries the position of the problem."""
+
+    def __init__(self, message: str, text: str = "", position: int = 0) -> None:
+        self.reason = message
+        self.position = position
+        self.line = text.count("\n", 0, position) + 1
+        self.column = position - (text.rfind("\n", 0, position) + 1) + 1
+        line_text = text.splitlines()[self.line - 1] if text and text.splitlines() else ""
+        self.excerpt = f"{line_text}\n{' ' * (self.column - 1)}^" if line_text else ""
+        super().__init__(f"line {self.line}, column {self.column}: {message}")
+
+
+_WORD = re.compile(r"[^\W\d]\w*|\$\w*", re.UNICODE)
+_NUMBER = re.compile(r"\d+(\.\d+)?")
+_SPACE = re.compile(r"\s+")
+PUNCTUATION = "(),;.=*"
+
+
+def tokenize(text: str) -> list[Token]:
+    tokens: list[Token] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch.isspace():
+            i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
+            continue
+        if text.startswith("--", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+            continue
+        if text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            if end < 0:
+                raise StatementError("comment is not closed (missing */)", text, i)
+            i = end + 2
+            continue
+        if ch in "'\"":
+            j, parts = i + 1, []
+            while True:
+                k = text.find(ch, j)
+                if k < 0:
+                    what = "string" if ch == "'" else "quoted identifier"
+                    raise StatementError(f"{what} is not closed (missing {ch})", text, i)
+                parts.append(text[j:k])
+                if k + 1 < n and text[k + 1] == ch:  # doubled quote stands for one
+                    parts.append(ch)
+                    j = k + 2
+                    continue
+                j = k + 1
+                break
+            value = "".join(parts)
+            if ch == '"' and value == "":
+                raise StatementError("a quoted identifier must not be empty", text, i)
+            tokens.append(Token("string" if ch == "'" else "qident", value, i, j))
+            i = j
+            continue
+        if ch.isdigit():
+            m = _NUMBER.match(text, i)
+            tokens.append(Token("number", m.group(), i, m.end()))  # type: ignore[union-attr]
+            i = m.end()  # type: ignore[union-attr]
+            continue
+        m = _WORD.match(text, i)
+        if m:
+            tokens.append(Token("word", m.group(), i, m.end()))
+            i = m.end()
+            continue
+        if ch in PUNCTUATION or ch == "-":
+            tokens.append(Token("punct", ch, i, i + 1))
+            i += 1
+            continue
+        raise StatementError(f"unexpected character {ch!r}", text, i)
+    tokens.append(Token("end", "", n, n))
+    return tokens
+
+
+# --- names and statements ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Name:
+    """A table name, optionally qualified by a registered server: `server.table`."""
+
+    table: str
+    server: str | None = None
+
+    def __str__(self) -> str:
+        return (
+            f"{quote_name(self.server)}.{quote_name(self.table)}" if self.server else quote_name(self.table)
+        )
+
+
+_BARE = re.compile(r"^[^\W\d]\w*$", re.UNICODE)
+
+
+def quote_name(part: str) -> str:
+    """A name part as it is written in a statement: bare when it can be, else double-quoted."""
+    if _BARE.match(part) and part.upper() not in KEYWORDS:
+        return part
+    return '"' + part.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class Statement:
+    text: str = field(default="", compare=False)  # the statement's own source text
+
+    @property
+    def verb(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True)
+class CreateSnapshotLog(Statement):
+    source: Name = Name("")
+
+
+@dataclass(frozen=True)
+class DropSnapshotLog(Statement):
+    source: Name = Name("")
+
+
+@dataclass(frozen=True)
+class PurgeSnapshotLog(Statement):
+    source: Name = Name("")
+
+
+@dataclass(frozen=True)
+class CreateNonincrementalSnapshot(Statement):
+    dest: Name = Name("")
+    query: str = ""
+
+
+@dataclass(frozen=True)
+class CreateIncrementalSnapshot(Statement):
+    dest: Name = Name("")
+    source: Name = Name("")
+    columns: str | None = None
+    condition: str | None = None
+
+
+@dataclass(frozen=True)
+class UpdateSnapshot(Statement):
+    name: Name = Name("")
+    nonincremental: bool = False
+
+
+@dataclass(frozen=True)
+class DropSnapshot(Statement):
+    name: Name = Name("")
+    with_delete: bool = False
+
+
+@dataclass(frozen=True)
+class PurgeReplayLogs(Statement):
+    """repl_purge_rplogs(): drop replay-log rows older than MIN(SN_LAST_TS) - snp_repl_purge_offset."""
+
+
+KEYWORDS = {
+    "AS", "CALL", "CREATE", "DELETE", "DROP", "FOR", "FROM", "INCREMENTAL", "LOG", "NONINCREMENTAL",
+    "NULL", "PURGE", "SELECT", "SNAPSHOT", "UPDATE", "WHERE", "WITH",
+}  # fmt: skip
+
+# --- function forms ---------------------------------------------------------------------------------------
+
+Arg = str | int | float | None
+
+
+@dataclass(frozen=True)
+class Function:
+    params: tuple[str, ...]
+    build: Callable[..., Statement]
+    optional: int = 0  # how many trailing parameters may be left out
+
+
+def _name_arg(value: Arg, what: str) -> Name:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{what} must be a non-empty string naming a table")
+    return parse_name(value)
+
+
+def _source(value: Arg) -> Name:
+    return _name_arg(value, "source_table")
+
+
+def _text_arg(value: Arg) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError("expected a string")
+    return value if value.strip() else None
+
+
+FUNCTIONS: dict[str, Function] = {
+    "REPL_CREATE_SNAPSHOT_LOG": Function(("source_table",), lambda t: CreateSnapshotLog(source=_source(t))),
+    "REPL_DROP_SNAPSHOT_LOG": Function(("source_table",), lambda t: DropSnapshotLog(source=_source(t))),
+    "REPL_PURGE_SNAPSHOT_LOG": Function(("source_table",), lambda t: PurgeSnapshotLog(source=_source(t))),
+    "REPL_CREATE_SNAPSHOT": Function(
+        ("query_def", "dest_table"),
+        lambda q, d: CreateNonincrementalSnapshot(dest=_name_arg(d, "dest_table"), query=_text_arg(q) or ""),
+    ),
+    "REPL_CREATE_INC_SNAPSHOT": Function(
+        ("source_column_list", "source_table", "condition", "dest_table"),
+        lambda cols, src, cond, dest: CreateIncrementalSnapshot(
+            dest=_name_arg(dest, "dest_table"), source=_name_arg(src, "source_table"),
+            columns=_text_arg(cols), condition=_text_arg(cond),
+        ),
+    ),
+    "REPL_REFRESH_INC_SNAPSHOT": Function(
+        ("snapshot_table_name",), lambda n: UpdateSnapshot(name=_name_arg(n, "snapshot_table_name"))
+    ),
+    "REPL_REFRESH_NONINC_SNAPSHOT": Function(
+        ("snapshot_table_name",),
+        lambda n: UpdateSnapshot(name=_name_arg(n, "snapshot_table_name"), nonincremental=True),
+    ),
+    "REPL_DROP_SNAPSHOT": Function(
+        ("snapshot_table_name", "delete"),
+        lambda n, d=0: DropSnapshot(name=_name_arg(n, "snapshot_table_name"), with_delete=bool(d)),
+        optional=1,
+    ),
+    "REPL_PURGE_RPLOGS": Function((), lambda: PurgeReplayLogs()),
+}  # fmt: skip
+
+
+def register_function(name: str, function: Function) -> None:
+    """Later statement families (publications, subscriptions) add their REPL_* functions here."""
+    FUNCTIONS[name.upper()] = function
+
+
+# --- parser -----------------------------------------------------------------------------------------------
+
+
+class Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = tokenize(text)
+        self.pos = 0
+
+    # token helpers
+    @property
+    def tok(self) -> Token:
+        return self.tokens[self.pos]
+
+    def error(self, message: str, token: Token | None = None) -> StatementError:
+        return StatementError(message, self.text, (token or self.tok).start)
+
+    def describe(self, token: Token) -> str:
+        if token.kind == "end":
+            return "the end of the input"
+        if token.kind == "string":
+            return f"string '{token.value}'"
+        return repr(token.value)
+
+    def at_word(self, *words: str) -> bool:
+        return self.tok.kind == "word" and self.tok.value.upper() in words
+
+    def take_word(self, *words: str) -> Token:
+        if not self.at_word(*words):
+            expected = " or ".join(words)
+            raise self.error(f"expected {expected}, found {self.describe(self.tok)}")
+        token = self.tok
+        self.pos += 1
+        return token
+
+    def take_punct(self, ch: str) -> Token:
+        if not (self.tok.kind == "punct" and self.tok.value == ch):
+            raise self.error(f"expected {ch!r}, found {self.describe(self.tok)}")
+        token = self.tok
+        self.pos += 1
+        return token
+
+    def at_punct(self, ch: str) -> bool:
+        return self.tok.kind == "punct" and self.tok.value == ch
+
+    def take_string(self, what: str) -> str:
+        if self.tok.kind != "string":
+            raise self.error(f"expected {what} as a quoted string ('...'), found {self.describe(self.tok)}")
+        value = self.tok.value
+        self.pos += 1
+        return value
+
+    def take_ident(self, what: str) -> str:
+        token = self.tok
+        if token.kind == "qident":
+            self.pos += 1
+            return token.value
+        if token.kind == "word" and token.value.upper() not in KEYWORDS:
+            self.pos += 1
+            return token.value
+        hint = " (quote it as an identifier)" if token.kind == "word" else ""
+        raise self.error(f"expected {what}, found {self.describe(token)}{hint}")
+
+    def take_name(self, what: str) -> Name:
+        first = self.take_ident(what)
+        if self.at_punct("."):
+            self.pos += 1
+            second = self.take_ident(f"a table name after {first}.")
+            if self.at_punct("."):
+                raise self.error(
+                    "a table name has at most two parts, server.table "
+                    "(a PostgreSQL schema belongs to the server's registration)"
+                )
+            return Name(table=second, server=first)
+        return Name(table=first)
+
+    # statements
+    def script(self) -> list[Statement]:
+        statements: list[Statement] = []
+        while True:
+            while self.at_punct(";"):
+                self.pos += 1
+            if self.tok.kind == "end":
+                break
+            start = self.tok.start
+            statement = self.statement()
+            end = self.tokens[self.pos - 1].end
+            statements.append(_with_text(statement, self.text[start:end]))
+            if self.tok.kind != "end" and not self.at_punct(";"):
+                raise self.error(f"expected ';' or the end of the input, found {self.describe(self.tok)}")
+        if not statements:
+            raise StatementError("no statement given", self.text, 0)
+        return statements
+
+    def statement(self) -> Statement:
+        if self.at_word("CREATE"):
+            return self.create()
+        if self.at_word("DROP"):
+            return self.drop()
+        if self.at_word("PURGE"):
+            self.pos += 1
+            self.take_word("SNAPSHOT")
+            self.take_word("LOG")
+            self.take_word("FOR")
+            return PurgeSnapshotLog(source=self.take_name("a source table name"))
+        if self.at_word("UPDATE"):
+            self.pos += 1
+            self.take_word("SNAPSHOT")
+            name = self.take_name("a snapshot name")
+            nonincremental = False
+            if self.at_word("AS"):
+                self.pos += 1
+                self.take_word("NONINCREMENTAL")
+                nonincremental = True
+            return UpdateSnapshot(name=name, nonincremental=nonincremental)
+        if self.at_word("CALL", "SELECT"):
+            self.pos += 1
+            return self.call()
+        if (
+            self.tok.kind == "word"
+            and self.tokens[self.pos + 1].kind == "punct"
+            and self.tokens[self.pos + 1].value == "("
+        ):
+            return self.call()
+        raise self.error(
+            f"expected a replication statement (CREATE, DROP, PURGE, UPDATE SNAPSHOT or a REPL_* call), "
+            f"found {self.describe(self.tok)}"
+        )
+
+    def create(self) -> Statement:
+        self.take_word("CREATE")
+        if self.at_word("NONINCREMENTAL"):
+            self.pos += 1
+            self.take_word("SNAPSHOT")
+            dest = self.take_name("a destination table name")
+            self.take_word("AS")
+            return CreateNonincrementalSnapshot(dest=dest, query=self.take_string("the query"))
+        if self.at_word("INCREMENTAL"):
+            self.pos += 1
+        self.take_word("SNAPSHOT")
+        if self.at_word("LOG"):
+            self.pos += 1
+            self.take_word("FOR")
+            return CreateSnapshotLog(source=self.take_name("a source table name"))
+        dest = self.take_name("a destination table name")
+        self.take_word("FROM")
+        source = self.take_name("a source table name")
+        columns = self.take_string("the column list") if self.tok.kind == "string" else None
+        condition = None
+        if self.at_word("WHERE"):
+            self.pos += 1
+            condition = self.take_string("the condition")
+        return CreateIncrementalSnapshot(dest=dest, source=source, columns=columns, condition=condition)
+
+    def drop(self) -> Statement:
+        self.take_word("DROP")
+        self.take_word("SNAPSHOT")
+        if self.at_word("LOG"):
+            self.pos += 1
+            self.take_word("FOR")
+            return DropSnapshotLog(source=self.take_name("a source table name"))
+        name = self.take_name("a snapshot name")
+        with_delete = False
+        if self.at_word("WITH"):
+            self.pos += 1
+            self.take_word("DELETE")
+            with_delete = True
+        return DropSnapshot(name=name, with_delete=with_delete)
+
+    def call(self) -> Statement:
+        token = self.tok
+        if token.kind != "word":
+            raise self.error(f"expected a function name, found {self.describe(token)}")
+        self.pos += 1
+        function = FUNCTIONS.get(token.value.upper())
+        if function is None:
+            known = ", ".join(sorted(FUNCTIONS)).lower()
+            raise self.error(f"unknown replication function {token.value!r} (known: {known})", token)
+        self.take_punct("(")
+        args: list[Arg] = []
+        if not self.at_punct(")"):
+            while True:
+                args.append(self.argument())
+                if self.at_punct(","):
+                    self.pos += 1
+                    continue
+                break
+        close = self.take_punct(")")
+        required = len(function.params) - function.optional
+        if not required <= len(args) <= len(function.params):
+            count = (
+                str(len(function.params))
+                if not function.optional
+                else f"{required} to {len(function.params)}"
+            )
+            raise self.error(
+                f"{token.value.lower()} takes {count} argument(s) ({', '.join(function.params)}), "
+                f"got {len(args)}",
+                close,
+            )
+        try:
+            return function.build(*args)
+        except (ValueError, StatementError) as exc:
+            message = exc.reason if isinstance(exc, StatementError) else str(exc)
+            raise self.error(f"{token.value.lower()}: {message}", token) from None
+
+    def argument(self) -> Arg:
+        token = self.tok
+        if token.kind == "string":
+            self.pos += 1
+            return token.value
+        if token.kind == "number" or (token.kind == "punct" and token.value == "-"):
+            negative = token.value == "-"
+            if negative:
+                self.pos += 1
+                if self.tok.kind != "number":
+                    raise self.error("expected a number after '-'")
+            text = self.tok.value
+            self.pos += 1
+            number: int | float = float(text) if "." in text else int(text)
+            return -number if negative else number
+        if self.at_word("NULL"):
+            self.pos += 1
+            return None
+        raise self.error(f"expected a string, a number or NULL as an argument, found {self.describe(token)}")
+
+
+def _with_text(statement: Statement, text: str) -> Statement:
+    import dataclasses
+
+    return dataclasses.replace(statement, text=text)
+
+
+def parse(text: str) -> list[Statement]:
+    """Parse a script of one or more statements separated by ';'."""
+    if len(text) > 1_000_000:
+        raise StatementError("the script is longer than 1,000,000 characters")
+    return Parser(text).script()
+
+
+def parse_one(text: str) -> Statement:
+    statements = parse(text)
+    if len(statements) != 1:
+        raise StatementError(f"expected one statement, got {len(statements)}", text, 0)
+    return statements[0]
+
+
+def parse_name(text: str) -> Name:
+    """A table name given as a string argument, e.g. repl_create_snapshot_log('demo."Order Details"')."""
+    parser = Parser(text)
+    name = parser.take_name("a table name")
+    if parser.tok.kind != "end":
+        raise parser.error(f"unexpected {parser.describe(parser.tok)} after the table name")
+    return name
+
+
+def format_statements(statements: Sequence[Statement]) -> str:
+    return ";\n".join(s.text for s in statements)
