@@ -31,9 +31,7 @@ def _normalise_decimal_text(text: Column) -> Column:
     )
     out = F.regexp_replace(plain, r"^\+", "")
     out = F.regexp_replace(out, r"^(-?)0+([0-9])", "$1$2")
-    out = F.when(
-        out.contains("."), F.regexp_replace(F.regexp_replace(out, r"0+$", ""), r"\.$", "")
-    ).otherwise(out)
+    out = F.when(out.contains("."), F.regexp_replace(F.regexp_replace(out, r"0+$", ""), r"\.$", "")).otherwise(out)
     out = F.when(out == "-0", F.lit("0")).otherwise(out)
     return F.when(text.isNull(), F.lit(None)).otherwise(F.coalesce(out, trimmed))
 
@@ -72,8 +70,7 @@ def row_hash(value_columns: list[Column]) -> Column:
     if not value_columns:
         return F.lit("")
     parts = [
-        F.coalesce(F.concat(F.lit("v"), F.length(v).cast("string"), F.lit(":"), v), F.lit("n"))
-        for v in value_columns
+        F.coalesce(F.concat(F.lit("v"), F.length(v).cast("string"), F.lit(":"), v), F.lit("n")) for v in value_columns
     ]
     return F.sha2(F.concat_ws(FIELD_SEPARATOR, *parts), 256)
 
@@ -86,9 +83,7 @@ def canonical_frame(df: DataFrame, side: Side) -> DataFrame:
     return frame.withColumn("h", row_hash(values))
 
 
-def compare_frames(
-    left: DataFrame, right: DataFrame, plan: ComparePlan, sample_limit: int = SAMPLE_LIMIT
-) -> dict:
+def compare_frames(left: DataFrame, right: DataFrame, plan: ComparePlan, sample_limit: int = SAMPLE_LIMIT) -> dict:
     keys = list(plan.left.key_aliases)
     values = list(plan.left.value_aliases)
     l_ = left.select(*[F.col(c).alias(f"l_{c}") for c in [*keys, *values, "h"]])
@@ -109,18 +104,11 @@ def compare_frames(
         result = {name: int(totals[name]) for name in totals.asDict()}
 
         def keys_of(rows, prefix: str) -> list[dict]:
-            return [
-                {name: row[f"{prefix}{k}"] for name, k in zip(plan.key_columns, keys, strict=True)}
-                for row in rows
-            ]
+            return [{name: row[f"{prefix}{k}"] for name, k in zip(plan.key_columns, keys, strict=True)} for row in rows]
 
         result["samples"] = {
-            "missing_in_right": keys_of(
-                joined.filter(in_left & ~in_right).limit(sample_limit).collect(), "l_"
-            ),
-            "missing_in_left": keys_of(
-                joined.filter(in_right & ~in_left).limit(sample_limit).collect(), "r_"
-            ),
+            "missing_in_right": keys_of(joined.filter(in_left & ~in_right).limit(sample_limit).collect(), "l_"),
+            "missing_in_left": keys_of(joined.filter(in_right & ~in_left).limit(sample_limit).collect(), "r_"),
             "different": [
                 {
                     "key": keys_of([row], "l_")[0],

@@ -24,9 +24,7 @@ def read_query(spark, endpoint: JdbcEndpoint, select_sql: str, custom_schema: st
     return reader.load()
 
 
-def key_bounds(
-    spark, endpoint: JdbcEndpoint, select_sql: str, alias: str
-) -> tuple[int | None, int | None, int]:
+def key_bounds(spark, endpoint: JdbcEndpoint, select_sql: str, alias: str) -> tuple[int | None, int | None, int]:
     """(min, max, count) of an integer key of a subquery, to split a large read into partitions."""
     bounds_sql = f"SELECT MIN({alias}) AS lo, MAX({alias}) AS hi, COUNT(*) AS n FROM ({select_sql}) b"
     row = read_query(spark, endpoint, bounds_sql, "lo BIGINT, hi BIGINT, n BIGINT").collect()[0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass
 
 _lock = threading.Lock()
@@ -57,6 +58,9 @@ def get_spark(config: SparkConfig):
         if absent:
             raise RuntimeError(f"JDBC driver jars not found: {', '.join(absent)} (run scripts/setup.sh)")
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # collect() turns timestamps into Python datetimes in the process's time zone: keep it UTC.
+        os.environ["TZ"] = "UTC"
+        time.tzset()
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder

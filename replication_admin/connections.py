@@ -70,15 +70,16 @@ _CLASSIFY = [
 ]
 
 
-def _driver_message(exc: pyodbc.Error) -> str:
+def driver_message(exc: BaseException) -> str:
+    """The database's own words from a pyodbc error, without driver prefixes and call names."""
     text = exc.args[1] if len(exc.args) > 1 else str(exc)
-    text = re.sub(r"\s*\(\d+\)\s*\(SQLDriverConnect\)\s*$", "", str(text))
+    text = re.sub(r"\s*\(-?\d+\)\s*\((SQLDriverConnect|SQLExecDirectW|SQLPrepareW|SQLExecute)\)\s*$", "", str(text))
     text = re.sub(r"^\[[^\]]*\]\s*(\[[^\]]*\]\s*)*", "", text)
     return " ".join(text.split())
 
 
 def classify(server: str, exc: pyodbc.Error) -> ConnectionFailed:
-    detail = _driver_message(exc)
+    detail = driver_message(exc)
     for reason, message, patterns in _CLASSIFY:
         if any(re.search(p, detail, re.IGNORECASE) for p in patterns):
             return ConnectionFailed(server, reason, message, detail)
@@ -192,9 +193,7 @@ def test_connection(server: Server) -> CheckResult:
         return CheckResult(ok=False, message=message, reason=exc.reason, elapsed_ms=elapsed)
     elapsed = int((time.monotonic() - started) * 1000)
     label = f"{product} {version}".strip()
-    return CheckResult(
-        ok=True, message=f"connected to {label} in {elapsed} ms", version=label, elapsed_ms=elapsed
-    )
+    return CheckResult(ok=True, message=f"connected to {label} in {elapsed} ms", version=label, elapsed_ms=elapsed)
 
 
 def list_tables(server: Server) -> list[str]:

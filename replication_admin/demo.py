@@ -588,8 +588,7 @@ def _generate(rng: random.Random, order_count: int) -> dict[str, list[Row]]:
         customers.append((*customer, phone, fax))
 
     employees = [
-        (*employee[:5], _timestamp(employee[5]), _timestamp(employee[6]), *employee[7:])
-        for employee in EMPLOYEES
+        (*employee[:5], _timestamp(employee[5]), _timestamp(employee[6]), *employee[7:]) for employee in EMPLOYEES
     ]
 
     orders, details = _generate_orders(rng, order_count, customers)
@@ -605,9 +604,7 @@ def _generate(rng: random.Random, order_count: int) -> dict[str, list[Row]]:
     }
 
 
-def _generate_orders(
-    rng: random.Random, order_count: int, customers: Sequence[Row]
-) -> tuple[list[Row], list[Row]]:
+def _generate_orders(rng: random.Random, order_count: int, customers: Sequence[Row]) -> tuple[list[Row], list[Row]]:
     """Orders in date order from 10248, each with 1-5 distinct products; unshipped ones at the end."""
     buyers = [customer for customer in customers if customer[0] not in CUSTOMERS_WITHOUT_ORDERS]
     # A few big customers, many small ones.
@@ -632,9 +629,7 @@ def _generate_orders(
         employee_id = rng.choices(employee_ids, weights=EMPLOYEE_WEIGHTS)[0]
         ship_via = rng.choice((1, 1, 2, 2, 2, 3, 3))
         required_days = rng.choices((28, 14, 42), weights=(85, 10, 5))[0]
-        required = order_date.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(
-            days=required_days
-        )
+        required = order_date.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=required_days)
         lead_days = min(int(rng.expovariate(1 / 7)) + 1, 37)
         shipped_at = order_date + timedelta(days=lead_days, seconds=rng.randint(-4 * 3600, 4 * 3600))
         shipped = _timestamp(shipped_at) if shipped_at <= ORDERS_UNTIL else None

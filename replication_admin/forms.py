@@ -29,9 +29,7 @@ class ServerForm(forms.Form):
         help_text="Stored encrypted. Leave empty to keep the current password.",
     )
     clear_password = forms.BooleanField(required=False, label="Remove the stored password")
-    odbc_dsn = forms.CharField(
-        label="ODBC DSN", max_length=128, required=False, help_text="Instead of host/port"
-    )
+    odbc_dsn = forms.CharField(label="ODBC DSN", max_length=128, required=False, help_text="Instead of host/port")
     description = forms.CharField(max_length=300, required=False)
 
     def __init__(self, *args, instance: Server | None = None, **kwargs) -> None:

@@ -12,13 +12,16 @@ import traceback
 from collections.abc import Callable
 from contextlib import contextmanager
 
+import pyodbc
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from jobs.session import SparkConfig, get_spark
 from replication_admin import connections
 from replication_admin.engine import dialects
 from replication_admin.engine.compare import ComparePlanError, plan_compare
+from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.models import JobRun, Server
 
 log = logging.getLogger(__name__)
@@ -69,6 +72,24 @@ class Reporter:
             progress_done=done, progress_total=total, message=message[:500] if message else self.job.message
         )
 
+    def spark_progress(self, base: float, span: float, steps: int):
+        """A callback for Spark's task progress, mapped into steps [base, base + span] of `steps`.
+
+        It runs on the progress thread, which has its own database connection; in sync mode (inside
+        the caller's transaction) live progress is skipped rather than waiting on that transaction."""
+        if settings.JOBS_SYNC:
+            return None
+        job_id = self.job.pk
+
+        def report(done: int, total: int) -> None:
+            fraction = done / total if total else 0.0
+            JobRun.objects.filter(pk=job_id).update(
+                progress_done=int(100 * (base + span * fraction)), progress_total=100 * steps
+            )
+            connection.close()
+
+        return report
+
     @contextmanager
     def phase(self, name: str):
         started = time.monotonic()
@@ -85,16 +106,40 @@ def _server(name: str) -> Server:
         raise JobError(f"server {name!r} is not registered") from None
 
 
+def _snapshot_source(name: str):
+    """A snapshot's source query as a left side: (server, virtual table of its output, query)."""
+    from replication_admin.models import Snapshot
+    from replication_admin.snapshots import shape_of
+
+    snapshot = Snapshot.objects.select_related("source_server").filter(name=name).first()
+    if snapshot is None:
+        raise JobError(f"snapshot {name} does not exist")
+    shape = shape_of(snapshot)
+    columns = tuple(
+        Column(name=n, declared=str(t), logical=t, pk_position=(shape.key.index(n) + 1) if n in shape.key else 0)
+        for n, t in shape.output
+    )
+    return shape.server, TableInfo(name=f"query of {snapshot.name}", columns=columns), shape.sql
+
+
 def run_compare(job: JobRun, reporter: Reporter) -> dict:
     params = job.params
-    left = _server(params["left_server"])
     right = _server(params["right_server"])
     with reporter.phase("introspect"):
         try:
-            left_info = connections.describe_table(left, params["left_table"])
+            query = None
+            if params.get("snapshot"):
+                left, left_info, query = _snapshot_source(params["snapshot"])
+            else:
+                left = _server(params["left_server"])
+                left_info = connections.describe_table(left, params["left_table"])
             right_info = connections.describe_table(right, params["right_table"])
             plan = plan_compare(
-                dialects.get(left.dialect), left_info, dialects.get(right.dialect), right_info
+                dialects.get(left.dialect),
+                left_info,
+                dialects.get(right.dialect),
+                right_info,
+                left_query=query,
             )
         except (connections.ConnectionFailed, connections.TableNotFound, ComparePlanError) as exc:
             raise JobError(str(exc)) from None
@@ -109,7 +154,29 @@ def run_compare(job: JobRun, reporter: Reporter) -> dict:
         return compare.run(spark, plan, left_endpoint, right_endpoint, progress=reporter.progress)
 
 
-HANDLERS: dict[str, Callable[[JobRun, Reporter], dict]] = {"compare": run_compare}
+def run_snapshot_refresh(job: JobRun, reporter: Reporter) -> dict:
+    from replication_admin.refresh import refresh_snapshot
+
+    return refresh_snapshot(job, reporter, spark_config())
+
+
+HANDLERS: dict[str, Callable[[JobRun, Reporter], dict]] = {
+    "compare": run_compare,
+    "snapshot_refresh": run_snapshot_refresh,
+}
+
+
+def _expected(exc: Exception) -> str | None:
+    """The message for failures a person can act on; None for the unexpected ones (logged with trace)."""
+    from replication_admin.engine.queries import QueryError
+    from replication_admin.refresh import LockBusy
+    from replication_admin.snapshots import SnapshotError
+
+    if isinstance(exc, JobError | SnapshotError | LockBusy | QueryError | connections.ConnectionFailed):
+        return str(exc)
+    if isinstance(exc, pyodbc.Error):
+        return f"database error: {connections.driver_message(exc)}"
+    return None
 
 
 def run_job(job_id: int) -> str:
@@ -135,9 +202,9 @@ def run_job(job_id: int) -> str:
         return f"job {job_id} cancelled"
     except Exception as exc:
         reporter.timings["total"] = round(time.monotonic() - started, 4)
-        expected = isinstance(exc, JobError)
-        message = str(exc) if expected else f"{type(exc).__name__}: {exc}"
-        if not expected:
+        expected = _expected(exc)
+        message = expected if expected is not None else f"{type(exc).__name__}: {exc}"
+        if expected is None:
             log.exception("job %s failed", job_id)
             reporter.log(traceback.format_exc())
         JobRun.objects.filter(pk=job_id, state=JobRun.State.RUNNING).update(

@@ -45,8 +45,7 @@ def _pg_admin() -> pyodbc.Connection:
 
 def _my_admin() -> pyodbc.Connection:
     return pyodbc.connect(
-        f"DRIVER={{MariaDB Unicode}};SERVER={MY['host']};PORT={MY['port']};"
-        f"UID={MY['user']};PWD={MY['password']};",
+        f"DRIVER={{MariaDB Unicode}};SERVER={MY['host']};PORT={MY['port']};UID={MY['user']};PWD={MY['password']};",
         autocommit=True,
         timeout=5,
     )

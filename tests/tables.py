@@ -22,10 +22,7 @@ def create_table(
     server: Server, table: str, columns: Sequence[tuple[str, LogicalType]], primary_key: Sequence[str]
 ) -> None:
     d = dialects.get(server.dialect)
-    cols = [
-        f"{d.quote(name)} {d.render_type(t)}{' NOT NULL' if name in primary_key else ''}"
-        for name, t in columns
-    ]
+    cols = [f"{d.quote(name)} {d.render_type(t)}{' NOT NULL' if name in primary_key else ''}" for name, t in columns]
     if primary_key:
         cols.append(f"PRIMARY KEY ({', '.join(d.quote(k) for k in primary_key)})")
     execute(server, f"CREATE TABLE {d.qualify(table)} ({', '.join(cols)})")
@@ -57,9 +54,7 @@ def insert_rows(server: Server, table: str, columns: Sequence[str], rows: Iterab
         batch = [[_bind(server, v) for v in row] for row in rows]
         # fast_executemany rejects empty binary values, crashes the SQLite driver and sizes MariaDB
         # longtext buffers at 4 GB; it is only used for PostgreSQL.
-        cur.fast_executemany = server.dialect == "postgresql" and not any(
-            v == b"" for row in batch for v in row
-        )
+        cur.fast_executemany = server.dialect == "postgresql" and not any(v == b"" for row in batch for v in row)
         if batch:
             cur.executemany(sql, batch)
         conn.commit()

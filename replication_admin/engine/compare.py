@@ -78,9 +78,13 @@ class Side:
     dialect: Dialect
     table: TableInfo
     columns: tuple[SideColumn, ...]
+    query: str | None = None  # compare the rows of a query (a snapshot's source) instead of a table
 
     def select_sql(self) -> str:
         """SELECT of the compared columns under safe aliases, usable as a JDBC `dbtable` subquery."""
+        if self.query is not None:
+            items = ", ".join(f"q.{self.dialect.quote(c.column.name)} AS {c.alias}" for c in self.columns)
+            return f"SELECT {items} FROM ({self.query}) q"
         items = ", ".join(f"{self.dialect.quote(c.column.name)} AS {c.alias}" for c in self.columns)
         return f"SELECT {items} FROM {self.dialect.qualify(self.table.name, self.table.schema)}"
 
@@ -147,8 +151,14 @@ def _side_column(dialect: Dialect, alias: str, column: Column, family: str) -> S
 
 
 def plan_compare(
-    left_dialect: Dialect, left: TableInfo, right_dialect: Dialect, right: TableInfo
+    left_dialect: Dialect,
+    left: TableInfo,
+    right_dialect: Dialect,
+    right: TableInfo,
+    left_query: str | None = None,
 ) -> ComparePlan:
+    """Match `right` to `left` by `left`'s primary key. With `left_query`, the left rows are that query's
+    (whose output columns `left` describes), e.g. a snapshot's source query."""
     keys = left.primary_key
     if not keys:
         raise ComparePlanError(f"table {left.name!r} has no primary key; rows cannot be matched")
@@ -178,7 +188,7 @@ def plan_compare(
         compared.append(col.name)
     only_right = [c.name for c in right.columns if c.name not in matched_right]
     return ComparePlan(
-        left=Side(left_dialect, left, tuple(left_cols)),
+        left=Side(left_dialect, left, tuple(left_cols), query=left_query),
         right=Side(right_dialect, right, tuple(right_cols)),
         key_columns=tuple(k.name for k in keys),
         compared_columns=tuple(compared),

@@ -127,9 +127,7 @@ class Name:
     server: str | None = None
 
     def __str__(self) -> str:
-        return (
-            f"{quote_name(self.server)}.{quote_name(self.table)}" if self.server else quote_name(self.table)
-        )
+        return f"{quote_name(self.server)}.{quote_name(self.table)}" if self.server else quote_name(self.table)
 
 
 _BARE = re.compile(r"^[^\W\d]\w*$", re.UNICODE)
@@ -458,14 +456,9 @@ class Parser:
         close = self.take_punct(")")
         required = len(function.params) - function.optional
         if not required <= len(args) <= len(function.params):
-            count = (
-                str(len(function.params))
-                if not function.optional
-                else f"{required} to {len(function.params)}"
-            )
+            count = str(len(function.params)) if not function.optional else f"{required} to {len(function.params)}"
             raise self.error(
-                f"{token.value.lower()} takes {count} argument(s) ({', '.join(function.params)}), "
-                f"got {len(args)}",
+                f"{token.value.lower()} takes {count} argument(s) ({', '.join(function.params)}), got {len(args)}",
                 close,
             )
         try:

@@ -12,7 +12,7 @@ from replication_admin.models.catalog import (
     TpItem,
     TransactionalConflictResolver,
 )
-from replication_admin.models.console import REGISTRY_DEFAULTS, AuditEntry, JobRun, RegistryEntry
+from replication_admin.models.console import REGISTRY_DEFAULTS, AuditEntry, JobRun, RegistryEntry, ReplLock
 
 __all__ = [
     "REGISTRY_DEFAULTS",
@@ -20,6 +20,7 @@ __all__ = [
     "JobRun",
     "RegistryEntry",
     "ReplAccount",
+    "ReplLock",
     "ReplSubscriber",
     "ScheduledEvent",
     "Server",

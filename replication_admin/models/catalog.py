@@ -28,9 +28,7 @@ class Server(models.Model):
     dialect = models.CharField(max_length=20, choices=DIALECTS, db_column="SRV_DIALECT")
     host = models.CharField(max_length=253, blank=True, db_column="SRV_HOST")
     port = models.PositiveIntegerField(null=True, blank=True, db_column="SRV_PORT")
-    database = models.CharField(
-        "database or file path", max_length=1024, blank=True, db_column="SRV_DATABASE"
-    )
+    database = models.CharField("database or file path", max_length=1024, blank=True, db_column="SRV_DATABASE")
     schema = models.CharField(max_length=128, blank=True, db_column="SRV_SCHEMA")
     user = models.CharField(max_length=128, blank=True, db_column="SRV_USER")
     password_encrypted = models.TextField(blank=True, db_column="SRV_PASSWORD_ENC")
@@ -69,9 +67,7 @@ class Server(models.Model):
             return f"DSN {self.odbc_dsn}"
         if self.dialect == "sqlite":
             return self.database
-        return f"{self.user}@{self.host}:{self.port}/{self.database}" + (
-            f" ({self.schema})" if self.schema else ""
-        )
+        return f"{self.user}@{self.host}:{self.port}/{self.database}" + (f" ({self.schema})" if self.schema else "")
 
 
 class Snapshot(models.Model):
@@ -109,9 +105,7 @@ class Snapshot(models.Model):
         db_table = "SYS_SNAPSHOT"
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["dest_server", "dest_table"], name="sys_snapshot_one_per_destination"
-            ),
+            models.UniqueConstraint(fields=["dest_server", "dest_table"], name="sys_snapshot_one_per_destination"),
             models.CheckConstraint(
                 condition=Q(is_incremental__isnull=True) | Q(source_table__isnull=False),
                 name="sys_snapshot_incremental_has_source",
@@ -141,9 +135,7 @@ class SnapshotLog(models.Model):
     class Meta:
         db_table = "SYS_SNAPSHOT_LOG"
         ordering = ["source"]
-        constraints = [
-            models.UniqueConstraint(fields=["server", "table"], name="sys_snapshot_log_one_per_table")
-        ]
+        constraints = [models.UniqueConstraint(fields=["server", "table"], name="sys_snapshot_log_one_per_table")]
 
     def __str__(self) -> str:
         return self.source
@@ -288,9 +280,7 @@ class ReplSubscriber(models.Model):
         db_table = "SYS_REPL_SUBSCRIBERS"
         ordering = ["server", "account", "subscriber"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["server", "account", "subscriber"], name="sys_repl_subscribers_pk"
-            ),
+            models.UniqueConstraint(fields=["server", "account", "subscriber"], name="sys_repl_subscribers_pk"),
             models.CheckConstraint(condition=Q(valid__in=[0, 1]), name="sys_repl_subscribers_valid"),
         ]
 

@@ -127,6 +127,20 @@ class AuditEntry(models.Model):
         verbose_name_plural = "audit entries"
 
     def __str__(self) -> str:
-        return (
-            f"{self.at:%Y-%m-%d %H:%M:%S} {self.username or '-'} {self.action} {self.target} {self.outcome}"
-        )
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.username or '-'} {self.action} {self.target} {self.outcome}"
+
+
+class ReplLock(models.Model):
+    """One apply per item at a time: a redelivered or concurrent job waits or gives up, never doubles."""
+
+    name = models.CharField(max_length=400, primary_key=True, db_column="L_NAME")
+    job = models.ForeignKey(JobRun, null=True, blank=True, on_delete=models.SET_NULL, db_column="L_JOB")
+    pid = models.IntegerField(db_column="L_PID")
+    host = models.CharField(max_length=255, db_column="L_HOST")
+    acquired_at = models.DateTimeField(auto_now=True, db_column="L_ACQUIRED_AT")
+
+    class Meta:
+        db_table = "REPL_LOCK"
+
+    def __str__(self) -> str:
+        return f"{self.name} held by pid {self.pid}@{self.host}"

@@ -36,7 +36,5 @@ def check_perm(request: HttpRequest, perm: str, action: str, target: str = "") -
     """True when the user holds `perm`; otherwise records the denial in the audit log."""
     if request.user.has_perm(perm):
         return True
-    record(
-        Actor.from_request(request), action, target, AuditEntry.Outcome.DENIED, {"missing_permission": perm}
-    )
+    record(Actor.from_request(request), action, target, AuditEntry.Outcome.DENIED, {"missing_permission": perm})
     return False

@@ -78,9 +78,7 @@ def compare_start(request: HttpRequest) -> HttpResponse:
                 form.add_error(None, exc)
             else:
                 return redirect("jobs-detail", pk=job.pk)
-    return render(
-        request, "replication_admin/compare_form.html", {"form": form, "servers": Server.objects.all()}
-    )
+    return render(request, "replication_admin/compare_form.html", {"form": form, "servers": Server.objects.all()})
 
 
 @require_GET
@@ -94,6 +92,4 @@ def table_options(request: HttpRequest) -> HttpResponse:
             tables = connections.list_tables(server)
         except connections.ConnectionFailed as exc:
             error = str(exc)
-    return render(
-        request, "replication_admin/compare_form.html#table-options", {"tables": tables, "error": error}
-    )
+    return render(request, "replication_admin/compare_form.html#table-options", {"tables": tables, "error": error})

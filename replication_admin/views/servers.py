@@ -18,9 +18,7 @@ from replication_admin.views.helpers import check_perm, denied, render_page_or_p
 @require_GET
 def server_list(request: HttpRequest) -> HttpResponse:
     servers = Server.objects.all()
-    return render_page_or_partial(
-        request, "replication_admin/servers.html", "server-rows", {"servers": servers}
-    )
+    return render_page_or_partial(request, "replication_admin/servers.html", "server-rows", {"servers": servers})
 
 
 @require_http_methods(["GET", "POST"])
@@ -65,8 +63,7 @@ def server_test_form(request: HttpRequest) -> HttpResponse:
     form = ServerForm(request.POST, instance=existing)
     if not form.is_valid():
         errors = "; ".join(
-            f"{'' if field == '__all__' else field + ': '}{' '.join(msgs)}"
-            for field, msgs in form.errors.items()
+            f"{'' if field == '__all__' else field + ': '}{' '.join(msgs)}" for field, msgs in form.errors.items()
         )
         result = connections.CheckResult(ok=False, message=f"Fix the form first: {errors}", reason="invalid")
     else:
@@ -91,9 +88,7 @@ def server_check(request: HttpRequest, name: str) -> HttpResponse:
     except PermissionDenied as exc:
         return denied(request, exc)
     if request.htmx:
-        return render(
-            request, "replication_admin/server_detail.html#status", {"server": server, "result": result}
-        )
+        return render(request, "replication_admin/server_detail.html#status", {"server": server, "result": result})
     messages.info(request, result.message)
     return redirect("servers-detail", name=server.name)
 
@@ -157,8 +152,7 @@ def server_delete(request: HttpRequest, name: str) -> HttpResponse:
         "replication_admin/confirm.html",
         {
             "title": f"Remove server {server.name}?",
-            "body": "The registration and its stored password are deleted. "
-            "Nothing on the server itself changes.",
+            "body": "The registration and its stored password are deleted. Nothing on the server itself changes.",
             "action": "Remove server",
             "cancel_url": server.get_absolute_url(),
         },

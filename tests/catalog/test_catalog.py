@@ -61,27 +61,18 @@ def _table_columns(table: str) -> list[str]:
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             # Django's SQLite introspection trips over CHECK (... IN (1, 2)); ask SQLite directly.
-            return [
-                row[0]
-                for row in cursor.execute("SELECT name FROM pragma_table_info(%s) ORDER BY cid", [table])
-            ]
+            return [row[0] for row in cursor.execute("SELECT name FROM pragma_table_info(%s) ORDER BY cid", [table])]
         return [c.name for c in connection.introspection.get_table_description(cursor, table)]
 
 
 def _keys(table: str) -> set[tuple[str, ...]]:
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
-            rows = cursor.execute(
-                "SELECT name, pk FROM pragma_table_info(%s) WHERE pk > 0 ORDER BY pk", [table]
-            )
+            rows = cursor.execute("SELECT name, pk FROM pragma_table_info(%s) WHERE pk > 0 ORDER BY pk", [table])
             keys = {tuple(name for name, _ in rows.fetchall())}
-            indexes = cursor.execute(
-                'SELECT name FROM pragma_index_list(%s) WHERE "unique" = 1', [table]
-            ).fetchall()
+            indexes = cursor.execute('SELECT name FROM pragma_index_list(%s) WHERE "unique" = 1', [table]).fetchall()
             for (index,) in indexes:
-                cols = cursor.execute(
-                    "SELECT name FROM pragma_index_info(%s) ORDER BY seqno", [index]
-                ).fetchall()
+                cols = cursor.execute("SELECT name FROM pragma_index_info(%s) ORDER BY seqno", [index]).fetchall()
                 keys.add(tuple(c for (c,) in cols))
             return keys
         constraints = connection.introspection.get_constraints(cursor, table)
@@ -154,12 +145,8 @@ def test_check_constraints_refuse_values_outside_the_reference_domain(model, fie
 def test_an_incremental_snapshot_must_name_its_source_table():
     server = m.Server.objects.create(name="dst", dialect="sqlite", database="/tmp/x.db")
     with pytest.raises(IntegrityError), transaction.atomic():
-        m.Snapshot.objects.create(
-            name="s", query="select 1", is_incremental=1, dest_server=server, dest_table="s"
-        )
-    m.Snapshot.objects.create(
-        name="s", query="select 1", is_incremental=None, dest_server=server, dest_table="s"
-    )
+        m.Snapshot.objects.create(name="s", query="select 1", is_incremental=1, dest_server=server, dest_table="s")
+    m.Snapshot.objects.create(name="s", query="select 1", is_incremental=None, dest_server=server, dest_table="s")
 
 
 @pytest.mark.django_db

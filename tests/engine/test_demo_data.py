@@ -179,9 +179,7 @@ def test_demo_orders_reference_existing_customers_employees_and_shippers(db: sql
         """
     ).fetchone()[0]
     assert orphans == 0
-    assert db.execute(
-        "SELECT count(*) FROM Orders WHERE CustomerID IS NULL OR EmployeeID IS NULL"
-    ).fetchone() == (0,)
+    assert db.execute("SELECT count(*) FROM Orders WHERE CustomerID IS NULL OR EmployeeID IS NULL").fetchone() == (0,)
     detail_orphans = db.execute(
         """
         SELECT count(*) FROM "Order Details" d
@@ -272,17 +270,13 @@ def test_demo_money_and_timestamps_use_the_documented_text_formats(db: sqlite3.C
 
 
 def test_demo_declared_types_follow_the_sqlite_dialect(db: sqlite3.Connection) -> None:
-    allowed = re.compile(
-        r"^(INTEGER|SMALLINT|REAL|BOOLEAN|TEXT|TIMESTAMP|DECIMAL_TEXT\(10, 2\)|VARCHAR\(\d+\))$"
-    )
+    allowed = re.compile(r"^(INTEGER|SMALLINT|REAL|BOOLEAN|TEXT|TIMESTAMP|DECIMAL_TEXT\(10, 2\)|VARCHAR\(\d+\))$")
     for table in NORTHWIND_COLUMNS:
         for _cid, name, declared, *_rest in table_info(db, table):
             assert allowed.match(declared), (table, name, declared)
             if name.endswith("ID") and not (table == "Customers" or name == "CustomerID"):
                 assert declared == "INTEGER", (table, name, declared)
-    customer_keys = db.execute(
-        "SELECT DISTINCT typeof(CustomerID), length(CustomerID) FROM Customers"
-    ).fetchall()
+    customer_keys = db.execute("SELECT DISTINCT typeof(CustomerID), length(CustomerID) FROM Customers").fetchall()
     assert customer_keys == [("text", 5)]
     assert db.execute("SELECT count(*) FROM Customers WHERE CustomerID GLOB '*[^A-Z]*'").fetchone() == (0,)
     assert table_info(db, "Order Details")[3][2] == "SMALLINT"
@@ -328,9 +322,7 @@ def test_demo_order_ids_start_at_10248_and_orders_count_matches(tmp_path: Path) 
     counts = create_demo_database(str(path), orders=250, seed=3)
     assert counts["Orders"] == 250
     with connect(path) as connection:
-        first, last, count = connection.execute(
-            "SELECT min(OrderID), max(OrderID), count(*) FROM Orders"
-        ).fetchone()
+        first, last, count = connection.execute("SELECT min(OrderID), max(OrderID), count(*) FROM Orders").fetchone()
         details = connection.execute('SELECT count(*) FROM "Order Details"').fetchone()[0]
         dates = [date for (date,) in connection.execute("SELECT OrderDate FROM Orders ORDER BY OrderID")]
     connection.close()

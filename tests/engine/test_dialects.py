@@ -127,9 +127,7 @@ def test_odbc_values_with_separators_are_brace_quoted_or_refused():
 
 
 def test_postgresql_addresses_are_built_from_fields_with_bulk_options():
-    address = Address(
-        dialect="postgresql", host="127.0.0.1", port=5432, database="my db", user="u", password="p;w"
-    )
+    address = Address(dialect="postgresql", host="127.0.0.1", port=5432, database="my db", user="u", password="p;w")
     endpoint = dialects.get("postgresql").jdbc_endpoint(address)
     assert endpoint.url == "jdbc:postgresql://127.0.0.1:5432/my%20db"
     assert endpoint.properties["reWriteBatchedInserts"] == "true"

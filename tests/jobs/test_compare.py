@@ -115,9 +115,7 @@ def test_hostile_table_and_column_names_are_compared_on_every_dialect(make_serve
     assert job.result["samples"]["different"] == [{"key": {"id key": "7"}, "columns": ["Größe"]}]
 
 
-def test_values_equal_across_dialects_compare_equal_despite_storage_differences(
-    make_server, spark, jobs_sync
-):
+def test_values_equal_across_dialects_compare_equal_despite_storage_differences(make_server, spark, jobs_sync):
     """18.00 (PostgreSQL numeric) equals '18' (SQLite text); a microsecond of difference is seen."""
     pg = make_server("postgresql", "pgv")
     lite = make_server("sqlite", "litev")

@@ -15,9 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     environ = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("REPLADMIN_") and k != "DJANGO_ALLOW_ASYNC_UNSAFE"
+        k: v for k, v in os.environ.items() if not k.startswith("REPLADMIN_") and k != "DJANGO_ALLOW_ASYNC_UNSAFE"
     }
     environ.update(env)
     argv = [sys.executable, "manage.py", *args]

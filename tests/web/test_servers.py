@@ -139,9 +139,7 @@ def test_connection_failures_name_the_cause(db, dialect, change, reason, words):
 def test_a_sqlite_server_whose_file_is_missing_fails_clearly(db, tmp_path):
     path = tmp_path / "gone.sqlite3"
     sqlite3.connect(path).close()
-    server = do_register_server(
-        Actor.command(), ServerData(name="gone", dialect="sqlite", database=str(path))
-    )
+    server = do_register_server(Actor.command(), ServerData(name="gone", dialect="sqlite", database=str(path)))
     path.unlink()
     result = do_check_server(Actor.command(), server)
     assert not result.ok and "does not exist" in result.message

@@ -41,9 +41,7 @@ POSTS = [("servers-test", []), ("servers-check", ["demo"]), ("jobs-cancel", [1])
 def make_user(username: str, *perms: str) -> User:
     user = User.objects.create_user(username, password="pw-for-tests-only")
     for perm in perms:
-        user.user_permissions.add(
-            Permission.objects.get(codename=perm, content_type__app_label="replication_admin")
-        )
+        user.user_permissions.add(Permission.objects.get(codename=perm, content_type__app_label="replication_admin"))
     return User.objects.get(pk=user.pk)
 
 
@@ -77,9 +75,7 @@ def test_anonymous_users_are_sent_to_the_login_page(client, name, args):
 def test_the_login_page_itself_is_open_and_logging_in_reaches_the_dashboard(client):
     make_user("alice")
     assert client.get(reverse("login")).status_code == 200
-    response = client.post(
-        reverse("login"), {"username": "alice", "password": "pw-for-tests-only"}, follow=True
-    )
+    response = client.post(reverse("login"), {"username": "alice", "password": "pw-for-tests-only"}, follow=True)
     assert response.redirect_chain[-1][0] == reverse("dashboard")
     assert b"Is replication working?" in response.content
 
@@ -113,12 +109,8 @@ def test_the_page_sends_its_csrf_token_with_every_htmx_request(viewer_client):
 
 def test_registering_a_server_through_the_form_is_audited(editor_client, sqlite_path):
     path = sqlite_path("form")
-    response = editor_client.post(
-        reverse("servers-add"), {"name": "fromform", "dialect": "sqlite", "database": path}
-    )
-    assert response.status_code == 302 and response["Location"] == reverse(
-        "servers-detail", args=["fromform"]
-    )
+    response = editor_client.post(reverse("servers-add"), {"name": "fromform", "dialect": "sqlite", "database": path})
+    assert response.status_code == 302 and response["Location"] == reverse("servers-detail", args=["fromform"])
     assert Server.objects.get(name="fromform").database == path
     entry = AuditEntry.objects.get(action="server.register")
     assert (entry.username, entry.target, entry.outcome, entry.via) == ("editor", "fromform", "ok", "web")
@@ -177,17 +169,11 @@ def test_the_tables_partial_lists_tables_with_their_primary_keys(viewer_client, 
 
 
 def test_a_running_job_polls_for_progress_and_a_finished_one_stops(viewer_client):
-    job = JobRun.objects.create(
-        kind="compare", target="a ↔ b", state="running", progress_done=1, progress_total=4
-    )
-    partial = viewer_client.get(
-        reverse("jobs-detail", args=[job.pk]), HTTP_HX_REQUEST="true"
-    ).content.decode()
+    job = JobRun.objects.create(kind="compare", target="a ↔ b", state="running", progress_done=1, progress_total=4)
+    partial = viewer_client.get(reverse("jobs-detail", args=[job.pk]), HTTP_HX_REQUEST="true").content.decode()
     assert 'hx-trigger="every 1s"' in partial and 'aria-valuenow="25"' in partial and "<html" not in partial
     JobRun.objects.filter(pk=job.pk).update(state="succeeded", progress_done=4)
-    partial = viewer_client.get(
-        reverse("jobs-detail", args=[job.pk]), HTTP_HX_REQUEST="true"
-    ).content.decode()
+    partial = viewer_client.get(reverse("jobs-detail", args=[job.pk]), HTTP_HX_REQUEST="true").content.decode()
     assert "hx-trigger" not in partial and 'aria-valuenow="100"' in partial
 
 

@@ -75,9 +75,7 @@ class MySQL(Dialect):
                 return f"varchar({logical.length})"
             return "longtext"
         if kind == "varbinary":
-            return (
-                f"varbinary({logical.length})" if logical.length and logical.length <= 16000 else "longblob"
-            )
+            return f"varbinary({logical.length})" if logical.length and logical.length <= 16000 else "longblob"
         if kind == "numeric":
             if logical.precision is None:
                 return "decimal(38, 15)"
@@ -133,8 +131,7 @@ class MySQL(Dialect):
             raise AddressError("a host is required for a JDBC connection")
         host = check_host(address.host)
         url = (
-            f"jdbc:mysql://{host}:{check_port(address.port or self.default_port)}/"
-            f"{self.url_database(address.database)}"
+            f"jdbc:mysql://{host}:{check_port(address.port or self.default_port)}/{self.url_database(address.database)}"
         )
         return JdbcEndpoint(
             url=url,

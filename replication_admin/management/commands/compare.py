@@ -21,9 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--queue", action="store_true", help="hand the job to the django-q2 workers")
 
     def handle(self, *args, **opts):
-        servers = {
-            s.name: s for s in Server.objects.filter(name__in=[opts["left_server"], opts["right_server"]])
-        }
+        servers = {s.name: s for s in Server.objects.filter(name__in=[opts["left_server"], opts["right_server"]])}
         for key in ("left_server", "right_server"):
             if opts[key] not in servers:
                 raise CommandError(f"server {opts[key]!r} is not registered")

@@ -27,9 +27,7 @@ LOCAL_SERVERS = [
 
 
 class Command(BaseCommand):
-    help = (
-        "Generate the Demo database (SQLite), register it and the local PostgreSQL/MariaDB, create a login."
-    )
+    help = "Generate the Demo database (SQLite), register it and the local PostgreSQL/MariaDB, create a login."
 
     def add_arguments(self, parser):
         parser.add_argument("--orders", type=int, default=3000)
@@ -48,9 +46,7 @@ class Command(BaseCommand):
                 with pyodbc.connect(admin_dsn, autocommit=True, timeout=3) as conn:
                     self._create_database(conn, dialect)
             except pyodbc.Error as exc:
-                self.stdout.write(
-                    f"skipping {name}: the local {dialect} server is not reachable ({exc.args[-1]})"
-                )
+                self.stdout.write(f"skipping {name}: the local {dialect} server is not reachable ({exc.args[-1]})")
                 continue
             data = ServerData(
                 name=name,
@@ -68,9 +64,7 @@ class Command(BaseCommand):
         user.is_staff = user.is_superuser = True
         user.set_password(password)
         user.save()
-        self.stdout.write(
-            self.style.SUCCESS(f"log in at http://127.0.0.1:8000/ as {user.username} / {password}")
-        )
+        self.stdout.write(self.style.SUCCESS(f"log in at http://127.0.0.1:8000/ as {user.username} / {password}"))
 
     def _create_database(self, conn: pyodbc.Connection, dialect: str) -> None:
         if dialect == "postgresql":

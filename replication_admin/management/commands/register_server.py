@@ -68,9 +68,7 @@ class Command(BaseCommand):
             else:
                 server = do_register_server(actor, data)
         except ValidationError as exc:
-            lines = [
-                f"{'' if f == '__all__' else f + ': '}{' '.join(m)}" for f, m in exc.message_dict.items()
-            ]
+            lines = [f"{'' if f == '__all__' else f + ': '}{' '.join(m)}" for f, m in exc.message_dict.items()]
             raise CommandError("invalid server:\n  " + "\n  ".join(lines)) from None
         self.stdout.write(f"registered {server.name} ({server.get_dialect_display()}) at {server.location}")
         if opts["test"]:

@@ -1,0 +1,193 @@
+"""Snapshot refresh on Spark: move rows from the source into a staging table on the destination.
+
+Only staging tables are written here (append into tables the console created); the destination
+itself is changed afterwards in one transaction by the control plane (replication_admin.refresh).
+
+- full: the snapshot query, read (partitioned on an integer key when there is one), converted to the
+  destination's storage formats, appended to the staging table;
+- incremental: the snapshot log window joined to the current source rows, minus the log rows the
+  replay log says were applied, split into batches at SNAPTIME boundaries, appended to staging.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs.compare import _normalise_time_text
+from jobs.jdbc import read_partitioned, read_query
+from jobs.progress import StageProgress
+from replication_admin.engine.compare import family_of
+from replication_admin.engine.dialects import JdbcEndpoint
+from replication_admin.engine.refresh import Moved
+
+BATCH_ROWS = 50_000
+SQLITE_TS = "yyyy-MM-dd HH:mm:ss.SSSSSS"
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    dialect: str
+    jdbc: JdbcEndpoint
+
+
+def _as_timestamp(c: Column, read_as: str) -> Column:
+    # ANSI casts: a value that is not a timestamp fails the job instead of arriving as NULL.
+    return c if read_as == "TIMESTAMP" else F.trim(c).cast("timestamp")
+
+
+def to_destination(c: Column, moved: Moved, read_as: str, dest_dialect: str) -> Column:
+    """One value in the form the destination stores (see docs/design-notes.md, SQLite storage)."""
+    family = family_of(moved.logical)
+    if dest_dialect == "sqlite":
+        if family == "timestamp":
+            return F.date_format(_as_timestamp(c, read_as), SQLITE_TS)
+        if family == "date":
+            return F.date_format(c if read_as == "DATE" else F.trim(c).cast("date"), "yyyy-MM-dd")
+        if family == "time":
+            return _normalise_time_text(c.cast("string"))
+        if family == "boolean":
+            return c.cast("int")
+        if family == "decimal":
+            return c.cast("string")
+        return c
+    if family == "timestamp":
+        return _as_timestamp(c, read_as)
+    if family == "date":
+        return c if read_as == "DATE" else F.trim(c).cast("date")
+    if family == "boolean":
+        return c.cast("boolean")
+    if family == "decimal":
+        return c.cast("string")
+    if family == "integer" and read_as != "BIGINT":
+        return c.cast("bigint")
+    return c
+
+
+def write_staging(df: DataFrame, endpoint: Endpoint, table_sql: str) -> None:
+    """Append into a staging table the console created (Spark never creates or truncates tables)."""
+    if endpoint.dialect == "sqlite":
+        df = df.coalesce(1)  # one writer at a time, one transaction
+        options = {"batchsize": "5000", "isolationLevel": "SERIALIZABLE"}
+    else:
+        options = {"batchsize": "10000", "isolationLevel": "READ_COMMITTED"}
+    writer = df.write.format("jdbc").mode("append").option("url", endpoint.jdbc.url).option("dbtable", table_sql)
+    for key, value in {**endpoint.jdbc.properties, **options}.items():
+        writer = writer.option(key, value)
+    writer.save()
+
+
+@dataclass(frozen=True)
+class FullCopy:
+    source: Endpoint
+    select_sql: str  # engine.refresh.noninc_select
+    custom_schema: str
+    partition_alias: str | None
+    moved: tuple[Moved, ...]
+    read_types: dict[str, str]  # alias -> Spark type it is read as
+    dest: Endpoint
+    staging_sql: str  # the quoted staging table name
+    staging_columns: tuple[str, ...]  # column names of the staging table, in `moved` order
+
+
+def full_copy(spark, plan: FullCopy, progress: Progress | None = None) -> None:
+    """Read the snapshot query and append its rows, in destination formats, to the staging table."""
+    df = read_partitioned(spark, plan.source.jdbc, plan.select_sql, plan.custom_schema, plan.partition_alias)
+    out = df.select(
+        *[
+            to_destination(F.col(m.alias), m, plan.read_types[m.alias], plan.dest.dialect).alias(name)
+            for m, name in zip(plan.moved, plan.staging_columns, strict=True)
+        ]
+    )
+    with StageProgress(spark, progress or (lambda d, t: None)):
+        write_staging(out, plan.dest, plan.staging_sql)
+
+
+@dataclass(frozen=True)
+class IncrementLoad:
+    source: Endpoint
+    window_sql: str  # engine.refresh.log_window_select
+    window_schema: str
+    moved: tuple[Moved, ...]
+    read_types: dict[str, str]
+    dest: Endpoint
+    rplog_sql: str  # engine.refresh.rplog_select, on the destination
+    staging_sql: str
+
+
+@dataclass(frozen=True)
+class Batch:
+    number: int
+    rows: int
+    first_snaptime: object  # datetime (UTC, naive)
+    last_snaptime: object
+
+
+def plan_batches(counts: Sequence[tuple[object, int]], batch_rows: int = BATCH_ROWS) -> list[tuple[object, int]]:
+    """(snaptime, rows) in SNAPTIME order -> (snaptime, batch): batches of about `batch_rows` rows that
+    never split one SNAPTIME (all log rows of one source transaction commit together)."""
+    assigned: list[tuple[object, int]] = []
+    batch, in_batch = 0, 0
+    for snaptime, rows in counts:
+        if in_batch and in_batch + rows > batch_rows:
+            batch, in_batch = batch + 1, 0
+        assigned.append((snaptime, batch))
+        in_batch += rows
+    return assigned
+
+
+def load_increment(spark, plan: IncrementLoad, progress: Progress | None = None) -> list[Batch]:
+    """Stage the not-yet-applied log rows with the current source values; return the batches."""
+    window = read_query(spark, plan.source.jdbc, plan.window_sql, plan.window_schema)
+    window = window.withColumn(
+        "snaptime",
+        _as_timestamp(F.col("snaptime"), "TIMESTAMP" if plan.source.dialect != "sqlite" else "STRING"),
+    )
+    applied = read_query(spark, plan.dest.jdbc, plan.rplog_sql, "rowguid STRING")
+    pending = window.join(applied, on="rowguid", how="left_anti").persist()
+    try:
+        counts = pending.groupBy("snaptime").count().orderBy("snaptime").collect()
+        if not counts:
+            return []
+        assigned = plan_batches([(row["snaptime"], int(row["count"])) for row in counts])
+        batches_df = spark.createDataFrame(assigned, "snaptime timestamp, batch int")
+        staged = pending.join(F.broadcast(batches_df), on="snaptime")
+        op = F.when(F.col("present") == 1, F.lit("U")).otherwise(F.lit("D"))
+        snaptime_out = F.date_format("snaptime", SQLITE_TS) if plan.dest.dialect == "sqlite" else F.col("snaptime")
+        out = staged.select(
+            op.alias("op"),
+            F.col("batch"),
+            *[
+                to_destination(F.col(m.alias), m, plan.read_types[m.alias], plan.dest.dialect).alias(m.alias)
+                for m in plan.moved
+            ],
+            F.col("rowguid"),
+            snaptime_out.alias("snaptime"),
+        )
+        with StageProgress(spark, progress or (lambda d, t: None)):
+            write_staging(out, plan.dest, plan.staging_sql)
+        totals: dict[int, list] = {}
+        for (snaptime, batch), (_, rows) in zip(
+            assigned, [(r["snaptime"], int(r["count"])) for r in counts], strict=True
+        ):
+            entry = totals.setdefault(batch, [0, snaptime, snaptime])
+            entry[0] += rows
+            entry[2] = snaptime
+        return [Batch(number=b, rows=v[0], first_snaptime=v[1], last_snaptime=v[2]) for b, v in sorted(totals.items())]
+    finally:
+        pending.unpersist()
+
+
+def max_snaptime(spark, source: Endpoint, select_sql: str):
+    """The newest SNAPTIME in a snapshot log (None when empty), as a Python datetime."""
+    schema = "snaptime STRING" if source.dialect == "sqlite" else "snaptime TIMESTAMP"
+    df = read_query(spark, source.jdbc, select_sql, schema)
+    row = df.select(
+        _as_timestamp(F.col("snaptime"), "STRING" if source.dialect == "sqlite" else "TIMESTAMP").alias("t")
+    ).collect()[0]
+    return row["t"]

@@ -1,0 +1,137 @@
+"""Running statements of the statement language (replsql, the statement console, scheduled events).
+
+Each statement is parsed by engine.statements and carried out by the do_* action it names; no text of
+a statement ever reaches a database as SQL. Statements run in order and the first failure stops the
+rest, so a script is never half-applied past an error it did not see.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from replication_admin.actions import snapshots as snap
+from replication_admin.actions.audit import Actor, PermissionDenied, record
+from replication_admin.engine import statements as st
+from replication_admin.models import AuditEntry, JobRun, Server
+from replication_admin.snapshots import SnapshotError
+
+
+@dataclass
+class Outcome:
+    statement: str
+    ok: bool
+    message: str
+    job_id: int | None = None
+    details: dict = field(default_factory=dict)
+
+
+class StatementFailed(Exception):
+    pass
+
+
+def resolve_server(name: str | None, context: Server | None, what: str) -> Server:
+    if name is None:
+        if context is None:
+            raise StatementFailed(
+                f"{what} names no server and no context server is set (write server.table or choose a server)"
+            )
+        return context
+    server = Server.objects.filter(name=name).first() or Server.objects.filter(name__iexact=name).first()
+    if server is None:
+        raise StatementFailed(f"server {name!r} is not registered")
+    return server
+
+
+def query_server(query: str) -> str | None:
+    """The server a snapshot query names in its table references (`select * from demo.Orders`)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(query)
+    except Exception:  # the query is checked properly, in its server's dialect, when the snapshot is made
+        return None
+    servers = {t.db for t in tree.find_all(exp.Table) if t.db}
+    return next(iter(servers)) if len(servers) == 1 else None
+
+
+def _job_outcome(text: str, job: JobRun) -> Outcome:
+    if job.state == JobRun.State.SUCCEEDED:
+        result = job.result or {}
+        if result.get("mode") == "incremental":
+            message = f"applied {result['changes']} change(s) incrementally"
+        else:
+            message = f"copied {result.get('rows', 0)} row(s)"
+        return Outcome(text, True, message, job.pk, result)
+    if job.state in JobRun.FINISHED:
+        return Outcome(text, False, f"refresh {job.state}: {job.error}", job.pk)
+    return Outcome(text, True, f"refresh queued as job #{job.pk}", job.pk)
+
+
+def _refresh(actor: Actor, text: str, snapshot, nonincremental: bool, wait: bool) -> Outcome:
+    job = snap.do_refresh_snapshot(actor, snapshot, nonincremental=nonincremental, sync=True if wait else None)
+    return _job_outcome(text, JobRun.objects.get(pk=job.pk))
+
+
+def run_statement(actor: Actor, statement: st.Statement, context: Server | None, wait: bool) -> Outcome:
+    text = statement.text or statement.verb
+    match statement:
+        case st.CreateSnapshotLog(source=name):
+            server = resolve_server(name.server, context, "the source table")
+            log = snap.do_create_snapshot_log(actor, server, name.table)
+            return Outcome(text, True, f"created snapshot log {log.rlog} with its I/U/D triggers")
+        case st.DropSnapshotLog(source=name):
+            server = resolve_server(name.server, context, "the source table")
+            return Outcome(text, True, snap.do_drop_snapshot_log(actor, server, name.table))
+        case st.PurgeSnapshotLog(source=name):
+            server = resolve_server(name.server, context, "the source table")
+            deleted = snap.do_purge_snapshot_log(actor, server, name.table)
+            return Outcome(text, True, f"purged {deleted} replayed log row(s)", details={"deleted": deleted})
+        case st.CreateNonincrementalSnapshot(dest=dest, query=query):
+            dest_server = resolve_server(dest.server, context, "the destination")
+            source = resolve_server(query_server(query), context, "the query")
+            snapshot = snap.do_create_noninc_snapshot(actor, source, query, dest_server, dest.table)
+            outcome = _refresh(actor, text, snapshot, True, wait)
+            outcome.message = f"created snapshot {snapshot.name}; {outcome.message}"
+            return outcome
+        case st.CreateIncrementalSnapshot(dest=dest, source=source, columns=columns, condition=condition):
+            dest_server = resolve_server(dest.server, context, "the destination")
+            source_server = resolve_server(source.server, context, "the source table")
+            snapshot = snap.do_create_inc_snapshot(
+                actor, source_server, source.table, columns, condition, dest_server, dest.table
+            )
+            outcome = _refresh(actor, text, snapshot, False, wait)
+            outcome.message = f"created incremental snapshot {snapshot.name}; {outcome.message}"
+            return outcome
+        case st.UpdateSnapshot(name=name, nonincremental=nonincremental):
+            server = resolve_server(name.server, context, "the snapshot")
+            return _refresh(actor, text, snap.find_snapshot(server, name.table), nonincremental, wait)
+        case st.DropSnapshot(name=name, with_delete=with_delete):
+            server = resolve_server(name.server, context, "the snapshot")
+            return Outcome(
+                text, True, snap.do_drop_snapshot(actor, snap.find_snapshot(server, name.table), with_delete)
+            )
+        case st.PurgeReplayLogs():
+            deleted = snap.do_purge_rplogs(actor)
+            return Outcome(text, True, f"purged {deleted} replay log row(s)", details={"deleted": deleted})
+    raise StatementFailed(f"{statement.verb} cannot be run here")
+
+
+def execute(actor: Actor, text: str, context: Server | None = None, wait: bool = True) -> list[Outcome]:
+    """Parse and run a script; returns one outcome per statement run (the last one failed, if any did).
+
+    Raises StatementError when the script does not parse (nothing is run then)."""
+    statements = st.parse(text)
+    outcomes: list[Outcome] = []
+    for statement in statements:
+        try:
+            outcome = run_statement(actor, statement, context, wait)
+        except (SnapshotError, StatementFailed, PermissionDenied) as exc:
+            if isinstance(exc, StatementFailed):
+                record(actor, "statement", statement.text, AuditEntry.Outcome.ERROR, {"error": str(exc)})
+            outcomes.append(Outcome(statement.text, False, str(exc)))
+            break
+        outcomes.append(outcome)
+        if not outcome.ok:
+            break
+    return outcomes

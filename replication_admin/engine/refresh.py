@@ -1,0 +1,259 @@
+"""SQL for refreshing snapshots (pure): what Spark reads, the staging tables it writes, and the one
+destination transaction that applies a staging table and records the replay log.
+
+Every column crosses Spark under a safe alias (k0.. keys, v0.. values), so hostile names never reach
+Spark's own quoting. The destination is only ever changed by the statements built here, each batch
+in one transaction together with its RPLOG rows, so a re-run after any failure applies nothing twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from replication_admin.engine.compare import read_type
+from replication_admin.engine.dialects import Dialect
+from replication_admin.engine.schema import TableInfo
+from replication_admin.engine.snapshot_log import (
+    DMLTYPE,
+    ROWGUID,
+    TIMESTAMP,
+    bounded_name,
+    rlog_key,
+    rlog_name,
+)
+from replication_admin.engine.types import LogicalType
+
+OP = LogicalType("varchar", length=1)
+BATCH = LogicalType("integer")
+
+
+@dataclass(frozen=True)
+class Moved:
+    """One destination column and where its values come from."""
+
+    alias: str  # k0.. / v0..
+    dest: str  # destination column name
+    source: str  # source column (or query output) name
+    logical: LogicalType  # the destination's logical type
+
+    @property
+    def is_key(self) -> bool:
+        return self.alias.startswith("k")
+
+
+def timestamp_text(value: datetime) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def timestamp_literal(d: Dialect, value: datetime) -> str:
+    text = timestamp_text(value)
+    return f"'{text}'" if d.name == "sqlite" else f"TIMESTAMP '{text}'"
+
+
+def staging_name(d: Dialect, dest_table: str, kind: str = "RSTG") -> str:
+    """A per-destination work table: RSTG_ (staging), RSWP_ (the old copy during a swap)."""
+    return bounded_name(f"{kind}_{dest_table}", d.max_identifier)
+
+
+def noninc_select(d: Dialect, query_sql: str, moved: Sequence[Moved]) -> str:
+    items = ", ".join(f"q.{d.quote(m.source)} AS {m.alias}" for m in moved)
+    return f"SELECT {items} FROM ({query_sql}) q"
+
+
+def custom_schema(d: Dialect, moved: Sequence[Moved], source_types: dict[str, LogicalType]) -> str:
+    """JDBC customSchema: each alias read with the Spark type of its source column's family."""
+    return ", ".join(f"{m.alias} {read_type(d, source_types[m.source])}" for m in moved)
+
+
+def log_window_select(
+    d: Dialect, source: TableInfo, moved: Sequence[Moved], condition_sql: str | None, since: datetime
+) -> str:
+    """The log rows of the window joined to the current source rows (Virtuoso re-reads the row)."""
+    keys = [m for m in moved if m.is_key]
+    values = [m for m in moved if not m.is_key]
+    src = d.qualify(source.name, source.schema)
+    rlog = d.qualify(rlog_name(source.name), source.schema)
+    join = " AND ".join(f"s.{d.quote(k.source)} = r.{d.quote(rlog_key(k.source))}" for k in keys)
+    present = f"CASE WHEN s.{d.quote(keys[0].source)} IS NULL THEN 0"
+    present += f" WHEN ({condition_sql}) THEN 1 ELSE 0 END" if condition_sql else " ELSE 1 END"
+    items = [f"r.{d.quote(rlog_key(k.source))} AS {k.alias}" for k in keys]
+    items += [f"s.{d.quote(v.source)} AS {v.alias}" for v in values]
+    items += [
+        f"r.{d.quote('SNAPTIME')} AS snaptime",
+        f"r.{d.quote('DMLTYPE')} AS dmltype",
+        f"r.{d.quote('RLOG_ROWGUID')} AS rowguid",
+        f"{present} AS present",
+    ]
+    return (
+        f"SELECT {', '.join(items)} FROM {rlog} r LEFT JOIN {src} s ON {join} "
+        f"WHERE r.{d.quote('SNAPTIME')} >= {timestamp_literal(d, since)}"
+    )
+
+
+def log_window_schema(d: Dialect, moved: Sequence[Moved], source: TableInfo) -> str:
+    parts = []
+    for m in moved:
+        column = source.column(m.source)
+        assert column is not None
+        parts.append(f"{m.alias} {read_type(d, column.logical)}")
+    snaptime = "STRING" if d.name == "sqlite" else "TIMESTAMP"
+    parts += [f"snaptime {snaptime}", "dmltype STRING", "rowguid STRING", "present INT"]
+    return ", ".join(parts)
+
+
+def max_snaptime_select(d: Dialect, source: TableInfo) -> str:
+    return f"SELECT MAX({d.quote('SNAPTIME')}) AS snaptime FROM {d.qualify(rlog_name(source.name), source.schema)}"
+
+
+def rplog_select(d: Dialect, rplog: str, schema: str, target: str, since: datetime) -> str:
+    return (
+        f"SELECT {d.quote('RLOG_ROWGUID')} AS rowguid FROM {d.qualify(rplog, schema)} "
+        f"WHERE {d.quote('TARGET')} = {d.literal(target)} AND {d.quote('SNAPTIME')} >= {timestamp_literal(d, since)}"
+    )
+
+
+def increment_staging_ddl(d: Dialect, name: str, schema: str, moved: Sequence[Moved]) -> str:
+    cols = [f"op {d.render_type(OP)} NOT NULL", f"batch {d.render_type(BATCH)} NOT NULL"]
+    cols += [f"{m.alias} {d.render_type(m.logical)}" for m in moved]
+    cols += [f"rowguid {d.render_type(ROWGUID)} NOT NULL", f"snaptime {d.render_type(TIMESTAMP)} NOT NULL"]
+    return f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)})"
+
+
+def apply_increment_sql(
+    d: Dialect,
+    dest: str,
+    schema: str,
+    staging: str,
+    rplog: str,
+    target: str,
+    moved: Sequence[Moved],
+    batch: int,
+) -> list[str]:
+    """One batch: delete every staged key, insert the rows still present, record the replayed log rows.
+
+    Delete-then-insert makes an insert of an existing row an update and an update of a missing row an
+    insert, as the reference asks; the RPLOG rows commit in the same transaction."""
+    keys = [m for m in moved if m.is_key]
+    dst = d.qualify(dest, schema)
+    stg = d.qualify(staging, schema)
+    rpl = d.qualify(rplog, schema)
+    if d.name == "postgresql":
+        on = " AND ".join(f"t.{d.quote(k.dest)} = s.{k.alias}" for k in keys)
+        delete = f"DELETE FROM {dst} t USING {stg} s WHERE s.batch = {batch} AND {on}"
+    elif d.name == "mysql":
+        on = " AND ".join(f"t.{d.quote(k.dest)} = s.{k.alias}" for k in keys)
+        delete = f"DELETE t FROM {dst} t JOIN {stg} s ON {on} WHERE s.batch = {batch}"
+    else:
+        left = ", ".join(d.quote(k.dest) for k in keys)
+        right = ", ".join(k.alias for k in keys)
+        delete = f"DELETE FROM {dst} WHERE ({left}) IN (SELECT {right} FROM {stg} WHERE batch = {batch})"
+    columns = ", ".join(d.quote(m.dest) for m in moved)
+    aliases = ", ".join(m.alias for m in moved)
+    insert = f"INSERT INTO {dst} ({columns}) SELECT {aliases} FROM {stg} WHERE batch = {batch} AND op = 'U'"
+    rp_cols = f"{d.quote('TARGET')}, {d.quote('RLOG_ROWGUID')}, {d.quote('SNAPTIME')}"
+    rp_select = f"SELECT {d.literal(target)}, rowguid, snaptime FROM {stg} WHERE batch = {batch}"
+    if d.name == "postgresql":
+        record = f"INSERT INTO {rpl} ({rp_cols}) {rp_select} ON CONFLICT DO NOTHING"
+    elif d.name == "mysql":
+        record = f"INSERT IGNORE INTO {rpl} ({rp_cols}) {rp_select}"
+    else:
+        record = f"INSERT OR IGNORE INTO {rpl} ({rp_cols}) {rp_select}"
+    return [delete, insert, record]
+
+
+def create_table_ddl(
+    d: Dialect, name: str, schema: str, columns: Sequence[tuple[str, LogicalType]], key: Sequence[str]
+) -> str:
+    cols = [f"{d.quote(c)} {d.render_type(t)}{' NOT NULL' if c in key else ''}" for c, t in columns]
+    if key:
+        cols.append(f"PRIMARY KEY ({', '.join(d.quote(k) for k in key)})")
+    return f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)})"
+
+
+def swap_sql(d: Dialect, dest: str, schema: str, staging: str, old: str) -> list[str]:
+    """Put the filled staging table in the destination's place (readers see old or new, never a mix)."""
+    if d.name == "mysql":
+        return [
+            f"RENAME TABLE {d.qualify(dest)} TO {d.qualify(old)}, {d.qualify(staging)} TO {d.qualify(dest)}",
+            f"DROP TABLE {d.qualify(old)}",
+        ]
+    return [
+        f"ALTER TABLE {d.qualify(dest, schema)} RENAME TO {d.quote(old)}",
+        f"ALTER TABLE {d.qualify(staging, schema)} RENAME TO {d.quote(dest)}",
+        f"DROP TABLE {d.qualify(old, schema)}",
+    ]
+
+
+def replace_content_sql(
+    d: Dialect, dest: str, schema: str, staging: str, moved: Sequence[Moved], staging_columns: Sequence[str]
+) -> list[str]:
+    """The slower way for destinations a swap would break (triggers, foreign keys, views)."""
+    columns = ", ".join(d.quote(m.dest) for m in moved)
+    sources = ", ".join(d.quote(c) for c in staging_columns)
+    return [
+        f"DELETE FROM {d.qualify(dest, schema)}",
+        f"INSERT INTO {d.qualify(dest, schema)} ({columns}) SELECT {sources} FROM {d.qualify(staging, schema)}",
+    ]
+
+
+def structural_copy_sql(d: Dialect, dest: str, schema: str, staging: str) -> str | None:
+    """A staging table shaped exactly like the destination (None: build it from introspection)."""
+    if d.name == "postgresql":
+        return f"CREATE TABLE {d.qualify(staging, schema)} (LIKE {d.qualify(dest, schema)} INCLUDING ALL)"
+    if d.name == "mysql":
+        return f"CREATE TABLE {d.qualify(staging)} LIKE {d.qualify(dest)}"
+    return None
+
+
+def dependents_sql(d: Dialect, table: str, schema: str) -> tuple[str, list[str]]:
+    """Count of objects a rename swap would break: triggers, incoming foreign keys, views."""
+    if d.name == "postgresql":
+        return (
+            "SELECT (SELECT count(*) FROM pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal)"
+            " + (SELECT count(*) FROM pg_constraint f WHERE f.confrelid = c.oid)"
+            " + (SELECT count(*) FROM pg_depend dp JOIN pg_rewrite rw ON rw.oid = dp.objid"
+            "    WHERE dp.refobjid = c.oid AND rw.ev_class <> c.oid) "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ? AND c.relname = ?",
+            [schema or "public", table],
+        )
+    if d.name == "mysql":
+        return (
+            "SELECT (SELECT count(*) FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = DATABASE()"
+            "  AND EVENT_OBJECT_TABLE = ?)"
+            " + (SELECT count(*) FROM information_schema.REFERENTIAL_CONSTRAINTS"
+            "  WHERE CONSTRAINT_SCHEMA = DATABASE() AND REFERENCED_TABLE_NAME = ?)",
+            [table, table],
+        )
+    return (
+        "SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?)"
+        " + (SELECT count(*) FROM sqlite_master WHERE type = 'view')"
+        " + (SELECT count(*) FROM sqlite_master m, pragma_foreign_key_list(m.name) f"
+        "    WHERE m.type = 'table' AND f.\"table\" = ?)",
+        [table, table],
+    )
+
+
+__all__ = [
+    "DMLTYPE",
+    "OP",
+    "ROWGUID",
+    "TIMESTAMP",
+    "Moved",
+    "apply_increment_sql",
+    "create_table_ddl",
+    "custom_schema",
+    "dependents_sql",
+    "increment_staging_ddl",
+    "log_window_schema",
+    "log_window_select",
+    "max_snaptime_select",
+    "noninc_select",
+    "replace_content_sql",
+    "rplog_select",
+    "staging_name",
+    "swap_sql",
+    "timestamp_literal",
+    "timestamp_text",
+]

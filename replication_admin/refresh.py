@@ -1,0 +1,353 @@
+"""Refreshing a snapshot: Spark fills a staging table on the destination, then one destination
+transaction applies it (and records the replay log). Run by the `snapshot_refresh` job.
+
+Full refresh: the destination's content is replaced atomically, by swapping in the filled staging
+table (a rename, when nothing depends on the table) or by delete + insert in one transaction; a reader
+sees the old or the new content, and an interrupted refresh leaves the old content.
+
+Incremental refresh (Virtuoso's algorithm): log rows with SNAPTIME >= SN_LAST_TS - tolerance that
+RPLOG does not list for this target are applied with the source rows as they are now, in batches that
+never split a SNAPTIME, each batch in one transaction together with its RPLOG rows; SN_LAST_TS follows
+each committed batch. Without a snapshot log, or before the first refresh, the refresh is a full one.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+
+import pyodbc
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from jobs import snapshot_refresh as spark_refresh
+from jobs.session import get_spark
+from replication_admin import connections
+from replication_admin.engine import dialects
+from replication_admin.engine import refresh as sql
+from replication_admin.engine.compare import read_type
+from replication_admin.engine.snapshot_log import rlog_name, rplog_ddl
+from replication_admin.models import JobRun, RegistryEntry, ReplLock, Server, Snapshot, SnapshotLog
+from replication_admin.snapshots import SnapshotError, SourceShape, find_table, moved_columns, shape_of
+
+RETRYABLE = ("40001", "40P01", "1213", "1205", "deadlock", "database is locked")
+MAX_RETRIES = 5
+
+
+class LockBusy(RuntimeError):
+    pass
+
+
+def _alive(lock: ReplLock) -> bool:
+    if lock.job_id is not None:
+        state = JobRun.objects.filter(pk=lock.job_id).values_list("state", flat=True).first()
+        if state in JobRun.FINISHED or state is None:
+            return False
+    if lock.host != socket.gethostname():
+        return True
+    try:
+        os.kill(lock.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextmanager
+def item_lock(name: str, job: JobRun | None):
+    """Hold `name` while applying; a lock left by a dead process is taken over."""
+    with transaction.atomic():
+        current = ReplLock.objects.select_for_update().filter(name=name).first()
+        if current is not None and _alive(current) and current.pid != os.getpid():
+            raise LockBusy(f"{name} is being applied by job #{current.job_id} (pid {current.pid})")
+        try:
+            ReplLock.objects.update_or_create(
+                name=name, defaults={"job": job, "pid": os.getpid(), "host": socket.gethostname()}
+            )
+        except IntegrityError:
+            raise LockBusy(f"{name} is being applied by another job") from None
+    try:
+        yield
+    finally:
+        ReplLock.objects.filter(name=name, pid=os.getpid()).delete()
+
+
+def _retryable(exc: Exception) -> bool:
+    text = " ".join(str(a) for a in exc.args)
+    return any(code in text for code in RETRYABLE)
+
+
+def run_in_transaction(server: Server, statements: list[str], attempts: int = MAX_RETRIES) -> None:
+    """Run statements in one transaction on a server; deadlocks and lock timeouts are retried."""
+    for attempt in range(1, attempts + 1):
+        with connections.connect(server, autocommit=False) as conn:
+            cursor = conn.cursor()
+            try:
+                for statement in statements:
+                    cursor.execute(statement)
+                conn.commit()
+                return
+            except pyodbc.Error as exc:
+                conn.rollback()
+                if attempt < attempts and _retryable(exc):
+                    time.sleep(0.2 * attempt)
+                    continue
+                raise
+
+
+def run_each(server: Server, statements: list[str], ignore_errors: bool = False) -> None:
+    with connections.connect(server) as conn:
+        cursor = conn.cursor()
+        for statement in statements:
+            try:
+                cursor.execute(statement)
+            except pyodbc.Error:
+                if not ignore_errors:
+                    raise
+
+
+def scalar(server: Server, query: str, params: list | None = None):
+    with connections.connect(server, readonly=True) as conn:
+        row = conn.cursor().execute(query, params or []).fetchone()
+        return row[0] if row else None
+
+
+def _schema(server: Server) -> str:
+    return (server.schema or "public") if server.dialect == "postgresql" else ""
+
+
+def _endpoint(server: Server) -> spark_refresh.Endpoint:
+    return spark_refresh.Endpoint(dialect=server.dialect, jdbc=connections.jdbc_endpoint(server))
+
+
+def _spark_safe(d, name: str) -> bool:
+    # Spark quotes column names in its INSERT without escaping the quote character.
+    return d.quote_char not in name
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def _naive_utc(value: datetime) -> datetime:
+    return value.astimezone(UTC).replace(tzinfo=None)
+
+
+def snapshot_log_for(snapshot: Snapshot) -> SnapshotLog | None:
+    if snapshot.source_server is None or not snapshot.source_table:
+        return None
+    return SnapshotLog.objects.filter(server=snapshot.source_server, table=snapshot.source_table).first()
+
+
+def rlog_present(shape: SourceShape) -> bool:
+    if shape.table is None:
+        return False
+    return find_table(shape.server, rlog_name(shape.table.name)) is not None
+
+
+def ensure_rplog(dest: Server, log: SnapshotLog) -> None:
+    if find_table(dest, log.rplog) is None:
+        d = dialects.get(dest.dialect)
+        run_each(dest, [rplog_ddl(d, log.rplog, _schema(dest))])
+
+
+# --- full refresh ----------------------------------------------------------------------------------------
+
+
+def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter, spark_config) -> dict:
+    dest = snapshot.dest_server
+    d = dialects.get(dest.dialect)
+    schema = _schema(dest)
+    real = find_table(dest, snapshot.dest_table)
+    if real is None:
+        raise SnapshotError(f"destination {snapshot.dest_table!r} does not exist on {dest.name} (drop and recreate)")
+    dest_info = connections.describe_table(dest, real)
+    moved = moved_columns(shape, dest_info)
+    src_d = dialects.get(shape.server.dialect)
+    source_types = dict(shape.output)
+
+    log = snapshot_log_for(snapshot) if snapshot.is_incremental is not None else None
+    new_last_ts = None
+    spark = None
+    if log is not None and rlog_present(shape):
+        # Read before copying: changes made during the copy are replayed by the next incremental run.
+        with reporter.phase("spark_session"):
+            spark = get_spark(spark_config)
+        assert shape.table is not None
+        new_last_ts = spark_refresh.max_snaptime(
+            spark, _endpoint(shape.server), sql.max_snaptime_select(src_d, shape.table)
+        )
+        if new_last_ts is None:
+            new_last_ts = _naive_utc(timezone.now())
+        ensure_rplog(dest, log)
+
+    staging = sql.staging_name(d, real, "RSTG")
+    old = sql.staging_name(d, real, "RSWP")
+    run_each(
+        dest,
+        [
+            f"DROP TABLE IF EXISTS {d.qualify(staging, schema)}",
+            f"DROP TABLE IF EXISTS {d.qualify(old, schema)}",
+        ],
+    )
+    dependents = int(scalar(dest, *sql.dependents_sql(d, real, schema)) or 0)
+    swap = dependents == 0 and all(_spark_safe(d, c.name) for c in dest_info.columns)
+    if swap:
+        copy = sql.structural_copy_sql(d, real, schema, staging)
+        if copy is None:
+            columns = [(c.name, c.logical) for c in dest_info.columns]
+            copy = sql.create_table_ddl(d, staging, schema, columns, [k.name for k in dest_info.primary_key])
+        staging_columns = tuple(m.dest for m in moved)
+    else:
+        copy = sql.create_table_ddl(d, staging, schema, [(m.alias, m.logical) for m in moved], [])
+        staging_columns = tuple(m.alias for m in moved)
+    run_each(dest, [copy])
+    reporter.progress(1, 4, f"copying into {staging} ({'swap' if swap else 'delete + insert'} afterwards)")
+
+    select_sql = sql.noninc_select(src_d, shape.sql, moved)
+    read_types = {m.alias: read_type(src_d, source_types[m.source]) for m in moved}
+    key_moves = [m for m in moved if m.is_key]
+    partition = key_moves[0].alias if len(key_moves) == 1 and read_types[key_moves[0].alias] == "BIGINT" else None
+    plan = spark_refresh.FullCopy(
+        source=_endpoint(shape.server),
+        select_sql=select_sql,
+        custom_schema=", ".join(f"{m.alias} {read_types[m.alias]}" for m in moved),
+        partition_alias=partition,
+        moved=moved,
+        read_types=read_types,
+        dest=_endpoint(dest),
+        staging_sql=d.qualify(staging, schema),
+        staging_columns=staging_columns,
+    )
+    try:
+        if spark is None:
+            with reporter.phase("spark_session"):
+                spark = get_spark(spark_config)
+        with reporter.phase("spark_copy"):
+            spark_refresh.full_copy(spark, plan, progress=reporter.spark_progress(1, 3, 4))
+        rows = int(scalar(dest, f"SELECT COUNT(*) FROM {d.qualify(staging, schema)}") or 0)
+        reporter.progress(3, 4, f"{rows} rows staged; replacing the content of {real}")
+        with reporter.phase("apply"):
+            if swap:
+                statements = sql.swap_sql(d, real, schema, staging, old)
+                if d.name == "mysql":
+                    run_each(dest, statements[:1])  # RENAME TABLE swaps both names atomically
+                    run_each(dest, statements[1:])
+                else:
+                    run_in_transaction(dest, statements)
+            else:
+                run_in_transaction(dest, sql.replace_content_sql(d, real, schema, staging, moved, staging_columns))
+    finally:
+        run_each(dest, [f"DROP TABLE IF EXISTS {d.qualify(staging, schema)}"], ignore_errors=True)
+    updates = {"last_upd_bm": None}
+    if new_last_ts is not None:
+        updates["last_ts"] = _aware(new_last_ts)
+    Snapshot.objects.filter(pk=snapshot.pk).update(**updates)
+    reporter.progress(4, 4, f"replaced {real} with {rows} rows")
+    return {
+        "mode": "full",
+        "rows": rows,
+        "swap": swap,
+        "last_ts": new_last_ts.isoformat() if new_last_ts else None,
+    }
+
+
+# --- incremental refresh ---------------------------------------------------------------------------------
+
+
+def incremental_refresh(snapshot: Snapshot, shape: SourceShape, log: SnapshotLog, reporter, spark_config) -> dict:
+    dest = snapshot.dest_server
+    d = dialects.get(dest.dialect)
+    schema = _schema(dest)
+    real = find_table(dest, snapshot.dest_table)
+    if real is None:
+        raise SnapshotError(f"destination {snapshot.dest_table!r} does not exist on {dest.name} (drop and recreate)")
+    dest_info = connections.describe_table(dest, real)
+    moved = moved_columns(shape, dest_info)
+    assert shape.table is not None
+    src_d = dialects.get(shape.server.dialect)
+    tolerance = RegistryEntry.get_int("snp_repl_tolerance_offset")
+    assert snapshot.last_ts is not None
+    since = _naive_utc(snapshot.last_ts) - timedelta(minutes=tolerance)
+    ensure_rplog(dest, log)
+
+    staging = sql.staging_name(d, real, "RSTG")
+    run_each(
+        dest,
+        [
+            f"DROP TABLE IF EXISTS {d.qualify(staging, schema)}",
+            sql.increment_staging_ddl(d, staging, schema, moved),
+        ],
+    )
+    read_types = {}
+    for m in moved:
+        column = shape.table.column(m.source)
+        assert column is not None
+        read_types[m.alias] = read_type(src_d, column.logical)
+    plan = spark_refresh.IncrementLoad(
+        source=_endpoint(shape.server),
+        window_sql=sql.log_window_select(src_d, shape.table, moved, shape.condition_sql, since),
+        window_schema=sql.log_window_schema(src_d, moved, shape.table),
+        moved=moved,
+        read_types=read_types,
+        dest=_endpoint(dest),
+        rplog_sql=sql.rplog_select(d, log.rplog, schema, real, since),
+        staging_sql=d.qualify(staging, schema),
+    )
+    reporter.progress(0, 1, f"reading the log window from {since:%Y-%m-%d %H:%M:%S} UTC")
+    try:
+        with reporter.phase("spark_session"):
+            spark = get_spark(spark_config)
+        with reporter.phase("spark_load"):
+            batches = spark_refresh.load_increment(spark, plan, progress=None)
+        total = sum(b.rows for b in batches)
+        applied = 0
+        with reporter.phase("apply"):
+            for batch in batches:
+                reporter.progress(applied, max(total, 1), f"applying batch {batch.number + 1} of {len(batches)}")
+                run_in_transaction(
+                    dest,
+                    sql.apply_increment_sql(d, real, schema, staging, log.rplog, real, moved, batch.number),
+                )
+                applied += batch.rows
+                newest = _aware(batch.last_snaptime)
+                current = Snapshot.objects.filter(pk=snapshot.pk).values_list("last_ts", flat=True).first()
+                if current is None or newest > current:
+                    Snapshot.objects.filter(pk=snapshot.pk).update(last_ts=newest)
+        deletes = int(scalar(dest, f"SELECT COUNT(*) FROM {d.qualify(staging, schema)} WHERE op = 'D'") or 0)
+    finally:
+        run_each(dest, [f"DROP TABLE IF EXISTS {d.qualify(staging, schema)}"], ignore_errors=True)
+    reporter.progress(1, 1, f"applied {applied} change(s) in {len(batches)} batch(es)")
+    return {
+        "mode": "incremental",
+        "changes": applied,
+        "deleted_or_filtered": deletes,
+        "batches": len(batches),
+        "since": since.isoformat(),
+    }
+
+
+def refresh_snapshot(job: JobRun, reporter, spark_config) -> dict:
+    snapshot = (
+        Snapshot.objects.select_related("source_server", "dest_server").filter(name=job.params["snapshot"]).first()
+    )
+    if snapshot is None:
+        raise SnapshotError(f"snapshot {job.params['snapshot']} does not exist")
+    with item_lock(f"snapshot:{snapshot.name}", job):
+        snapshot.refresh_from_db()
+        shape = shape_of(snapshot)
+        if snapshot.is_incremental is not None and not job.params.get("nonincremental"):
+            log = snapshot_log_for(snapshot)
+            if log is None or not rlog_present(shape):
+                reporter.log("no snapshot log on the source table: refreshing non-incrementally")
+            elif snapshot.last_ts is None:
+                reporter.log("first refresh of an incremental snapshot: copying everything")
+            else:
+                return incremental_refresh(snapshot, shape, log, reporter, spark_config)
+        return full_refresh(snapshot, shape, reporter, spark_config)
