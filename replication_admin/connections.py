@@ -158,6 +158,9 @@ def open_connection(server: Server, readonly: bool = False, autocommit: bool = T
         conn.setdecoding(pyodbc.SQL_CHAR, encoding="utf-8")
         conn.setdecoding(pyodbc.SQL_WCHAR, encoding="utf-8")
         conn.setencoding(encoding="utf-8")
+    elif server.dialect == "mysql":
+        # Sent as UTF-16, parameters longer than the driver's buffer come back mangled; UTF-8 does not.
+        conn.setencoding(encoding="utf-8")
     _session_setup(conn, server.dialect, readonly)
     return conn
 

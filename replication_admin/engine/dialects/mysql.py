@@ -122,7 +122,7 @@ class MySQL(Dialect):
             base = (
                 f"DRIVER={{{self.odbc_driver}}};SERVER={check_host(address.host)};"
                 f"PORT={check_port(address.port or self.default_port)};"
-                f"DATABASE={odbc_value(address.database)};CONN_TIMEOUT=10;"
+                f"DATABASE={odbc_value(address.database)};CONN_TIMEOUT=10;CHARSET=utf8mb4;"
             )
         return base + f"UID={odbc_value(address.user)};PWD={odbc_value(address.password)};"
 
