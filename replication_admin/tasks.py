@@ -21,6 +21,7 @@ from jobs.session import SparkConfig, get_spark
 from replication_admin import connections
 from replication_admin.engine import dialects
 from replication_admin.engine.compare import ComparePlanError, plan_compare
+from replication_admin.engine.schedule import EventTimes, due_events, is_due
 from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.models import JobRun, Server
 
@@ -224,3 +225,74 @@ def run_job(job_id: int) -> str:
         message="done",
     )
     return f"job {job_id} succeeded"
+
+
+# --- scheduler ------------------------------------------------------------------------------------------
+
+
+def _event_times(event) -> EventTimes:
+    return EventTimes(
+        name=event.name,
+        start=event.start,
+        interval=event.interval,
+        last_completed=event.last_completed,
+        disabled=event.disabled,
+    )
+
+
+def scheduler_round() -> list[str]:
+    """Every minute (a django-q2 schedule): hand each due SYS_SCHEDULED_EVENT to a worker."""
+    from django_q.tasks import async_task
+
+    from replication_admin.models import ScheduledEvent
+
+    now = timezone.now()
+    due = due_events((_event_times(e) for e in ScheduledEvent.objects.all()), now)
+    for event in due:
+        async_task("replication_admin.tasks.run_event", event.name, task_name=f"event-{event.name}"[:100],
+                   group="scheduler", sync=settings.JOBS_SYNC)  # fmt: skip
+    return [e.name for e in due]
+
+
+def run_event(name: str) -> str:
+    """Run one scheduled event's statements and record SE_LAST_COMPLETED or SE_LAST_ERROR."""
+    from django.core.mail import send_mail
+
+    from replication_admin.actions.audit import Actor
+    from replication_admin.actions.statements import execute
+    from replication_admin.engine.statements import StatementError
+    from replication_admin.models import ScheduledEvent
+    from replication_admin.refresh import LockBusy, item_lock
+
+    try:
+        with item_lock(f"event:{name}", None):
+            event = ScheduledEvent.objects.filter(name=name).first()
+            if event is None or not is_due(_event_times(event), timezone.now()):
+                return f"event {name} is not due"
+            try:
+                outcomes = execute(Actor.scheduler(), event.sql, context=None, wait=True)
+                failed = [o for o in outcomes if not o.ok]
+                error = f"{failed[0].statement}: {failed[0].message}" if failed else None
+            except StatementError as exc:
+                error = str(exc)
+            except Exception as exc:  # an event must record its failure, whatever it was
+                log.exception("scheduled event %s failed", name)
+                error = f"{type(exc).__name__}: {exc}"
+            if error is None:
+                ScheduledEvent.objects.filter(name=name).update(
+                    last_completed=timezone.now(), last_error=None, notification_sent=0
+                )
+                return f"event {name} completed"
+            ScheduledEvent.objects.filter(name=name).update(last_error=error[:4000])
+            if event.enable_notify and event.notify and not event.notification_sent:
+                send_mail(
+                    f"[replication_admin] scheduled event {name} failed",
+                    f"The scheduled event {name} failed:\n\n{error}\n\nStatements:\n{event.sql}\n",
+                    None,
+                    [event.notify],
+                    fail_silently=True,
+                )
+                ScheduledEvent.objects.filter(name=name).update(notification_sent=1)
+            return f"event {name} failed: {error}"
+    except LockBusy:
+        return f"event {name} is already running"

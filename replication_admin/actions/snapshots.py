@@ -174,7 +174,7 @@ def do_purge_rplogs(actor: Actor) -> int:
         snapshots = Snapshot.objects.filter(
             source_server=log.server, source_table=log.table, is_incremental__isnull=False
         )
-        for dest in Server.objects.filter(pk__in=snapshots.values("dest_server")):
+        for dest in Server.objects.filter(name__in=snapshots.values("dest_server")):
             times = [s.last_ts for s in snapshots if s.dest_server_id == dest.name]
             if not times or any(t is None for t in times) or find_table(dest, log.rplog) is None:
                 continue
