@@ -37,7 +37,7 @@ def scheduled_snapshot(make_server, spark, jobs_sync):
 
 
 def test_a_scheduled_refresh_runs_when_due_and_records_its_completion(scheduled_snapshot):
-    source, dest, snapshot, event = scheduled_snapshot
+    source, dest, _snapshot, event = scheduled_snapshot
     assert event.sql == "UPDATE SNAPSHOT sch_d.t_copy" and event.interval == 5
     insert_rows(source, "t", ["id", "v"], [(100, 100)])
     jobs_before = JobRun.objects.count()
