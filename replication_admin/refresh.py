@@ -28,7 +28,8 @@ from jobs.session import get_spark
 from replication_admin import connections
 from replication_admin.engine import dialects
 from replication_admin.engine import refresh as sql
-from replication_admin.engine.compare import read_type
+from replication_admin.engine.compare import plan_compare, read_type
+from replication_admin.engine.refresh import Moved
 from replication_admin.engine.snapshot_log import rlog_name, rplog_ddl
 from replication_admin.models import JobRun, RegistryEntry, ReplLock, Server, Snapshot, SnapshotLog
 from replication_admin.snapshots import SnapshotError, SourceShape, find_table, moved_columns, shape_of
@@ -351,3 +352,59 @@ def refresh_snapshot(job: JobRun, reporter, spark_config) -> dict:
             else:
                 return incremental_refresh(snapshot, shape, log, reporter, spark_config)
         return full_refresh(snapshot, shape, reporter, spark_config)
+
+
+# --- repair ---------------------------------------------------------------------------------------------
+
+
+def repair_snapshot(job: JobRun, reporter, spark_config) -> dict:
+    """Make the destination equal to the snapshot's source query by fixing only the rows that differ."""
+    from jobs.repair import stage_repair
+
+    snapshot = (
+        Snapshot.objects.select_related("source_server", "dest_server").filter(name=job.params["snapshot"]).first()
+    )
+    if snapshot is None:
+        raise SnapshotError(f"snapshot {job.params['snapshot']} does not exist")
+    with item_lock(f"snapshot:{snapshot.name}", job):
+        shape = shape_of(snapshot)
+        dest = snapshot.dest_server
+        d = dialects.get(dest.dialect)
+        schema = _schema(dest)
+        real = find_table(dest, snapshot.dest_table)
+        if real is None:
+            raise SnapshotError(f"destination {snapshot.dest_table!r} does not exist on {dest.name}")
+        dest_info = connections.describe_table(dest, real)
+        left_info = shape.as_table(f"query of {snapshot.name}")
+        if not shape.key:
+            raise SnapshotError("the snapshot's rows have no key to repair by; refresh it instead")
+        plan = plan_compare(dialects.get(shape.server.dialect), left_info, d, dest_info, left_query=shape.sql)
+        moved = tuple(
+            Moved(alias=lc.alias, dest=rc.column.name, source=lc.column.name, logical=rc.column.logical)
+            for lc, rc in zip(plan.left.columns, plan.right.columns, strict=True)
+        )
+        staging = sql.staging_name(d, real, "RSTG")
+        run_each(
+            dest,
+            [
+                f"DROP TABLE IF EXISTS {d.qualify(staging, schema)}",
+                sql.increment_staging_ddl(d, staging, schema, moved),
+            ],
+        )
+        try:
+            with reporter.phase("spark_session"):
+                spark = get_spark(spark_config)
+            reporter.progress(1, 3, "finding the rows that differ")
+            with reporter.phase("spark_diff"):
+                counts = stage_repair(
+                    spark, plan, moved, _endpoint(shape.server), _endpoint(dest), d.qualify(staging, schema),
+                    progress=reporter.spark_progress(1, 1, 3),
+                )  # fmt: skip
+            reporter.progress(2, 3, f"fixing {counts['upserts']} row(s), deleting {counts['deletes']}")
+            with reporter.phase("apply"):
+                if counts["upserts"] or counts["deletes"]:
+                    run_in_transaction(dest, sql.apply_increment_sql(d, real, schema, staging, None, real, moved, 0))
+        finally:
+            run_each(dest, [f"DROP TABLE IF EXISTS {d.qualify(staging, schema)}"], ignore_errors=True)
+        reporter.progress(3, 3, "repaired")
+        return {"mode": "repair", **counts}

@@ -11,7 +11,7 @@ from replication_admin import connections
 from replication_admin.engine import dialects
 from replication_admin.engine.queries import QueryError, check_column_list, check_condition, check_query
 from replication_admin.engine.refresh import Moved
-from replication_admin.engine.schema import TableInfo
+from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.engine.statements import quote_name
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import Server, Snapshot
@@ -79,6 +79,14 @@ class SourceShape:
     key: tuple[str, ...]  # output columns that identify a row (the source table's primary key)
     table: TableInfo | None = None  # the single source table, when there is one
     condition_sql: str | None = None  # incremental: the condition with columns qualified by `s`
+
+    def as_table(self, name: str) -> TableInfo:
+        """The query's output described as a table (its key as primary key), for comparing."""
+        columns = tuple(
+            Column(name=n, declared=str(t), logical=t, pk_position=(self.key.index(n) + 1) if n in self.key else 0)
+            for n, t in self.output
+        )
+        return TableInfo(name=name, columns=columns)
 
 
 def describe_query(server: Server, sql: str, table: TableInfo | None) -> tuple[tuple[str, LogicalType], ...]:

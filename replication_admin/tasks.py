@@ -22,7 +22,6 @@ from replication_admin import connections
 from replication_admin.engine import dialects
 from replication_admin.engine.compare import ComparePlanError, plan_compare
 from replication_admin.engine.schedule import EventTimes, due_events, is_due
-from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.models import JobRun, Server
 
 log = logging.getLogger(__name__)
@@ -116,11 +115,7 @@ def _snapshot_source(name: str):
     if snapshot is None:
         raise JobError(f"snapshot {name} does not exist")
     shape = shape_of(snapshot)
-    columns = tuple(
-        Column(name=n, declared=str(t), logical=t, pk_position=(shape.key.index(n) + 1) if n in shape.key else 0)
-        for n, t in shape.output
-    )
-    return shape.server, TableInfo(name=f"query of {snapshot.name}", columns=columns), shape.sql
+    return shape.server, shape.as_table(f"query of {snapshot.name}"), shape.sql
 
 
 def run_compare(job: JobRun, reporter: Reporter) -> dict:
@@ -161,9 +156,16 @@ def run_snapshot_refresh(job: JobRun, reporter: Reporter) -> dict:
     return refresh_snapshot(job, reporter, spark_config())
 
 
+def run_snapshot_repair(job: JobRun, reporter: Reporter) -> dict:
+    from replication_admin.refresh import repair_snapshot
+
+    return repair_snapshot(job, reporter, spark_config())
+
+
 HANDLERS: dict[str, Callable[[JobRun, Reporter], dict]] = {
     "compare": run_compare,
     "snapshot_refresh": run_snapshot_refresh,
+    "snapshot_repair": run_snapshot_repair,
 }
 
 

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from replication_admin.views import audit, catalog, dashboard, jobs, servers
+from replication_admin.views import audit, catalog, dashboard, jobs, servers, snapshots
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -17,7 +17,17 @@ urlpatterns = [
     path("servers/<str:name>/check/", servers.server_check, name="servers-check"),
     path("servers/<str:name>/tables/", servers.server_tables, name="servers-tables"),
     path("servers/<str:name>/tables/<path:table>/", servers.server_table, name="servers-table"),
-    path("snapshots/", catalog.snapshots, name="snapshots"),
+    path("snapshots/", snapshots.snapshot_list, name="snapshots"),
+    path("snapshots/new/", snapshots.snapshot_create, name="snapshots-new"),
+    path("snapshots/logs/<str:server>/", snapshots.snapshot_logs, name="snapshots-logs"),
+    path("snapshots/logs/<str:server>/<str:action>/", snapshots.snapshot_log_action, name="snapshots-log-action"),
+    path("snapshots/<path:name>/refresh/", snapshots.snapshot_refresh, name="snapshots-refresh"),
+    path("snapshots/<path:name>/compare/", snapshots.snapshot_compare, name="snapshots-compare"),
+    path("snapshots/<path:name>/repair/", snapshots.snapshot_repair, name="snapshots-repair"),
+    path("snapshots/<path:name>/schedule/", snapshots.snapshot_schedule, name="snapshots-schedule"),
+    path("snapshots/<path:name>/drop/", snapshots.snapshot_drop, name="snapshots-drop"),
+    path("snapshots/<path:name>/", snapshots.snapshot_detail, name="snapshots-detail"),
+    path("statements/", snapshots.statement_console, name="statements"),
     path("publications/", catalog.publications, name="publications"),
     path("subscriptions/", catalog.subscriptions, name="subscriptions"),
     path("conflicts/", catalog.conflicts, name="conflicts"),

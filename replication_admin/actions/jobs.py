@@ -10,7 +10,11 @@ from django_q.tasks import async_task
 from replication_admin.actions.audit import Actor, record, require
 from replication_admin.models import AuditEntry, JobRun, Server
 
-JOB_KINDS = {"compare": "Compare tables", "snapshot_refresh": "Refresh a snapshot"}
+JOB_KINDS = {
+    "compare": "Compare tables",
+    "snapshot_refresh": "Refresh a snapshot",
+    "snapshot_repair": "Repair a snapshot",
+}
 
 
 def enqueue(job: JobRun, sync: bool | None = None) -> None:

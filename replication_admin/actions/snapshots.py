@@ -324,3 +324,8 @@ def do_schedule_snapshot(actor: Actor, snapshot: Snapshot, every_minutes: int | 
         )
         record(actor, "snapshot.schedule", snapshot.name, detail={"every_minutes": every_minutes})
     return event
+
+
+def do_repair_snapshot(actor: Actor, snapshot: Snapshot, sync: bool | None = None) -> JobRun:
+    """Fix exactly the destination rows that differ from the source query (found as compare finds them)."""
+    return do_start_job(actor, "snapshot_repair", f"repair {snapshot.name}", {"snapshot": snapshot.name}, sync=sync)

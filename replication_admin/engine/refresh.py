@@ -126,7 +126,7 @@ def apply_increment_sql(
     dest: str,
     schema: str,
     staging: str,
-    rplog: str,
+    rplog: str | None,
     target: str,
     moved: Sequence[Moved],
     batch: int,
@@ -134,11 +134,12 @@ def apply_increment_sql(
     """One batch: delete every staged key, insert the rows still present, record the replayed log rows.
 
     Delete-then-insert makes an insert of an existing row an update and an update of a missing row an
-    insert, as the reference asks; the RPLOG rows commit in the same transaction."""
+    insert, as the reference asks; the RPLOG rows commit in the same transaction (`rplog` None: a
+    repair, which replays no log rows)."""
     keys = [m for m in moved if m.is_key]
     dst = d.qualify(dest, schema)
     stg = d.qualify(staging, schema)
-    rpl = d.qualify(rplog, schema)
+    rpl = d.qualify(rplog or "", schema) if rplog else ""
     if d.name == "postgresql":
         on = " AND ".join(f"t.{d.quote(k.dest)} = s.{k.alias}" for k in keys)
         delete = f"DELETE FROM {dst} t USING {stg} s WHERE s.batch = {batch} AND {on}"
@@ -160,7 +161,7 @@ def apply_increment_sql(
         record = f"INSERT IGNORE INTO {rpl} ({rp_cols}) {rp_select}"
     else:
         record = f"INSERT OR IGNORE INTO {rpl} ({rp_cols}) {rp_select}"
-    return [delete, insert, record]
+    return [delete, insert, record] if rplog is not None else [delete, insert]
 
 
 def create_table_ddl(

@@ -10,23 +10,12 @@ from replication_admin.models import (
     ReplAccount,
     ReplSubscriber,
     ScheduledEvent,
-    Snapshot,
     SnapshotConflictResolver,
-    SnapshotLog,
     SnapshotPublication,
     SnapshotSubscription,
     TpItem,
     TransactionalConflictResolver,
 )
-
-
-@require_GET
-def snapshots(request: HttpRequest) -> HttpResponse:
-    context = {
-        "snapshots": Snapshot.objects.select_related("source_server", "dest_server"),
-        "logs": SnapshotLog.objects.select_related("server"),
-    }
-    return render(request, "replication_admin/snapshots.html", context)
 
 
 @require_GET

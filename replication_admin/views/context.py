@@ -10,6 +10,7 @@ NAVIGATION = [
     ("subscriptions", "Subscriptions"),
     ("conflicts", "Conflicts"),
     ("scheduler", "Scheduler"),
+    ("statements", "Statements"),
     ("jobs", "Jobs"),
     ("audit", "Audit"),
 ]

@@ -318,3 +318,30 @@ def test_a_source_transaction_spanning_the_log_read_is_not_missed(make_server, s
     assert run("update snapshot tx_d.t_copy")[0].details["changes"] == 1
     result = compare("tx_d.t_copy")
     assert result["equal"] and result["right_count"] == 12
+
+
+@pytest.mark.parametrize(
+    ("source_dialect", "dest_dialect"), [("postgresql", "mysql"), ("mysql", "sqlite"), ("sqlite", "postgresql")]
+)
+def test_repair_fixes_exactly_the_rows_that_differ(make_server, spark, source_dialect, dest_dialect):
+    from replication_admin.actions.snapshots import do_repair_snapshot
+
+    source = make_server(source_dialect, "rs")
+    dest = make_server(dest_dialect, "rd")
+    create_table(source, "t", COLUMNS, ["id"])
+    Workload(source, "t", 7).insert(50)
+    run("create snapshot rd.t_copy from t where 'id > 5'", source)
+    d = dialects.get(dest.dialect)
+    table, key, name = d.quote("t_copy"), d.quote("id"), d.quote("name")
+    run_sql(dest, f"DELETE FROM {table} WHERE {key} IN (10, 11)")
+    run_sql(dest, f"UPDATE {table} SET {name} = 'tampered' WHERE {key} = 20")
+    insert_rows(dest, "t_copy", NAMES, [row(3, random.Random(1)), row(999, random.Random(2))])
+    broken = compare("rd.t_copy")
+    assert (broken["missing_in_right"], broken["missing_in_left"], broken["different"]) == (2, 2, 1)
+
+    job = do_repair_snapshot(Actor.command(), Snapshot.objects.get(), sync=True)
+    assert job.state == JobRun.State.SUCCEEDED, job.error
+    assert (job.result["upserts"], job.result["deletes"]) == (3, 2)
+    assert compare("rd.t_copy")["equal"]
+    again = do_repair_snapshot(Actor.command(), Snapshot.objects.get(), sync=True)
+    assert (again.result["upserts"], again.result["deletes"]) == (0, 0)

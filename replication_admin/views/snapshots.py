@@ -1,0 +1,217 @@
+"""Snapshots, snapshot logs and the statement console."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.db.models import OuterRef, Subquery
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from replication_admin import connections
+from replication_admin.actions import jobs as job_actions
+from replication_admin.actions import snapshots as snap
+from replication_admin.actions.audit import Actor, PermissionDenied
+from replication_admin.actions.statements import execute
+from replication_admin.engine.snapshot_log import rlog_name
+from replication_admin.engine.statements import StatementError
+from replication_admin.forms import ScheduleForm, SnapshotForm, StatementForm
+from replication_admin.models import JobRun, ScheduledEvent, Server, Snapshot, SnapshotLog
+from replication_admin.snapshots import SnapshotError
+from replication_admin.views.helpers import denied
+
+
+def _snapshot(name: str) -> Snapshot:
+    return get_object_or_404(Snapshot.objects.select_related("source_server", "dest_server"), name=name)
+
+
+@require_GET
+def snapshot_list(request: HttpRequest) -> HttpResponse:
+    last_job = JobRun.objects.filter(kind="snapshot_refresh", params__snapshot=OuterRef("name")).order_by("-id")
+    snapshots = Snapshot.objects.select_related("source_server", "dest_server").annotate(
+        last_job_id=Subquery(last_job.values("id")[:1]),
+        last_job_state=Subquery(last_job.values("state")[:1]),
+        last_job_at=Subquery(last_job.values("finished_at")[:1]),
+    )
+    events = {e.name: e for e in ScheduledEvent.objects.filter(name__startswith="snapshot ")}
+    rows = [(s, events.get(snap.event_name(s))) for s in snapshots]
+    context = {"rows": rows, "logs": SnapshotLog.objects.select_related("server"), "servers": Server.objects.all()}
+    return render(request, "replication_admin/snapshots.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+def snapshot_create(request: HttpRequest) -> HttpResponse:
+    form = SnapshotForm(request.POST or None, initial=request.GET.dict())
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        actor = Actor.from_request(request)
+        try:
+            if d["kind"] == "incremental":
+                snapshot = snap.do_create_inc_snapshot(
+                    actor, d["source_server"], d["source_table"], d["columns"] or None, d["condition"] or None,
+                    d["dest_server"], d["dest_table"],
+                )  # fmt: skip
+            else:
+                snapshot = snap.do_create_noninc_snapshot(
+                    actor, d["source_server"], d["query"], d["dest_server"], d["dest_table"]
+                )
+            job = snap.do_refresh_snapshot(actor, snapshot, nonincremental=d["kind"] != "incremental")
+        except PermissionDenied as exc:
+            return denied(request, exc)
+        except SnapshotError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Snapshot {snapshot.name} created; the first refresh is running.")
+            return redirect("jobs-detail", pk=job.pk)
+    return render(request, "replication_admin/snapshot_form.html", {"form": form})
+
+
+@require_GET
+def snapshot_detail(request: HttpRequest, name: str) -> HttpResponse:
+    snapshot = _snapshot(name)
+    jobs = JobRun.objects.filter(params__snapshot=snapshot.name).order_by("-id")[:20]
+    event = ScheduledEvent.objects.filter(name=snap.event_name(snapshot)).first()
+    log = SnapshotLog.objects.filter(server=snapshot.source_server, table=snapshot.source_table).first()
+    form = ScheduleForm(initial={"every_minutes": event.interval if event else None})
+    context = {"snapshot": snapshot, "jobs": jobs, "event": event, "log": log, "schedule_form": form}
+    return render(request, "replication_admin/snapshot_detail.html", context)
+
+
+@require_POST
+def snapshot_refresh(request: HttpRequest, name: str) -> HttpResponse:
+    snapshot = _snapshot(name)
+    try:
+        job = snap.do_refresh_snapshot(
+            Actor.from_request(request), snapshot, nonincremental=request.POST.get("mode") == "full"
+        )
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    return redirect("jobs-detail", pk=job.pk)
+
+
+@require_POST
+def snapshot_compare(request: HttpRequest, name: str) -> HttpResponse:
+    snapshot = _snapshot(name)
+    try:
+        job = job_actions.do_compare_snapshot(Actor.from_request(request), snapshot)
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    return redirect("jobs-detail", pk=job.pk)
+
+
+@require_POST
+def snapshot_repair(request: HttpRequest, name: str) -> HttpResponse:
+    snapshot = _snapshot(name)
+    try:
+        job = snap.do_repair_snapshot(Actor.from_request(request), snapshot)
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    return redirect("jobs-detail", pk=job.pk)
+
+
+@require_POST
+def snapshot_schedule(request: HttpRequest, name: str) -> HttpResponse:
+    snapshot = _snapshot(name)
+    form = ScheduleForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The interval is a whole number of minutes, 1 to 525600 (empty to stop).")
+        return redirect("snapshots-detail", name=name)
+    try:
+        event = snap.do_schedule_snapshot(Actor.from_request(request), snapshot, form.cleaned_data["every_minutes"])
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    messages.success(request, f"Refreshing every {event.interval} minute(s)." if event else "Schedule removed.")
+    return redirect("snapshots-detail", name=name)
+
+
+@require_http_methods(["GET", "POST"])
+def snapshot_drop(request: HttpRequest, name: str) -> HttpResponse:
+    snapshot = _snapshot(name)
+    with_delete = request.GET.get("delete") == "1" or request.POST.get("delete") == "1"
+    if request.method == "POST":
+        try:
+            message = snap.do_drop_snapshot(Actor.from_request(request), snapshot, with_delete)
+        except PermissionDenied as exc:
+            return denied(request, exc)
+        except SnapshotError as exc:
+            messages.error(request, str(exc))
+            return redirect("snapshots-detail", name=name)
+        messages.success(request, message)
+        return redirect("snapshots")
+    body = (
+        "The definition is removed from SYS_SNAPSHOT"
+        + (f" and the table {snapshot.dest_table} is dropped on {snapshot.dest_server_id}." if with_delete else ".")
+        + " The source and its snapshot log are not touched."
+    )
+    return render(request, "replication_admin/confirm.html", {
+        "title": f"Drop snapshot {snapshot.name}{' with delete' if with_delete else ''}?",
+        "body": body,
+        "action": "Drop snapshot" + (" and its table" if with_delete else ""),
+        "cancel_url": reverse("snapshots-detail", args=[snapshot.name]),
+        "hidden": {"delete": "1" if with_delete else "0"},
+    })  # fmt: skip
+
+
+# --- snapshot logs --------------------------------------------------------------------------------------
+
+
+@require_GET
+def snapshot_logs(request: HttpRequest, server: str) -> HttpResponse:
+    srv = get_object_or_404(Server, name=server)
+    logs = {log.table: log for log in SnapshotLog.objects.filter(server=srv)}
+    rows, error = [], ""
+    try:
+        tables = connections.list_tables(srv)
+        hidden = {rlog_name(t) for t in tables}
+        for table in tables:
+            if table in hidden or table.startswith(("RPLOG_", "RSTG_", "RSWP_")):
+                continue
+            rows.append((table, logs.get(table)))
+    except connections.ConnectionFailed as exc:
+        error = str(exc)
+    context = {"server": srv, "rows": rows, "error": error, "servers": Server.objects.all()}
+    return render(request, "replication_admin/snapshot_logs.html", context)
+
+
+@require_POST
+def snapshot_log_action(request: HttpRequest, server: str, action: str) -> HttpResponse:
+    srv = get_object_or_404(Server, name=server)
+    table = request.POST.get("table", "")
+    actor = Actor.from_request(request)
+    try:
+        if action == "create":
+            log = snap.do_create_snapshot_log(actor, srv, table)
+            messages.success(request, f"Created {log.rlog} and its triggers.")
+        elif action == "drop":
+            messages.success(request, snap.do_drop_snapshot_log(actor, srv, table))
+        elif action == "purge":
+            deleted = snap.do_purge_snapshot_log(actor, srv, table)
+            messages.success(request, f"Purged {deleted} log row(s) every snapshot has replayed.")
+        else:
+            return HttpResponse(status=404)
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    except SnapshotError as exc:
+        messages.error(request, str(exc))
+    return redirect("snapshots-logs", server=srv.name)
+
+
+# --- statement console ----------------------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+def statement_console(request: HttpRequest) -> HttpResponse:
+    form = StatementForm(request.POST or None, initial=request.GET.dict())
+    outcomes, error = None, None
+    if request.method == "POST" and form.is_valid():
+        try:
+            outcomes = execute(
+                Actor.from_request(request), form.cleaned_data["text"], context=form.cleaned_data["server"], wait=False
+            )
+        except StatementError as exc:
+            error = exc
+    context = {"form": form, "outcomes": outcomes, "error": error}
+    if request.htmx:
+        return render(request, "replication_admin/statements.html#results", context)
+    return render(request, "replication_admin/statements.html", context)

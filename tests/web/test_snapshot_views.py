@@ -1,0 +1,139 @@
+"""Snapshot pages and the statement console."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from replication_admin.engine.types import LogicalType
+from replication_admin.models import AuditEntry, JobRun, ScheduledEvent, Snapshot, SnapshotLog
+from tests.tables import create_table, fetch_all, insert_rows
+from tests.web.test_views import make_user
+
+pytestmark = [pytest.mark.django_db, pytest.mark.live_db]
+
+
+@pytest.fixture
+def editor() -> Client:
+    client = Client()
+    client.force_login(make_user("editor", "edit", "operate"))
+    return client
+
+
+@pytest.fixture
+def viewer() -> Client:
+    client = Client()
+    client.force_login(make_user("viewer"))
+    return client
+
+
+@pytest.fixture
+def servers(make_server):
+    source = make_server("sqlite", "shop")
+    dest = make_server("postgresql", "wh")
+    create_table(
+        source,
+        "orders",
+        [("id", LogicalType("integer")), ("total", LogicalType("numeric", precision=10, scale=2))],
+        ["id"],
+    )
+    insert_rows(source, "orders", ["id", "total"], [(i, f"{i}.50") for i in range(1, 21)])
+    return source, dest
+
+
+@pytest.mark.spark
+def test_a_snapshot_created_from_the_form_is_filled_and_listed(editor, servers, spark, jobs_sync):
+    response = editor.post(reverse("snapshots-new"), {
+        "kind": "incremental", "source_server": "shop", "source_table": "orders", "condition": "id <= 10",
+        "dest_server": "wh", "dest_table": "orders_copy",
+    })  # fmt: skip
+    job = JobRun.objects.get(kind="snapshot_refresh")
+    assert response.status_code == 302 and response["Location"] == reverse("jobs-detail", args=[job.pk])
+    assert job.state == "succeeded" and job.result["rows"] == 10
+    assert fetch_all(servers[1], "SELECT count(*) FROM orders_copy") == [(10,)]
+    listing = editor.get(reverse("snapshots")).content.decode()
+    assert "wh.orders_copy" in listing and "succeeded" in listing
+
+
+def test_the_form_names_what_is_wrong_and_creates_nothing(editor, servers):
+    response = editor.post(reverse("snapshots-new"), {
+        "kind": "incremental", "source_server": "shop", "source_table": "orders", "condition": "id <= 10; drop table orders",
+        "dest_server": "wh", "dest_table": "orders_copy",
+    })  # fmt: skip
+    assert response.status_code == 200 and b"one boolean expression" in response.content
+    response = editor.post(reverse("snapshots-new"), {
+        "kind": "nonincremental", "source_server": "shop", "query": "delete from orders", "dest_server": "wh", "dest_table": "x",
+    })  # fmt: skip
+    assert b"must be a SELECT, found DELETE" in response.content
+    assert not Snapshot.objects.exists() and fetch_all(servers[0], "SELECT count(*) FROM orders") == [(20,)]
+    assert AuditEntry.objects.filter(action="snapshot.create", outcome="error").count() == 2
+
+
+@pytest.mark.spark
+def test_snapshot_detail_actions_refresh_schedule_compare_and_drop_with_delete(editor, servers, spark, jobs_sync):
+    source, dest = servers
+    from tests.jobs.test_snapshots import run
+
+    run("create snapshot log for orders; create snapshot wh.orders_copy from orders", source)
+    name = "wh.orders_copy"
+    insert_rows(source, "orders", ["id", "total"], [(100, "1.00")])
+    response = editor.post(reverse("snapshots-refresh", args=[name]))
+    refresh = JobRun.objects.filter(kind="snapshot_refresh").latest("id")
+    assert response["Location"] == reverse("jobs-detail", args=[refresh.pk])
+    assert refresh.result["mode"] == "incremental" and refresh.result["changes"] == 1
+
+    editor.post(reverse("snapshots-schedule", args=[name]), {"every_minutes": "15"})
+    assert ScheduledEvent.objects.get(name=f"snapshot {name}").interval == 15
+    page = editor.get(reverse("snapshots-detail", args=[name])).content.decode()
+    assert "UPDATE SNAPSHOT wh.orders_copy" in page and "15 minute(s)" in page
+
+    editor.post(reverse("snapshots-compare", args=[name]))
+    assert JobRun.objects.filter(kind="compare").latest("id").result["equal"] is True
+
+    confirm = editor.get(reverse("snapshots-drop", args=[name]) + "?delete=1").content.decode()
+    assert "Drop snapshot wh.orders_copy with delete?" in confirm
+    editor.post(reverse("snapshots-drop", args=[name]), {"delete": "1"})
+    assert not Snapshot.objects.exists() and not ScheduledEvent.objects.filter(name=f"snapshot {name}").exists()
+    assert fetch_all(dest, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'orders_copy'") == [(0,)]
+
+
+def test_snapshot_logs_are_created_purged_and_dropped_from_the_logs_page(editor, servers):
+    page = editor.get(reverse("snapshots-logs", args=["shop"])).content.decode()
+    assert "orders" in page and "Create log" in page
+    editor.post(reverse("snapshots-log-action", args=["shop", "create"]), {"table": "orders"})
+    assert SnapshotLog.objects.filter(table="orders").exists()
+    page = editor.get(reverse("snapshots-logs", args=["shop"])).content.decode()
+    assert "shop.RLOG_orders" in page and "RLOG_orders</td>" not in page  # the log table is not offered a log
+    editor.post(reverse("snapshots-log-action", args=["shop", "purge"]), {"table": "orders"})
+    editor.post(reverse("snapshots-log-action", args=["shop", "drop"]), {"table": "orders"})
+    assert not SnapshotLog.objects.exists()
+    actions = list(AuditEntry.objects.filter(target__startswith="shop.").values_list("action", flat=True))
+    assert {"snapshot_log.create", "snapshot_log.purge", "snapshot_log.drop"} <= set(actions)
+
+
+def test_viewers_cannot_create_logs_or_snapshots(viewer, servers):
+    assert viewer.post(reverse("snapshots-log-action", args=["shop", "create"]), {"table": "orders"}).status_code == 403
+    response = viewer.post(reverse("statements"), {"server": "shop", "text": "create snapshot log for orders"})
+    assert b"may not snapshot_log.create" in response.content
+    assert not SnapshotLog.objects.exists()
+
+
+def test_the_statement_console_reports_parse_errors_with_their_position(editor, servers):
+    response = editor.post(
+        reverse("statements"),
+        {"server": "shop", "text": "create snapshot log for orders;\ndrop table orders"},
+        HTTP_HX_REQUEST="true",
+    )
+    body = response.content.decode()
+    assert "<html" not in body and "line 2, column 6: expected SNAPSHOT" in body
+    assert not SnapshotLog.objects.exists()  # nothing ran
+
+
+def test_the_statement_console_runs_statements_in_order_and_links_jobs(editor, servers, jobs_sync, spark):
+    text = "create snapshot log for orders; create nonincremental snapshot wh.big as 'select id, total from orders where id > 9'"
+    body = editor.post(reverse("statements"), {"server": "shop", "text": text}, HTTP_HX_REQUEST="true").content.decode()
+    assert body.count("badge ok") == 2 and "created snapshot wh.big" in body
+    job = JobRun.objects.get(kind="snapshot_refresh")
+    assert reverse("jobs-detail", args=[job.pk]) in body
+    assert fetch_all(servers[1], "SELECT count(*) FROM big") == [(11,)]
