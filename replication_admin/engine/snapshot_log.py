@@ -376,6 +376,8 @@ _GENERATORS = {
 
 def snapshot_log(d: Dialect, table: TableInfo) -> SnapshotLogObjects:
     """Everything that makes up the snapshot log of `table` on a server of dialect `d`."""
+    key_columns(table)
+    _check_length(d, rlog_name(table.name), "snapshot log table")
     try:
         return _GENERATORS[d.name](d, table)
     except IdentifierError as exc:
