@@ -191,3 +191,13 @@ def max_snaptime(spark, source: Endpoint, select_sql: str):
         _as_timestamp(F.col("snaptime"), "STRING" if source.dialect == "sqlite" else "TIMESTAMP").alias("t")
     ).collect()[0]
     return row["t"]
+
+
+def stage_log_guids(spark, source: Endpoint, select_sql: str, dest: Endpoint, staging_sql: str) -> None:
+    """Copy (rowguid, snaptime) of the log window to the destination, to pre-fill its replay log."""
+    snaptime_type = "STRING" if source.dialect == "sqlite" else "TIMESTAMP"
+    df = read_query(spark, source.jdbc, select_sql, f"rowguid STRING, snaptime {snaptime_type}")
+    snaptime = _as_timestamp(F.col("snaptime"), snaptime_type)
+    if dest.dialect == "sqlite":
+        snaptime = F.date_format(snaptime, SQLITE_TS)
+    write_staging(df.select("rowguid", snaptime.alias("snaptime")), dest, staging_sql)

@@ -63,8 +63,16 @@ def item_lock(name: str, job: JobRun | None):
     """Hold `name` while applying; a lock left by a dead process is taken over."""
     with transaction.atomic():
         current = ReplLock.objects.select_for_update().filter(name=name).first()
-        if current is not None and _alive(current) and current.pid != os.getpid():
-            raise LockBusy(f"{name} is being applied by job #{current.job_id} (pid {current.pid})")
+        if current is not None and current.pid != os.getpid():
+            if _alive(current):
+                raise LockBusy(f"{name} is being applied by job #{current.job_id} (pid {current.pid})")
+            # Its process is gone: say so on the job it left running, then take the item over.
+            JobRun.objects.filter(pk=current.job_id, state=JobRun.State.RUNNING).update(
+                state=JobRun.State.FAILED,
+                finished_at=timezone.now(),
+                error=f"the worker (pid {current.pid} on {current.host}) died during the run; "
+                f"job #{job.pk if job else '-'} took over and re-applied what was missing",
+            )
         try:
             ReplLock.objects.update_or_create(
                 name=name, defaults={"job": job, "pid": os.getpid(), "host": socket.gethostname()}
@@ -190,13 +198,18 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter, spark_config)
 
     staging = sql.staging_name(d, real, "RSTG")
     old = sql.staging_name(d, real, "RSWP")
-    run_each(
-        dest,
-        [
-            f"DROP TABLE IF EXISTS {d.qualify(staging, schema)}",
-            f"DROP TABLE IF EXISTS {d.qualify(old, schema)}",
-        ],
-    )
+    guids = sql.staging_name(d, real, "RSRP")
+    run_each(dest, [f"DROP TABLE IF EXISTS {d.qualify(t, schema)}" for t in (staging, old, guids)])
+    if new_last_ts is not None:
+        # Log rows of the tolerance window that this copy already reflects (it reads the source after
+        # them) go into the replay log, so the next incremental refresh does not apply them again.
+        assert shape.table is not None and log is not None and spark is not None
+        since = new_last_ts - timedelta(minutes=RegistryEntry.get_int("snp_repl_tolerance_offset"))
+        run_each(dest, [sql.guid_staging_ddl(d, guids, schema)])
+        spark_refresh.stage_log_guids(
+            spark, _endpoint(shape.server), sql.log_guids_select(src_d, shape.table, since), _endpoint(dest),
+            d.qualify(guids, schema),
+        )  # fmt: skip
     dependents = int(scalar(dest, *sql.dependents_sql(d, real, schema)) or 0)
     swap = dependents == 0 and all(_spark_safe(d, c.name) for c in dest_info.columns)
     if swap:
@@ -244,8 +257,11 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter, spark_config)
                     run_in_transaction(dest, statements)
             else:
                 run_in_transaction(dest, sql.replace_content_sql(d, real, schema, staging, moved, staging_columns))
+            if new_last_ts is not None and log is not None:
+                run_in_transaction(dest, [sql.prefill_rplog_sql(d, log.rplog, schema, guids, real)])
     finally:
-        run_each(dest, [f"DROP TABLE IF EXISTS {d.qualify(staging, schema)}"], ignore_errors=True)
+        drops = [f"DROP TABLE IF EXISTS {d.qualify(t, schema)}" for t in (staging, guids)]
+        run_each(dest, drops, ignore_errors=True)
     updates = {"last_upd_bm": None}
     if new_last_ts is not None:
         updates["last_ts"] = _aware(new_last_ts)

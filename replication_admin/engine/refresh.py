@@ -258,3 +258,29 @@ __all__ = [
     "timestamp_literal",
     "timestamp_text",
 ]
+
+
+def log_guids_select(d: Dialect, source: TableInfo, since: datetime) -> str:
+    """The ids of log rows of the window: a full refresh reflects them, so it lists them as replayed."""
+    return (
+        f"SELECT {d.quote('RLOG_ROWGUID')} AS rowguid, {d.quote('SNAPTIME')} AS snaptime "
+        f"FROM {d.qualify(rlog_name(source.name), source.schema)} "
+        f"WHERE {d.quote('SNAPTIME')} >= {timestamp_literal(d, since)}"
+    )
+
+
+def guid_staging_ddl(d: Dialect, name: str, schema: str) -> str:
+    return (
+        f"CREATE TABLE {d.qualify(name, schema)} (rowguid {d.render_type(ROWGUID)} NOT NULL, "
+        f"snaptime {d.render_type(TIMESTAMP)} NOT NULL)"
+    )
+
+
+def prefill_rplog_sql(d: Dialect, rplog: str, schema: str, staging: str, target: str) -> str:
+    columns = f"{d.quote('TARGET')}, {d.quote('RLOG_ROWGUID')}, {d.quote('SNAPTIME')}"
+    select = f"SELECT {d.literal(target)}, rowguid, snaptime FROM {d.qualify(staging, schema)}"
+    if d.name == "postgresql":
+        return f"INSERT INTO {d.qualify(rplog, schema)} ({columns}) {select} ON CONFLICT DO NOTHING"
+    if d.name == "mysql":
+        return f"INSERT IGNORE INTO {d.qualify(rplog)} ({columns}) {select}"
+    return f"INSERT OR IGNORE INTO {d.qualify(rplog, schema)} ({columns}) {select}"
