@@ -37,7 +37,7 @@ import random
 import sqlite3
 import tempfile
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -673,3 +673,48 @@ def _write(path: str, rows: dict[str, list[Row]]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def simulate_activity(path: str, *, seed: int | None = None) -> dict[str, int]:
+    """A minute of trading on the Demo database: a few new orders, shipped orders, a cancellation.
+
+    The demo schedules this every minute so that its snapshots have changes to replicate."""
+    rng = random.Random(seed)  # noqa: S311 - demo data, not secrets
+    now = datetime.now(UTC).replace(tzinfo=None)
+    connection = sqlite3.connect(path, timeout=30)
+    try:
+        with connection:
+            customers = [r[0] for r in connection.execute("SELECT CustomerID FROM Customers")]
+            products = connection.execute("SELECT ProductID, UnitPrice FROM Products WHERE Discontinued = 0").fetchall()
+            next_id = (connection.execute("SELECT MAX(OrderID) FROM Orders").fetchone()[0] or 10247) + 1
+            created = rng.randint(1, 4)
+            for order_id in range(next_id, next_id + created):
+                connection.execute(
+                    'INSERT INTO Orders (OrderID, CustomerID, EmployeeID, OrderDate, RequiredDate, ShipVia, Freight, '
+                    "ShipName, ShipCountry) VALUES (?, ?, ?, ?, ?, ?, ?, 'Demo buyer', 'Germany')",
+                    (order_id, rng.choice(customers), rng.randint(1, 9), _timestamp(now),
+                     _timestamp(now + timedelta(days=14)), rng.randint(1, 3),
+                     _money(Decimal(rng.randint(100, 9000)) / 100)),
+                )  # fmt: skip
+                for product_id, price in rng.sample(products, rng.randint(1, 3)):
+                    connection.execute(
+                        'INSERT INTO "Order Details" (OrderID, ProductID, UnitPrice, Quantity, Discount) '
+                        "VALUES (?, ?, ?, ?, 0)",
+                        (order_id, product_id, price, rng.randint(1, 40)),
+                    )
+            shipped = connection.execute(
+                "UPDATE Orders SET ShippedDate = ? WHERE OrderID IN "
+                "(SELECT OrderID FROM Orders WHERE ShippedDate IS NULL ORDER BY OrderID LIMIT 2)",
+                (_timestamp(now),),
+            ).rowcount
+            cancelled = 0
+            if rng.random() < 0.3:
+                victim = connection.execute(
+                    "SELECT MAX(OrderID) FROM Orders WHERE ShippedDate IS NULL AND OrderID < ?", (next_id,)
+                ).fetchone()[0]
+                if victim is not None:
+                    connection.execute('DELETE FROM "Order Details" WHERE OrderID = ?', (victim,))
+                    cancelled = connection.execute("DELETE FROM Orders WHERE OrderID = ?", (victim,)).rowcount
+    finally:
+        connection.close()
+    return {"created": created, "shipped": shipped, "cancelled": cancelled}

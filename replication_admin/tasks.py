@@ -298,3 +298,10 @@ def run_event(name: str) -> str:
             return f"event {name} failed: {error}"
     except LockBusy:
         return f"event {name} is already running"
+
+
+def demo_activity() -> dict:
+    """The demo's stand-in for users: a minute of orders on the Demo database (scheduled by demo_setup)."""
+    from replication_admin.demo import simulate_activity
+
+    return simulate_activity(str(settings.VAR_DIR / "demo.sqlite3"))

@@ -11,8 +11,9 @@ from django.core.management.base import BaseCommand
 
 from replication_admin.actions.audit import Actor
 from replication_admin.actions.servers import ServerData, do_check_server, do_register_server
+from replication_admin.actions.snapshots import do_schedule_snapshot
 from replication_admin.demo import create_demo_database
-from replication_admin.models import Server
+from replication_admin.models import Server, SnapshotLog
 
 DEMO_DATABASE = "replication_demo"
 LOCAL_SERVERS = [
@@ -59,12 +60,48 @@ class Command(BaseCommand):
                 description=f"local {dialect}, database {DEMO_DATABASE}",
             )
             self._register(actor, data)
+        self._replication(actor)
         password = secrets.token_urlsafe(12)
         user, _ = User.objects.get_or_create(username=opts["admin"], defaults={"is_staff": True})
         user.is_staff = user.is_superuser = True
         user.set_password(password)
         user.save()
         self.stdout.write(self.style.SUCCESS(f"log in at http://127.0.0.1:8000/ as {user.username} / {password}"))
+
+    def _replication(self, actor: Actor) -> None:
+        """Snapshots of the Demo database on the other servers, refreshed every minute, and a stream of
+        new orders on the Demo database to give them something to replicate."""
+        from django_q.models import Schedule
+
+        from replication_admin.actions.statements import execute
+        from replication_admin.models import Snapshot
+
+        target = next((n for n in ("pg_demo", "mariadb_demo") if Server.objects.filter(name=n).exists()), None)
+        if target is None:
+            replica = settings.VAR_DIR / "replica.sqlite3"
+            replica.touch()
+            self._register(actor, ServerData(name="replica", dialect="sqlite", database=str(replica)))
+            target = "replica"
+        statements = []
+        if not SnapshotLog.objects.filter(server_id="demo", table="Orders").exists():
+            statements.append("create snapshot log for demo.Orders")
+        if not Snapshot.objects.filter(dest_server_id=target, dest_table="Orders").exists():
+            statements.append(f"create snapshot {target}.Orders from demo.Orders")
+        if not Snapshot.objects.filter(dest_server_id=target, dest_table="order_totals").exists():
+            statements.append(
+                f"create nonincremental snapshot {target}.order_totals as "
+                "'select OrderID, count(*) as lines, sum(Quantity) as units from \"Order Details\" group by OrderID'"
+            )
+        if statements:
+            for outcome in execute(actor, ";\n".join(statements), wait=False):
+                self.stdout.write(f"{'ok  ' if outcome.ok else 'FAIL'} {outcome.statement}: {outcome.message}")
+        for snapshot in Snapshot.objects.filter(dest_server_id=target):
+            do_schedule_snapshot(actor, snapshot, 1)
+        Schedule.objects.get_or_create(
+            func="replication_admin.tasks.demo_activity",
+            defaults={"name": "demo activity", "schedule_type": Schedule.MINUTES, "minutes": 1, "repeats": -1},
+        )
+        self.stdout.write(f"snapshots of demo.Orders on {target} refresh every minute; new orders arrive every minute")
 
     def _create_database(self, conn: pyodbc.Connection, dialect: str) -> None:
         if dialect == "postgresql":

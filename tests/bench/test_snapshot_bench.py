@@ -1,0 +1,151 @@
+"""Snapshot benchmarks (run on demand: `make bench`). They print ratios against baselines measured in
+the same run; they assert nothing about speed.
+
+- full refresh of 1,000,000 rows x 4 columns PostgreSQL -> MariaDB through our job, against the native
+  pipe `psql \\copy ... TO STDOUT | mariadb LOAD DATA LOCAL INFILE '/dev/stdin'` (target >= 0.8);
+- incremental refresh of 1,000 changes in a 10,000-row and in a 1,000,000-row table (target: the
+  larger at most 1.5x slower, and at least 20x faster than the full refresh of 1,000,000 rows);
+- a refresh queued to a warm django-q2 worker: time from queueing to its Spark work starting (< 1 s).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from replication_admin.actions.audit import Actor
+from replication_admin.actions.statements import execute
+from replication_admin.models import JobRun
+from tests.tables import execute as run_sql
+from tests.tables import fetch_all
+
+pytestmark = [pytest.mark.bench, pytest.mark.spark, pytest.mark.live_db]
+
+ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
+CHANGES = 1000
+
+
+def report(name: str, **figures) -> None:
+    text = ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in figures.items())
+    print(f"\nBENCH {name}: {text}")
+
+
+def fill_source(server, rows: int) -> None:
+    run_sql(
+        server, "CREATE TABLE bench (id integer PRIMARY KEY, name varchar(40), amount numeric(12,2), at timestamp(6))"
+    )
+    run_sql(
+        server,
+        "INSERT INTO bench SELECT g, 'name ' || g, (g % 100000) / 100.0, "
+        "TIMESTAMP '2024-01-01' + g * INTERVAL '1 second' FROM generate_series(1, ?) g",
+        [rows],
+    )
+    run_sql(server, "ANALYZE bench")
+
+
+def native_pipe(pg, my) -> float:
+    run_sql(my, "CREATE TABLE native (id int PRIMARY KEY, name varchar(40), amount decimal(12,2), at datetime(6))")
+    copy = ["psql", "-h", "127.0.0.1", "-U", "root", "-d", pg.database, "-c", "\\copy bench TO STDOUT"]
+    load = ["mariadb", "-h", "127.0.0.1", "-uroot", "--local-infile=1", my.database, "-e",
+            "LOAD DATA LOCAL INFILE '/dev/stdin' INTO TABLE native"]  # fmt: skip
+    started = time.perf_counter()
+    producer = subprocess.Popen(copy, stdout=subprocess.PIPE)
+    subprocess.run(load, stdin=producer.stdout, check=True)
+    producer.wait()
+    elapsed = time.perf_counter() - started
+    assert fetch_all(my, "SELECT count(*) FROM native") == [(ROWS,)]
+    return elapsed
+
+
+def timed(statement: str) -> tuple[float, dict]:
+    started = time.perf_counter()
+    outcome = execute(Actor.command(), statement)[0]
+    elapsed = time.perf_counter() - started
+    assert outcome.ok, outcome.message
+    return elapsed, outcome.details
+
+
+def test_full_refresh_against_the_native_copy_load_pipe(make_server, spark):
+    pg = make_server("postgresql", "bpg")
+    my = make_server("mysql", "bmy")
+    fill_source(pg, ROWS)
+    native = native_pipe(pg, my)
+    execute(Actor.command(), "create nonincremental snapshot bmy.copied as 'select * from bpg.bench'")
+    ours, details = timed("update snapshot bmy.copied")
+    assert details["rows"] == ROWS
+    job = JobRun.objects.filter(kind="snapshot_refresh").latest("id")
+    report(
+        "full refresh PostgreSQL->MariaDB",
+        rows=ROWS,
+        native_s=native,
+        ours_s=ours,
+        native_rows_per_s=ROWS / native,
+        ours_rows_per_s=ROWS / ours,
+        ratio=native / ours,
+        target=">= 0.8",
+        phases=str(job.timings),
+    )
+
+
+def test_incremental_refresh_cost_follows_the_changes_not_the_table(make_server, spark):
+    pg = make_server("postgresql", "ipg")
+    make_server("mysql", "imy")
+    results = {}
+    for rows in (10_000, ROWS):
+        table = f"bench_{rows}"
+        run_sql(
+            pg,
+            f"CREATE TABLE {table} (id integer PRIMARY KEY, name varchar(40), amount numeric(12,2), at timestamp(6))",
+        )
+        run_sql(
+            pg,
+            f"INSERT INTO {table} SELECT g, 'n' || g, g / 100.0, TIMESTAMP '2024-01-01' FROM generate_series(1, ?) g",
+            [rows],
+        )
+        run_sql(pg, f"ANALYZE {table}")
+        execute(Actor.command(), f"create snapshot log for ipg.{table}; create snapshot imy.{table} from ipg.{table}")
+        full, _ = timed(f"update snapshot imy.{table} as nonincremental")
+        run_sql(
+            pg, f"UPDATE {table} SET name = 'changed' WHERE id % ? = 0 AND id <= ?", [max(1, rows // CHANGES), rows]
+        )
+        incremental, details = timed(f"update snapshot imy.{table}")
+        assert details["changes"] == CHANGES
+        results[rows] = (full, incremental)
+    small, large = results[10_000][1], results[ROWS][1]
+    report(
+        "incremental refresh of 1000 changes",
+        small_table_s=small,
+        large_table_s=large,
+        large_vs_small=large / small,
+        target_large_vs_small="<= 1.5",
+        full_refresh_large_s=results[ROWS][0],
+        full_vs_incremental=results[ROWS][0] / large,
+        target_full_vs_incremental=">= 20",
+    )
+
+
+def test_a_queued_refresh_on_a_warm_worker_starts_its_spark_work_quickly(make_server, qcluster):
+    from django.utils import timezone
+
+    from replication_admin.actions.snapshots import do_refresh_snapshot
+    from replication_admin.models import Snapshot
+    from tests.conftest import wait_for_job
+
+    pg = make_server("postgresql", "wpg")
+    make_server("sqlite", "wlite")
+    run_sql(pg, "CREATE TABLE t (id integer PRIMARY KEY, v integer)")
+    run_sql(pg, "INSERT INTO t SELECT g, g FROM generate_series(1, 1000) g")
+    execute(Actor.command(), "create nonincremental snapshot wlite.t as 'select * from wpg.t'", wait=False)
+    snapshot = Snapshot.objects.get()
+    wait_for_job(JobRun.objects.get(kind="snapshot_refresh").pk)  # warms the worker's Spark
+    starts = []
+    for _ in range(5):
+        queued_at = timezone.now()
+        job = wait_for_job(do_refresh_snapshot(Actor.command(), snapshot).pk)
+        assert job.state == "succeeded", job.error
+        # Claimed by the worker, then the (warm) SparkSession handed over: the Spark work begins.
+        starts.append((job.started_at - queued_at).total_seconds() + job.timings.get("spark_session", 0))
+    report("queued refresh on a warm worker", start_s_median=sorted(starts)[2], start_s_max=max(starts), target="< 1 s")
