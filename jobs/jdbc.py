@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from replication_admin.engine.dialects import JdbcEndpoint
 
-FETCH_SIZE = 10_000
-ROWS_PER_PARTITION = 250_000
+FETCH_SIZE = 20_000
+ROWS_PER_PARTITION = 250_000  # 1M rows -> 4 partitions: measured best for PostgreSQL -> MariaDB on 2 cores
 MAX_PARTITIONS = 8
 
 
@@ -24,11 +24,14 @@ def read_query(spark, endpoint: JdbcEndpoint, select_sql: str, custom_schema: st
     return reader.load()
 
 
-def key_bounds(spark, endpoint: JdbcEndpoint, select_sql: str, alias: str) -> tuple[int | None, int | None, int]:
-    """(min, max, count) of an integer key of a subquery, to split a large read into partitions."""
-    bounds_sql = f"SELECT MIN({alias}) AS lo, MAX({alias}) AS hi, COUNT(*) AS n FROM ({select_sql}) b"
-    row = read_query(spark, endpoint, bounds_sql, "lo BIGINT, hi BIGINT, n BIGINT").collect()[0]
-    return row["lo"], row["hi"], int(row["n"] or 0)
+def key_bounds(spark, endpoint: JdbcEndpoint, select_sql: str, alias: str) -> tuple[int | None, int | None]:
+    """(min, max) of an integer key of a subquery, to split a large read into partitions.
+
+    MIN and MAX of a key are index lookups; a COUNT(*) would scan the table, so the key range stands in
+    for the row count when choosing how many partitions to read."""
+    bounds_sql = f"SELECT MIN({alias}) AS lo, MAX({alias}) AS hi FROM ({select_sql}) b"
+    row = read_query(spark, endpoint, bounds_sql, "lo BIGINT, hi BIGINT").collect()[0]
+    return row["lo"], row["hi"]
 
 
 def read_partitioned(
@@ -41,8 +44,9 @@ def read_partitioned(
     """Read a SELECT, split on an integer key when the table is large enough to profit."""
     if partition_alias is None:
         return read_query(spark, endpoint, select_sql, custom_schema)
-    lo, hi, count = key_bounds(spark, endpoint, select_sql, partition_alias)
-    partitions = min(MAX_PARTITIONS, max(1, count // ROWS_PER_PARTITION))
+    lo, hi = key_bounds(spark, endpoint, select_sql, partition_alias)
+    span = (hi - lo + 1) if lo is not None and hi is not None else 0
+    partitions = min(MAX_PARTITIONS, max(1, span // ROWS_PER_PARTITION))
     if lo is None or hi is None or partitions <= 1 or hi <= lo:
         return read_query(spark, endpoint, select_sql, custom_schema)
     return (

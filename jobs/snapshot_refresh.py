@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from jobs.compare import _normalise_time_text
@@ -75,7 +75,7 @@ def write_staging(df: DataFrame, endpoint: Endpoint, table_sql: str) -> None:
         df = df.coalesce(1)  # one writer at a time, one transaction
         options = {"batchsize": "5000", "isolationLevel": "SERIALIZABLE"}
     else:
-        options = {"batchsize": "10000", "isolationLevel": "READ_COMMITTED"}
+        options = {"batchsize": "20000", "isolationLevel": "READ_COMMITTED"}
     writer = df.write.format("jdbc").mode("append").option("url", endpoint.jdbc.url).option("dbtable", table_sql)
     for key, value in {**endpoint.jdbc.properties, **options}.items():
         writer = writer.option(key, value)
@@ -95,8 +95,10 @@ class FullCopy:
     staging_columns: tuple[str, ...]  # column names of the staging table, in `moved` order
 
 
-def full_copy(spark, plan: FullCopy, progress: Progress | None = None) -> None:
-    """Read the snapshot query and append its rows, in destination formats, to the staging table."""
+def full_copy(spark, plan: FullCopy, progress: Progress | None = None) -> int:
+    """Read the snapshot query and append its rows, in destination formats, to the staging table.
+
+    Returns the number of rows written, counted as they stream through (no second pass)."""
     df = read_partitioned(spark, plan.source.jdbc, plan.select_sql, plan.custom_schema, plan.partition_alias)
     out = df.select(
         *[
@@ -104,8 +106,11 @@ def full_copy(spark, plan: FullCopy, progress: Progress | None = None) -> None:
             for m, name in zip(plan.moved, plan.staging_columns, strict=True)
         ]
     )
+    observation = Observation("full_copy")
+    out = out.observe(observation, F.count(F.lit(1)).alias("rows"))
     with StageProgress(spark, progress or (lambda d, t: None)):
         write_staging(out, plan.dest, plan.staging_sql)
+    return int(observation.get["rows"])
 
 
 @dataclass(frozen=True)

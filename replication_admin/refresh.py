@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pyodbc
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -244,8 +245,7 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter, spark_config)
             with reporter.phase("spark_session"):
                 spark = get_spark(spark_config)
         with reporter.phase("spark_copy"):
-            spark_refresh.full_copy(spark, plan, progress=reporter.spark_progress(1, 3, 4))
-        rows = int(scalar(dest, f"SELECT COUNT(*) FROM {d.qualify(staging, schema)}") or 0)
+            rows = spark_refresh.full_copy(spark, plan, progress=reporter.spark_progress(1, 3, 4))
         reporter.progress(3, 4, f"{rows} rows staged; replacing the content of {real}")
         with reporter.phase("apply"):
             if swap:
@@ -293,6 +293,9 @@ def incremental_refresh(snapshot: Snapshot, shape: SourceShape, log: SnapshotLog
     assert snapshot.last_ts is not None
     since = _naive_utc(snapshot.last_ts) - timedelta(minutes=tolerance)
     ensure_rplog(dest, log)
+    window_rows = int(scalar(shape.server, sql.window_count_sql(src_d, shape.table, since)) or 0)
+    if window_rows <= settings.REFRESH_SMALL_WINDOW:
+        return small_increment(snapshot, shape, log, moved, real, since, window_rows, reporter)
 
     staging = sql.staging_name(d, real, "RSTG")
     run_each(
@@ -317,7 +320,7 @@ def incremental_refresh(snapshot: Snapshot, shape: SourceShape, log: SnapshotLog
         rplog_sql=sql.rplog_select(d, log.rplog, schema, real, since),
         staging_sql=d.qualify(staging, schema),
     )
-    reporter.progress(0, 1, f"reading the log window from {since:%Y-%m-%d %H:%M:%S} UTC")
+    reporter.progress(0, 1, f"reading the log window ({window_rows} rows) from {since:%Y-%m-%d %H:%M:%S} UTC on Spark")
     try:
         with reporter.phase("spark_session"):
             spark = get_spark(spark_config)
@@ -347,6 +350,7 @@ def incremental_refresh(snapshot: Snapshot, shape: SourceShape, log: SnapshotLog
         "deleted_or_filtered": deletes,
         "batches": len(batches),
         "since": since.isoformat(),
+        "path": "spark",
     }
 
 
@@ -424,3 +428,108 @@ def repair_snapshot(job: JobRun, reporter, spark_config) -> dict:
             run_each(dest, [f"DROP TABLE IF EXISTS {d.qualify(staging, schema)}"], ignore_errors=True)
         reporter.progress(3, 3, "repaired")
         return {"mode": "repair", **counts}
+
+
+def small_increment(
+    snapshot: Snapshot, shape: SourceShape, log: SnapshotLog, moved, real: str, since, window_rows: int, reporter
+) -> dict:
+    """A log window small enough to apply without Spark: the same reads, the same one-transaction apply."""
+    from replication_admin.engine.values import bind_value
+
+    assert shape.table is not None
+    dest = snapshot.dest_server
+    d, src_d = dialects.get(dest.dialect), dialects.get(shape.server.dialect)
+    schema = _schema(dest)
+    with reporter.phase("read"):
+        with connections.connect(shape.server, readonly=True) as conn:
+            window = (
+                conn.cursor()
+                .execute(sql.log_window_select(src_d, shape.table, moved, shape.condition_sql, since))
+                .fetchall()
+            )
+        with connections.connect(dest, readonly=True) as conn:
+            applied = {
+                row[0] for row in conn.cursor().execute(sql.rplog_select(d, log.rplog, schema, real, since)).fetchall()
+            }
+    width = len(moved)
+    pending = sorted(
+        (r for r in window if r[width + 2] not in applied), key=lambda r: bind_value(r[width], sql.TIMESTAMP, "sqlite")
+    )
+    if not pending:
+        reporter.progress(1, 1, f"nothing to apply ({window_rows} log row(s) in the window were applied before)")
+        return {
+            "mode": "incremental",
+            "changes": 0,
+            "deleted_or_filtered": 0,
+            "batches": 0,
+            "since": since.isoformat(),
+            "path": "control plane",
+        }
+    keys = [m for m in moved if m.is_key]
+    key_values = [[bind_value(r[i], m.logical, d.name) for i, m in enumerate(moved) if m.is_key] for r in pending]
+    present = [r for r in pending if r[width + 3] == 1]
+    row_values = [[bind_value(r[i], m.logical, d.name) for i, m in enumerate(moved)] for r in present]
+    replayed = [[real, r[width + 2], bind_value(r[width], sql.TIMESTAMP, d.name)] for r in pending]
+    statements: list[tuple[str, list]] = []
+    step = sql.rows_per_statement(len(keys))
+    for start in range(0, len(key_values), step):
+        chunk = key_values[start : start + step]
+        statements.append(
+            (
+                sql.delete_keys_sql(d, real, schema, [k.dest for k in keys], len(chunk)),
+                [v for row in chunk for v in row],
+            )
+        )
+    step = sql.rows_per_statement(width)
+    for start in range(0, len(row_values), step):
+        chunk = row_values[start : start + step]
+        statements.append(
+            (
+                sql.insert_rows_sql(d, real, schema, [m.dest for m in moved], len(chunk)),
+                [v for row in chunk for v in row],
+            )
+        )
+    step = sql.rows_per_statement(3)
+    for start in range(0, len(replayed), step):
+        chunk = replayed[start : start + step]
+        statements.append((sql.insert_rplog_sql(d, log.rplog, schema, len(chunk)), [v for row in chunk for v in row]))
+    with reporter.phase("apply"):
+        run_in_transaction_with_params(dest, statements)
+    newest = max(_parse_snaptime(r[width]) for r in pending)
+    current = Snapshot.objects.filter(pk=snapshot.pk).values_list("last_ts", flat=True).first()
+    if current is None or _aware(newest) > current:
+        Snapshot.objects.filter(pk=snapshot.pk).update(last_ts=_aware(newest))
+    reporter.progress(1, 1, f"applied {len(pending)} change(s) in one transaction")
+    return {
+        "mode": "incremental",
+        "changes": len(pending),
+        "deleted_or_filtered": len(pending) - len(present),
+        "batches": 1,
+        "since": since.isoformat(),
+        "path": "control plane",
+    }
+
+
+def _parse_snaptime(value) -> datetime:
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None)
+    return datetime.fromisoformat(str(value).strip())
+
+
+def run_in_transaction_with_params(
+    server: Server, statements: list[tuple[str, list]], attempts: int = MAX_RETRIES
+) -> None:
+    for attempt in range(1, attempts + 1):
+        with connections.connect(server, autocommit=False) as conn:
+            cursor = conn.cursor()
+            try:
+                for statement, params in statements:
+                    cursor.execute(statement, params)
+                conn.commit()
+                return
+            except pyodbc.Error as exc:
+                conn.rollback()
+                if attempt < attempts and _retryable(exc):
+                    time.sleep(0.2 * attempt)
+                    continue
+                raise

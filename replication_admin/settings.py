@@ -224,6 +224,10 @@ JDBC_JARS = env_list(
     ],
 )
 
+# Incremental refreshes whose log window has at most this many rows are applied by the control plane
+# without Spark (a Spark job's fixed cost dominates small windows); 0 sends every window to Spark.
+REFRESH_SMALL_WINDOW = env_int("REPLADMIN_REFRESH_SMALL_WINDOW", 20000)
+
 # Registry defaults (Virtuoso's registry variables), in minutes.
 SNP_REPL_TOLERANCE_OFFSET = 15
 SNP_REPL_PURGE_OFFSET = 30

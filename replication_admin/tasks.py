@@ -75,15 +75,16 @@ class Reporter:
     def spark_progress(self, base: float, span: float, steps: int):
         """A callback for Spark's task progress, mapped into steps [base, base + span] of `steps`.
 
-        It runs on the progress thread, which has its own database connection; in sync mode (inside
-        the caller's transaction) live progress is skipped rather than waiting on that transaction."""
-        if settings.JOBS_SYNC:
+        It runs on the progress thread, which has its own database connection. When the job runs inside
+        the caller's transaction (sync mode in a transaction), that connection would wait on it, so live
+        progress is skipped there; a job that has finished is never written to by a late report."""
+        if settings.JOBS_SYNC or connection.in_atomic_block:
             return None
         job_id = self.job.pk
 
         def report(done: int, total: int) -> None:
             fraction = done / total if total else 0.0
-            JobRun.objects.filter(pk=job_id).update(
+            JobRun.objects.filter(pk=job_id, state=JobRun.State.RUNNING).update(
                 progress_done=int(100 * (base + span * fraction)), progress_total=100 * steps
             )
             connection.close()

@@ -284,3 +284,41 @@ def prefill_rplog_sql(d: Dialect, rplog: str, schema: str, staging: str, target:
     if d.name == "mysql":
         return f"INSERT IGNORE INTO {d.qualify(rplog)} ({columns}) {select}"
     return f"INSERT OR IGNORE INTO {d.qualify(rplog, schema)} ({columns}) {select}"
+
+
+# --- small increments, applied by the control plane ---------------------------------------------------------
+
+MAX_PARAMETERS = 30_000  # below SQLite's 32,766 and the ODBC drivers' limits
+
+
+def rows_per_statement(width: int) -> int:
+    return max(1, min(1000, MAX_PARAMETERS // max(width, 1)))
+
+
+def delete_keys_sql(d: Dialect, dest: str, schema: str, keys: Sequence[str], rows: int) -> str:
+    placeholder = "(" + ", ".join("?" for _ in keys) + ")"
+    columns = ", ".join(d.quote(k) for k in keys)
+    return f"DELETE FROM {d.qualify(dest, schema)} WHERE ({columns}) IN ({', '.join([placeholder] * rows)})"
+
+
+def insert_rows_sql(d: Dialect, dest: str, schema: str, columns: Sequence[str], rows: int) -> str:
+    placeholder = "(" + ", ".join("?" for _ in columns) + ")"
+    names = ", ".join(d.quote(c) for c in columns)
+    return f"INSERT INTO {d.qualify(dest, schema)} ({names}) VALUES {', '.join([placeholder] * rows)}"
+
+
+def insert_rplog_sql(d: Dialect, rplog: str, schema: str, rows: int) -> str:
+    columns = f"{d.quote('TARGET')}, {d.quote('RLOG_ROWGUID')}, {d.quote('SNAPTIME')}"
+    values = ", ".join(["(?, ?, ?)"] * rows)
+    if d.name == "postgresql":
+        return f"INSERT INTO {d.qualify(rplog, schema)} ({columns}) VALUES {values} ON CONFLICT DO NOTHING"
+    if d.name == "mysql":
+        return f"INSERT IGNORE INTO {d.qualify(rplog)} ({columns}) VALUES {values}"
+    return f"INSERT OR IGNORE INTO {d.qualify(rplog, schema)} ({columns}) VALUES {values}"
+
+
+def window_count_sql(d: Dialect, source: TableInfo, since: datetime) -> str:
+    return (
+        f"SELECT COUNT(*) FROM {d.qualify(rlog_name(source.name), source.schema)} "
+        f"WHERE {d.quote('SNAPTIME')} >= {timestamp_literal(d, since)}"
+    )

@@ -72,20 +72,28 @@ def test_full_refresh_against_the_native_copy_load_pipe(make_server, spark):
     pg = make_server("postgresql", "bpg")
     my = make_server("mysql", "bmy")
     fill_source(pg, ROWS)
-    native = native_pipe(pg, my)
+    # The creation fills the table once, which also warms the worker's JVM, as on a running console.
     execute(Actor.command(), "create nonincremental snapshot bmy.copied as 'select * from bpg.bench'")
-    ours, details = timed("update snapshot bmy.copied")
-    assert details["rows"] == ROWS
+    natives, ours = [], []
+    for _ in range(3):
+        run_sql(my, "DROP TABLE IF EXISTS native")
+        natives.append(native_pipe(pg, my))
+        elapsed, details = timed("update snapshot bmy.copied")
+        assert details["rows"] == ROWS
+        ours.append(elapsed)
+    native, mine = sorted(natives)[1], sorted(ours)[1]
     job = JobRun.objects.filter(kind="snapshot_refresh").latest("id")
     report(
-        "full refresh PostgreSQL->MariaDB",
+        "full refresh PostgreSQL->MariaDB (median of 3)",
         rows=ROWS,
         native_s=native,
-        ours_s=ours,
+        ours_s=mine,
         native_rows_per_s=ROWS / native,
-        ours_rows_per_s=ROWS / ours,
-        ratio=native / ours,
+        ours_rows_per_s=ROWS / mine,
+        ratio=native / mine,
         target=">= 0.8",
+        job_s=job.timings["total"],
+        job_ratio=native / job.timings["total"],
         phases=str(job.timings),
     )
 
@@ -107,6 +115,7 @@ def test_incremental_refresh_cost_follows_the_changes_not_the_table(make_server,
         )
         run_sql(pg, f"ANALYZE {table}")
         execute(Actor.command(), f"create snapshot log for ipg.{table}; create snapshot imy.{table} from ipg.{table}")
+        timed(f"update snapshot imy.{table} as nonincremental")  # warm
         full, _ = timed(f"update snapshot imy.{table} as nonincremental")
         run_sql(
             pg, f"UPDATE {table} SET name = 'changed' WHERE id % ? = 0 AND id <= ?", [max(1, rows // CHANGES), rows]
@@ -114,6 +123,9 @@ def test_incremental_refresh_cost_follows_the_changes_not_the_table(make_server,
         incremental, details = timed(f"update snapshot imy.{table}")
         assert details["changes"] == CHANGES
         results[rows] = (full, incremental)
+        print(
+            f"\n  {rows} rows: incremental phases {JobRun.objects.filter(kind='snapshot_refresh').latest('id').timings}"
+        )
     small, large = results[10_000][1], results[ROWS][1]
     report(
         "incremental refresh of 1000 changes",

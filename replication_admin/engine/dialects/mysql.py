@@ -140,6 +140,5 @@ class MySQL(Dialect):
                 "user": address.user,
                 "password": address.password,
                 "useBulkStmts": "true",
-                "rewriteBatchedStatements": "true",
             },
         )
