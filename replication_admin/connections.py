@@ -120,11 +120,13 @@ def connection_string(server: Server) -> str:
     return dialects.get(server.dialect).odbc_connection_string(address)
 
 
-def jdbc_endpoint(server: Server) -> JdbcEndpoint:
+def jdbc_endpoint(server: Server, readonly: bool = False) -> JdbcEndpoint:
+    """Spark's JDBC URL and properties; `readonly` sessions refuse writes (for reading sources)."""
     address = address_for(server)
     if server.dialect == "sqlite":
         check_sqlite_file(address.database)
-    return dialects.get(server.dialect).jdbc_endpoint(address)
+    dialect = dialects.get(server.dialect)
+    return dialect.read_only_endpoint(address) if readonly else dialect.jdbc_endpoint(address)
 
 
 def _session_setup(conn: pyodbc.Connection, dialect: str, readonly: bool) -> None:

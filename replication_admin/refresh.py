@@ -130,8 +130,8 @@ def _schema(server: Server) -> str:
     return (server.schema or "public") if server.dialect == "postgresql" else ""
 
 
-def _endpoint(server: Server) -> spark_refresh.Endpoint:
-    return spark_refresh.Endpoint(dialect=server.dialect, jdbc=connections.jdbc_endpoint(server))
+def _endpoint(server: Server, readonly: bool = False) -> spark_refresh.Endpoint:
+    return spark_refresh.Endpoint(dialect=server.dialect, jdbc=connections.jdbc_endpoint(server, readonly=readonly))
 
 
 def _spark_safe(d, name: str) -> bool:
@@ -191,7 +191,7 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter, spark_config)
             spark = get_spark(spark_config)
         assert shape.table is not None
         new_last_ts = spark_refresh.max_snaptime(
-            spark, _endpoint(shape.server), sql.max_snaptime_select(src_d, shape.table)
+            spark, _endpoint(shape.server, readonly=True), sql.max_snaptime_select(src_d, shape.table)
         )
         if new_last_ts is None:
             new_last_ts = _naive_utc(timezone.now())
@@ -208,9 +208,12 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter, spark_config)
         since = new_last_ts - timedelta(minutes=RegistryEntry.get_int("snp_repl_tolerance_offset"))
         run_each(dest, [sql.guid_staging_ddl(d, guids, schema)])
         spark_refresh.stage_log_guids(
-            spark, _endpoint(shape.server), sql.log_guids_select(src_d, shape.table, since), _endpoint(dest),
+            spark,
+            _endpoint(shape.server, readonly=True),
+            sql.log_guids_select(src_d, shape.table, since),
+            _endpoint(dest),
             d.qualify(guids, schema),
-        )  # fmt: skip
+        )
     dependents = int(scalar(dest, *sql.dependents_sql(d, real, schema)) or 0)
     swap = dependents == 0 and all(_spark_safe(d, c.name) for c in dest_info.columns)
     if swap:
@@ -230,7 +233,7 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter, spark_config)
     key_moves = [m for m in moved if m.is_key]
     partition = key_moves[0].alias if len(key_moves) == 1 and read_types[key_moves[0].alias] == "BIGINT" else None
     plan = spark_refresh.FullCopy(
-        source=_endpoint(shape.server),
+        source=_endpoint(shape.server, readonly=True),
         select_sql=select_sql,
         custom_schema=", ".join(f"{m.alias} {read_types[m.alias]}" for m in moved),
         partition_alias=partition,
@@ -311,7 +314,7 @@ def incremental_refresh(snapshot: Snapshot, shape: SourceShape, log: SnapshotLog
         assert column is not None
         read_types[m.alias] = read_type(src_d, column.logical)
     plan = spark_refresh.IncrementLoad(
-        source=_endpoint(shape.server),
+        source=_endpoint(shape.server, readonly=True),
         window_sql=sql.log_window_select(src_d, shape.table, moved, shape.condition_sql, since),
         window_schema=sql.log_window_schema(src_d, moved, shape.table),
         moved=moved,
@@ -417,9 +420,14 @@ def repair_snapshot(job: JobRun, reporter, spark_config) -> dict:
             reporter.progress(1, 3, "finding the rows that differ")
             with reporter.phase("spark_diff"):
                 counts = stage_repair(
-                    spark, plan, moved, _endpoint(shape.server), _endpoint(dest), d.qualify(staging, schema),
+                    spark,
+                    plan,
+                    moved,
+                    _endpoint(shape.server, readonly=True),
+                    _endpoint(dest),
+                    d.qualify(staging, schema),
                     progress=reporter.spark_progress(1, 1, 3),
-                )  # fmt: skip
+                )
             reporter.progress(2, 3, f"fixing {counts['upserts']} row(s), deleting {counts['deletes']}")
             with reporter.phase("apply"):
                 if counts["upserts"] or counts["deletes"]:

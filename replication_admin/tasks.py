@@ -140,8 +140,8 @@ def run_compare(job: JobRun, reporter: Reporter) -> dict:
             )
         except (connections.ConnectionFailed, connections.TableNotFound, ComparePlanError) as exc:
             raise JobError(str(exc)) from None
-        left_endpoint = connections.jdbc_endpoint(left)
-        right_endpoint = connections.jdbc_endpoint(right)
+        left_endpoint = connections.jdbc_endpoint(left, readonly=True)
+        right_endpoint = connections.jdbc_endpoint(right, readonly=True)
     reporter.log(f"key ({', '.join(plan.key_columns)}); comparing {len(plan.compared_columns)} column(s)")
     with reporter.phase("spark_session"):
         spark = get_spark(spark_config())

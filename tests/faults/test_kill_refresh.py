@@ -67,12 +67,15 @@ def test_a_refresh_killed_at_random_points_converges_when_run_again(transactiona
             work.step()
         full = trial % 2 == 1
         statement = "update snapshot kdst.t_copy" + (" as nonincremental" if full else "")
+        before = fetch_all(dest, "SELECT count(*) FROM `t_copy`")[0][0]
         proc = start_refresh(statement, db_path)
         time.sleep(rng.uniform(2.0, 9.0))
         running = JobRun.objects.filter(state="running", worker_pid=proc.pid).exists()
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         interrupted += running
+        if full:  # an interrupted full refresh leaves the old content (or, finished, the new)
+            assert fetch_all(dest, "SELECT count(*) FROM `t_copy`")[0][0] in {before, len(work.ids)}
 
         result = execute(Actor.command(), statement)[0]
         assert result.ok, result.message

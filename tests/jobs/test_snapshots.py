@@ -349,3 +349,94 @@ def test_repair_fixes_exactly_the_rows_that_differ(make_server, spark, source_di
     assert compare("rd.t_copy")["equal"]
     again = do_repair_snapshot(Actor.command(), Snapshot.objects.get(), sync=True)
     assert (again.result["upserts"], again.result["deletes"]) == (0, 0)
+
+
+def test_purge_snapshot_log_deletes_only_rows_every_snapshot_has_replayed(make_server, spark):
+    from django.utils import timezone
+
+    source = make_server("sqlite", "pg_s")
+    make_server("sqlite", "pg_d1")
+    make_server("mysql", "pg_d2")
+    create_table(source, "t", COLUMNS, ["id"])
+    run("create snapshot log for t", source)
+    Workload(source, "t", 8).insert(10)
+    run("create snapshot pg_d1.a from t; create snapshot pg_d2.b from t", source)
+    assert fetch_all(source, 'SELECT count(*) FROM "RLOG_t"') == [(10,)]
+    run_sql(source, 'UPDATE "RLOG_t" SET "SNAPTIME" = \'2020-01-01 00:00:00.000000\' WHERE "RLOG_id" <= 4')
+    # One snapshot has read up to an hour ago, the other up to now: the older one decides.
+    Snapshot.objects.filter(name="pg_d1.a").update(last_ts=timezone.now() - timedelta(hours=1))
+    Snapshot.objects.filter(name="pg_d2.b").update(last_ts=timezone.now())
+    outcome = run("purge snapshot log for t", source)[0]
+    assert outcome.details["deleted"] == 4
+    assert fetch_all(source, 'SELECT count(*) FROM "RLOG_t"') == [(6,)]
+    Snapshot.objects.filter(name="pg_d1.a").update(last_ts=None)  # a snapshot that never ran: keep everything
+    assert run("purge snapshot log for t", source)[0].details["deleted"] == 0
+
+
+@pytest.mark.parametrize("dest_dialect", ["postgresql", "mysql"])
+def test_readers_see_the_old_or_the_new_content_during_a_full_refresh(make_server, spark, dest_dialect):
+    import threading
+
+    from replication_admin import connections
+
+    source = make_server("postgresql", "ro_s")
+    dest = make_server(dest_dialect, "ro_d")
+    create_table(source, "t", COLUMNS, ["id"])
+    work = Workload(source, "t", 9)
+    work.insert(30_000)
+    run("create nonincremental snapshot ro_d.t_copy as 'select * from t'", source)
+    old = len(work.ids)
+    work.insert(5_000)
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        d = dialects.get(dest.dialect)
+        with connections.connect(dest, readonly=True) as conn:
+            while not stop.is_set():
+                seen.append(conn.cursor().execute(f"SELECT count(*) FROM {d.quote('t_copy')}").fetchone()[0])
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        run("update snapshot ro_d.t_copy")
+    finally:
+        stop.set()
+        reader.join()
+    assert len(seen) > 5
+    assert set(seen) <= {old, old + 5_000}, sorted(set(seen))
+    assert seen[-1] == old + 5_000
+
+
+def test_an_unreachable_server_gives_a_clear_error_and_changes_nothing(make_server, db):
+    from replication_admin.actions.servers import ServerData, do_register_server
+
+    source = make_server("sqlite", "un_s")
+    create_table(source, "t", COLUMNS, ["id"])
+    do_register_server(
+        Actor.command(), ServerData(name="down", dialect="postgresql", host="127.0.0.1", port=1, database="x", user="u")
+    )
+    outcomes = execute(Actor.command(), "create snapshot down.t_copy from t", context=source)
+    assert (
+        not outcomes[0].ok and "nothing accepts connections" in outcomes[0].message and "'down'" in outcomes[0].message
+    )
+    assert not Snapshot.objects.exists()
+    outcomes = execute(Actor.command(), "create snapshot log for down.t")
+    assert not outcomes[0].ok and "'down'" in outcomes[0].message
+    assert not SnapshotLog.objects.exists()
+
+
+def test_source_reads_run_in_read_only_sessions(make_server, spark):
+    from jobs.jdbc import read_query
+    from replication_admin import connections
+
+    source = make_server("postgresql", "rdo")
+    run_sql(source, "CREATE SEQUENCE s")
+    with pytest.raises(Exception, match="read-only transaction"):
+        read_query(
+            spark, connections.jdbc_endpoint(source, readonly=True), "SELECT nextval('s') AS v", "v BIGINT"
+        ).collect()
+    assert (
+        read_query(spark, connections.jdbc_endpoint(source), "SELECT nextval('s') AS v", "v BIGINT").collect()[0]["v"]
+        == 1
+    )

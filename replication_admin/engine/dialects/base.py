@@ -136,6 +136,13 @@ class Dialect:
     def jdbc_endpoint(self, address: Address) -> JdbcEndpoint:
         raise NotImplementedError
 
+    # Connection properties that make a JDBC session refuse writes (source reads run read-only).
+    read_only_properties: dict[str, str] = {}
+
+    def read_only_endpoint(self, address: Address) -> JdbcEndpoint:
+        endpoint = self.jdbc_endpoint(address)
+        return JdbcEndpoint(url=endpoint.url, properties={**endpoint.properties, **self.read_only_properties})
+
     def url_database(self, database: str) -> str:
         if not database:
             raise AddressError("a database name is required")

@@ -24,6 +24,7 @@ class MySQL(Dialect):
     jdbc_driver = "org.mariadb.jdbc.Driver"
     max_identifier = 64
     quote_char = "`"
+    read_only_properties = {"sessionVariables": "tx_read_only=1"}
 
     def literal(self, value: str) -> str:
         # Backslash is an escape character in MariaDB string literals unless NO_BACKSLASH_ESCAPES.

@@ -39,6 +39,7 @@ class PostgreSQL(Dialect):
     odbc_driver = "PostgreSQL Unicode"
     jdbc_driver = "org.postgresql.Driver"
     max_identifier = 63
+    read_only_properties = {"readOnly": "true", "readOnlyMode": "always"}
 
     def parse_type(self, declared: str) -> LogicalType:
         base, first, second, _rest = split_declared(declared)

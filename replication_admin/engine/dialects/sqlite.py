@@ -37,6 +37,7 @@ class SQLite(Dialect):
     odbc_driver = "SQLite3"
     jdbc_driver = "org.sqlite.JDBC"
     max_identifier = 1024
+    read_only_properties = {"open_mode": "1"}  # SQLITE_OPEN_READONLY
 
     def parse_type(self, declared: str) -> LogicalType:
         base, first, second, _rest = split_declared(declared)
