@@ -20,6 +20,7 @@ urlpatterns = [
     path("snapshots/", snapshots.snapshot_list, name="snapshots"),
     path("snapshots/new/", snapshots.snapshot_create, name="snapshots-new"),
     path("snapshots/logs/<str:server>/", snapshots.snapshot_logs, name="snapshots-logs"),
+    path("snapshots/logs/<str:server>/ddl/<path:table>/", snapshots.snapshot_log_ddl, name="snapshots-log-ddl"),
     path("snapshots/logs/<str:server>/<str:action>/", snapshots.snapshot_log_action, name="snapshots-log-action"),
     path("snapshots/<path:name>/refresh/", snapshots.snapshot_refresh, name="snapshots-refresh"),
     path("snapshots/<path:name>/compare/", snapshots.snapshot_compare, name="snapshots-compare"),

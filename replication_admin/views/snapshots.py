@@ -215,3 +215,25 @@ def statement_console(request: HttpRequest) -> HttpResponse:
     if request.htmx:
         return render(request, "replication_admin/statements.html#results", context)
     return render(request, "replication_admin/statements.html", context)
+
+
+@require_GET
+def snapshot_log_ddl(request: HttpRequest, server: str, table: str) -> HttpResponse:
+    """The snapshot log of a table as DDL for every dialect, for servers the console does not reach."""
+    from replication_admin.engine import dialects
+    from replication_admin.engine.snapshot_log import SnapshotLogError, snapshot_log
+
+    srv = get_object_or_404(Server, name=server)
+    scripts, error = [], ""
+    try:
+        info = connections.describe_table(srv, table)
+        for dialect in dialects.DIALECTS.values():
+            try:
+                objects = snapshot_log(dialect, info)
+                scripts.append((dialect.label, objects, ""))
+            except SnapshotLogError as exc:
+                scripts.append((dialect.label, None, str(exc)))
+    except (connections.ConnectionFailed, connections.TableNotFound) as exc:
+        error = str(exc)
+    context = {"server": srv, "table": table, "scripts": scripts, "error": error}
+    return render(request, "replication_admin/snapshot_log_ddl.html", context)

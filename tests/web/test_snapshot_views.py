@@ -137,3 +137,10 @@ def test_the_statement_console_runs_statements_in_order_and_links_jobs(editor, s
     job = JobRun.objects.get(kind="snapshot_refresh")
     assert reverse("jobs-detail", args=[job.pk]) in body
     assert fetch_all(servers[1], "SELECT count(*) FROM big") == [(11,)]
+
+
+def test_the_ddl_page_shows_the_snapshot_log_for_every_dialect(viewer, servers):
+    body = viewer.get(reverse("snapshots-log-ddl", args=["shop", "orders"])).content.decode()
+    for label in ("SQLite", "PostgreSQL", "MariaDB / MySQL", "SQL Server", "Oracle", "IBM DB2", "Informix"):
+        assert f"<h2>{label}</h2>" in body
+    assert "OPL_GETUTCDATE" in body and "opl_seq_rowguid" in body and "orders_R_proc" in body

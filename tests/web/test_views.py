@@ -34,8 +34,21 @@ PAGES = [
     ("jobs-compare-tables", []),
     ("jobs-detail", [1]),
     ("audit", []),
+    ("snapshots-new", []),
+    ("snapshots-logs", ["demo"]),
+    ("statements", []),
 ]
-POSTS = [("servers-test", []), ("servers-check", ["demo"]), ("jobs-cancel", [1])]
+POSTS = [
+    ("servers-test", []),
+    ("servers-check", ["demo"]),
+    ("jobs-cancel", [1]),
+    ("snapshots-refresh", ["demo.t"]),
+    ("snapshots-compare", ["demo.t"]),
+    ("snapshots-repair", ["demo.t"]),
+    ("snapshots-schedule", ["demo.t"]),
+    ("snapshots-drop", ["demo.t"]),
+    ("snapshots-log-action", ["demo", "create"]),
+]
 
 
 def make_user(username: str, *perms: str) -> User:
