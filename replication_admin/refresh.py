@@ -91,14 +91,18 @@ def _retryable(exc: Exception) -> bool:
     return any(code in text for code in RETRYABLE)
 
 
-def run_in_transaction(server: Server, statements: list[str], attempts: int = MAX_RETRIES) -> None:
-    """Run statements in one transaction on a server; deadlocks and lock timeouts are retried."""
+def run_in_transaction(server: Server, statements: list, attempts: int = MAX_RETRIES) -> None:
+    """Run statements (SQL text, or (SQL, parameters)) in one transaction on a server; deadlocks and
+    lock timeouts roll back and are retried from the start."""
     for attempt in range(1, attempts + 1):
         with connections.connect(server, autocommit=False) as conn:
             cursor = conn.cursor()
             try:
                 for statement in statements:
-                    cursor.execute(statement)
+                    if isinstance(statement, tuple):
+                        cursor.execute(statement[0], statement[1])
+                    else:
+                        cursor.execute(statement)
                 conn.commit()
                 return
             except pyodbc.Error as exc:
@@ -502,7 +506,7 @@ def small_increment(
         chunk = replayed[start : start + step]
         statements.append((sql.insert_rplog_sql(d, log.rplog, schema, len(chunk)), [v for row in chunk for v in row]))
     with reporter.phase("apply"):
-        run_in_transaction_with_params(dest, statements)
+        run_in_transaction(dest, statements)
     newest = max(_parse_snaptime(r[width]) for r in pending)
     current = Snapshot.objects.filter(pk=snapshot.pk).values_list("last_ts", flat=True).first()
     if current is None or _aware(newest) > current:
@@ -522,22 +526,3 @@ def _parse_snaptime(value) -> datetime:
     if isinstance(value, datetime):
         return value.replace(tzinfo=None)
     return datetime.fromisoformat(str(value).strip())
-
-
-def run_in_transaction_with_params(
-    server: Server, statements: list[tuple[str, list]], attempts: int = MAX_RETRIES
-) -> None:
-    for attempt in range(1, attempts + 1):
-        with connections.connect(server, autocommit=False) as conn:
-            cursor = conn.cursor()
-            try:
-                for statement, params in statements:
-                    cursor.execute(statement, params)
-                conn.commit()
-                return
-            except pyodbc.Error as exc:
-                conn.rollback()
-                if attempt < attempts and _retryable(exc):
-                    time.sleep(0.2 * attempt)
-                    continue
-                raise

@@ -78,36 +78,29 @@ def snapshot_detail(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "replication_admin/snapshot_detail.html", context)
 
 
-@require_POST
-def snapshot_refresh(request: HttpRequest, name: str) -> HttpResponse:
-    snapshot = _snapshot(name)
+def _start(request: HttpRequest, name: str, start) -> HttpResponse:
+    """Start a job on a snapshot and show its page, where the progress bar follows it."""
     try:
-        job = snap.do_refresh_snapshot(
-            Actor.from_request(request), snapshot, nonincremental=request.POST.get("mode") == "full"
-        )
+        job = start(Actor.from_request(request), _snapshot(name))
     except PermissionDenied as exc:
         return denied(request, exc)
     return redirect("jobs-detail", pk=job.pk)
+
+
+@require_POST
+def snapshot_refresh(request: HttpRequest, name: str) -> HttpResponse:
+    full = request.POST.get("mode") == "full"
+    return _start(request, name, lambda actor, s: snap.do_refresh_snapshot(actor, s, nonincremental=full))
 
 
 @require_POST
 def snapshot_compare(request: HttpRequest, name: str) -> HttpResponse:
-    snapshot = _snapshot(name)
-    try:
-        job = job_actions.do_compare_snapshot(Actor.from_request(request), snapshot)
-    except PermissionDenied as exc:
-        return denied(request, exc)
-    return redirect("jobs-detail", pk=job.pk)
+    return _start(request, name, job_actions.do_compare_snapshot)
 
 
 @require_POST
 def snapshot_repair(request: HttpRequest, name: str) -> HttpResponse:
-    snapshot = _snapshot(name)
-    try:
-        job = snap.do_repair_snapshot(Actor.from_request(request), snapshot)
-    except PermissionDenied as exc:
-        return denied(request, exc)
-    return redirect("jobs-detail", pk=job.pk)
+    return _start(request, name, snap.do_repair_snapshot)
 
 
 @require_POST

@@ -3,29 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import AuditEntry, JobRun, ScheduledEvent, Snapshot, SnapshotLog
 from tests.tables import create_table, fetch_all, insert_rows
-from tests.web.test_views import make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.live_db]
-
-
-@pytest.fixture
-def editor() -> Client:
-    client = Client()
-    client.force_login(make_user("editor", "edit", "operate"))
-    return client
-
-
-@pytest.fixture
-def viewer() -> Client:
-    client = Client()
-    client.force_login(make_user("viewer"))
-    return client
 
 
 @pytest.fixture
@@ -43,8 +27,8 @@ def servers(make_server):
 
 
 @pytest.mark.spark
-def test_a_snapshot_created_from_the_form_is_filled_and_listed(editor, servers, spark, jobs_sync):
-    response = editor.post(reverse("snapshots-new"), {
+def test_a_snapshot_created_from_the_form_is_filled_and_listed(editor_client, servers, spark, jobs_sync):
+    response = editor_client.post(reverse("snapshots-new"), {
         "kind": "incremental", "source_server": "shop", "source_table": "orders", "condition": "id <= 10",
         "dest_server": "wh", "dest_table": "orders_copy",
     })  # fmt: skip
@@ -52,17 +36,17 @@ def test_a_snapshot_created_from_the_form_is_filled_and_listed(editor, servers, 
     assert response.status_code == 302 and response["Location"] == reverse("jobs-detail", args=[job.pk])
     assert job.state == "succeeded" and job.result["rows"] == 10
     assert fetch_all(servers[1], "SELECT count(*) FROM orders_copy") == [(10,)]
-    listing = editor.get(reverse("snapshots")).content.decode()
+    listing = editor_client.get(reverse("snapshots")).content.decode()
     assert "wh.orders_copy" in listing and "succeeded" in listing
 
 
-def test_the_form_names_what_is_wrong_and_creates_nothing(editor, servers):
-    response = editor.post(reverse("snapshots-new"), {
+def test_the_form_names_what_is_wrong_and_creates_nothing(editor_client, servers):
+    response = editor_client.post(reverse("snapshots-new"), {
         "kind": "incremental", "source_server": "shop", "source_table": "orders", "condition": "id <= 10; drop table orders",
         "dest_server": "wh", "dest_table": "orders_copy",
     })  # fmt: skip
     assert response.status_code == 200 and b"one boolean expression" in response.content
-    response = editor.post(reverse("snapshots-new"), {
+    response = editor_client.post(reverse("snapshots-new"), {
         "kind": "nonincremental", "source_server": "shop", "query": "delete from orders", "dest_server": "wh", "dest_table": "x",
     })  # fmt: skip
     assert b"must be a SELECT, found DELETE" in response.content
@@ -71,56 +55,61 @@ def test_the_form_names_what_is_wrong_and_creates_nothing(editor, servers):
 
 
 @pytest.mark.spark
-def test_snapshot_detail_actions_refresh_schedule_compare_and_drop_with_delete(editor, servers, spark, jobs_sync):
+def test_snapshot_detail_actions_refresh_schedule_compare_and_drop_with_delete(
+    editor_client, servers, spark, jobs_sync
+):
     source, dest = servers
     from tests.jobs.test_snapshots import run
 
     run("create snapshot log for orders; create snapshot wh.orders_copy from orders", source)
     name = "wh.orders_copy"
     insert_rows(source, "orders", ["id", "total"], [(100, "1.00")])
-    response = editor.post(reverse("snapshots-refresh", args=[name]))
+    response = editor_client.post(reverse("snapshots-refresh", args=[name]))
     refresh = JobRun.objects.filter(kind="snapshot_refresh").latest("id")
     assert response["Location"] == reverse("jobs-detail", args=[refresh.pk])
     assert refresh.result["mode"] == "incremental" and refresh.result["changes"] == 1
 
-    editor.post(reverse("snapshots-schedule", args=[name]), {"every_minutes": "15"})
+    editor_client.post(reverse("snapshots-schedule", args=[name]), {"every_minutes": "15"})
     assert ScheduledEvent.objects.get(name=f"snapshot {name}").interval == 15
-    page = editor.get(reverse("snapshots-detail", args=[name])).content.decode()
+    page = editor_client.get(reverse("snapshots-detail", args=[name])).content.decode()
     assert "UPDATE SNAPSHOT wh.orders_copy" in page and "15 minute(s)" in page
 
-    editor.post(reverse("snapshots-compare", args=[name]))
+    editor_client.post(reverse("snapshots-compare", args=[name]))
     assert JobRun.objects.filter(kind="compare").latest("id").result["equal"] is True
 
-    confirm = editor.get(reverse("snapshots-drop", args=[name]) + "?delete=1").content.decode()
+    confirm = editor_client.get(reverse("snapshots-drop", args=[name]) + "?delete=1").content.decode()
     assert "Drop snapshot wh.orders_copy with delete?" in confirm
-    editor.post(reverse("snapshots-drop", args=[name]), {"delete": "1"})
+    editor_client.post(reverse("snapshots-drop", args=[name]), {"delete": "1"})
     assert not Snapshot.objects.exists() and not ScheduledEvent.objects.filter(name=f"snapshot {name}").exists()
     assert fetch_all(dest, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'orders_copy'") == [(0,)]
 
 
-def test_snapshot_logs_are_created_purged_and_dropped_from_the_logs_page(editor, servers):
-    page = editor.get(reverse("snapshots-logs", args=["shop"])).content.decode()
+def test_snapshot_logs_are_created_purged_and_dropped_from_the_logs_page(editor_client, servers):
+    page = editor_client.get(reverse("snapshots-logs", args=["shop"])).content.decode()
     assert "orders" in page and "Create log" in page
-    editor.post(reverse("snapshots-log-action", args=["shop", "create"]), {"table": "orders"})
+    editor_client.post(reverse("snapshots-log-action", args=["shop", "create"]), {"table": "orders"})
     assert SnapshotLog.objects.filter(table="orders").exists()
-    page = editor.get(reverse("snapshots-logs", args=["shop"])).content.decode()
+    page = editor_client.get(reverse("snapshots-logs", args=["shop"])).content.decode()
     assert "shop.RLOG_orders" in page and "RLOG_orders</td>" not in page  # the log table is not offered a log
-    editor.post(reverse("snapshots-log-action", args=["shop", "purge"]), {"table": "orders"})
-    editor.post(reverse("snapshots-log-action", args=["shop", "drop"]), {"table": "orders"})
+    editor_client.post(reverse("snapshots-log-action", args=["shop", "purge"]), {"table": "orders"})
+    editor_client.post(reverse("snapshots-log-action", args=["shop", "drop"]), {"table": "orders"})
     assert not SnapshotLog.objects.exists()
     actions = list(AuditEntry.objects.filter(target__startswith="shop.").values_list("action", flat=True))
     assert {"snapshot_log.create", "snapshot_log.purge", "snapshot_log.drop"} <= set(actions)
 
 
-def test_viewers_cannot_create_logs_or_snapshots(viewer, servers):
-    assert viewer.post(reverse("snapshots-log-action", args=["shop", "create"]), {"table": "orders"}).status_code == 403
-    response = viewer.post(reverse("statements"), {"server": "shop", "text": "create snapshot log for orders"})
+def test_viewers_cannot_create_logs_or_snapshots(viewer_client, servers):
+    assert (
+        viewer_client.post(reverse("snapshots-log-action", args=["shop", "create"]), {"table": "orders"}).status_code
+        == 403
+    )
+    response = viewer_client.post(reverse("statements"), {"server": "shop", "text": "create snapshot log for orders"})
     assert b"may not snapshot_log.create" in response.content
     assert not SnapshotLog.objects.exists()
 
 
-def test_the_statement_console_reports_parse_errors_with_their_position(editor, servers):
-    response = editor.post(
+def test_the_statement_console_reports_parse_errors_with_their_position(editor_client, servers):
+    response = editor_client.post(
         reverse("statements"),
         {"server": "shop", "text": "create snapshot log for orders;\ndrop table orders"},
         HTTP_HX_REQUEST="true",
@@ -130,17 +119,19 @@ def test_the_statement_console_reports_parse_errors_with_their_position(editor, 
     assert not SnapshotLog.objects.exists()  # nothing ran
 
 
-def test_the_statement_console_runs_statements_in_order_and_links_jobs(editor, servers, jobs_sync, spark):
+def test_the_statement_console_runs_statements_in_order_and_links_jobs(editor_client, servers, jobs_sync, spark):
     text = "create snapshot log for orders; create nonincremental snapshot wh.big as 'select id, total from orders where id > 9'"
-    body = editor.post(reverse("statements"), {"server": "shop", "text": text}, HTTP_HX_REQUEST="true").content.decode()
+    body = editor_client.post(
+        reverse("statements"), {"server": "shop", "text": text}, HTTP_HX_REQUEST="true"
+    ).content.decode()
     assert body.count("badge ok") == 2 and "created snapshot wh.big" in body
     job = JobRun.objects.get(kind="snapshot_refresh")
     assert reverse("jobs-detail", args=[job.pk]) in body
     assert fetch_all(servers[1], "SELECT count(*) FROM big") == [(11,)]
 
 
-def test_the_ddl_page_shows_the_snapshot_log_for_every_dialect(viewer, servers):
-    body = viewer.get(reverse("snapshots-log-ddl", args=["shop", "orders"])).content.decode()
+def test_the_ddl_page_shows_the_snapshot_log_for_every_dialect(viewer_client, servers):
+    body = viewer_client.get(reverse("snapshots-log-ddl", args=["shop", "orders"])).content.decode()
     for label in ("SQLite", "PostgreSQL", "MariaDB / MySQL", "SQL Server", "Oracle", "IBM DB2", "Informix"):
         assert f"<h2>{label}</h2>" in body
     assert "OPL_GETUTCDATE" in body and "opl_seq_rowguid" in body and "orders_R_proc" in body

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
@@ -12,6 +11,7 @@ from replication_admin.actions.servers import do_register_server
 from replication_admin.models import AuditEntry, JobRun, Server
 from tests.conftest import server_data
 from tests.tables import create_table, insert_rows
+from tests.web.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -49,27 +49,6 @@ POSTS = [
     ("snapshots-drop", ["demo.t"]),
     ("snapshots-log-action", ["demo", "create"]),
 ]
-
-
-def make_user(username: str, *perms: str) -> User:
-    user = User.objects.create_user(username, password="pw-for-tests-only")
-    for perm in perms:
-        user.user_permissions.add(Permission.objects.get(codename=perm, content_type__app_label="replication_admin"))
-    return User.objects.get(pk=user.pk)
-
-
-@pytest.fixture
-def editor_client() -> Client:
-    client = Client()
-    client.force_login(make_user("editor", "edit", "operate"))
-    return client
-
-
-@pytest.fixture
-def viewer_client() -> Client:
-    client = Client()
-    client.force_login(make_user("viewer"))
-    return client
 
 
 @pytest.fixture
