@@ -89,7 +89,70 @@ class SourceShape:
         return TableInfo(name=name, columns=columns)
 
 
-def describe_query(server: Server, sql: str, table: TableInfo | None) -> tuple[tuple[str, LogicalType], ...]:
+_SQLGLOT_TYPE = {
+    "long_varchar": "TEXT", "long_nvarchar": "TEXT", "other": "TEXT", "long_varbinary": "BLOB",
+    "varbinary": "VARBINARY", "double": "DOUBLE", "real": "FLOAT",
+}  # fmt: skip
+
+_FROM_SQLGLOT = {
+    "TINYINT": LogicalType("smallint"), "SMALLINT": LogicalType("smallint"), "INT": LogicalType("integer"),
+    "BIGINT": LogicalType("bigint"), "DOUBLE": LogicalType("double"), "FLOAT": LogicalType("double"),
+    "BOOLEAN": LogicalType("boolean"), "DATE": LogicalType("date"), "DATETIME": LogicalType("timestamp"),
+    "TIMESTAMP": LogicalType("timestamp"), "TIME": LogicalType("time"), "TEXT": LogicalType("long_varchar"),
+    "BLOB": LogicalType("long_varbinary"), "VARBINARY": LogicalType("long_varbinary"),
+}  # fmt: skip
+
+
+def _sqlglot_type(logical: LogicalType) -> str:
+    if logical.kind == "numeric":
+        return f"DECIMAL({logical.precision or 38}, {logical.scale or 0})"
+    if logical.kind in {"varchar", "nvarchar"}:
+        return f"VARCHAR({logical.length})" if logical.length else "TEXT"
+    return _SQLGLOT_TYPE.get(logical.kind, logical.kind.upper())
+
+
+def annotated_types(sql: str, dialect: str, tables: list[TableInfo]) -> dict[str, LogicalType]:
+    """Types of a query's output columns inferred from its tables' columns (COUNT -> bigint, SUM of a
+    decimal -> decimal ...), for drivers that report expressions only as text (SQLite)."""
+    from sqlglot import parse_one
+    from sqlglot.optimizer.annotate_types import annotate_types
+    from sqlglot.optimizer.qualify import qualify
+    from sqlglot.schema import MappingSchema
+
+    from replication_admin.engine.queries import SQLGLOT_DIALECT
+
+    read = SQLGLOT_DIALECT[dialect]
+    try:
+        schema = MappingSchema(
+            {t.name: {c.name: _sqlglot_type(c.logical) for c in t.columns} for t in tables}, dialect=read
+        )
+        tree = annotate_types(
+            qualify(parse_one(sql, read=read), schema=schema, dialect=read), schema=schema, dialect=read
+        )
+    except Exception:  # inference is a nicety; the driver's description stands in
+        return {}
+    types: dict[str, LogicalType] = {}
+    for projection in tree.selects:
+        kind = projection.type.this.name if projection.type is not None else "UNKNOWN"
+        if kind == "DECIMAL":
+            params = [int(p.name) for p in projection.type.expressions if p.name.isdigit()]
+            # Sums outgrow their column's precision: keep the scale, allow 38 digits.
+            types[projection.alias_or_name.lower()] = LogicalType(
+                "numeric", precision=38, scale=params[1] if len(params) > 1 else 10
+            )
+        elif kind == "VARCHAR":
+            params = [int(p.name) for p in projection.type.expressions if p.name.isdigit()]
+            types[projection.alias_or_name.lower()] = (
+                LogicalType("varchar", length=params[0]) if params else LogicalType("long_varchar")
+            )
+        elif kind in _FROM_SQLGLOT:
+            types[projection.alias_or_name.lower()] = _FROM_SQLGLOT[kind]
+    return types
+
+
+def describe_query(
+    server: Server, sql: str, table: TableInfo | None, inferred: dict[str, LogicalType] | None = None
+) -> tuple[tuple[str, LogicalType], ...]:
     with connections.connect(server, readonly=True) as conn:
         cursor = conn.cursor().execute(f"SELECT * FROM ({sql}) q WHERE 1 = 0")
         description = cursor.description
@@ -100,7 +163,12 @@ def describe_query(server: Server, sql: str, table: TableInfo | None) -> tuple[t
     output = []
     for desc in description:
         column = table.column(desc[0]) if table is not None else None
-        output.append((desc[0], column.logical if column is not None else _logical_from_description(desc)))
+        if column is not None:
+            output.append((desc[0], column.logical))
+        elif inferred and desc[0].lower() in inferred and server.dialect == "sqlite":
+            output.append((desc[0], inferred[desc[0].lower()]))
+        else:
+            output.append((desc[0], _logical_from_description(desc)))
     return tuple(output)
 
 
@@ -118,7 +186,8 @@ def noninc_shape(source: Server, query: str, servers: frozenset[str]) -> SourceS
             raise SnapshotError(f"table {checked.tables[0]!r} does not exist on server {source.name!r}")
         table = connections.describe_table(source, real)
     try:
-        output = describe_query(source, checked.sql, table)
+        inferred = annotated_types(checked.sql, source.dialect, [table] if table is not None else [])
+        output = describe_query(source, checked.sql, table, inferred)
     except connections.ConnectionFailed:
         raise
     except Exception as exc:  # the database's own complaint about the query

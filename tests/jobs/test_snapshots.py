@@ -440,3 +440,28 @@ def test_source_reads_run_in_read_only_sessions(make_server, spark):
         read_query(spark, connections.jdbc_endpoint(source), "SELECT nextval('s') AS v", "v BIGINT").collect()[0]["v"]
         == 1
     )
+
+
+def test_a_query_snapshot_from_sqlite_gets_typed_columns_for_its_expressions(make_server, spark):
+    source = make_server("sqlite", "agg_s")
+    dest = make_server("postgresql", "agg_d")
+    create_table(
+        source,
+        "lines",
+        [
+            ("id", LogicalType("integer")),
+            ("qty", LogicalType("smallint")),
+            ("price", LogicalType("numeric", precision=10, scale=2)),
+        ],
+        ["id"],
+    )
+    insert_rows(source, "lines", ["id", "qty", "price"], [(i, i % 7, Decimal(f"{i}.25")) for i in range(1, 101)])
+    run(
+        "create nonincremental snapshot agg_d.totals as 'select qty, count(*) as n, sum(price) as total from agg_s.lines group by qty'"
+    )
+    types = fetch_all(
+        dest,
+        "SELECT column_name, data_type, numeric_scale FROM information_schema.columns WHERE table_name = 'totals' ORDER BY ordinal_position",
+    )
+    assert types == [("qty", "smallint", 0), ("n", "bigint", 0), ("total", "numeric", 2)]
+    assert fetch_all(dest, "SELECT sum(n), sum(total) FROM totals") == [(100, Decimal("5075.00"))]

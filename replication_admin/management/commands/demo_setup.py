@@ -90,7 +90,8 @@ class Command(BaseCommand):
         if not Snapshot.objects.filter(dest_server_id=target, dest_table="order_totals").exists():
             statements.append(
                 f"create nonincremental snapshot {target}.order_totals as "
-                "'select OrderID, count(*) as lines, sum(Quantity) as units from \"Order Details\" group by OrderID'"
+                '\'select OrderID, count(*) as lines, sum(Quantity) as units from demo."Order Details" '
+                "group by OrderID'"
             )
         if statements:
             for outcome in execute(actor, ";\n".join(statements), wait=False):
