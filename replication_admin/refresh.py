@@ -171,18 +171,30 @@ def ensure_rplog(dest: Server, log: SnapshotLog) -> None:
         run_each(dest, [rplog_ddl(d, log.rplog, _schema(dest))])
 
 
-# --- full refresh ----------------------------------------------------------------------------------------
+def _job_snapshot(job: JobRun) -> Snapshot:
+    snapshot = (
+        Snapshot.objects.select_related("source_server", "dest_server").filter(name=job.params["snapshot"]).first()
+    )
+    if snapshot is None:
+        raise SnapshotError(f"snapshot {job.params['snapshot']} does not exist")
+    return snapshot
 
 
-def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter, spark_config) -> dict:
+def _destination(snapshot: Snapshot, shape: SourceShape):
+    """(server, dialect, schema, table's real name, its description, column moves) of a snapshot."""
     dest = snapshot.dest_server
-    d = dialects.get(dest.dialect)
-    schema = _schema(dest)
     real = find_table(dest, snapshot.dest_table)
     if real is None:
         raise SnapshotError(f"destination {snapshot.dest_table!r} does not exist on {dest.name} (drop and recreate)")
     dest_info = connections.describe_table(dest, real)
-    moved = moved_columns(shape, dest_info)
+    return dest, dialects.get(dest.dialect), _schema(dest), real, dest_info, moved_columns(shape, dest_info)
+
+
+# --- full refresh ----------------------------------------------------------------------------------------
+
+
+def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter, spark_config) -> dict:
+    dest, d, schema, real, dest_info, moved = _destination(snapshot, shape)
     src_d = dialects.get(shape.server.dialect)
     source_types = dict(shape.output)
 
@@ -286,14 +298,7 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter, spark_config)
 
 
 def incremental_refresh(snapshot: Snapshot, shape: SourceShape, log: SnapshotLog, reporter, spark_config) -> dict:
-    dest = snapshot.dest_server
-    d = dialects.get(dest.dialect)
-    schema = _schema(dest)
-    real = find_table(dest, snapshot.dest_table)
-    if real is None:
-        raise SnapshotError(f"destination {snapshot.dest_table!r} does not exist on {dest.name} (drop and recreate)")
-    dest_info = connections.describe_table(dest, real)
-    moved = moved_columns(shape, dest_info)
+    dest, d, schema, real, _dest_info, moved = _destination(snapshot, shape)
     assert shape.table is not None
     src_d = dialects.get(shape.server.dialect)
     tolerance = RegistryEntry.get_int("snp_repl_tolerance_offset")
@@ -362,11 +367,7 @@ def incremental_refresh(snapshot: Snapshot, shape: SourceShape, log: SnapshotLog
 
 
 def refresh_snapshot(job: JobRun, reporter, spark_config) -> dict:
-    snapshot = (
-        Snapshot.objects.select_related("source_server", "dest_server").filter(name=job.params["snapshot"]).first()
-    )
-    if snapshot is None:
-        raise SnapshotError(f"snapshot {job.params['snapshot']} does not exist")
+    snapshot = _job_snapshot(job)
     with item_lock(f"snapshot:{snapshot.name}", job):
         snapshot.refresh_from_db()
         shape = shape_of(snapshot)
@@ -388,20 +389,10 @@ def repair_snapshot(job: JobRun, reporter, spark_config) -> dict:
     """Make the destination equal to the snapshot's source query by fixing only the rows that differ."""
     from jobs.repair import stage_repair
 
-    snapshot = (
-        Snapshot.objects.select_related("source_server", "dest_server").filter(name=job.params["snapshot"]).first()
-    )
-    if snapshot is None:
-        raise SnapshotError(f"snapshot {job.params['snapshot']} does not exist")
+    snapshot = _job_snapshot(job)
     with item_lock(f"snapshot:{snapshot.name}", job):
         shape = shape_of(snapshot)
-        dest = snapshot.dest_server
-        d = dialects.get(dest.dialect)
-        schema = _schema(dest)
-        real = find_table(dest, snapshot.dest_table)
-        if real is None:
-            raise SnapshotError(f"destination {snapshot.dest_table!r} does not exist on {dest.name}")
-        dest_info = connections.describe_table(dest, real)
+        dest, d, schema, real, dest_info, _moved = _destination(snapshot, shape)
         left_info = shape.as_table(f"query of {snapshot.name}")
         if not shape.key:
             raise SnapshotError("the snapshot's rows have no key to repair by; refresh it instead")
