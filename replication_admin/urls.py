@@ -19,6 +19,7 @@ urlpatterns = [
     path("servers/<str:name>/tables/<path:table>/", servers.server_table, name="servers-table"),
     path("snapshots/", snapshots.snapshot_list, name="snapshots"),
     path("snapshots/new/", snapshots.snapshot_create, name="snapshots-new"),
+    path("snapshots/new/columns/", jobs.column_options, name="snapshots-columns"),
     path("snapshots/logs/<str:server>/", snapshots.snapshot_logs, name="snapshots-logs"),
     path("snapshots/logs/<str:server>/ddl/<path:table>/", snapshots.snapshot_log_ddl, name="snapshots-log-ddl"),
     path("snapshots/logs/<str:server>/<str:action>/", snapshots.snapshot_log_action, name="snapshots-log-action"),

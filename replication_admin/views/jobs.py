@@ -82,6 +82,23 @@ def compare_start(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+def column_options(request: HttpRequest) -> HttpResponse:
+    """htmx: checkboxes for the columns of the chosen table (key columns are always copied)."""
+    server = Server.objects.filter(name=request.GET.get("source_server", "")).first()
+    table = request.GET.get("source_table", "")
+    info, error = None, ""
+    if server is not None and table:
+        try:
+            info = connections.describe_table(server, table)
+        except (connections.ConnectionFailed, connections.TableNotFound) as exc:
+            error = str(exc)
+    chosen = set(request.GET.getlist("column"))
+    return render(
+        request, "replication_admin/snapshot_form.html#column-options", {"info": info, "error": error, "chosen": chosen}
+    )
+
+
+@require_GET
 def table_options(request: HttpRequest) -> HttpResponse:
     """htmx: <option>s of the tables of the chosen server, for a datalist."""
     server = Server.objects.filter(name=request.GET.get("server", "")).first()

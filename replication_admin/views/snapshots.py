@@ -45,6 +45,9 @@ def snapshot_create(request: HttpRequest) -> HttpResponse:
     form = SnapshotForm(request.POST or None, initial=request.GET.dict())
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
+        ticked = request.POST.getlist("column")
+        if ticked and not d["columns"]:
+            d["columns"] = _ticked_columns(d["source_server"], d["source_table"], ticked)
         actor = Actor.from_request(request)
         try:
             if d["kind"] == "incremental":
@@ -230,3 +233,16 @@ def snapshot_log_ddl(request: HttpRequest, server: str, table: str) -> HttpRespo
         error = str(exc)
     context = {"server": srv, "table": table, "scripts": scripts, "error": error}
     return render(request, "replication_admin/snapshot_log_ddl.html", context)
+
+
+def _ticked_columns(server: Server, table: str, ticked: list[str]) -> str:
+    """The column list from the picker's checkboxes: empty (the whole table) when all are ticked."""
+    from replication_admin.engine.statements import quote_name
+
+    try:
+        info = connections.describe_table(server, table)
+    except (connections.ConnectionFailed, connections.TableNotFound):
+        return ", ".join(quote_name(c) for c in ticked)
+    non_key = [c.name for c in info.non_key_columns]
+    chosen = [c for c in non_key if c in ticked]
+    return "" if chosen == non_key else ", ".join(quote_name(c) for c in chosen) or quote_name(info.primary_key[0].name)

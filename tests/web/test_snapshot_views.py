@@ -135,3 +135,26 @@ def test_the_ddl_page_shows_the_snapshot_log_for_every_dialect(viewer_client, se
     for label in ("SQLite", "PostgreSQL", "MariaDB / MySQL", "SQL Server", "Oracle", "IBM DB2", "Informix"):
         assert f"<h2>{label}</h2>" in body
     assert "OPL_GETUTCDATE" in body and "opl_seq_rowguid" in body and "orders_R_proc" in body
+
+
+@pytest.mark.spark
+def test_ticked_columns_become_the_snapshot_column_list(editor_client, servers, spark, jobs_sync):
+    picker = editor_client.get(
+        reverse("snapshots-columns"), {"source_server": "shop", "source_table": "orders"}
+    ).content.decode()
+    assert 'value="id" checked disabled' in picker and 'value="total"' in picker and "<html" not in picker
+    create_table(
+        servers[0],
+        "wide",
+        [("id", LogicalType("integer")), ("a", LogicalType("integer")), ("b", LogicalType("integer"))],
+        ["id"],
+    )
+    editor_client.post(reverse("snapshots-new"), {
+        "kind": "incremental", "source_server": "shop", "source_table": "wide", "column": ["b"],
+        "dest_server": "wh", "dest_table": "narrow",
+    })  # fmt: skip
+    assert Snapshot.objects.get().source_columns == "b"
+    assert fetch_all(
+        servers[1],
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'narrow' ORDER BY ordinal_position",
+    ) == [("id",), ("b",)]
