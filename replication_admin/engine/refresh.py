@@ -227,12 +227,15 @@ def dependents_sql(d: Dialect, table: str, schema: str) -> tuple[str, list[str]]
             "  WHERE CONSTRAINT_SCHEMA = DATABASE() AND REFERENCED_TABLE_NAME = ?)",
             [table, table],
         )
+    # SQLite's staging copy is rebuilt from introspection (columns and key only), so a table with
+    # indexes of its own is refreshed in place rather than swapped.
     return (
         "SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?)"
         " + (SELECT count(*) FROM sqlite_master WHERE type = 'view')"
+        " + (SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL)"
         " + (SELECT count(*) FROM sqlite_master m, pragma_foreign_key_list(m.name) f"
         "    WHERE m.type = 'table' AND f.\"table\" = ?)",
-        [table, table],
+        [table, table, table],
     )
 
 

@@ -465,3 +465,29 @@ def test_a_query_snapshot_from_sqlite_gets_typed_columns_for_its_expressions(mak
     )
     assert types == [("qty", "smallint", 0), ("n", "bigint", 0), ("total", "numeric", 2)]
     assert fetch_all(dest, "SELECT sum(n), sum(total) FROM totals") == [(100, Decimal("5075.00"))]
+
+
+@pytest.mark.parametrize("dest_dialect", DIALECTS)
+def test_a_full_refresh_keeps_the_destinations_indexes_and_triggers(make_server, spark, dest_dialect):
+    source = make_server("postgresql", "ix_s")
+    dest = make_server(dest_dialect, "ix_d")
+    create_table(source, "t", COLUMNS, ["id"])
+    Workload(source, "t", 10).insert(50)
+    run("create nonincremental snapshot ix_d.t_copy as 'select * from t'", source)
+    d = dialects.get(dest_dialect)
+    run_sql(dest, f"CREATE INDEX {d.quote('t_copy_name')} ON {d.quote('t_copy')} ({d.quote('name')})")
+    first = run("update snapshot ix_d.t_copy")[0].details
+    if dest_dialect == "sqlite":
+        assert first["swap"] is False  # its staging copy would not carry the index
+        names = fetch_all(dest, "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 't_copy'")
+    elif dest_dialect == "postgresql":
+        assert first["swap"] is True  # LIKE ... INCLUDING ALL copies the index
+        names = fetch_all(dest, "SELECT indexname FROM pg_indexes WHERE tablename = 't_copy'")
+    else:
+        assert first["swap"] is True  # CREATE TABLE ... LIKE copies the index
+        names = fetch_all(
+            dest, "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_NAME = 't_copy'"
+        )
+    index_columns = {n[0] for n in names}
+    assert any("name" in n for n in index_columns), index_columns
+    assert compare("ix_d.t_copy")["equal"]
