@@ -3,10 +3,12 @@ and the JDBC endpoint Spark uses (derived from the same validated fields, never 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,13 +169,50 @@ def open_connection(server: Server, readonly: bool = False, autocommit: bool = T
     return conn
 
 
+_reused: ContextVar[dict | None] = ContextVar("reused_connections", default=None)
+
+
+@contextmanager
+def reuse():
+    """Within this block, connect() hands out one connection per (server, mode) and closes them at the
+    end: a refresh makes a dozen short control-plane calls, and each new connection costs milliseconds."""
+    pool: dict = {}
+    token = _reused.set(pool)
+    try:
+        yield
+    finally:
+        _reused.reset(token)
+        for conn in pool.values():
+            with contextlib.suppress(pyodbc.Error):
+                conn.close()
+
+
 @contextmanager
 def connect(server: Server, readonly: bool = False, autocommit: bool = True):
-    conn = open_connection(server, readonly=readonly, autocommit=autocommit)
+    pool = _reused.get()
+    if pool is None:
+        conn = open_connection(server, readonly=readonly, autocommit=autocommit)
+        try:
+            yield conn
+        finally:
+            conn.close()
+        return
+    key = (server.pk, server.name, readonly, autocommit)
+    conn = pool.get(key)
+    if conn is None:
+        conn = pool[key] = open_connection(server, readonly=readonly, autocommit=autocommit)
     try:
         yield conn
-    finally:
-        conn.close()
+    except BaseException:
+        # A connection in an unknown state is not handed out again.
+        pool.pop(key, None)
+        with contextlib.suppress(pyodbc.Error):
+            conn.rollback()
+            conn.close()
+        raise
+    else:
+        if not autocommit:
+            conn.rollback()  # whatever the caller did not commit does not leak into the next use
 
 
 @dataclass(frozen=True)
@@ -232,8 +271,10 @@ def describe_table(server: Server, table: str, conn: pyodbc.Connection | None = 
         )
         for row in rows
     )
+    # MariaDB's catalog compares names without case: report the name the table really has.
+    real = rows[0][4] if len(rows[0]) > 4 and rows[0][4] else table
     return TableInfo(
-        name=table,
+        name=real,
         columns=columns,
         schema=(server.schema or "public") if server.dialect == "postgresql" else "",
     )

@@ -166,9 +166,8 @@ def rlog_present(shape: SourceShape) -> bool:
 
 
 def ensure_rplog(dest: Server, log: SnapshotLog) -> None:
-    if find_table(dest, log.rplog) is None:
-        d = dialects.get(dest.dialect)
-        run_each(dest, [rplog_ddl(d, log.rplog, _schema(dest))])
+    d = dialects.get(dest.dialect)
+    run_each(dest, [rplog_ddl(d, log.rplog, _schema(dest)).replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1)])
 
 
 def _job_snapshot(job: JobRun) -> Snapshot:
@@ -368,7 +367,7 @@ def incremental_refresh(snapshot: Snapshot, shape: SourceShape, log: SnapshotLog
 
 def refresh_snapshot(job: JobRun, reporter, spark_config) -> dict:
     snapshot = _job_snapshot(job)
-    with item_lock(f"snapshot:{snapshot.name}", job):
+    with item_lock(f"snapshot:{snapshot.name}", job), connections.reuse():
         snapshot.refresh_from_db()
         shape = shape_of(snapshot)
         if snapshot.is_incremental is not None and not job.params.get("nonincremental"):
@@ -443,21 +442,37 @@ def small_increment(
     dest = snapshot.dest_server
     d, src_d = dialects.get(dest.dialect), dialects.get(shape.server.dialect)
     schema = _schema(dest)
+    keys = [m for m in moved if m.is_key]
+    nkeys, nvalues = len(keys), len(moved) - len(keys)
     with reporter.phase("read"):
-        with connections.connect(shape.server, readonly=True) as conn:
-            window = (
-                conn.cursor()
-                .execute(sql.log_window_select(src_d, shape.table, moved, shape.condition_sql, since))
-                .fetchall()
-            )
         with connections.connect(dest, readonly=True) as conn:
             applied = {
                 row[0] for row in conn.cursor().execute(sql.rplog_select(d, log.rplog, schema, real, since)).fetchall()
             }
+        # Log rows first, then the current source rows of the ones not yet applied: the source is
+        # only read for new changes, however many older ones the tolerance window holds.
+        with connections.connect(shape.server, readonly=True) as conn:
+            cursor = conn.cursor()
+            fresh = [
+                r
+                for r in cursor.execute(sql.log_rows_select(src_d, shape.table, keys, since)).fetchall()
+                if r[nkeys + 2] not in applied
+            ]
+            current: dict[tuple, tuple] = {}
+            step = sql.rows_per_statement(nkeys)
+            for start in range(0, len(fresh), step):
+                chunk = fresh[start : start + step]
+                query = sql.source_rows_select(src_d, shape.table, moved, shape.condition_sql, len(chunk))
+                for row in cursor.execute(query, [v for r in chunk for v in r[:nkeys]]).fetchall():
+                    current[tuple(row[:nkeys])] = tuple(row)
     width = len(moved)
-    pending = sorted(
-        (r for r in window if r[width + 2] not in applied), key=lambda r: bind_value(r[width], sql.TIMESTAMP, "sqlite")
-    )
+    pending = []
+    for r in fresh:
+        found = current.get(tuple(r[:nkeys]))
+        values = found[nkeys:width] if found is not None else (None,) * nvalues
+        present = found[width] if found is not None else 0
+        pending.append((*r[:nkeys], *values, r[nkeys], r[nkeys + 1], r[nkeys + 2], present))
+    pending.sort(key=lambda r: bind_value(r[width], sql.TIMESTAMP, "sqlite"))
     if not pending:
         reporter.progress(1, 1, f"nothing to apply ({window_rows} log row(s) in the window were applied before)")
         return {
@@ -468,7 +483,6 @@ def small_increment(
             "since": since.isoformat(),
             "path": "control plane",
         }
-    keys = [m for m in moved if m.is_key]
     key_values = [[bind_value(r[i], m.logical, d.name) for i, m in enumerate(moved) if m.is_key] for r in pending]
     present = [r for r in pending if r[width + 3] == 1]
     row_values = [[bind_value(r[i], m.logical, d.name) for i, m in enumerate(moved)] for r in present]

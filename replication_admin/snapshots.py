@@ -26,24 +26,31 @@ def snapshot_name(server: Server, table: str) -> str:
     return f"{server.name}.{quote_name(table)}"
 
 
-def find_table(server: Server, name: str, conn=None) -> str | None:
-    """The table's real name on the server: exact match first, then a unique case-insensitive one."""
-    if conn is None:
-        tables = connections.list_tables(server)
-    else:
+def lookup_table(server: Server, name: str) -> TableInfo | None:
+    """The table as it is on the server: the exact name first (one catalog query), then a unique
+    case-insensitive match among all tables."""
+    with connections.connect(server, readonly=True) as conn:
+        try:
+            return connections.describe_table(server, name, conn=conn)
+        except connections.TableNotFound:
+            pass
         sql, params = dialects.get(server.dialect).tables_sql(server.schema)
         tables = [row[0] for row in conn.cursor().execute(sql, params).fetchall()]
-    if name in tables:
-        return name
-    folded = [t for t in tables if t.lower() == name.lower()]
-    return folded[0] if len(folded) == 1 else None
+        folded = [t for t in tables if t.lower() == name.lower()]
+        return connections.describe_table(server, folded[0], conn=conn) if len(folded) == 1 else None
+
+
+def find_table(server: Server, name: str) -> str | None:
+    """The table's real name on the server, or None."""
+    info = lookup_table(server, name)
+    return info.name if info is not None else None
 
 
 def require_table(server: Server, name: str) -> TableInfo:
-    real = find_table(server, name)
-    if real is None:
+    info = lookup_table(server, name)
+    if info is None:
         raise SnapshotError(f"table {name!r} does not exist on server {server.name!r}")
-    return connections.describe_table(server, real)
+    return info
 
 
 def _logical_from_description(desc: tuple) -> LogicalType:

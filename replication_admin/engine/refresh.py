@@ -299,6 +299,9 @@ def rows_per_statement(width: int) -> int:
 
 
 def delete_keys_sql(d: Dialect, dest: str, schema: str, keys: Sequence[str], rows: int) -> str:
+    if len(keys) == 1:
+        # A plain IN list: every dialect turns it into key lookups (MariaDB may scan for a row IN).
+        return f"DELETE FROM {d.qualify(dest, schema)} WHERE {d.quote(keys[0])} IN ({', '.join(['?'] * rows)})"
     placeholder = "(" + ", ".join("?" for _ in keys) + ")"
     columns = ", ".join(d.quote(k) for k in keys)
     return f"DELETE FROM {d.qualify(dest, schema)} WHERE ({columns}) IN ({', '.join([placeholder] * rows)})"
@@ -325,3 +328,27 @@ def window_count_sql(d: Dialect, source: TableInfo, since: datetime) -> str:
         f"SELECT COUNT(*) FROM {d.qualify(rlog_name(source.name), source.schema)} "
         f"WHERE {d.quote('SNAPTIME')} >= {timestamp_literal(d, since)}"
     )
+
+
+def log_rows_select(d: Dialect, source: TableInfo, keys: Sequence[Moved], since: datetime) -> str:
+    """The log rows of the window alone (keys, SNAPTIME, DMLTYPE, RLOG_ROWGUID), without the source."""
+    items = [d.quote(rlog_key(k.source)) for k in keys] + [d.quote(c) for c in ("SNAPTIME", "DMLTYPE", "RLOG_ROWGUID")]
+    return (
+        f"SELECT {', '.join(items)} FROM {d.qualify(rlog_name(source.name), source.schema)} "
+        f"WHERE {d.quote('SNAPTIME')} >= {timestamp_literal(d, since)}"
+    )
+
+
+def source_rows_select(
+    d: Dialect, source: TableInfo, moved: Sequence[Moved], condition_sql: str | None, rows: int
+) -> str:
+    """The current source rows of `rows` keys (bound as parameters), and whether each still matches."""
+    keys = [m for m in moved if m.is_key]
+    items = [f"s.{d.quote(m.source)}" for m in moved]
+    items.append(f"CASE WHEN ({condition_sql}) THEN 1 ELSE 0 END" if condition_sql else "1")
+    if len(keys) == 1:
+        where = f"s.{d.quote(keys[0].source)} IN ({', '.join(['?'] * rows)})"
+    else:
+        tuple_ = "(" + ", ".join("?" for _ in keys) + ")"
+        where = f"({', '.join(f's.{d.quote(k.source)}' for k in keys)}) IN ({', '.join([tuple_] * rows)})"
+    return f"SELECT {', '.join(items)} FROM {d.qualify(source.name, source.schema)} s WHERE {where}"

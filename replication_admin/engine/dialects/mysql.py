@@ -107,7 +107,7 @@ class MySQL(Dialect):
     def columns_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
         return (
             "SELECT c.COLUMN_NAME, c.COLUMN_TYPE, CASE WHEN c.IS_NULLABLE = 'YES' THEN 1 ELSE 0 END, "
-            "COALESCE(s.SEQ_IN_INDEX, 0) "
+            "COALESCE(s.SEQ_IN_INDEX, 0), c.TABLE_NAME "
             "FROM information_schema.COLUMNS c "
             "LEFT JOIN information_schema.STATISTICS s ON s.TABLE_SCHEMA = c.TABLE_SCHEMA "
             "  AND s.TABLE_NAME = c.TABLE_NAME AND s.COLUMN_NAME = c.COLUMN_NAME "
