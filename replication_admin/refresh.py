@@ -271,6 +271,9 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter, spark_config)
                 if d.name == "mysql":
                     run_each(dest, statements[:1])  # RENAME TABLE swaps both names atomically
                     run_each(dest, statements[1:])
+                    # The swapped-in table carries the statistics of the empty staging table; with them
+                    # the optimizer scans the whole table for the next increment's key lookups.
+                    run_each(dest, [f"ANALYZE TABLE {d.qualify(real)}"])
                 else:
                     run_in_transaction(dest, statements)
             else:
@@ -303,8 +306,12 @@ def incremental_refresh(snapshot: Snapshot, shape: SourceShape, log: SnapshotLog
     tolerance = RegistryEntry.get_int("snp_repl_tolerance_offset")
     assert snapshot.last_ts is not None
     since = _naive_utc(snapshot.last_ts) - timedelta(minutes=tolerance)
+    try:
+        window_rows = int(scalar(shape.server, sql.window_count_sql(src_d, shape.table, since)) or 0)
+    except pyodbc.Error:
+        reporter.log("the snapshot log table is missing on the source: refreshing non-incrementally")
+        return full_refresh(snapshot, shape, reporter, spark_config)
     ensure_rplog(dest, log)
-    window_rows = int(scalar(shape.server, sql.window_count_sql(src_d, shape.table, since)) or 0)
     if window_rows <= settings.REFRESH_SMALL_WINDOW:
         return small_increment(snapshot, shape, log, moved, real, since, window_rows, reporter)
 
@@ -372,7 +379,7 @@ def refresh_snapshot(job: JobRun, reporter, spark_config) -> dict:
         shape = shape_of(snapshot)
         if snapshot.is_incremental is not None and not job.params.get("nonincremental"):
             log = snapshot_log_for(snapshot)
-            if log is None or not rlog_present(shape):
+            if log is None:
                 reporter.log("no snapshot log on the source table: refreshing non-incrementally")
             elif snapshot.last_ts is None:
                 reporter.log("first refresh of an incremental snapshot: copying everything")

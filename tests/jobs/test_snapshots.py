@@ -491,3 +491,18 @@ def test_a_full_refresh_keeps_the_destinations_indexes_and_triggers(make_server,
     index_columns = {n[0] for n in names}
     assert any("name" in n for n in index_columns), index_columns
     assert compare("ix_d.t_copy")["equal"]
+
+
+def test_a_snapshot_log_table_dropped_behind_the_consoles_back_means_a_full_refresh(make_server, spark):
+    source = make_server("sqlite", "gone_s")
+    make_server("sqlite", "gone_d")
+    create_table(source, "t", COLUMNS, ["id"])
+    run("create snapshot log for t", source)
+    Workload(source, "t", 12).insert(10)
+    run("create snapshot gone_d.t_copy from t", source)
+    run_sql(source, 'DROP TRIGGER "t_I_log"')
+    run_sql(source, 'DROP TABLE "RLOG_t"')
+    insert_rows(source, "t", NAMES, [row(77, random.Random(3))])
+    details = run("update snapshot gone_d.t_copy")[0].details
+    assert details["mode"] == "full" and details["rows"] == 11
+    assert compare("gone_d.t_copy")["equal"]
