@@ -88,6 +88,11 @@ def classify(server: str, exc: pyodbc.Error) -> ConnectionFailed:
     return ConnectionFailed(server, "error", f"connection failed: {detail}", detail)
 
 
+def table_schema(server: Server) -> str:
+    """The schema a server's tables are qualified with: PostgreSQL's (default public), else none."""
+    return (server.schema or "public") if server.dialect == "postgresql" else ""
+
+
 def address_for(server: Server) -> Address:
     return Address(
         dialect=server.dialect,
@@ -276,5 +281,5 @@ def describe_table(server: Server, table: str, conn: pyodbc.Connection | None = 
     return TableInfo(
         name=real,
         columns=columns,
-        schema=(server.schema or "public") if server.dialect == "postgresql" else "",
+        schema=table_schema(server),
     )

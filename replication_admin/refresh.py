@@ -33,7 +33,14 @@ from replication_admin.engine.compare import plan_compare, read_type
 from replication_admin.engine.refresh import Moved
 from replication_admin.engine.snapshot_log import rlog_name, rplog_ddl
 from replication_admin.models import JobRun, RegistryEntry, ReplLock, Server, Snapshot, SnapshotLog
-from replication_admin.snapshots import SnapshotError, SourceShape, find_table, moved_columns, shape_of
+from replication_admin.snapshots import (
+    SnapshotError,
+    SourceShape,
+    find_table,
+    lookup_table,
+    moved_columns,
+    shape_of,
+)
 
 RETRYABLE = ("40001", "40P01", "1213", "1205", "deadlock", "database is locked")
 MAX_RETRIES = 5
@@ -130,10 +137,6 @@ def scalar(server: Server, query: str, params: list | None = None):
         return row[0] if row else None
 
 
-def _schema(server: Server) -> str:
-    return (server.schema or "public") if server.dialect == "postgresql" else ""
-
-
 def _endpoint(server: Server, readonly: bool = False) -> spark_refresh.Endpoint:
     return spark_refresh.Endpoint(dialect=server.dialect, jdbc=connections.jdbc_endpoint(server, readonly=readonly))
 
@@ -166,8 +169,9 @@ def rlog_present(shape: SourceShape) -> bool:
 
 
 def ensure_rplog(dest: Server, log: SnapshotLog) -> None:
-    d = dialects.get(dest.dialect)
-    run_each(dest, [rplog_ddl(d, log.rplog, _schema(dest)).replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1)])
+    run_each(
+        dest, [rplog_ddl(dialects.get(dest.dialect), log.rplog, connections.table_schema(dest), if_not_exists=True)]
+    )
 
 
 def _job_snapshot(job: JobRun) -> Snapshot:
@@ -182,11 +186,17 @@ def _job_snapshot(job: JobRun) -> Snapshot:
 def _destination(snapshot: Snapshot, shape: SourceShape):
     """(server, dialect, schema, table's real name, its description, column moves) of a snapshot."""
     dest = snapshot.dest_server
-    real = find_table(dest, snapshot.dest_table)
-    if real is None:
+    dest_info = lookup_table(dest, snapshot.dest_table)
+    if dest_info is None:
         raise SnapshotError(f"destination {snapshot.dest_table!r} does not exist on {dest.name} (drop and recreate)")
-    dest_info = connections.describe_table(dest, real)
-    return dest, dialects.get(dest.dialect), _schema(dest), real, dest_info, moved_columns(shape, dest_info)
+    return (
+        dest,
+        dialects.get(dest.dialect),
+        connections.table_schema(dest),
+        dest_info.name,
+        dest_info,
+        moved_columns(shape, dest_info),
+    )
 
 
 # --- full refresh ----------------------------------------------------------------------------------------
@@ -448,7 +458,7 @@ def small_increment(
     assert shape.table is not None
     dest = snapshot.dest_server
     d, src_d = dialects.get(dest.dialect), dialects.get(shape.server.dialect)
-    schema = _schema(dest)
+    schema = connections.table_schema(dest)
     keys = [m for m in moved if m.is_key]
     nkeys, nvalues = len(keys), len(moved) - len(keys)
     with reporter.phase("read"):
@@ -491,32 +501,15 @@ def small_increment(
             "path": "control plane",
         }
     key_values = [[bind_value(r[i], m.logical, d.name) for i, m in enumerate(moved) if m.is_key] for r in pending]
-    present = [r for r in pending if r[width + 3] == 1]
-    row_values = [[bind_value(r[i], m.logical, d.name) for i, m in enumerate(moved)] for r in present]
+    kept = [r for r in pending if r[width + 3] == 1]
+    row_values = [[bind_value(r[i], m.logical, d.name) for i, m in enumerate(moved)] for r in kept]
     replayed = [[real, r[width + 2], bind_value(r[width], sql.TIMESTAMP, d.name)] for r in pending]
-    statements: list[tuple[str, list]] = []
-    step = sql.rows_per_statement(len(keys))
-    for start in range(0, len(key_values), step):
-        chunk = key_values[start : start + step]
-        statements.append(
-            (
-                sql.delete_keys_sql(d, real, schema, [k.dest for k in keys], len(chunk)),
-                [v for row in chunk for v in row],
-            )
-        )
-    step = sql.rows_per_statement(width)
-    for start in range(0, len(row_values), step):
-        chunk = row_values[start : start + step]
-        statements.append(
-            (
-                sql.insert_rows_sql(d, real, schema, [m.dest for m in moved], len(chunk)),
-                [v for row in chunk for v in row],
-            )
-        )
-    step = sql.rows_per_statement(3)
-    for start in range(0, len(replayed), step):
-        chunk = replayed[start : start + step]
-        statements.append((sql.insert_rplog_sql(d, log.rplog, schema, len(chunk)), [v for row in chunk for v in row]))
+    key_names, column_names = [k.dest for k in keys], [m.dest for m in moved]
+    statements = [
+        *_chunked(key_values, lambda n: sql.delete_keys_sql(d, real, schema, key_names, n)),
+        *_chunked(row_values, lambda n: sql.insert_rows_sql(d, real, schema, column_names, n)),
+        *_chunked(replayed, lambda n: sql.insert_rplog_sql(d, log.rplog, schema, n)),
+    ]
     with reporter.phase("apply"):
         run_in_transaction(dest, statements)
     newest = max(_parse_snaptime(r[width]) for r in pending)
@@ -527,11 +520,23 @@ def small_increment(
     return {
         "mode": "incremental",
         "changes": len(pending),
-        "deleted_or_filtered": len(pending) - len(present),
+        "deleted_or_filtered": len(pending) - len(kept),
         "batches": 1,
         "since": since.isoformat(),
         "path": "control plane",
     }
+
+
+def _chunked(rows: list[list], make_sql) -> list[tuple[str, list]]:
+    """Multi-row statements (`make_sql(n)` for n rows) with their flattened parameters, each within the
+    drivers' parameter limits."""
+    if not rows:
+        return []
+    step = sql.rows_per_statement(len(rows[0]))
+    return [
+        (make_sql(len(chunk)), [v for row in chunk for v in row])
+        for chunk in (rows[start : start + step] for start in range(0, len(rows), step))
+    ]
 
 
 def _parse_snaptime(value) -> datetime:

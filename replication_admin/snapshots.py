@@ -186,12 +186,7 @@ def noninc_shape(source: Server, query: str, servers: frozenset[str]) -> SourceS
         raise SnapshotError(str(exc)) from None
     if checked.server is not None and checked.server != source.name:
         raise SnapshotError(f"the query reads from {checked.server!r} but runs on {source.name!r}")
-    table = None
-    if len(checked.tables) == 1:
-        real = find_table(source, checked.tables[0])
-        if real is None:
-            raise SnapshotError(f"table {checked.tables[0]!r} does not exist on server {source.name!r}")
-        table = connections.describe_table(source, real)
+    table = require_table(source, checked.tables[0]) if len(checked.tables) == 1 else None
     try:
         inferred = annotated_types(checked.sql, source.dialect, [table] if table is not None else [])
         output = describe_query(source, checked.sql, table, inferred)
@@ -262,7 +257,7 @@ def destination_ddl(shape: SourceShape, dest_server: Server, table: str) -> str:
     from replication_admin.engine.refresh import create_table_ddl
 
     d = dialects.get(dest_server.dialect)
-    schema = (dest_server.schema or "public") if dest_server.dialect == "postgresql" else ""
+    schema = connections.table_schema(dest_server)
     return create_table_ddl(d, table, schema, shape.output, shape.key)
 
 

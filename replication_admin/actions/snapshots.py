@@ -31,6 +31,7 @@ from replication_admin.snapshots import (
     destination_ddl,
     find_table,
     inc_shape,
+    lookup_table,
     noninc_shape,
     require_table,
     snapshot_name,
@@ -151,7 +152,7 @@ def do_purge_snapshot_log(actor: Actor, server: Server, table: str) -> int:
     oldest = min(s.last_ts for s in snapshots)
     cutoff = oldest - timedelta(minutes=RegistryEntry.get_int("snp_repl_tolerance_offset"))
     d = dialects.get(server.dialect)
-    schema = (server.schema or "public") if server.dialect == "postgresql" else ""
+    schema = connections.table_schema(server)
     with connections.connect(server) as conn:
         deleted = (
             conn.cursor()
@@ -180,7 +181,7 @@ def do_purge_rplogs(actor: Actor) -> int:
                 continue
             cutoff = (min(times) - timedelta(minutes=offset)).replace(tzinfo=None)
             d = dialects.get(dest.dialect)
-            schema = (dest.schema or "public") if dest.dialect == "postgresql" else ""
+            schema = connections.table_schema(dest)
             older = f"{d.quote('SNAPTIME')} < {timestamp_literal(d, cutoff)}"
             purge = f"DELETE FROM {d.qualify(log.rplog, schema)} WHERE {older}"
             with connections.connect(dest) as conn:
@@ -193,10 +194,10 @@ def do_purge_rplogs(actor: Actor) -> int:
 
 
 def _create_destination(dest: Server, table: str, shape) -> tuple[str, bool]:
-    real = find_table(dest, table)
-    if real is not None:
-        check_destination(shape, connections.describe_table(dest, real))
-        return real, False
+    existing = lookup_table(dest, table)
+    if existing is not None:
+        check_destination(shape, existing)
+        return existing.name, False
     ddl = destination_ddl(shape, dest, table)
     _run_ddl(dest, [ddl], [])
     return table, True
@@ -277,7 +278,7 @@ def do_drop_snapshot(actor: Actor, snapshot: Snapshot, with_delete: bool) -> str
     require(actor, EDIT, "snapshot.drop", snapshot.name)
     dest = snapshot.dest_server
     d = dialects.get(dest.dialect)
-    schema = (dest.schema or "public") if dest.dialect == "postgresql" else ""
+    schema = connections.table_schema(dest)
     if with_delete:
         try:
             with connections.connect(dest) as conn:

@@ -384,7 +384,7 @@ def snapshot_log(d: Dialect, table: TableInfo) -> SnapshotLogObjects:
         raise SnapshotLogError(str(exc)) from None
 
 
-def rplog_ddl(d: Dialect, name: str, schema: str = "") -> str:
+def rplog_ddl(d: Dialect, name: str, schema: str = "", if_not_exists: bool = False) -> str:
     """The one-way replay log: which log rows have been applied to which target."""
     cols = [
         f"{d.quote('TARGET')} {d.render_type(TARGET)} NOT NULL",
@@ -392,4 +392,5 @@ def rplog_ddl(d: Dialect, name: str, schema: str = "") -> str:
         f"{d.quote('SNAPTIME')} {d.render_type(TIMESTAMP)} NOT NULL",
         f"PRIMARY KEY ({d.quote('TARGET')}, {d.quote('RLOG_ROWGUID')})",
     ]
-    return f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)})"
+    create = "CREATE TABLE IF NOT EXISTS" if if_not_exists else "CREATE TABLE"
+    return f"{create} {d.qualify(name, schema)} ({', '.join(cols)})"
