@@ -1,4 +1,5 @@
 from replication_admin.models.catalog import (
+    ConflictBackup,
     ReplAccount,
     ReplSubscriber,
     ScheduledEvent,
@@ -15,6 +16,7 @@ from replication_admin.models.catalog import (
 from replication_admin.models.console import REGISTRY_DEFAULTS, AuditEntry, JobRun, RegistryEntry, ReplLock
 
 __all__ = [
+    "ConflictBackup",
     "REGISTRY_DEFAULTS",
     "AuditEntry",
     "JobRun",

@@ -14,6 +14,7 @@ from django.urls import reverse
 
 ITEM_TYPES = [(1, "WebDAV collection"), (2, "table"), (3, "procedure")]
 CR_TYPES = [("I", "insert"), ("U", "update"), ("D", "delete")]
+INIT_STATES = [("none", "not copied"), ("staging", "staging"), ("copying", "copying"), ("done", "copied")]
 
 
 class Server(models.Model):
@@ -156,6 +157,10 @@ class SnapshotPublication(models.Model):
         null=True,
         blank=True,
     )
+    # Extra columns: the published table's name on its server, and the last sync's outcome.
+    table = models.CharField(max_length=255, blank=True, db_column="SP_TABLE")
+    last_sync_at = models.DateTimeField(null=True, blank=True, db_column="SP_LAST_SYNC_AT")
+    last_sync_error = models.TextField(blank=True, db_column="SP_LAST_SYNC_ERROR")
     created_at = models.DateTimeField(auto_now_add=True, db_column="SP_CREATED_AT")
 
     class Meta:
@@ -169,6 +174,9 @@ class SnapshotPublication(models.Model):
     def __str__(self) -> str:
         return self.item
 
+    def get_absolute_url(self) -> str:
+        return reverse("publications-detail", args=[self.pk])
+
 
 class SnapshotSubscription(models.Model):
     """SYS_SNAPSHOT_SUB: subscribers of a bi-directional snapshot publication."""
@@ -178,12 +186,25 @@ class SnapshotSubscription(models.Model):
     type = models.IntegerField(choices=ITEM_TYPES[:2], default=2, db_column="SS_TYPE")
     last_pull_ts = models.DateTimeField(null=True, blank=True, db_column="SS_LAST_PULL_TS")
     last_push_ts = models.DateTimeField(null=True, blank=True, db_column="SS_LAST_PUSH_TS")
+    # Extra columns: the initial copy's state and progress (REPL_INIT_SNAPSHOT), the last sync's outcome.
+    init_state = models.CharField(max_length=10, choices=INIT_STATES, default="none", db_column="SS_INIT_STATE")
+    init_rows_done = models.BigIntegerField(default=0, db_column="SS_INIT_ROWS_DONE")
+    init_rows_total = models.BigIntegerField(null=True, blank=True, db_column="SS_INIT_ROWS_TOTAL")
+    init_rows_per_commit = models.IntegerField(default=100, db_column="SS_INIT_ROWS_PER_COMMIT")
+    init_started_at = models.DateTimeField(null=True, blank=True, db_column="SS_INIT_STARTED_AT")
+    last_sync_at = models.DateTimeField(null=True, blank=True, db_column="SS_LAST_SYNC_AT")
+    last_error = models.TextField(blank=True, db_column="SS_LAST_ERROR")
     created_at = models.DateTimeField(auto_now_add=True, db_column="SS_CREATED_AT")
 
     class Meta:
         db_table = "SYS_SNAPSHOT_SUB"
         ordering = ["item", "server"]
-        constraints = [models.UniqueConstraint(fields=["server", "item", "type"], name="sys_snapshot_sub_pk")]
+        constraints = [
+            models.UniqueConstraint(fields=["server", "item", "type"], name="sys_snapshot_sub_pk"),
+            models.CheckConstraint(
+                condition=Q(init_state__in=[s for s, _ in INIT_STATES]), name="sys_snapshot_sub_init_state"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.server}: {self.item}"
@@ -353,3 +374,61 @@ class ScheduledEvent(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ConflictBackup(models.Model):
+    """REPL_CONFLICT: one conflict met while replaying a change on the publisher, with every row version
+    involved. The losing version is kept whatever the decision, so it can be inspected and re-applied.
+
+    A change is identified by its source server and its log row guid (RLOG_ROWGUID), so a sync that is
+    run again after a failure updates the same row instead of recording the conflict twice."""
+
+    DECISIONS = [
+        (1, "subscriber wins"),
+        (2, "subscriber wins, origin changed"),
+        (3, "publisher wins"),
+        (5, "ignored"),
+    ]
+    KINDS = [("snapshot", "bi-directional snapshot"), ("transactional", "transactional")]
+
+    kind = models.CharField(max_length=20, choices=KINDS, default="snapshot", db_column="RC_KIND")
+    item = models.CharField(max_length=320, db_column="RC_ITEM")
+    table_name = models.CharField(max_length=320, db_column="RC_TABLE")
+    publisher = models.CharField(max_length=128, db_column="RC_PUBLISHER")
+    source = models.CharField(max_length=128, db_column="RC_SOURCE")
+    change_guid = models.CharField(max_length=300, db_column="RC_CHANGE_GUID")
+    origin = models.CharField(max_length=128, db_column="RC_ORIGIN")
+    primary_key = models.JSONField(db_column="RC_PK")
+    conflict_type = models.CharField(max_length=1, choices=CR_TYPES, db_column="RC_TYPE")
+    operation = models.CharField(max_length=1, choices=CR_TYPES, db_column="RC_OPERATION")
+    decision = models.IntegerField(choices=DECISIONS, db_column="RC_DECISION")
+    resolver_id = models.IntegerField(null=True, blank=True, db_column="RC_RESOLVER_ID")
+    resolver = models.CharField(max_length=320, db_column="RC_RESOLVER")
+    publisher_row = models.JSONField(null=True, blank=True, db_column="RC_PUBLISHER_ROW")
+    incoming_row = models.JSONField(null=True, blank=True, db_column="RC_INCOMING_ROW")
+    old_rowguid = models.CharField(max_length=300, null=True, blank=True, db_column="RC_OLD_ROWGUID")
+    winning_row = models.JSONField(null=True, blank=True, db_column="RC_WINNING_ROW")
+    losing_row = models.JSONField(null=True, blank=True, db_column="RC_LOSING_ROW")
+    note = models.TextField(blank=True, db_column="RC_NOTE")
+    job = models.ForeignKey(
+        "replication_admin.JobRun", null=True, blank=True, on_delete=models.SET_NULL, db_column="RC_JOB"
+    )
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True, db_column="RC_CREATED_AT")
+    reapplied_at = models.DateTimeField(null=True, blank=True, db_column="RC_REAPPLIED_AT")
+    reapplied_by = models.CharField(max_length=150, blank=True, db_column="RC_REAPPLIED_BY")
+    notified = models.BooleanField(default=False, db_column="RC_NOTIFIED")
+
+    class Meta:
+        db_table = "REPL_CONFLICT"
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "source", "change_guid"], name="repl_conflict_one_per_change"),
+            models.CheckConstraint(condition=Q(decision__in=[1, 2, 3, 5]), name="repl_conflict_decision"),
+        ]
+        indexes = [models.Index(fields=["item", "conflict_type", "decision"], name="repl_conflict_filter")]
+
+    def __str__(self) -> str:
+        return f"{self.item} {self.conflict_type} conflict from {self.source}: {self.get_decision_display()}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("conflicts-detail", args=[self.pk])
