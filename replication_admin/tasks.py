@@ -163,7 +163,21 @@ def run_snapshot_repair(job: JobRun, reporter: Reporter) -> dict:
     return repair_snapshot(job, reporter, spark_config())
 
 
+def run_bidir_init(job: JobRun, reporter: Reporter) -> dict:
+    from replication_admin.bidir import init_subscription
+
+    return init_subscription(job, reporter, spark_config())
+
+
+def run_bidir_sync(job: JobRun, reporter: Reporter) -> dict:
+    from replication_admin.bidir import sync_publication
+
+    return sync_publication(job, reporter, spark_config())
+
+
 HANDLERS: dict[str, Callable[[JobRun, Reporter], dict]] = {
+    "bidir_init": run_bidir_init,
+    "bidir_sync": run_bidir_sync,
     "compare": run_compare,
     "snapshot_refresh": run_snapshot_refresh,
     "snapshot_repair": run_snapshot_repair,

@@ -14,6 +14,8 @@ JOB_KINDS = {
     "compare": "Compare tables",
     "snapshot_refresh": "Refresh a snapshot",
     "snapshot_repair": "Repair a snapshot",
+    "bidir_init": "Initial copy to a subscriber",
+    "bidir_sync": "Sync a bi-directional publication",
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from replication_admin.actions import bidir as bidir_actions
 from replication_admin.actions import snapshots as snap
 from replication_admin.actions.audit import Actor, PermissionDenied, record
 from replication_admin.engine import statements as st
@@ -53,6 +54,97 @@ def query_server(query: str) -> str | None:
         return None
     servers = {t.db for t in tree.find_all(exp.Table) if t.db}
     return next(iter(servers)) if len(servers) == 1 else None
+
+
+def server_by_dsn(dsn: str) -> Server:
+    """REPL_SERVER_NAME: a registered server found by its name, REPL_ADDRESS, ODBC DSN or DB_ADDRESS."""
+    for lookup in ("name", "repl_address", "odbc_dsn", "db_address"):
+        server = Server.objects.filter(**{lookup: dsn}).first()
+        if server is not None:
+            return server
+    server = Server.objects.filter(name__iexact=dsn).first()
+    if server is None:
+        raise StatementFailed(f"no registered server has the name, address or DSN {dsn!r} (register it first)")
+    return server
+
+
+def _server_arg(value: st.ServerArg) -> Server:
+    return server_by_dsn(value.dsn) if isinstance(value, st.ServerNameOf) else resolve_server(value, None, "server")
+
+
+def _declare_server(actor: Actor, statement: st.SnpServer) -> str:
+    from replication_admin.actions.servers import ServerData, do_check_server, do_update_server
+
+    server = server_by_dsn(statement.dsn)
+    if statement.user is not None and (statement.user != server.user or statement.password is not None):
+        data = ServerData(
+            name=server.name, dialect=server.dialect, host=server.host, port=server.port, database=server.database,
+            schema=server.schema, user=statement.user, password=statement.password, odbc_dsn=server.odbc_dsn,
+            description=server.description,
+        )  # fmt: skip
+        server = do_update_server(actor, server, data)
+    result = do_check_server(actor, server)
+    if not result.ok:
+        raise StatementFailed(f"server {server.name} cannot be reached: {result.message}")
+    return server.name
+
+
+def _bidir_job(text: str, job: JobRun, what: str) -> Outcome:
+    job = JobRun.objects.get(pk=job.pk)
+    if job.state == JobRun.State.SUCCEEDED:
+        return Outcome(text, True, f"{what}: {job.result}", job.pk, job.result or {})
+    if job.state in JobRun.FINISHED:
+        return Outcome(text, False, f"{what} {job.state}: {job.error}", job.pk)
+    return Outcome(text, True, f"{what} queued as job #{job.pk}", job.pk)
+
+
+def _run_bidir(actor: Actor, statement: st.Statement, context: Server | None, wait: bool) -> Outcome | None:
+    text = statement.text or statement.verb
+    sync = True if wait else None
+    match statement:
+        case st.CreateSnapshotPub(item=item):
+            server = resolve_server(item.server, context, "the published table")
+            publication = bidir_actions.do_create_publication(actor, server, item.table)
+            return Outcome(text, True, f"published {publication.item} for bi-directional snapshot replication")
+        case st.DropSnapshotPub(item=item):
+            server = resolve_server(item.server, context, "the published table")
+            publication = bidir_actions.publication_for(server, item.table)
+            return Outcome(text, True, bidir_actions.do_drop_publication(actor, publication))
+        case st.SnpServer():
+            name = _declare_server(actor, statement)
+            return Outcome(text, True, name, details={"server": name})
+        case st.ServerNameStatement(dsn=dsn):
+            name = server_by_dsn(dsn).name
+            return Outcome(text, True, name, details={"server": name})
+        case st.CreateSnapshotSub(server=target, item=item):
+            publication = bidir_actions.publication_for(resolve_server(item.server, context, "the item"), item.table)
+            subscriber = _server_arg(target)
+            bidir_actions.do_create_subscription(actor, publication, subscriber)
+            return Outcome(text, True, f"{subscriber.name} subscribes to {publication.item}")
+        case st.DropSnapshotSub(server=target, item=item):
+            publication = bidir_actions.publication_for(resolve_server(item.server, context, "the item"), item.table)
+            subscription = bidir_actions.find_subscription(publication, _server_arg(target))
+            return Outcome(text, True, bidir_actions.do_drop_subscription(actor, subscription))
+        case st.InitSnapshot(server=target, item=item, rows_per_commit=rows):
+            publication = bidir_actions.publication_for(resolve_server(item.server, context, "the item"), item.table)
+            subscription = bidir_actions.find_subscription(publication, _server_arg(target))
+            job = bidir_actions.do_init_subscription(actor, subscription, rows, sync=sync)
+            return _bidir_job(text, job, "initial copy")
+        case st.UpdateSnapshotPub(item=item):
+            publication = bidir_actions.publication_for(resolve_server(item.server, context, "the item"), item.table)
+            return _bidir_job(text, bidir_actions.do_sync_publication(actor, publication, sync=sync), "sync")
+        case st.AddSnapshotCr(table=table, cr_type=cr_type, suffix=suffix, order=order, cls=cls):
+            from replication_admin.actions import resolvers
+
+            publication = bidir_actions.publication_for(resolve_server(table.server, context, "the table"), table.table)
+            assert publication.server is not None
+            columns = resolvers.table_columns(publication.server, publication.table)
+            resolver = resolvers.do_add_resolver(
+                actor, publication.item, columns, cr_type, cls, order=order, column=statement.column,
+                expression=statement.expression, suffix=suffix,
+            )  # fmt: skip
+            return Outcome(text, True, f"added the {cr_type} conflict resolver {resolver.proc} ({cls})")
+    return None
 
 
 def _job_outcome(text: str, job: JobRun) -> Outcome:
@@ -114,6 +206,9 @@ def run_statement(actor: Actor, statement: st.Statement, context: Server | None,
         case st.PurgeReplayLogs():
             deleted = snap.do_purge_rplogs(actor)
             return Outcome(text, True, f"purged {deleted} replay log row(s)", details={"deleted": deleted})
+    outcome = _run_bidir(actor, statement, context, wait)
+    if outcome is not None:
+        return outcome
     raise StatementFailed(f"{statement.verb} cannot be run here")
 
 
@@ -126,7 +221,7 @@ def execute(actor: Actor, text: str, context: Server | None = None, wait: bool =
     for statement in statements:
         try:
             outcome = run_statement(actor, statement, context, wait)
-        except (SnapshotError, StatementFailed, PermissionDenied) as exc:
+        except (SnapshotError, StatementFailed, PermissionDenied, ValueError) as exc:
             if isinstance(exc, StatementFailed):
                 record(actor, "statement", statement.text, AuditEntry.Outcome.ERROR, {"error": str(exc)})
             outcomes.append(Outcome(statement.text, False, str(exc)))

@@ -580,8 +580,10 @@ def apply_sql(
     prelude = f"DELETE FROM {stg} WHERE change_id IN ({replayed})"
     lock = check = None
     if guarded:
-        if d.name in {"postgresql", "mysql"}:
-            lock = f"SELECT COUNT(*) FROM {dst} t JOIN {stg} s ON {on} FOR UPDATE"
+        if d.name == "postgresql":
+            lock = f"SELECT 1 FROM {dst} t JOIN {stg} s ON {on} FOR UPDATE OF t"
+        elif d.name == "mysql":
+            lock = f"SELECT 1 FROM {dst} t JOIN {stg} s ON {on} FOR UPDATE"
         check = (
             f"SELECT COUNT(*) FROM {stg} s LEFT JOIN {dst} t ON {on} WHERE NOT ("
             f"(s.exp_present = 1 AND t.{first_key} IS NOT NULL AND {_same(d, f't.{q(g.dest)}', 's.exp_guid')}) "

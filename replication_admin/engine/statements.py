@@ -195,6 +195,87 @@ class PurgeReplayLogs(Statement):
     """repl_purge_rplogs(): drop replay-log rows older than MIN(SN_LAST_TS) - snp_repl_purge_offset."""
 
 
+# --- bi-directional snapshot replication (all run on the publisher's side) ---------------------------------
+
+
+@dataclass(frozen=True)
+class ServerNameOf:
+    """REPL_SERVER_NAME('dsn') used as an argument: the replication name of a registered server."""
+
+    dsn: str
+
+    def __str__(self) -> str:
+        return f"REPL_SERVER_NAME('{self.dsn}')"
+
+
+ServerArg = str | ServerNameOf
+
+
+@dataclass(frozen=True)
+class CreateSnapshotPub(Statement):
+    item: Name = Name("")
+    item_type: int = 2
+
+
+@dataclass(frozen=True)
+class DropSnapshotPub(Statement):
+    item: Name = Name("")
+    item_type: int = 2
+
+
+@dataclass(frozen=True)
+class SnpServer(Statement):
+    """REPL_SNP_SERVER(dsn, uid, pwd): declare a subscriber server; its replication name is returned."""
+
+    dsn: str = ""
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class ServerNameStatement(Statement):
+    dsn: str = ""
+
+
+@dataclass(frozen=True)
+class CreateSnapshotSub(Statement):
+    server: ServerArg = ""
+    item: Name = Name("")
+    item_type: int = 2
+
+
+@dataclass(frozen=True)
+class DropSnapshotSub(Statement):
+    server: ServerArg = ""
+    item: Name = Name("")
+    item_type: int = 2
+
+
+@dataclass(frozen=True)
+class InitSnapshot(Statement):
+    server: ServerArg = ""
+    item: Name = Name("")
+    item_type: int = 2
+    rows_per_commit: int = 100
+
+
+@dataclass(frozen=True)
+class UpdateSnapshotPub(Statement):
+    item: Name = Name("")
+    item_type: int = 2
+
+
+@dataclass(frozen=True)
+class AddSnapshotCr(Statement):
+    table: Name = Name("")
+    cr_type: str = ""
+    suffix: str = ""
+    order: int = 0
+    cls: str = ""
+    column: str | None = None
+    expression: str | None = None
+
+
 KEYWORDS = {
     "AS", "CALL", "CREATE", "DELETE", "DROP", "FOR", "FROM", "INCREMENTAL", "LOG", "NONINCREMENTAL",
     "NULL", "PURGE", "SELECT", "SNAPSHOT", "UPDATE", "WHERE", "WITH",
@@ -202,7 +283,7 @@ KEYWORDS = {
 
 # --- function forms ---------------------------------------------------------------------------------------
 
-Arg = str | int | float | None
+Arg = str | int | float | ServerNameOf | None
 
 
 @dataclass(frozen=True)
@@ -228,6 +309,40 @@ def _text_arg(value: Arg) -> str | None:
     if not isinstance(value, str):
         raise ValueError("expected a string")
     return value if value.strip() else None
+
+
+def _item_type(value: Arg) -> int:
+    if value not in (1, 2):
+        raise ValueError("the item type is 2 (a table); 1 (a WebDAV collection) is not replicated by this console")
+    if value == 1:
+        raise ValueError("WebDAV collections are not replicated by this console; use 2 for a table")
+    return 2
+
+
+def _server_arg(value: Arg) -> ServerArg:
+    if isinstance(value, ServerNameOf):
+        return value
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("the server must be a non-empty string or REPL_SERVER_NAME('dsn')")
+    return value
+
+
+def _int_arg(value: Arg, what: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{what} must be a whole number from {low} to {high}")
+    return value
+
+
+def _word_arg(value: Arg, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{what} must be a non-empty string")
+    return value.strip()
+
+
+def _cr_type(value: Arg) -> str:
+    if not isinstance(value, str) or value.upper() not in {"I", "U", "D"}:
+        raise ValueError("the conflict type must be 'I', 'U' or 'D'")
+    return value.upper()
 
 
 FUNCTIONS: dict[str, Function] = {
@@ -258,7 +373,49 @@ FUNCTIONS: dict[str, Function] = {
         optional=1,
     ),
     "REPL_PURGE_RPLOGS": Function((), lambda: PurgeReplayLogs()),
+    "REPL_CREATE_SNAPSHOT_PUB": Function(
+        ("item", "type"), lambda i, t: CreateSnapshotPub(item=_name_arg(i, "item"), item_type=_item_type(t))
+    ),
+    "REPL_DROP_SNAPSHOT_PUB": Function(
+        ("item", "type"), lambda i, t: DropSnapshotPub(item=_name_arg(i, "item"), item_type=_item_type(t))
+    ),
+    "REPL_SNP_SERVER": Function(
+        ("dsn", "uid", "pwd"),
+        lambda dsn, u=None, p=None: SnpServer(dsn=_word_arg(dsn, "dsn"), user=_text_arg(u), password=_text_arg(p)),
+        optional=2,
+    ),
+    "REPL_SERVER_NAME": Function(("dsn",), lambda dsn: ServerNameStatement(dsn=_word_arg(dsn, "dsn"))),
+    "REPL_CREATE_SNAPSHOT_SUB": Function(
+        ("server", "item", "type"),
+        lambda s, i, t: CreateSnapshotSub(server=_server_arg(s), item=_name_arg(i, "item"), item_type=_item_type(t)),
+    ),
+    "REPL_DROP_SNAPSHOT_SUB": Function(
+        ("server", "item", "type"),
+        lambda s, i, t: DropSnapshotSub(server=_server_arg(s), item=_name_arg(i, "item"), item_type=_item_type(t)),
+    ),
+    "REPL_INIT_SNAPSHOT": Function(
+        ("server", "item", "type", "rows_per_commit"),
+        lambda s, i, t, n=100: InitSnapshot(
+            server=_server_arg(s), item=_name_arg(i, "item"), item_type=_item_type(t),
+            rows_per_commit=_int_arg(n, "rows_per_commit", 1, 10_000_000),
+        ),
+        optional=1,
+    ),
+    "REPL_UPDATE_SNAPSHOT": Function(
+        ("item", "type"), lambda i, t: UpdateSnapshotPub(item=_name_arg(i, "item"), item_type=_item_type(t))
+    ),
+    "REPL_ADD_SNAPSHOT_CR": Function(
+        ("table", "type", "suffix", "order", "class", "column", "expression"),
+        lambda tb, ty, suf, order, cls, col=None, expr=None: AddSnapshotCr(
+            table=_name_arg(tb, "table"), cr_type=_cr_type(ty), suffix=_word_arg(suf, "suffix"),
+            order=_int_arg(order, "order", 0, 1_000_000), cls=_word_arg(cls, "class").lower(),
+            column=_text_arg(col), expression=_text_arg(expr),
+        ),
+        optional=2,
+    ),
 }  # fmt: skip
+
+VALUE_FUNCTIONS = {"REPL_SERVER_NAME"}  # functions that may stand where an argument is expected
 
 
 def register_function(name: str, function: Function) -> None:
@@ -485,6 +642,14 @@ class Parser:
         if self.at_word("NULL"):
             self.pos += 1
             return None
+        if token.kind == "word" and token.value.upper() in VALUE_FUNCTIONS:
+            self.pos += 1
+            self.take_punct("(")
+            dsn = self.argument()
+            self.take_punct(")")
+            if not isinstance(dsn, str) or not dsn.strip():
+                raise self.error("repl_server_name takes one non-empty string (the server's DSN or name)", token)
+            return ServerNameOf(dsn)
         raise self.error(f"expected a string, a number or NULL as an argument, found {self.describe(token)}")
 
 

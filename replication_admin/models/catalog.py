@@ -192,6 +192,7 @@ class SnapshotSubscription(models.Model):
     init_rows_total = models.BigIntegerField(null=True, blank=True, db_column="SS_INIT_ROWS_TOTAL")
     init_rows_per_commit = models.IntegerField(default=100, db_column="SS_INIT_ROWS_PER_COMMIT")
     init_started_at = models.DateTimeField(null=True, blank=True, db_column="SS_INIT_STARTED_AT")
+    init_bookmark = models.BigIntegerField(default=-1, db_column="SS_INIT_BOOKMARK")
     last_sync_at = models.DateTimeField(null=True, blank=True, db_column="SS_LAST_SYNC_AT")
     last_error = models.TextField(blank=True, db_column="SS_LAST_ERROR")
     created_at = models.DateTimeField(auto_now_add=True, db_column="SS_CREATED_AT")
