@@ -277,7 +277,7 @@ def run_apply(server: Server, plan: sql.ApplyPlan, before: Sequence[str] = (), m
     return None
 
 
-def _insert_rows(server: Server, table_sql_name: str, d, columns: list[str], rows: list[list]) -> None:
+def _insert_rows(server: Server, name: str, schema: str, d, columns: list[str], rows: list[list]) -> None:
     if not rows:
         return
     per = rows_per_statement(len(columns))
@@ -285,7 +285,7 @@ def _insert_rows(server: Server, table_sql_name: str, d, columns: list[str], row
         cursor = conn.cursor()
         for start in range(0, len(rows), per):
             chunk = rows[start : start + per]
-            statement = insert_rows_sql(d, table_sql_name, "", columns, len(chunk))
+            statement = insert_rows_sql(d, name, schema, columns, len(chunk))
             cursor.execute(statement, [v for row in chunk for v in row])
         conn.commit()
 
@@ -589,7 +589,7 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
         if result.staged:
             decided = _decide(spark, publication, pub, result.conflicts) if result.conflicts else []
             rows = _conflict_actions(publication, pub, sub.server, result.conflicts, decided, job)
-            _insert_rows(pub.server, pub.qualify(apply_stage), d_pub, sql.staging_columns(pub.layout), rows)
+            _insert_rows(pub.server, apply_stage, pub.table.schema, d_pub, sql.staging_columns(pub.layout), rows)
             apply = sql.apply_sql(
                 d_pub, pub.table, pub.layout, apply_stage, replay, sub.server.name, pub.server.name, guarded=True
             )  # type: ignore[arg-type]
@@ -601,7 +601,9 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
                 reporter.log(f"pull from {sub.server.name}: {exc}; reading again")
                 continue
         outcome.pulled, outcome.conflicts = len(result.staged), len(result.conflicts)
-        _consume(sub, [*result.replayed, *result.staged])
+        consumed = [*result.replayed, *result.staged]
+        _consume(sub, consumed)
+        _forget(pub, replay, sub.server.name, consumed)
         break
     pub.drop(keys_stage, apply_stage)
     SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_pull_ts=timezone.now())
@@ -620,13 +622,25 @@ def _consume(sub: Side, change_ids: list[str]) -> None:
         conn.commit()
 
 
+def _forget(pub: Side, replay: str, source: str, change_ids: list[str]) -> None:
+    """The publisher's replay-log rows of consumed changes: those ids are never read again."""
+    if not change_ids:
+        return
+    with connections.connect(pub.server, autocommit=False) as conn:
+        cursor = conn.cursor()
+        for start in range(0, len(change_ids), 1000):
+            chunk = change_ids[start : start + 1000]
+            cursor.execute(sql.rplog_forget_sql(pub.d, replay, pub.table.schema, source, len(chunk)), chunk)  # type: ignore[arg-type]
+        conn.commit()
+
+
 @dataclass
 class PushOutcome:
     pushed: int = 0
     waiting: int = 0
 
 
-def push(spark, publication, subscription, pub: Side, sub: Side, tolerance: int) -> PushOutcome:
+def push(spark, publication, subscription, pub: Side, sub: Side, tolerance: int, purge_offset: int) -> PushOutcome:
     d_pub, d_sub = pub.d, sub.d
     stage = sub.work("BSPS")
     replay = rplog(publication, d_sub)
@@ -638,7 +652,14 @@ def push(spark, publication, subscription, pub: Side, sub: Side, tolerance: int)
         sub=_endpoint(sub.server),
         changes_sql=sql.push_select(d_pub, pub.table, pub.layout, sub.server.name, since),  # type: ignore[arg-type]
         changes_schema=sql.changes_schema(d_pub, pub.layout, pub.read_types),  # type: ignore[arg-type]
-        replayed_sql=sql.rplog_guids_select(d_sub, replay, sub.table.schema, pub.server.name, sub.server.name),  # type: ignore[arg-type]
+        replayed_sql=sql.rplog_guids_select(
+            d_sub,
+            replay,
+            sub.table.schema,
+            pub.server.name,
+            sub.server.name,
+            since,  # type: ignore[arg-type]
+        ),
         apply_staging_sql=sub.qualify(stage),
         keys=sub.layout.keys,
         values=sub.layout.values,
@@ -667,12 +688,17 @@ def push(spark, publication, subscription, pub: Side, sub: Side, tolerance: int)
     sub.drop(stage)
     if newest is not None:
         SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_push_ts=_aware(newest))
+        before = _naive_utc(_aware(newest)) - timedelta(minutes=purge_offset)  # type: ignore[arg-type]
+        run_each(
+            sub.server, [sql.rplog_purge_sql(d_sub, replay, sub.table.schema, pub.server.name, sub.server.name, before)]
+        )  # type: ignore[arg-type]
     return outcome
 
 
 def sync_publication(job: JobRun, reporter, spark_config) -> dict:
     publication = SnapshotPublication.objects.select_related("server").get(pk=job.params["publication"])
     tolerance = RegistryEntry.get_int("snp_repl_tolerance_offset")
+    purge = max(RegistryEntry.get_int("snp_repl_purge_offset"), tolerance)
     summary: dict = {"mode": "sync", "subscribers": {}}
     errors: list[str] = []
     with item_lock(lock_name(publication), job), connections.reuse():
@@ -710,7 +736,7 @@ def sync_publication(job: JobRun, reporter, spark_config) -> dict:
             subscription.refresh_from_db()
             try:
                 with reporter.phase(f"push {subscription.server}"):
-                    sent = push(spark, publication, subscription, pub, sides[subscription.pk], tolerance)
+                    sent = push(spark, publication, subscription, pub, sides[subscription.pk], tolerance, purge)
                 entry = summary["subscribers"].setdefault(subscription.server, {})
                 entry.update({"pushed": sent.pushed, "waiting": sent.waiting})
                 SnapshotSubscription.objects.filter(pk=subscription.pk).update(

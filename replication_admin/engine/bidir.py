@@ -477,11 +477,32 @@ def changes_schema(d: Dialect, layout: Layout, read_types: dict[str, str]) -> st
     return ", ".join(parts)
 
 
-def rplog_guids_select(d: Dialect, rplog: str, schema: str, source: str, target: str) -> str:
+def rplog_guids_select(
+    d: Dialect, rplog: str, schema: str, source: str, target: str, since: datetime | None = None
+) -> str:
     q = d.quote
+    window = f" AND {q('SNAPTIME')} >= {timestamp_literal(d, since)}" if since is not None else ""
     return (
         f"SELECT {q('RLOG_ROWGUID')} AS change_id FROM {d.qualify(rplog, schema)} "
-        f"WHERE {q('SOURCE')} = {d.literal(source)} AND {q('TARGET')} = {d.literal(target)}"
+        f"WHERE {q('SOURCE')} = {d.literal(source)} AND {q('TARGET')} = {d.literal(target)}{window}"
+    )
+
+
+def rplog_forget_sql(d: Dialect, rplog: str, schema: str, source: str, rows: int) -> str:
+    """Replay-log rows of pulled changes the subscriber's log no longer holds: never read again."""
+    q = d.quote
+    return (
+        f"DELETE FROM {d.qualify(rplog, schema)} WHERE {q('SOURCE')} = {d.literal(source)} "
+        f"AND {q('RLOG_ROWGUID')} IN ({', '.join(['?'] * rows)})"
+    )
+
+
+def rplog_purge_sql(d: Dialect, rplog: str, schema: str, source: str, target: str, before: datetime) -> str:
+    """Replay-log rows older than any window a push will read again (LAST_PUSH_TS - purge offset)."""
+    q = d.quote
+    return (
+        f"DELETE FROM {d.qualify(rplog, schema)} WHERE {q('SOURCE')} = {d.literal(source)} "
+        f"AND {q('TARGET')} = {d.literal(target)} AND {q('SNAPTIME')} < {timestamp_literal(d, before)}"
     )
 
 

@@ -63,7 +63,9 @@ def nodes(make_server, jobs_sync, spark):
     sub_my = make_server("mysql", "my2")
     sub_lite = make_server("sqlite", "lite3")
     create_table(pub, "items", COLUMNS, ["id"])
-    insert_rows(pub, "items", ["id", "name", "price"], [(i, f"item {i}", Decimal(i) + Decimal("0.5")) for i in range(1, 21)])
+    insert_rows(
+        pub, "items", ["id", "name", "price"], [(i, f"item {i}", Decimal(i) + Decimal("0.5")) for i in range(1, 21)]
+    )
     run(
         "REPL_CREATE_SNAPSHOT_PUB ('pg1.items', 2);"
         "REPL_SNP_SERVER ('my2', 'root', '');"
@@ -107,3 +109,180 @@ def test_changes_on_every_node_reach_every_other_node_and_never_echo(nodes):
     again = run("REPL_UPDATE_SNAPSHOT ('pg1.items', 2)")[0].details["subscribers"]
     assert all(v["pulled"] == 0 and v["pushed"] == 0 for v in again.values()), again
     assert fetch_all(sub_my, "SELECT COUNT(*) FROM `RLOG_items`") == [(0,)]
+
+
+def sync() -> dict:
+    return run("REPL_UPDATE_SNAPSHOT ('pg1.items', 2)")[0].details
+
+
+def backup_for(key: int, source: str) -> ConflictBackup:
+    matches = [b for b in ConflictBackup.objects.filter(source=source) if b.primary_key == {"id": key}]
+    assert len(matches) == 1, [(b.primary_key, b.source) for b in ConflictBackup.objects.all()]
+    return matches[0]
+
+
+def test_default_decisions_for_every_conflict_type(nodes):
+    pub, sub_my, sub_lite = nodes
+    # insert conflict: both insert key 300
+    sql(pub, 'INSERT INTO "items" (id, name, price) VALUES (300, ?, 3)', ["pub 300"])
+    sql(sub_my, 'INSERT INTO "items" (id, name, price) VALUES (300, ?, 4)', ["my 300"])
+    # update conflict: both update row 6
+    sql(pub, 'UPDATE "items" SET name = ? WHERE id = 6', ["pub 6"])
+    sql(sub_my, 'UPDATE "items" SET name = ? WHERE id = 6', ["my 6"])
+    # update of a row the publisher deleted: a delete conflict
+    sql(pub, 'DELETE FROM "items" WHERE id = 7')
+    sql(sub_my, 'UPDATE "items" SET name = ? WHERE id = 7', ["my 7"])
+    # delete of a row the publisher changed: a delete conflict
+    sql(pub, 'UPDATE "items" SET name = ? WHERE id = 8', ["pub 8"])
+    sql(sub_lite, 'DELETE FROM "items" WHERE id = 8')
+    # delete of a row the publisher deleted too
+    sql(pub, 'DELETE FROM "items" WHERE id = 9')
+    sql(sub_lite, 'DELETE FROM "items" WHERE id = 9')
+    before_my = rows(sub_my)
+    summary = sync()
+    assert summary["conflicts"] == 5, summary
+    assert_converged(pub, sub_my, sub_lite)
+    data = rows(pub)
+    assert data[300][0] == "pub 300" and data[6][0] == "pub 6" and data[8][0] == "pub 8"
+    assert 7 not in data and 9 not in data
+    b = backup_for(300, "my2")
+    assert (b.conflict_type, b.operation, b.decision, b.resolver) == ("I", "I", 3, "default")
+    assert b.losing_row["name"] == "my 300" and b.winning_row["name"] == "pub 300"
+    assert b.losing_row["ROWGUID"] == before_my[300][2]
+    b = backup_for(6, "my2")
+    assert (b.conflict_type, b.decision) == ("U", 3) and b.losing_row["name"] == "my 6"
+    b = backup_for(7, "my2")
+    assert (b.conflict_type, b.operation, b.decision) == ("D", "U", 5) and b.losing_row["name"] == "my 7"
+    assert b.publisher_row is None
+    b = backup_for(8, "lite3")
+    assert (b.conflict_type, b.operation, b.decision) == ("D", "D", 5) and b.publisher_row["name"] == "pub 8"
+    b = backup_for(9, "lite3")
+    assert (b.conflict_type, b.operation, b.decision) == ("D", "D", 5)
+    # Re-running the sync neither moves nor records anything more.
+    assert sync()["conflicts"] == 0 and ConflictBackup.objects.count() == 5
+
+
+def test_subscriber_wins_keeps_the_origin_and_skips_the_originator(nodes):
+    pub, sub_my, sub_lite = nodes
+    run(
+        "REPL_ADD_SNAPSHOT_CR ('pg1.items', 'U', 'sw', 10, 'sub_wins');"
+        "REPL_ADD_SNAPSHOT_CR ('pg1.items', 'I', 'sw', 10, 'sub_wins');"
+        "REPL_ADD_SNAPSHOT_CR ('pg1.items', 'D', 'sw', 10, 'sub_wins')"
+    )
+    sql(pub, 'UPDATE "items" SET name = ? WHERE id = 6', ["pub 6"])
+    sql(sub_my, 'UPDATE "items" SET name = ? WHERE id = 6', ["my 6"])
+    sql(pub, 'INSERT INTO "items" (id, name, price) VALUES (300, ?, 3)', ["pub 300"])
+    sql(sub_lite, 'INSERT INTO "items" (id, name, price) VALUES (300, ?, 4)', ["lite 300"])
+    sql(pub, 'UPDATE "items" SET name = ? WHERE id = 8', ["pub 8"])
+    sql(sub_lite, 'DELETE FROM "items" WHERE id = 8')
+    my_guid = rows(sub_my)[6][2]
+    summary = sync()
+    assert summary["conflicts"] == 3
+    assert_converged(pub, sub_my, sub_lite)
+    data = rows(pub)
+    assert data[6][0] == "my 6" and data[6][2] == my_guid  # the subscriber's version, origin kept
+    assert data[300][0] == "lite 300" and 8 not in data
+    assert summary["subscribers"]["my2"]["pushed"] >= 1  # lite3's insert and delete went to my2 ...
+    assert {b.decision for b in ConflictBackup.objects.all()} == {1}
+    assert backup_for(6, "my2").losing_row["name"] == "pub 6"
+
+
+def test_change_origin_reaches_the_originator_too(nodes):
+    pub, sub_my, sub_lite = nodes
+    run("REPL_ADD_SNAPSHOT_CR ('pg1.items', 'U', 'avg', 10, 'ave', 'price')")
+    sql(pub, 'UPDATE "items" SET price = 10 WHERE id = 6')
+    sql(sub_my, 'UPDATE "items" SET price = 20 WHERE id = 6')
+    sync()
+    assert_converged(pub, sub_my, sub_lite)
+    data = rows(sub_my)
+    assert data[6][1] == Decimal("15.00") and data[6][2].startswith("pg1@")
+    b = backup_for(6, "my2")
+    assert b.decision == 2 and b.incoming_row["price"] in ("20.00", "20")
+    assert Decimal(b.winning_row["price"]) == Decimal("15") and Decimal(b.losing_row["price"]) == Decimal("10")
+
+
+def test_the_references_minimal_price_resolvers(nodes):
+    pub, sub_my, sub_lite = nodes
+    # Decide on the minimal price: the cheaper version wins, whichever side it is on.
+    run(
+        "REPL_ADD_SNAPSHOT_CR ('pg1.items', 'U', 'minprice', 10, 'custom', NULL, "
+        "'CASE WHEN pub.price < new.price THEN 3 WHEN pub.price > new.price THEN 1 ELSE 0 END')"
+    )
+    sql(pub, 'UPDATE "items" SET price = 5, name = ? WHERE id = 6', ["pub cheaper"])
+    sql(sub_my, 'UPDATE "items" SET price = 7, name = ? WHERE id = 6', ["my dearer"])
+    sql(pub, 'UPDATE "items" SET price = 9, name = ? WHERE id = 7', ["pub dearer"])
+    sql(sub_lite, 'UPDATE "items" SET price = 3, name = ? WHERE id = 7', ["lite cheaper"])
+    sync()
+    assert_converged(pub, sub_my, sub_lite)
+    data = rows(pub)
+    assert data[6][0] == "pub cheaper" and data[7][0] == "lite cheaper"
+    assert backup_for(6, "my2").decision == 3 and backup_for(7, "lite3").decision == 1
+
+
+def state(server) -> dict[int, str]:
+    return {k: v[2] for k, v in rows(server).items()}
+
+
+def user_op(server, rng, round_: int, superseded: set, created: set) -> None:
+    """One seeded local change; remembers the version it replaced and the one it made."""
+    key = rng.randint(1, 45)
+    current = state_of_key(server, key)
+    if current is None:
+        sql(
+            server,
+            'INSERT INTO "items" (id, name, price) VALUES (?, ?, ?)',
+            [key, f"{server.name} r{round_}", rng.randint(1, 999)],
+        )
+    elif rng.random() < 0.75:
+        sql(
+            server,
+            'UPDATE "items" SET name = ?, price = ? WHERE id = ?',
+            [f"{server.name} r{round_} {rng.random():.6f}", rng.randint(1, 999), key],
+        )
+    else:
+        sql(server, 'DELETE FROM "items" WHERE id = ?', [key])
+    if current is not None:
+        superseded.add(current)
+    made = state_of_key(server, key)
+    if made is not None:
+        created.add(made)
+
+
+def state_of_key(server, key: int) -> str | None:
+    d = dialects.get(server.dialect)
+    found = fetch_all(server, f"SELECT {d.quote('ROWGUID')} FROM {d.quote('items')} WHERE id = ?", [key])
+    return found[0][0] if found else None
+
+
+def test_a_seeded_random_workload_on_all_nodes_converges_and_loses_no_version(nodes):
+    import random
+
+    pub, sub_my, sub_lite = nodes
+    rng = random.Random(20261123)
+    superseded: set[str] = set()
+    seen: set[str] = set()
+    operations = 0
+    for round_ in range(4):
+        for server in (pub, sub_my, sub_lite):
+            seen |= set(state(server).values())
+        for _ in range(66):
+            user_op(rng.choice((pub, sub_my, sub_lite)), rng, round_, superseded, seen)
+            operations += 1
+        for server in (pub, sub_my, sub_lite):
+            seen |= set(state(server).values())
+        sync()
+        assert_converged(pub, sub_my, sub_lite)
+    assert operations >= 200
+    final = set(state(pub).values())
+    kept: set[str] = set()
+    for b in ConflictBackup.objects.all():
+        kept.add(b.change_guid)
+        for version in (b.publisher_row, b.incoming_row, b.losing_row):
+            if version and version.get("ROWGUID"):
+                kept.add(version["ROWGUID"])
+    lost = seen - final - superseded - kept
+    assert not lost, f"{len(lost)} row version(s) vanished without a conflict backup: {sorted(lost)[:5]}"
+    assert ConflictBackup.objects.count() > 0  # the workload does race on keys
+    # Nothing echoes back: one more sync moves nothing.
+    again = sync()["subscribers"]
+    assert all(v["pulled"] == 0 and v["pushed"] == 0 for v in again.values()), again
