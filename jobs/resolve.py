@@ -1,0 +1,314 @@
+"""Deciding conflicts with resolver chains, on Spark.
+
+The sync job and the resolver editor's dry run both call `decide_rows`, so a dry run decides exactly as
+a sync would. All conflicts of a call are one DataFrame (key, ctype, pub_exists, then the publisher's,
+the incoming and the old row as columns p<i>, n<i>, o<i> typed like the table's columns); every
+resolver of the conflict's type is a Spark column expression evaluated only while the resolvers before
+it were undecided, and one collect() brings back the decisions. Spark is only asked again when that
+collect fails, to name the resolver whose expression failed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from replication_admin.engine.resolvers import (
+    CR_TYPES,
+    DEFAULT_DECISION,
+    TYPE_NAMES,
+    VALID_CODES,
+    ResolverColumn,
+    ResolverError,
+    ResolverSpec,
+    compile_assignments,
+    compile_expression,
+    decimal_precision,
+    find_column,
+    from_json_value,
+    to_json_value,
+    type_family,
+)
+
+_ALIAS = re.compile(r"\b([pno])(\d+)\b")
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One resolver of the chain, as the columns it adds to the DataFrame."""
+
+    spec: ResolverSpec
+    index: int  # its position in the evaluated chain (the decider's number)
+    code_sql: str
+    assignments: dict[int, str]  # column index -> compiled expression
+
+
+def _label(spec: ResolverSpec) -> str:
+    return f"resolver {spec.name}" + (f" (id {spec.id})" if spec.id is not None else "")
+
+
+def _a(word: str) -> str:
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
+
+
+def _spark_types():
+    from pyspark.sql import types as T
+
+    return T
+
+
+def _data_type(spark_type_name: str):
+    T = _spark_types()
+    family = type_family(spark_type_name)
+    if family == "decimal":
+        precision, scale = decimal_precision(spark_type_name)
+        return T.DecimalType(precision, scale)
+    simple = {
+        "bigint": T.LongType(),
+        "double": T.DoubleType(),
+        "string": T.StringType(),
+        "boolean": T.BooleanType(),
+        "date": T.DateType(),
+        "timestamp": T.TimestampType(),
+        "binary": T.BinaryType(),
+    }
+    if family not in simple:
+        raise ResolverError(f"unknown Spark type {spark_type_name!r}")
+    return simple[family]
+
+
+def _value(row: dict | None, column: ResolverColumn):
+    if not row:
+        return None
+    if column.name in row:
+        return from_json_value(row[column.name], column.spark_type)
+    folded = [k for k in row if isinstance(k, str) and k.lower() == column.name.lower()]
+    return from_json_value(row[folded[0]], column.spark_type) if len(folded) == 1 else None
+
+
+def _first_line(exc: BaseException, columns: Sequence[ResolverColumn]) -> str:
+    """The first line of a Spark error, with the column aliases written back as pub./new./old. names."""
+    text = (getattr(exc, "getMessage", None) and exc.getMessage()) or str(exc)
+    line = next((part.strip() for part in str(text).splitlines() if part.strip()), type(exc).__name__)
+    qualifiers = {"p": "pub", "n": "new", "o": "old"}
+
+    def name(match: re.Match) -> str:
+        index = int(match.group(2))
+        if index >= len(columns):
+            return match.group(0)
+        return f"{qualifiers[match.group(1)]}.{columns[index].name}"
+
+    return _ALIAS.sub(name, line)[:500]
+
+
+def _compile_chain(chain: Sequence[ResolverSpec], columns: Sequence[ResolverColumn], types: set[str]):
+    """{type: [steps in order]} for the types that occur, sorted by (CR_ORDER, CR_ID)."""
+    ordered = sorted(chain, key=lambda s: (s.order, s.id is None, s.id or 0))
+    steps: dict[str, list[_Step]] = {t: [] for t in CR_TYPES}
+    count = 0
+    for spec in ordered:
+        if spec.cr_type not in types:
+            continue
+        try:
+            code_sql = compile_expression(spec.expression, columns)
+            assignments = compile_assignments(spec.assignments or {}, columns)
+        except ResolverError as exc:
+            raise ResolverError(f"{_label(spec)}: {exc}") from None
+        steps[spec.cr_type].append(_Step(spec, count, code_sql, assignments))
+        count += 1
+    return steps
+
+
+def _rows(conflicts: list[dict], columns: Sequence[ResolverColumn]) -> tuple[list[tuple], list[str]]:
+    rows, keys = [], []
+    for position, conflict in enumerate(conflicts):
+        ctype = conflict.get("type")
+        if ctype not in CR_TYPES:
+            raise ResolverError(f"conflict #{position + 1} has type {ctype!r}; expected I, U or D")
+        key = json.dumps(conflict.get("key"), sort_keys=True, default=str)
+        pub, new, old = conflict.get("pub"), conflict.get("new"), conflict.get("old") or {}
+        try:
+            values = (
+                [_value(pub, c) for c in columns]
+                + [_value(new, c) for c in columns]
+                + [_value(old, c) for c in columns]
+            )
+        except ResolverError as exc:
+            raise ResolverError(f"conflict {key}: {exc}") from None
+        rows.append((key, ctype, pub is not None, *values))
+        keys.append(key)
+    return rows, keys
+
+
+def decide_rows(
+    spark, conflicts: list[dict], chain: Sequence[ResolverSpec], columns: Sequence[ResolverColumn]
+) -> list[dict]:
+    """Decide each conflict with the resolver chain of its type.
+
+    Input: [{"key": any, "type": "I"|"U"|"D", "pub": {col: json} | None, "new": {col: json} | None,
+    "old": {"ROWGUID": str | None, ...}}]. Output, in input order: [{"key", "decision", "resolver_id",
+    "resolver" (name, or "default"), "final" (the incoming row, with the deciding resolver's assignments
+    applied when the decision is 2; None for deletes), "note"}]."""
+    if not conflicts:
+        return []
+    columns = list(columns)
+    if not columns:
+        raise ResolverError("the table's columns are unknown")
+    from pyspark.sql import functions as F
+
+    T = _spark_types()
+    rows, keys = _rows(conflicts, columns)
+    types = {row[1] for row in rows}
+    steps = _compile_chain(chain, columns, types)
+    by_index = {step.index: step for type_steps in steps.values() for step in type_steps}
+
+    fields = [
+        T.StructField("key", T.StringType(), False),
+        T.StructField("ctype", T.StringType(), False),
+        T.StructField("pub_exists", T.BooleanType(), False),
+    ]
+    for prefix in ("p", "n", "o"):
+        fields += [T.StructField(f"{prefix}{i}", _data_type(c.spark_type), True) for i, c in enumerate(columns)]
+    df = spark.createDataFrame(rows, T.StructType(fields))
+
+    # Stages of columns, each column labelled with what it computes (kept to name a failing one).
+    # Stage k evaluates the k-th resolver of every type's chain; chains of different types are independent.
+    stages: list[tuple[object, list[tuple[str, str]]]] = []
+
+    def add(labelled: list[tuple[str, str, object]]) -> None:
+        nonlocal df
+        if not labelled:
+            return
+        try:
+            df = df.withColumns({name: column for _, name, column in labelled})
+        except Exception as exc:  # analysis errors: unknown function, type mismatch ...
+            for label, name, column in labelled:
+                try:
+                    df.withColumns({name: column})
+                except Exception as own:
+                    raise ResolverError(f"{label} cannot be evaluated: {_first_line(own, columns)}") from None
+            raise ResolverError(f"the resolvers cannot be evaluated: {_first_line(exc, columns)}") from None
+        stages.append((df, [(label, name) for label, name, _ in labelled]))
+
+    numeric = (T.NumericType, T.StringType, T.NullType)
+    depth = max((len(s) for s in steps.values()), default=0)
+    for k in range(depth):
+        current = [(ctype, type_steps[k], type_steps[k - 1] if k else None) for ctype, type_steps in steps.items()
+                   if k < len(type_steps)]  # fmt: skip
+        evaluate = []
+        for ctype, step, previous in current:
+            g = step.index
+            if previous is None:
+                undecided = F.col("ctype") == F.lit(ctype)
+            else:
+                undecided = F.col(f"u{previous.index}") & (F.col(f"c{previous.index}") == F.lit(0))
+            evaluate.append((_label(step.spec), f"u{g}", undecided))
+            evaluate.append((_label(step.spec), f"x{g}", F.when(undecided, F.expr(step.code_sql))))
+        add(evaluate)
+        check = []
+        for ctype, step, _ in current:
+            g = step.index
+            valid = ", ".join(str(c) for c in VALID_CODES[ctype])
+            result_type = df.schema[f"x{g}"].dataType
+            if not isinstance(result_type, numeric):
+                raise ResolverError(
+                    f"{_label(step.spec)} returns {result_type.simpleString()}, not a code; it must return a "
+                    f"number ({valid} for {TYPE_NAMES[ctype]} conflicts)"
+                )
+            number = F.expr(f"TRY_CAST(x{g} AS DOUBLE)")
+            is_valid = F.coalesce(number.isin(*VALID_CODES[ctype]), F.lit(False))
+            check.append(
+                (_label(step.spec), f"c{g}", F.when(F.col(f"u{g}") & is_valid, number.cast("int")).otherwise(0))
+            )
+            check.append((_label(step.spec), f"b{g}", F.col(f"u{g}") & ~is_valid))
+            bad = F.when(F.col(f"u{g}") & ~is_valid, F.col(f"x{g}").cast("string"))
+            check.append((_label(step.spec), f"s{g}", bad))
+        add(check)
+
+    decision = F.lit(None).cast("int")
+    decider = F.lit(-1)
+    for ctype in CR_TYPES:
+        if ctype not in types:
+            continue
+        type_decision = F.lit(DEFAULT_DECISION[ctype])
+        type_decider = F.lit(-1)
+        for step in reversed(steps[ctype]):
+            decided = F.col(f"c{step.index}") != F.lit(0)
+            type_decision = F.when(decided, F.col(f"c{step.index}")).otherwise(type_decision)
+            type_decider = F.when(decided, F.lit(step.index)).otherwise(type_decider)
+        decision = F.when(F.col("ctype") == F.lit(ctype), type_decision).otherwise(decision)
+        decider = F.when(F.col("ctype") == F.lit(ctype), type_decider).otherwise(decider)
+    add([("the decision", "decision", decision), ("the decision", "decider", decider)])
+
+    assigned: list[tuple[int, int, str]] = []  # (resolver index, column index, output column)
+    assignments = []
+    for step in by_index.values():
+        for j, sql in step.assignments.items():
+            name = f"a{step.index}_{j}"
+            chosen = (F.col("decider") == F.lit(step.index)) & (F.col("decision") == F.lit(2))
+            value = F.when(chosen, F.expr(sql).cast(_data_type(columns[j].spark_type)))
+            assignments.append((f"the assignment to {columns[j].name} of {_label(step.spec)}", name, value))
+            assigned.append((step.index, j, name))
+    add(assignments)
+
+    outputs = ["key", "decision", "decider"]
+    for g in by_index:
+        outputs += [f"b{g}", f"s{g}"]
+    outputs += [name for _, _, name in assigned]
+    try:
+        collected = df.select(*outputs).collect()
+    except Exception as exc:
+        raise _explain_failure(stages, exc, columns) from None
+
+    if [r["key"] for r in collected] != keys:  # collect keeps the input order; be sure of it
+        by_key: dict[str, list] = {}
+        for r in collected:
+            by_key.setdefault(r["key"], []).append(r)
+        collected = [by_key[k].pop(0) for k in keys]
+
+    results = []
+    for conflict, r in zip(conflicts, collected, strict=True):
+        notes = []
+        for step in steps[conflict["type"]]:
+            g = step.index
+            if r[f"b{g}"]:
+                shown = "NULL" if r[f"s{g}"] is None else r[f"s{g}"]
+                valid = ", ".join(str(c) for c in VALID_CODES[conflict["type"]])
+                notes.append(
+                    f"{_label(step.spec)} returned {shown}, which is not a code of {_a(TYPE_NAMES[conflict['type']])} "
+                    f"resolver ({valid}); counted as 0"
+                )
+        g = r["decider"]
+        step = by_index.get(g) if g is not None and g >= 0 else None
+        final = None
+        if conflict["type"] != "D" and conflict.get("new") is not None:
+            final = dict(conflict["new"])
+            if r["decision"] == 2 and step is not None:
+                for index, j, name in assigned:
+                    if index == g:
+                        existing = find_column([ResolverColumn(k, "", False) for k in final], columns[j].name)
+                        final[existing.name if existing else columns[j].name] = to_json_value(r[name])
+        results.append(
+            {
+                "key": conflict.get("key"),
+                "decision": int(r["decision"]),
+                "resolver_id": step.spec.id if step else None,
+                "resolver": step.spec.name if step else "default",
+                "final": final,
+                "note": "; ".join(notes),
+            }
+        )
+    return results
+
+
+def _explain_failure(stages, exc: BaseException, columns: Sequence[ResolverColumn]) -> ResolverError:
+    """Find the first column that fails to compute, in evaluation order (this only runs on error)."""
+    for stage_df, labelled in stages:
+        for label, name in labelled:
+            try:
+                stage_df.select(name).collect()
+            except Exception as column_exc:
+                return ResolverError(f"{label} failed in Spark: {_first_line(column_exc, columns)}")
+    return ResolverError(f"deciding conflicts failed in Spark: {_first_line(exc, columns)}")
