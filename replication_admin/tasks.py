@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from jobs.session import SparkConfig, get_spark
 from replication_admin import connections
+from replication_admin.actions.resolvers import run_resolver_dry_run
 from replication_admin.engine import dialects
 from replication_admin.engine.compare import ComparePlanError, plan_compare
 from replication_admin.engine.schedule import EventTimes, due_events, is_due
@@ -179,6 +180,7 @@ HANDLERS: dict[str, Callable[[JobRun, Reporter], dict]] = {
     "bidir_init": run_bidir_init,
     "bidir_sync": run_bidir_sync,
     "compare": run_compare,
+    "resolver_dry_run": run_resolver_dry_run,
     "snapshot_refresh": run_snapshot_refresh,
     "snapshot_repair": run_snapshot_repair,
 }
