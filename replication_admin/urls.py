@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from replication_admin.views import audit, catalog, dashboard, jobs, servers, snapshots
+from replication_admin.views import audit, bidir, catalog, conflicts, dashboard, jobs, servers, snapshots
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -30,9 +30,26 @@ urlpatterns = [
     path("snapshots/<path:name>/drop/", snapshots.snapshot_drop, name="snapshots-drop"),
     path("snapshots/<path:name>/", snapshots.snapshot_detail, name="snapshots-detail"),
     path("statements/", snapshots.statement_console, name="statements"),
-    path("publications/", catalog.publications, name="publications"),
-    path("subscriptions/", catalog.subscriptions, name="subscriptions"),
-    path("conflicts/", catalog.conflicts, name="conflicts"),
+    path("publications/", bidir.publication_list, name="publications"),
+    path("publications/new/", bidir.publication_create, name="publications-new"),
+    path("publications/<int:pk>/", bidir.publication_detail, name="publications-detail"),
+    path("publications/<int:pk>/drop/", bidir.publication_drop, name="publications-drop"),
+    path("publications/<int:pk>/sync/", bidir.publication_sync, name="publications-sync"),
+    path("publications/<int:pk>/schedule/", bidir.publication_schedule, name="publications-schedule"),
+    path("publications/<int:pk>/subscribe/", bidir.publication_subscribe, name="publications-subscribe"),
+    path("publications/<int:pk>/resolvers/", bidir.resolver_page, name="publications-resolvers"),
+    path("publications/<int:pk>/resolvers/add/", bidir.resolver_add, name="publications-resolvers-add"),
+    path("publications/<int:pk>/resolvers/dry-run/", bidir.resolver_dry_run, name="publications-dry-run"),
+    path("publications/resolvers/<int:pk>/edit/", bidir.resolver_edit, name="publications-resolver-edit"),
+    path("publications/resolvers/<int:pk>/move/", bidir.resolver_move, name="publications-resolver-move"),
+    path("publications/resolvers/<int:pk>/remove/", bidir.resolver_remove, name="publications-resolver-remove"),
+    path("subscriptions/", bidir.subscription_list, name="subscriptions"),
+    path("subscriptions/<int:pk>/init/", bidir.subscription_init, name="subscriptions-init"),
+    path("subscriptions/<int:pk>/drop/", bidir.subscription_drop, name="subscriptions-drop"),
+    path("conflicts/", conflicts.conflict_list, name="conflicts"),
+    path("conflicts/export.csv", conflicts.conflict_export, name="conflicts-export"),
+    path("conflicts/<int:pk>/", conflicts.conflict_detail, name="conflicts-detail"),
+    path("conflicts/<int:pk>/reapply/", conflicts.conflict_reapply, name="conflicts-reapply"),
     path("scheduler/", catalog.scheduler, name="scheduler"),
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/compare/", jobs.compare_start, name="jobs-compare"),

@@ -1,0 +1,218 @@
+"""Forms of the bi-directional snapshot pages and the conflict inbox: they validate, actions change state."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import date, datetime, time, timedelta
+
+from django import forms
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from replication_admin.models import ConflictBackup, Server, SnapshotPublication, SnapshotSubscription
+from replication_admin.models.catalog import CR_TYPES
+
+RESOLVER_CLASSES = [
+    ("pub_wins", "pub_wins — the publisher's row wins"),
+    ("sub_wins", "sub_wins — the subscriber's row wins"),
+    ("min", "min — the row with the smaller value of a column wins"),
+    ("max", "max — the row with the larger value of a column wins"),
+    ("ave", "ave — the column becomes the average of both rows"),
+    ("custom", "custom — your own expression"),
+]
+COLUMN_CLASSES = {"min", "max", "ave"}
+
+
+class PublicationForm(forms.Form):
+    server = forms.ModelChoiceField(
+        queryset=Server.objects.all(), to_field_name="name", label="Publisher", empty_label="choose a server",
+        help_text="The server that owns the table; every change goes through it",
+    )  # fmt: skip
+    table = forms.CharField(
+        max_length=255, help_text="Needs a primary key; a ROWGUID column and a snapshot log are added"
+    )
+
+
+class SubscribeForm(forms.Form):
+    server = forms.ModelChoiceField(
+        queryset=Server.objects.none(), to_field_name="name", label="Subscriber", empty_label="choose a server",
+        help_text="The table is created there with the publisher's columns",
+    )  # fmt: skip
+
+    def __init__(self, *args, publication: SnapshotPublication, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        taken = SnapshotSubscription.objects.filter(item=publication.item, type=publication.type).values("server")
+        self.fields["server"].queryset = Server.objects.exclude(name=publication.server_id).exclude(name__in=taken)
+
+
+class InitCopyForm(forms.Form):
+    rows_per_commit = forms.IntegerField(
+        min_value=1, max_value=10_000_000, initial=100, label="Rows per commit",
+        help_text="REPL_INIT_SNAPSHOT commits after this many rows",
+    )  # fmt: skip
+
+
+class DropSubscriptionForm(forms.Form):
+    drop_table = forms.BooleanField(required=False, label="Also drop the subscriber's table")
+
+
+def parse_assignments(text: str) -> dict[str, str]:
+    """`column = expression` per line (a column name may be double-quoted) -> {column: expression}."""
+    assignments: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith('"'):
+            end = line.find('"', 1)
+            while end != -1 and line[end + 1 : end + 2] == '"':
+                end = line.find('"', end + 2)
+            if end == -1:
+                raise forms.ValidationError(f"line {number}: the quoted column name is not closed")
+            column, rest = line[1:end].replace('""', '"'), line[end + 1 :].lstrip()
+            if not rest.startswith("="):
+                raise forms.ValidationError(f"line {number}: write it as column = expression")
+            expression = rest[1:].strip()
+        else:
+            column, sep, expression = line.partition("=")
+            column, expression = column.strip(), expression.strip()
+            if not sep or not column:
+                raise forms.ValidationError(f"line {number}: write it as column = expression")
+        if not expression:
+            raise forms.ValidationError(f"line {number}: the expression for {column} is missing")
+        if column in assignments:
+            raise forms.ValidationError(f"line {number}: {column} is assigned twice")
+        assignments[column] = expression
+    return assignments
+
+
+def format_assignments(assignments: dict | None) -> str:
+    def name(column: str) -> str:
+        return f'"{column.replace(chr(34), chr(34) * 2)}"' if any(c in column for c in ' ="') else column
+
+    return "\n".join(f"{name(c)} = {e}" for c, e in (assignments or {}).items())
+
+
+class _AssignmentsMixin:
+    column_names: list[str]
+
+    def clean_assignments(self) -> dict[str, str]:
+        parsed = parse_assignments(self.cleaned_data.get("assignments") or "")
+        unknown = [c for c in parsed if self.column_names and c not in self.column_names]
+        if unknown:
+            raise forms.ValidationError(f"not a column of the table: {', '.join(unknown)}")
+        return parsed
+
+
+_EXPRESSION_HELP = (
+    "Spark SQL returning a code (0, 1, 2, 3 or 5), over pub.<column>, new.<column> and old.ROWGUID, "
+    "e.g. CASE WHEN new.price < pub.price THEN 1 ELSE 3 END"
+)
+_ASSIGNMENTS_HELP = "For code 2: one column = expression per line, e.g. price = least(pub.price, new.price)"
+
+
+class ResolverForm(_AssignmentsMixin, forms.Form):
+    type = forms.ChoiceField(choices=CR_TYPES, label="Conflict type")
+    resolver_class = forms.ChoiceField(choices=RESOLVER_CLASSES, label="Class", initial="pub_wins")
+    column = forms.ChoiceField(choices=[], required=False, help_text="min, max and ave compare this column")
+    expression = forms.CharField(
+        max_length=4000, required=False, help_text=_EXPRESSION_HELP,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+    )  # fmt: skip
+    assignments = forms.CharField(
+        max_length=8000, required=False, help_text=_ASSIGNMENTS_HELP,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+    )  # fmt: skip
+    notify = forms.EmailField(required=False, label="Notify", help_text="E-mail address told about each conflict")
+    order = forms.IntegerField(required=False, min_value=0, help_text="Empty: after the others of its type")
+
+    def __init__(self, *args, column_names: Iterable[str] = (), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.column_names = list(column_names)
+        if self.column_names:
+            self.fields["column"].choices = [("", "—"), *((c, c) for c in self.column_names)]
+        else:  # the table could not be described: take the name as written
+            self.fields["column"] = forms.CharField(
+                max_length=255, required=False, help_text=self.fields["column"].help_text
+            )
+
+    def clean(self):
+        cleaned = super().clean()
+        cls = cleaned.get("resolver_class")
+        if cls in COLUMN_CLASSES and not cleaned.get("column"):
+            self.add_error("column", f"{cls} compares a column: choose it.")
+        if cls == "custom" and not (cleaned.get("expression") or "").strip():
+            self.add_error("expression", "A custom resolver needs an expression returning its decision.")
+        return cleaned
+
+
+class ResolverEditForm(_AssignmentsMixin, forms.Form):
+    expression = forms.CharField(
+        max_length=4000, required=False, help_text=_EXPRESSION_HELP,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+    )  # fmt: skip
+    assignments = forms.CharField(
+        max_length=8000, required=False, help_text=_ASSIGNMENTS_HELP,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+    )  # fmt: skip
+    notify = forms.EmailField(required=False, label="Notify")
+
+    def __init__(self, *args, column_names: Iterable[str] = (), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.column_names = list(column_names)
+
+
+class DryRunForm(forms.Form):
+    """What to try: the recorded conflicts against the chain as saved, or with one expression proposed."""
+
+    type = forms.ChoiceField(choices=[("", "—"), *CR_TYPES], required=False)
+    expression = forms.CharField(max_length=4000, required=False)
+    assignments = forms.CharField(max_length=8000, required=False)
+
+    def clean_assignments(self) -> dict[str, str]:
+        return parse_assignments(self.cleaned_data.get("assignments") or "")
+
+
+class ConflictFilterForm(forms.Form):
+    item = forms.ChoiceField(choices=[], required=False, label="Publication")
+    table = forms.CharField(max_length=320, required=False)
+    type = forms.ChoiceField(choices=[("", "any type"), *CR_TYPES], required=False)
+    decision = forms.TypedChoiceField(
+        choices=[("", "any decision"), *ConflictBackup.DECISIONS], coerce=int, empty_value=None, required=False
+    )
+    since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+
+    def __init__(self, *args, items: Iterable[str] = (), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["item"].choices = [("", "any publication"), *((i, i) for i in items)]
+
+    def clean(self):
+        cleaned = super().clean()
+        since, until = cleaned.get("since"), cleaned.get("until")
+        if since and until and since > until:
+            self.add_error("until", "The end is before the start.")
+        return cleaned
+
+    def filter(self, queryset: QuerySet[ConflictBackup]) -> QuerySet[ConflictBackup]:
+        """The conflicts the valid fields select (an invalid field filters nothing and shows its error)."""
+        self.is_valid()
+        d = self.cleaned_data
+        if d.get("item"):
+            queryset = queryset.filter(item=d["item"])
+        if d.get("table"):
+            queryset = queryset.filter(table_name=d["table"].strip())
+        if d.get("type"):
+            queryset = queryset.filter(conflict_type=d["type"])
+        if d.get("decision") is not None:
+            queryset = queryset.filter(decision=d["decision"])
+        if d.get("since"):
+            queryset = queryset.filter(created_at__gte=_start_of(d["since"]))
+        if d.get("until"):
+            queryset = queryset.filter(created_at__lt=_start_of(d["until"] + timedelta(days=1)))
+        return queryset
+
+
+def _start_of(day: date) -> datetime:
+    """Midnight of a day in the console's time zone (a range on created_at keeps its index usable)."""
+    return timezone.make_aware(datetime.combine(day, time.min))
