@@ -286,3 +286,61 @@ def test_a_seeded_random_workload_on_all_nodes_converges_and_loses_no_version(no
     # Nothing echoes back: one more sync moves nothing.
     again = sync()["subscribers"]
     assert all(v["pulled"] == 0 and v["pushed"] == 0 for v in again.values()), again
+
+
+def test_the_dry_run_decides_recorded_conflicts_as_the_sync_did_and_owners_are_told(nodes, mailoutbox):
+    from replication_admin.actions.resolvers import do_add_resolver, do_start_dry_run, table_columns
+
+    pub, sub_my, sub_lite = nodes
+    columns = table_columns(pub, "items")
+    do_add_resolver(
+        Actor.command(), "pg1.items", columns, "U", "custom",
+        expression="CASE WHEN pub.price < new.price THEN 3 WHEN pub.price > new.price THEN 2 ELSE 0 END",
+        assignments={"name": "concat(new.name, ' (cheaper)')"}, notify="owner@example.com",
+    )  # fmt: skip
+    for key, (pub_price, sub_price) in enumerate([(5, 7), (9, 3), (4, 4), (8, 1)], start=10):
+        sql(pub, 'UPDATE "items" SET price = ? WHERE id = ?', [pub_price, key])
+        sql(
+            sub_my if key % 2 else sub_lite,
+            'UPDATE "items" SET price = ?, name = ? WHERE id = ?',
+            [sub_price, f"sub {key}", key],
+        )
+    sync()
+    assert_converged(pub, sub_my, sub_lite)
+    decisions = {b.primary_key["id"]: b.decision for b in ConflictBackup.objects.all()}
+    assert decisions == {10: 3, 11: 2, 12: 3, 13: 2}  # 12: equal prices, undecided, so the default
+    assert rows(pub)[11][0] == "sub 11 (cheaper)"
+    assert len(mailoutbox) == 1 and mailoutbox[0].to == ["owner@example.com"]
+    assert "{'id': 11}" in mailoutbox[0].body and ConflictBackup.objects.filter(notified=True).count() == 3
+
+    job = do_start_dry_run(Actor.command(), "pg1.items", pub, "items", sync=True)
+    assert job.state == JobRun.State.SUCCEEDED, job.error
+    result = job.result
+    assert len(result["rows"]) == 4 and result["changed"] == 0
+    assert all(
+        r["same"] and r["decision"] == decisions[ConflictBackup.objects.get(pk=r["conflict"]).primary_key["id"]]
+        for r in result["rows"]
+    )
+    # A proposed chain that always lets the subscriber win would change all four decisions.
+    job = do_start_dry_run(
+        Actor.command(), "pg1.items", pub, "items", sync=True,
+        proposed={"id": None, "cr_type": "U", "order": 0, "expression": "1", "assignments": {}},
+    )  # fmt: skip
+    assert job.result["changed"] == 4 and {r["decision"] for r in job.result["rows"]} == {1}
+
+
+def test_hostile_resolver_expressions_are_refused_and_change_nothing(nodes):
+    from replication_admin.models import SnapshotConflictResolver
+
+    for expression in (
+        "3; drop table items",
+        "(select max(price) from items)",
+        "reflect('java.lang.Runtime', 'exec', 'id')",
+    ):
+        outcome = execute(
+            Actor.command(),
+            f"REPL_ADD_SNAPSHOT_CR ('pg1.items', 'U', 'x', 1, 'custom', NULL, '{expression.replace(chr(39), chr(39) * 2)}')",
+        )[-1]
+        assert not outcome.ok and outcome.message
+    assert SnapshotConflictResolver.objects.count() == 0
+    assert len(rows(nodes[0])) == 20
