@@ -718,3 +718,25 @@ def simulate_activity(path: str, *, seed: int | None = None) -> dict[str, int]:
     finally:
         connection.close()
     return {"created": created, "shipped": shipped, "cancelled": cancelled}
+
+
+def reprice(path: str, *, seed: int | None = None) -> int:
+    """Change the price of one or two products on a copy of the product list (the publisher or a
+    subscriber of the demo's bi-directional publication); a copy that is not there yet is left alone."""
+    rng = random.Random(seed)  # noqa: S311 - demo data, not secrets
+    connection = sqlite3.connect(path, timeout=30)
+    try:
+        with connection:
+            tables = {r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "Products" not in tables:
+                return 0
+            ids = [r[0] for r in connection.execute("SELECT ProductID FROM Products WHERE Discontinued = 0")]
+            changed = 0
+            for product_id in rng.sample(ids, min(len(ids), rng.randint(1, 2))):
+                price = _money(Decimal(rng.randint(200, 9000)) / 100)
+                changed += connection.execute(
+                    "UPDATE Products SET UnitPrice = ? WHERE ProductID = ?", (price, product_id)
+                ).rowcount
+    finally:
+        connection.close()
+    return changed

@@ -319,6 +319,11 @@ def run_event(name: str) -> str:
 
 def demo_activity() -> dict:
     """The demo's stand-in for users: a minute of orders on the Demo database (scheduled by demo_setup)."""
-    from replication_admin.demo import simulate_activity
+    from replication_admin.demo import reprice, simulate_activity
 
-    return simulate_activity(str(settings.VAR_DIR / "demo.sqlite3"))
+    done = simulate_activity(str(settings.VAR_DIR / "demo.sqlite3"))
+    done["repriced"] = reprice(str(settings.VAR_DIR / "demo.sqlite3"))
+    branch = settings.VAR_DIR / "branch.sqlite3"
+    if branch.exists():
+        done["repriced_at_branch"] = reprice(str(branch))
+    return done

@@ -98,11 +98,42 @@ class Command(BaseCommand):
                 self.stdout.write(f"{'ok  ' if outcome.ok else 'FAIL'} {outcome.statement}: {outcome.message}")
         for snapshot in Snapshot.objects.filter(dest_server_id=target):
             do_schedule_snapshot(actor, snapshot, 1)
+        self._bidirectional(actor, target)
         Schedule.objects.get_or_create(
             func="replication_admin.tasks.demo_activity",
             defaults={"name": "demo activity", "schedule_type": Schedule.MINUTES, "minutes": 1, "repeats": -1},
         )
         self.stdout.write(f"snapshots of demo.Orders on {target} refresh every minute; new orders arrive every minute")
+
+    def _bidirectional(self, actor: Actor, target: str) -> None:
+        """demo.Products published bi-directionally to the snapshot target and to a SQLite "branch"
+        office; both sides change prices every minute, and the cheaper price wins a conflict."""
+        from replication_admin.actions.bidir import do_schedule_publication, find_publication
+        from replication_admin.actions.statements import execute
+        from replication_admin.models import SnapshotPublication, SnapshotSubscription
+
+        branch = settings.VAR_DIR / "branch.sqlite3"
+        branch.touch()
+        self._register(actor, ServerData(name="branch", dialect="sqlite", database=str(branch),
+                                         description="a branch office's copy of the product list"))  # fmt: skip
+        statements = []
+        if not SnapshotPublication.objects.filter(item="demo.Products").exists():
+            statements += [
+                "REPL_CREATE_SNAPSHOT_PUB ('demo.Products', 2)",
+                "REPL_ADD_SNAPSHOT_CR ('demo.Products', 'U', 'cheapest', 10, 'min', 'UnitPrice')",
+            ]
+        for server in (target, "branch"):
+            if not SnapshotSubscription.objects.filter(item="demo.Products", server=server).exists():
+                statements += [
+                    f"REPL_CREATE_SNAPSHOT_SUB ('{server}', 'demo.Products', 2)",
+                    f"REPL_INIT_SNAPSHOT ('{server}', 'demo.Products', 2, 20)",
+                ]
+        if statements:
+            for outcome in execute(actor, ";\n".join(statements), wait=False):
+                self.stdout.write(f"{'ok  ' if outcome.ok else 'FAIL'} {outcome.statement}: {outcome.message}")
+        publication = find_publication("demo.Products")
+        do_schedule_publication(actor, publication, 1)
+        self.stdout.write(f"demo.Products syncs with {target} and branch every minute (cheapest price wins)")
 
     def _create_database(self, conn: pyodbc.Connection, dialect: str) -> None:
         if dialect == "postgresql":
