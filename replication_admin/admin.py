@@ -129,6 +129,22 @@ class JobRunAdmin(admin.ModelAdmin):
     readonly_fields = [f.name for f in models.JobRun._meta.fields]
 
 
+@admin.register(models.ConflictBackup)
+class ConflictBackupAdmin(admin.ModelAdmin):
+    """Conflict backups are evidence: readable here, changed only by re-applying from the inbox."""
+
+    list_display = ("id", "created_at", "item", "source", "conflict_type", "decision", "resolver", "reapplied_at")
+    list_filter = ("conflict_type", "decision", "kind")
+    search_fields = ("item", "source", "change_guid")
+    readonly_fields = [f.name for f in models.ConflictBackup._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(models.AuditEntry)
 class AuditEntryAdmin(admin.ModelAdmin):
     list_display = ("at", "username", "action", "target", "outcome", "via")
