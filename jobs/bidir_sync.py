@@ -114,6 +114,7 @@ class PullResult:
     staged: list[str] = field(default_factory=list)  # change ids staged for the apply, conflicts or not
     conflicts: list[dict] = field(default_factory=list)  # typed rows: k*, op, change_id, old_guid, snaptime, p*, n*
     applied_without_conflict: int = 0
+    keys: dict[str, tuple] = field(default_factory=dict)  # change id -> (op, conflict type or None, key values)
 
 
 def pull_changes(spark, plan: PullPlan) -> PullResult:
@@ -161,7 +162,9 @@ def _pull_pending(spark, plan: PullPlan, pending: DataFrame, result: PullResult)
     )
     classified = joined.withColumn("eff_op", op).withColumn("conflict", conflict).persist()
     try:
-        result.staged = [r["change_id"] for r in classified.select("change_id").collect()]
+        staged = classified.select("change_id", "eff_op", "conflict", *key_aliases).collect()
+        result.staged = [r["change_id"] for r in staged]
+        result.keys = {r["change_id"]: (r["eff_op"], r["conflict"], tuple(r[k] for k in key_aliases)) for r in staged}
         clean = classified.where(F.col("conflict").isNull())
         out = clean.select(
             *keys_out,

@@ -585,6 +585,7 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
         )
         # Keys are staged with the publisher's aliases: both layouts share them.
         result = spark_bidir.pull_changes(spark, plan)
+        decided: list[dict] = []
         outcome.replayed = len(result.replayed)
         if result.staged:
             decided = _decide(spark, publication, pub, result.conflicts) if result.conflicts else []
@@ -602,7 +603,13 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
                 continue
         outcome.pulled, outcome.conflicts = len(result.staged), len(result.conflicts)
         consumed = [*result.replayed, *result.staged]
-        _consume(sub, consumed)
+        decisions = {c["change_id"]: int(d["decision"]) for c, d in zip(result.conflicts, decided, strict=True)}
+        as_is = {
+            change: (op, key)
+            for change, (op, conflict, key) in result.keys.items()
+            if conflict is None or decisions.get(change) == 1
+        }
+        _consume(sub, consumed, as_is)
         _forget(pub, replay, sub.server.name, consumed)
         break
     pub.drop(keys_stage, apply_stage)
@@ -610,16 +617,38 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
     return outcome
 
 
-def _consume(sub: Side, change_ids: list[str]) -> None:
-    """Remove pulled changes from the subscriber's log; a row changed again since has a new id and stays."""
+def _consume(sub: Side, change_ids: list[str], as_is: dict[str, tuple] | None = None) -> None:
+    """Remove pulled changes from the subscriber's log; a row changed again since has a new id and stays.
+
+    Such a row was changed on top of the pulled version: when the publisher took that version as it
+    was, the remaining log row is rebased on it (its OLD_ROWGUID becomes the pulled version), so the
+    next pull does not mistake the subscriber's newer change for a conflict with its own older one."""
     if not change_ids:
         return
+    d = sub.d
     with connections.connect(sub.server, autocommit=False) as conn:
         cursor = conn.cursor()
         for start in range(0, len(change_ids), 1000):
             chunk = change_ids[start : start + 1000]
-            cursor.execute(sql.consume_sql(sub.d, sub.table, len(chunk)), chunk)  # type: ignore[arg-type]
+            cursor.execute(sql.consume_sql(d, sub.table, len(chunk)), chunk)  # type: ignore[arg-type]
+        if as_is:
+            pulled = {_key_text(key): (change, op) for change, (op, key) in as_is.items()}
+            for row in cursor.execute(sql.pending_keys_sql(d, sub.table)).fetchall():  # type: ignore[arg-type]
+                key = tuple(row[:-1])
+                match = pulled.get(_key_text(key))
+                if match is None:
+                    continue
+                change, op = match
+                values = [bind_value(v, k.logical, d.name) for v, k in zip(key, sub.layout.keys, strict=True)]  # type: ignore[attr-defined]
+                if op == "D":  # the row was deleted, then made again: an insert for the publisher
+                    cursor.execute(sql.rebase_sql(d, sub.table, inserted=True), [*values])  # type: ignore[arg-type]
+                else:
+                    cursor.execute(sql.rebase_sql(d, sub.table, inserted=False), [change, *values])  # type: ignore[arg-type]
         conn.commit()
+
+
+def _key_text(key: tuple) -> tuple:
+    return tuple(str(v).strip() if v is not None else None for v in key)
 
 
 def _forget(pub: Side, replay: str, source: str, change_ids: list[str]) -> None:

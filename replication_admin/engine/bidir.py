@@ -657,6 +657,25 @@ def consume_sql(d: Dialect, table: TableInfo, rows: int) -> str:
     return f"DELETE FROM {rlog} WHERE {d.quote('RLOG_ROWGUID')} IN ({', '.join(['?'] * rows)})"
 
 
+def pending_keys_sql(d: Dialect, table: TableInfo) -> str:
+    keys = [d.quote(rlog_key(k.name)) for k in key_columns(table)]
+    return f"SELECT {', '.join(keys)}, {d.quote('RLOG_ROWGUID')} FROM {d.qualify(rlog_name(table.name), table.schema)}"
+
+
+def rebase_sql(d: Dialect, table: TableInfo, inserted: bool) -> str:
+    """A pending log row made on top of a version the publisher has just taken: based on that version
+    (parameters: the version's id, then the key), or, when the publisher deleted the row, an insert."""
+    rlog = d.qualify(rlog_name(table.name), table.schema)
+    where = " AND ".join(f"{d.quote(rlog_key(k.name))} = ?" for k in key_columns(table))
+    if inserted:
+        return f"UPDATE {rlog} SET {d.quote('DMLTYPE')} = 'I', {d.quote(OLD_ROWGUID)} = NULL WHERE {where}"
+    dml = d.quote("DMLTYPE")
+    return (
+        f"UPDATE {rlog} SET {dml} = CASE WHEN {dml} = 'D' THEN 'D' ELSE 'U' END, {d.quote(OLD_ROWGUID)} = ? "
+        f"WHERE {where}"
+    )
+
+
 # --- initial copy ------------------------------------------------------------------------------------------
 
 

@@ -344,3 +344,28 @@ def test_hostile_resolver_expressions_are_refused_and_change_nothing(nodes):
         assert not outcome.ok and outcome.message
     assert SnapshotConflictResolver.objects.count() == 0
     assert len(rows(nodes[0])) == 20
+
+
+def test_a_change_made_while_its_previous_version_is_pulled_is_not_a_conflict(nodes, monkeypatch):
+    from replication_admin import bidir
+
+    pub, sub_my, sub_lite = nodes
+    consume = bidir._consume
+
+    def user_writes_during_the_sync(sub, change_ids, as_is=None):
+        if sub.server.name == "my2":  # after the publisher applied the pulled version, before the consume
+            sql(sub_my, 'UPDATE "items" SET name = ? WHERE id = 6', ["my second"])
+            sql(sub_my, 'DELETE FROM "items" WHERE id = 7')
+            sql(sub_my, 'INSERT INTO "items" (id, name, price) VALUES (7, ?, 1)', ["my 7 again"])
+        return consume(sub, change_ids, as_is)
+
+    sql(sub_my, 'UPDATE "items" SET name = ? WHERE id = 6', ["my first"])
+    sql(sub_my, 'DELETE FROM "items" WHERE id = 7')
+    monkeypatch.setattr(bidir, "_consume", user_writes_during_the_sync)
+    sync()
+    monkeypatch.setattr(bidir, "_consume", consume)
+    assert rows(pub)[6][0] == "my first" and 7 not in rows(pub)
+    summary = sync()
+    assert summary["conflicts"] == 0, list(ConflictBackup.objects.values("primary_key", "conflict_type"))
+    assert_converged(pub, sub_my, sub_lite)
+    assert rows(pub)[6][0] == "my second" and rows(pub)[7][0] == "my 7 again"
