@@ -369,3 +369,32 @@ def test_a_change_made_while_its_previous_version_is_pulled_is_not_a_conflict(no
     assert summary["conflicts"] == 0, list(ConflictBackup.objects.values("primary_key", "conflict_type"))
     assert_converged(pub, sub_my, sub_lite)
     assert rows(pub)[6][0] == "my second" and rows(pub)[7][0] == "my 7 again"
+
+
+def test_explicit_codes_and_undecided_resolvers_pass_the_decision_on(nodes):
+    from replication_admin.models import SnapshotConflictResolver
+
+    pub, sub_my, sub_lite = nodes
+    run(
+        "REPL_ADD_SNAPSHOT_CR ('pg1.items', 'I', 'pw', 10, 'pub_wins');"
+        "REPL_ADD_SNAPSHOT_CR ('pg1.items', 'U', 'undecided', 10, 'custom', NULL, '0');"
+        "REPL_ADD_SNAPSHOT_CR ('pg1.items', 'U', 'pw', 20, 'pub_wins');"
+        "REPL_ADD_SNAPSHOT_CR ('pg1.items', 'D', 'ignore', 10, 'custom', NULL, '5')"
+    )
+    names = dict(SnapshotConflictResolver.objects.values_list("proc", "id"))
+    sql(pub, 'INSERT INTO "items" (id, name, price) VALUES (300, ?, 3)', ["pub 300"])
+    sql(sub_lite, 'INSERT INTO "items" (id, name, price) VALUES (300, ?, 4)', ["lite 300"])
+    sql(pub, 'UPDATE "items" SET name = ? WHERE id = 6', ["pub 6"])
+    sql(sub_my, 'UPDATE "items" SET name = ? WHERE id = 6', ["my 6"])
+    sql(pub, 'UPDATE "items" SET name = ? WHERE id = 8', ["pub 8"])
+    sql(sub_my, 'DELETE FROM "items" WHERE id = 8')
+    sync()
+    assert_converged(pub, sub_my, sub_lite)
+    data = rows(sub_lite)
+    assert data[300][0] == "pub 300" and data[6][0] == "pub 6" and data[8][0] == "pub 8"
+    decided = {b.primary_key["id"]: (b.decision, b.resolver_id) for b in ConflictBackup.objects.all()}
+    assert decided == {
+        300: (3, names["pg1.items_cr_I_pw"]),
+        6: (3, names["pg1.items_cr_U_pw"]),  # the undecided resolver passed it on
+        8: (5, names["pg1.items_cr_D_ignore"]),
+    }
