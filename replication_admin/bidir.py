@@ -451,19 +451,9 @@ def _resolver_columns(layout: sql.Layout):
 
 
 def _chain(publication: SnapshotPublication):
-    from replication_admin.engine.resolvers import ResolverSpec
+    from replication_admin.actions.resolvers import chain_for
 
-    return [
-        ResolverSpec(
-            id=r.pk,
-            name=r.proc,
-            cr_type=r.type,
-            order=r.order,
-            expression=r.expression or "0",
-            assignments=dict(r.assignments or {}),
-        )
-        for r in SnapshotConflictResolver.objects.filter(table_name=publication.item).order_by("order", "id")
-    ]
+    return chain_for(publication.item)
 
 
 def _decide(spark, publication, pub: Side, conflicts: list[dict]) -> list[dict]:

@@ -16,9 +16,9 @@ from replication_admin.models.catalog import (
 from replication_admin.models.console import REGISTRY_DEFAULTS, AuditEntry, JobRun, RegistryEntry, ReplLock
 
 __all__ = [
-    "ConflictBackup",
     "REGISTRY_DEFAULTS",
     "AuditEntry",
+    "ConflictBackup",
     "JobRun",
     "RegistryEntry",
     "ReplAccount",

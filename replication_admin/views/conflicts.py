@@ -28,7 +28,7 @@ from replication_admin.models import (
 )
 from replication_admin.models.catalog import CR_TYPES
 from replication_admin.snapshots import SnapshotError
-from replication_admin.views.helpers import check_perm, denied, paginate, render_page_or_partial
+from replication_admin.views.helpers import check_perm, denied, paginate, render_page_or_partial, stacked_bars
 
 OPERATE = "replication_admin.operate"
 TYPE_COLOURS = {"I": "#1565c0", "U": "#b26a00", "D": "#c62828"}
@@ -78,16 +78,7 @@ def conflicts_per_day_figure(conflicts: QuerySet[ConflictBackup]) -> dict:
         for code in labels
         if code in series
     ]
-    return {
-        "data": traces,
-        "layout": {
-            "barmode": "stack",
-            "height": 220,
-            "margin": {"l": 30, "r": 10, "t": 10, "b": 30},
-            "legend": {"orientation": "h"},
-            "xaxis": {"type": "date"},
-        },
-    }
+    return stacked_bars(traces)
 
 
 @require_GET

@@ -19,7 +19,7 @@ from replication_admin.models import (
     SnapshotPublication,
     SnapshotSubscription,
 )
-from replication_admin.views.helpers import render_page_or_partial
+from replication_admin.views.helpers import render_page_or_partial, stacked_bars
 
 OUTCOME_COLOURS = {"succeeded": "#2e7d32", "failed": "#c62828", "cancelled": "#757575"}
 
@@ -47,16 +47,7 @@ def job_outcomes_figure(days: int = 14) -> dict:
         }
         for state, points in sorted(series.items())
     ]
-    return {
-        "data": traces,
-        "layout": {
-            "barmode": "stack",
-            "height": 220,
-            "margin": {"l": 30, "r": 10, "t": 10, "b": 30},
-            "legend": {"orientation": "h"},
-            "xaxis": {"type": "date"},
-        },
-    }
+    return stacked_bars(traces)
 
 
 @require_GET

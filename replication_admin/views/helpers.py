@@ -38,3 +38,17 @@ def check_perm(request: HttpRequest, perm: str, action: str, target: str = "") -
         return True
     record(Actor.from_request(request), action, target, AuditEntry.Outcome.DENIED, {"missing_permission": perm})
     return False
+
+
+def stacked_bars(traces: list[dict]) -> dict:
+    """A plotly figure of stacked bars per day (the job outcome and conflict charts)."""
+    return {
+        "data": traces,
+        "layout": {
+            "barmode": "stack",
+            "height": 220,
+            "margin": {"l": 30, "r": 10, "t": 10, "b": 30},
+            "legend": {"orientation": "h"},
+            "xaxis": {"type": "date"},
+        },
+    }

@@ -32,7 +32,7 @@ def prepare(server, publisher: bool, local: str):
 def log_rows(server, d) -> dict:
     rows = fetch_all(
         server,
-        f'SELECT {d.quote("RLOG_id")}, {d.quote("DMLTYPE")}, {d.quote("RLOG_ROWGUID")}, {d.quote("OLD_ROWGUID")} '
+        f"SELECT {d.quote('RLOG_id')}, {d.quote('DMLTYPE')}, {d.quote('RLOG_ROWGUID')}, {d.quote('OLD_ROWGUID')} "
         f"FROM {d.quote('RLOG_items')}",
     )
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
