@@ -90,6 +90,11 @@ def publisher_table(publication: SnapshotPublication) -> TableInfo:
     info = lookup_table(publication.server, publication.table)
     if info is None:
         raise SnapshotError(f"the published table {publication.table!r} no longer exists on {publication.server}")
+    if info.column(sql.ROWGUID_COLUMN) is None:
+        raise SnapshotError(
+            f"{publication.server}.{info.name} has no {sql.ROWGUID_COLUMN} column (was the table recreated after "
+            "it was published?); drop the publication and publish the table again"
+        )
     return info
 
 
