@@ -221,7 +221,10 @@ class Side:
     @classmethod
     def of(cls, server: Server, table: TableInfo, layout: sql.Layout) -> Side:
         d = dialects.get(server.dialect)
-        own = layout.renamed(table)
+        try:
+            own = layout.renamed(table)
+        except sql.BidirError as exc:
+            raise SnapshotError(f"{server.name}: {exc}") from None
         types = {m.alias: read_type(d, m.logical) for m in own.moved}
         return cls(server, d, table, own, types)
 
