@@ -11,6 +11,7 @@ from django.utils import timezone
 from replication_admin import bidir
 from replication_admin.actions.audit import Actor, record, require
 from replication_admin.actions.jobs import do_start_job
+from replication_admin.engine.statements import Name
 from replication_admin.models import (
     AuditEntry,
     ConflictBackup,
@@ -175,7 +176,9 @@ def do_schedule_publication(
             return None
         if every_minutes < 1 or every_minutes > 525600:
             raise SnapshotError("the interval is 1 to 525600 minutes")
-        literal = "'" + publication.item.replace("'", "''") + "'"
+        assert publication.server is not None
+        name = str(Name(publication.table, publication.server.name))  # quoted as the statement language reads it
+        literal = "'" + name.replace("'", "''") + "'"
         event, _ = ScheduledEvent.objects.update_or_create(
             name=name,
             defaults={

@@ -398,3 +398,17 @@ def test_explicit_codes_and_undecided_resolvers_pass_the_decision_on(nodes):
         6: (3, names["pg1.items_cr_U_pw"]),  # the undecided resolver passed it on
         8: (5, names["pg1.items_cr_D_ignore"]),
     }
+
+
+def test_a_scheduled_sync_holds_a_statement_naming_the_publication_even_with_a_hostile_name(make_server):
+    from replication_admin.actions.bidir import do_schedule_publication, publication_for
+    from replication_admin.engine.statements import Name, UpdateSnapshotPub, parse_one
+    from replication_admin.models import SnapshotPublication
+
+    server = make_server("sqlite", "lite9")
+    publication = SnapshotPublication.objects.create(item='lite9.ab "cd', server=server, table='ab "cd')
+    event = do_schedule_publication(Actor.command(), publication, 5)
+    statement = parse_one(event.sql)
+    assert statement == UpdateSnapshotPub(item=Name('ab "cd', "lite9"))
+    assert publication_for(server, statement.item.table) == publication
+    assert event.interval == 5 and do_schedule_publication(Actor.command(), publication, None) is None
