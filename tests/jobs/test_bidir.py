@@ -412,3 +412,23 @@ def test_a_scheduled_sync_holds_a_statement_naming_the_publication_even_with_a_h
     assert statement == UpdateSnapshotPub(item=Name('ab "cd', "lite9"))
     assert publication_for(server, statement.item.table) == publication
     assert event.interval == 5 and do_schedule_publication(Actor.command(), publication, None) is None
+
+
+def test_hostile_table_and_column_names_replicate_both_ways(make_server, jobs_sync, spark):
+    pub = make_server("postgresql", "pg7")
+    sub = make_server("mysql", "my8")
+    table = 'ab "cd'
+    create_table(
+        pub, table, [("id", LogicalType("integer")), ('we"ird col', LogicalType("varchar", length=20))], ["id"]
+    )
+    insert_rows(pub, table, ["id", 'we"ird col'], [(1, "one"), (2, "two")])
+    run(
+        'REPL_CREATE_SNAPSHOT_PUB (\'pg7."ab ""cd"\', 2);'
+        "REPL_CREATE_SNAPSHOT_SUB ('my8', 'pg7.\"ab \"\"cd\"', 2);"
+        "REPL_INIT_SNAPSHOT ('my8', 'pg7.\"ab \"\"cd\"', 2)"
+    )
+    run_sql(pub, 'UPDATE "ab ""cd" SET "we""ird col" = ? WHERE id = 1', ["uno"])
+    run_sql(sub, 'UPDATE `ab "cd` SET `we"ird col` = ? WHERE id = 2', ["dos"])
+    run('REPL_UPDATE_SNAPSHOT (\'pg7."ab ""cd"\', 2)')
+    assert same(pub, sub, table)["equal"]
+    assert fetch_all(sub, 'SELECT id, `we"ird col` FROM `ab "cd` ORDER BY id') == [(1, "uno"), (2, "dos")]
