@@ -148,15 +148,20 @@ def _pull_pending(spark, plan: PullPlan, pending: DataFrame, result: PullResult)
     op = F.when(F.col("op").isin("I", "U") & (F.col("present") == 0), F.lit("D")).otherwise(F.col("op"))
     pub_here = F.col("pub_present") == 1
     same_version = pub_here & F.col("p" + guid).eqNullSafe(F.col("old_guid"))
+    # The publisher already has this very version (its replay-log row was purged before the
+    # subscriber's log row was consumed): nothing to apply, nothing to decide.
+    already = pub_here & (F.col("p" + guid) == F.col("change_id")) & F.col("eff_op").isin("I", "U")
     conflict = (
-        F.when((F.col("eff_op") == "I") & pub_here, F.lit("I"))
+        F.when(already, F.lit(None).cast("string"))
+        .when((F.col("eff_op") == "I") & pub_here, F.lit("I"))
         .when((F.col("eff_op") == "U") & ~pub_here, F.lit("D"))
         .when((F.col("eff_op") == "U") & ~same_version, F.lit("U"))
         .when((F.col("eff_op") == "D") & ~pub_here & F.col("old_guid").isNotNull(), F.lit("D"))
         .when((F.col("eff_op") == "D") & pub_here & ~same_version, F.lit("D"))
     )
     action = (
-        F.when(F.col("eff_op").isin("I", "U"), F.lit("W"))
+        F.when(already, F.lit("N"))
+        .when(F.col("eff_op").isin("I", "U"), F.lit("W"))
         .when(pub_here, F.lit("D"))
         .otherwise(F.lit("N"))  # a delete of a row the publisher never had
     )

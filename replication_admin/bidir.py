@@ -820,6 +820,41 @@ def _notify(publication: SnapshotPublication, job: JobRun) -> None:
         ConflictBackup.objects.filter(pk__in=[b.pk for b in backups]).update(notified=True)
 
 
+def purge_replay_logs(publication: SnapshotPublication, subscription: SnapshotSubscription, server: Server) -> int:
+    offset = RegistryEntry.get_int("snp_repl_purge_offset")
+    assert publication.server is not None
+    pub_table = publisher_table(publication)
+    layout = sql.Layout.of(pub_table)
+    pub, sub = (
+        Side.of(publication.server, pub_table, layout),
+        Side.of(server, subscriber_table(publication, server), layout),
+    )
+    deleted = 0
+    if subscription.last_push_ts is not None:
+        before = _naive_utc(subscription.last_push_ts) - timedelta(minutes=offset)
+        purge = sql.rplog_purge_sql(
+            sub.d, rplog(publication, sub.d), sub.table.schema, pub.server.name, server.name, before
+        )  # type: ignore[arg-type]
+        with connections.connect(server) as conn:
+            deleted += max(conn.cursor().execute(purge).rowcount, 0)
+    with connections.connect(server, readonly=True) as conn:
+        oldest = (
+            conn.cursor()
+            .execute(
+                f"SELECT MIN({sub.d.quote('SNAPTIME')}) FROM {sub.qualify(rlog_name(sub.table.name))}"  # type: ignore[attr-defined]
+            )
+            .fetchone()[0]
+        )
+    pending_from = _naive_utc(_aware(oldest)) if oldest is not None else server_now(server)  # type: ignore[arg-type]
+    before = pending_from - timedelta(minutes=offset)
+    purge = sql.rplog_purge_sql(
+        pub.d, rplog(publication, pub.d), pub.table.schema, server.name, pub.server.name, before
+    )  # type: ignore[arg-type]
+    with connections.connect(publication.server) as conn:
+        deleted += max(conn.cursor().execute(purge).rowcount, 0)
+    return deleted
+
+
 # --- re-applying a losing version ----------------------------------------------------------------------
 
 

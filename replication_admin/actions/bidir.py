@@ -27,6 +27,7 @@ from replication_admin.snapshots import SnapshotError, require_table
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
 TABLE = 2
+URPLOG_PURGE_EVENT = "purge_urplogs"
 
 
 def _failed(actor: Actor, action: str, target: str, error: Exception) -> None:
@@ -79,6 +80,11 @@ def do_create_publication(actor: Actor, server: Server, table: str) -> SnapshotP
         raise
     with transaction.atomic():
         publication.save()
+        # As Virtuoso does, creating a bi-directional publication schedules the replay-log purge.
+        ScheduledEvent.objects.get_or_create(
+            name=URPLOG_PURGE_EVENT,
+            defaults={"start": timezone.now(), "sql": "repl_purge_urplogs()", "interval": 30},
+        )
         record(actor, "bidir.publish", item)
     return publication
 
@@ -205,3 +211,19 @@ def do_reapply_conflict(actor: Actor, backup: ConflictBackup) -> str:
     ConflictBackup.objects.filter(pk=backup.pk).update(reapplied_by=actor.username)
     record(actor, "conflict.reapply", target, detail={"message": message})
     return message
+
+
+def do_purge_urplogs(actor: Actor) -> int:
+    """repl_purge_urplogs(): on each subscriber, pushed changes older than its LAST_PUSH_TS minus
+    snp_repl_purge_offset; on the publisher, pulled changes older than anything still in the
+    subscriber's log minus the offset. No sync reads those rows again."""
+    require(actor, OPERATE, "urplog.purge")
+    deleted = 0
+    for publication in SnapshotPublication.objects.select_related("server").filter(type=TABLE):
+        for subscription in subscriptions_of(publication).filter(init_state="done"):
+            server = Server.objects.filter(name=subscription.server).first()
+            if server is None or publication.server is None:
+                continue
+            deleted += bidir.purge_replay_logs(publication, subscription, server)
+    record(actor, "urplog.purge", detail={"deleted": deleted})
+    return deleted

@@ -133,6 +133,9 @@ def _run_bidir(actor: Actor, statement: st.Statement, context: Server | None, wa
         case st.UpdateSnapshotPub(item=item):
             publication = bidir_actions.publication_for(resolve_server(item.server, context, "the item"), item.table)
             return _bidir_job(text, bidir_actions.do_sync_publication(actor, publication, sync=sync), "sync")
+        case st.PurgeUpdateableReplayLogs():
+            deleted = bidir_actions.do_purge_urplogs(actor)
+            return Outcome(text, True, f"purged {deleted} replay log row(s)", details={"deleted": deleted})
         case st.AddSnapshotCr(table=table, cr_type=cr_type, suffix=suffix, order=order, cls=cls):
             from replication_admin.actions import resolvers
 

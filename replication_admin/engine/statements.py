@@ -266,6 +266,11 @@ class UpdateSnapshotPub(Statement):
 
 
 @dataclass(frozen=True)
+class PurgeUpdateableReplayLogs(Statement):
+    """repl_purge_urplogs(): replay-log rows of bi-directional publications no sync can read again."""
+
+
+@dataclass(frozen=True)
 class AddSnapshotCr(Statement):
     table: Name = Name("")
     cr_type: str = ""
@@ -373,6 +378,7 @@ FUNCTIONS: dict[str, Function] = {
         optional=1,
     ),
     "REPL_PURGE_RPLOGS": Function((), lambda: PurgeReplayLogs()),
+    "REPL_PURGE_URPLOGS": Function((), lambda: PurgeUpdateableReplayLogs()),
     "REPL_CREATE_SNAPSHOT_PUB": Function(
         ("item", "type"), lambda i, t: CreateSnapshotPub(item=_name_arg(i, "item"), item_type=_item_type(t))
     ),

@@ -432,3 +432,34 @@ def test_hostile_table_and_column_names_replicate_both_ways(make_server, jobs_sy
     run('REPL_UPDATE_SNAPSHOT (\'pg7."ab ""cd"\', 2)')
     assert same(pub, sub, table)["equal"]
     assert fetch_all(sub, 'SELECT id, `we"ird col` FROM `ab "cd` ORDER BY id') == [(1, "uno"), (2, "dos")]
+
+
+def test_replay_logs_are_purged_and_a_change_the_publisher_already_has_is_not_applied_twice(nodes, monkeypatch):
+    from replication_admin import bidir
+    from replication_admin.models import RegistryEntry, ScheduledEvent
+
+    pub, sub_my, sub_lite = nodes
+    assert ScheduledEvent.objects.get(name="purge_urplogs").sql == "repl_purge_urplogs()"
+    sql(sub_my, 'UPDATE "items" SET name = ? WHERE id = 6', ["my 6"])
+    sql(sub_my, 'INSERT INTO "items" (id, name, price) VALUES (400, ?, 4)', ["my 400"])
+    # The worker dies after the publisher applied the pull, before the subscriber's log was consumed ...
+    monkeypatch.setattr(bidir, "_consume", lambda *args, **kwargs: None)
+    monkeypatch.setattr(bidir, "_forget", lambda *args, **kwargs: None)
+    sync()
+    monkeypatch.undo()
+    assert fetch_all(sub_my, "SELECT COUNT(*) FROM `RLOG_items`") == [(2,)]
+    # The purge keeps the publisher's rows of changes still in the subscriber's log ...
+    RegistryEntry.objects.update_or_create(key="snp_repl_purge_offset", defaults={"value": "0"})
+    run("REPL_PURGE_URPLOGS ()")
+    replay = '"RPLOG_pg1_items"'
+    assert fetch_all(pub, f"SELECT COUNT(*) FROM {replay} WHERE \"SOURCE\" = 'my2'") == [(2,)]
+    last_push = SnapshotSubscription.objects.get(server="lite3").last_push_ts.replace(tzinfo=None)
+    older = fetch_all(sub_lite, f"SELECT COUNT(*) FROM {replay} WHERE SNAPTIME < ?", [last_push.isoformat(" ")])
+    assert older == [(0,)]
+    # ... and should they be lost anyway, the publisher sees it already has those versions.
+    run_sql(pub, f"DELETE FROM {replay}")
+    summary = sync()
+    assert summary["conflicts"] == 0 and ConflictBackup.objects.count() == 0
+    assert fetch_all(sub_my, "SELECT COUNT(*) FROM `RLOG_items`") == [(0,)]
+    assert_converged(pub, sub_my, sub_lite)
+    assert rows(sub_lite)[400][0] == "my 400"
