@@ -215,6 +215,14 @@ def run_statement(actor: Actor, statement: st.Statement, context: Server | None,
     raise StatementFailed(f"{statement.verb} cannot be run here")
 
 
+def shown_text(statement: st.Statement) -> str:
+    """The statement as shown and recorded: a password given to REPL_SNP_SERVER never is."""
+    if isinstance(statement, st.SnpServer) and statement.password is not None:
+        user = "NULL" if statement.user is None else "'" + statement.user.replace("'", "''") + "'"
+        return f"REPL_SNP_SERVER ('{statement.dsn.replace(chr(39), chr(39) * 2)}', {user}, '********')"
+    return statement.text
+
+
 def execute(actor: Actor, text: str, context: Server | None = None, wait: bool = True) -> list[Outcome]:
     """Parse and run a script; returns one outcome per statement run (the last one failed, if any did).
 
@@ -222,13 +230,15 @@ def execute(actor: Actor, text: str, context: Server | None = None, wait: bool =
     statements = st.parse(text)
     outcomes: list[Outcome] = []
     for statement in statements:
+        shown = shown_text(statement)
         try:
             outcome = run_statement(actor, statement, context, wait)
         except (SnapshotError, StatementFailed, PermissionDenied, ValueError) as exc:
             if isinstance(exc, StatementFailed):
-                record(actor, "statement", statement.text, AuditEntry.Outcome.ERROR, {"error": str(exc)})
-            outcomes.append(Outcome(statement.text, False, str(exc)))
+                record(actor, "statement", shown, AuditEntry.Outcome.ERROR, {"error": str(exc)})
+            outcomes.append(Outcome(shown, False, str(exc)))
             break
+        outcome.statement = shown
         outcomes.append(outcome)
         if not outcome.ok:
             break

@@ -142,7 +142,7 @@ def quote_name(part: str) -> str:
 
 @dataclass(frozen=True)
 class Statement:
-    text: str = field(default="", compare=False)  # the statement's own source text
+    text: str = field(default="", compare=False, repr=False)  # the statement's own source text
 
     @property
     def verb(self) -> str:
