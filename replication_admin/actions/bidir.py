@@ -183,8 +183,8 @@ def do_schedule_publication(
         if every_minutes < 1 or every_minutes > 525600:
             raise SnapshotError("the interval is 1 to 525600 minutes")
         assert publication.server is not None
-        name = str(Name(publication.table, publication.server.name))  # quoted as the statement language reads it
-        literal = "'" + name.replace("'", "''") + "'"
+        quoted = str(Name(publication.table, publication.server.name))  # as the statement language reads it
+        literal = "'" + quoted.replace("'", "''") + "'"
         event, _ = ScheduledEvent.objects.update_or_create(
             name=name,
             defaults={

@@ -411,7 +411,8 @@ def test_a_scheduled_sync_holds_a_statement_naming_the_publication_even_with_a_h
     statement = parse_one(event.sql)
     assert statement == UpdateSnapshotPub(item=Name('ab "cd', "lite9"))
     assert publication_for(server, statement.item.table) == publication
-    assert event.interval == 5 and do_schedule_publication(Actor.command(), publication, None) is None
+    assert event.name == 'bidir lite9.ab "cd' and event.interval == 5
+    assert do_schedule_publication(Actor.command(), publication, None) is None
 
 
 def test_hostile_table_and_column_names_replicate_both_ways(make_server, jobs_sync, spark):
