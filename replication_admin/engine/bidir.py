@@ -469,6 +469,20 @@ def push_select(d: Dialect, table: TableInfo, layout: Layout, subscriber: str, s
     return changes_select(d, table, layout, where)
 
 
+def push_window_ids_sql(d: Dialect, table: TableInfo, subscriber: str, since: datetime) -> str:
+    """The change ids PUSH would read for `subscriber` (to skip Spark when all are already applied)."""
+    rlog = d.qualify(rlog_name(table.name), table.schema)
+    guid = d.quote("RLOG_ROWGUID")
+    return (
+        f"SELECT r.{guid} FROM {rlog} r WHERE r.{d.quote('SNAPTIME')} >= {timestamp_literal(d, since)} "
+        f"AND NOT ({_is_local(d, 'r.' + guid, subscriber)})"
+    )
+
+
+def log_count_sql(d: Dialect, table: TableInfo) -> str:
+    return f"SELECT COUNT(*) FROM {d.qualify(rlog_name(table.name), table.schema)}"
+
+
 def changes_schema(d: Dialect, layout: Layout, read_types: dict[str, str]) -> str:
     snaptime = "STRING" if d.name == "sqlite" else "TIMESTAMP"
     parts = [f"{k.alias} {read_types[k.alias]}" for k in layout.keys]

@@ -59,7 +59,7 @@ def test_initial_copy_and_sync_killed_at_random_points_converge_when_run_again(
     sub_my = make_server("mysql", "my2")
     sub_lite = make_server("sqlite", "lite3")
     create_table(pub, "items", COLUMNS, ["id"])
-    insert_rows(pub, "items", ["id", "name", "price"], [(i, f"item {i}", Decimal(i) / 4) for i in range(1, 25_001)])
+    insert_rows(pub, "items", ["id", "name", "price"], [(i, f"item {i}", Decimal(i) / 4) for i in range(1, 15_001)])
     run(
         "REPL_CREATE_SNAPSHOT_PUB ('pg1.items', 2);"
         "REPL_CREATE_SNAPSHOT_SUB ('my2', 'pg1.items', 2);"
@@ -74,20 +74,20 @@ def test_initial_copy_and_sync_killed_at_random_points_converge_when_run_again(
         assert state in {"staging", "copying", "done"}
         run(statement)
     assert_converged(pub, sub_my, sub_lite)
-    assert len(rows(sub_lite)) == 25_000
+    assert len(rows(sub_lite)) == 15_000
 
     # Syncs killed at random points, with changes and conflicts on every node in between.
-    for trial in range(3):
+    for trial in range(2):
         for _ in range(60):
             user_op(rng.choice((pub, sub_my, sub_lite)), rng, trial, set(), set())
-        sql(pub, 'UPDATE "items" SET name = ? WHERE id > 20000 AND id <= 20100', [f"bulk {trial}"])
+        sql(pub, 'UPDATE "items" SET name = ? WHERE id > 10000 AND id <= 10100', [f"bulk {trial}"])
         interrupted += kill_after(start("REPL_UPDATE_SNAPSHOT ('pg1.items', 2)", db_path), rng.uniform(3.0, 14.0))
         before = ConflictBackup.objects.count()
         run("REPL_UPDATE_SNAPSHOT ('pg1.items', 2)")
         assert_converged(pub, sub_my, sub_lite)
         assert ConflictBackup.objects.count() >= before
-    print(f"\nFAULTS bidir: {interrupted} of 5 kills landed inside a running job; all converged")
-    assert interrupted >= 3
+    print(f"\nFAULTS bidir: {interrupted} of 4 kills landed inside a running job; all converged")
+    assert interrupted >= 2
     assert not JobRun.objects.filter(state="running").exists()
     again = run("REPL_UPDATE_SNAPSHOT ('pg1.items', 2)").details["subscribers"]
     assert all(v["pulled"] == 0 and v["pushed"] == 0 for v in again.values()), again
