@@ -77,8 +77,13 @@ class InitCopy:
 def stage_copy(spark, plan: InitCopy, progress: Progress | None = None) -> int:
     """The publisher's rows, numbered (rn: increasing, not contiguous), staged on the subscriber."""
     df = read_partitioned(spark, plan.source.jdbc, plan.select_sql, plan.custom_schema, plan.partition_alias)
+    assert df.rdd.getNumPartitions() <= 8, "row numbers assume at most 8 read partitions"
+    # Increasing row numbers below 2**31 (the SQLite ODBC driver returns 32-bit integers from MAX()):
+    # the partition in the top 3 bits, the row's place in its partition (up to 268 million) below.
+    partition = F.spark_partition_id().cast("long")
+    place = F.monotonically_increasing_id() - F.shiftleft(partition, 33)
     out = df.select(
-        F.monotonically_increasing_id().alias("rn"), *_values_out(plan.moved, plan.read_types, plan.dest.dialect)
+        (F.shiftleft(partition, 28) + place).alias("rn"), *_values_out(plan.moved, plan.read_types, plan.dest.dialect)
     )
     observation = Observation("init_copy")
     out = out.observe(observation, F.count(F.lit(1)).alias("rows"))

@@ -324,7 +324,14 @@ def init_subscription(job: JobRun, reporter, spark_config) -> dict:
             rows = int(subscription.init_rows_total or 0)
             reporter.log(f"resuming the initial copy after row number {subscription.init_bookmark}")
         copied = _copy_chunks(subscription, sub, staging, per_commit, rows, reporter)
-        run_each(sub_server, [sql.init_cleanup_sql(sub.d, sub.table, sub.layout, staging)])  # type: ignore[arg-type]
+        if _fetch(sub_server, sql.log_count_sql(sub.d, sub.table))[0][0]:  # type: ignore[arg-type]
+            run_each(
+                sub_server,
+                [
+                    sql.init_staging_key_index_sql(sub.d, sub.table, sub.layout, staging),  # type: ignore[arg-type]
+                    sql.init_cleanup_sql(sub.d, sub.table, sub.layout, staging),  # type: ignore[arg-type]
+                ],
+            )
         sub.drop(staging)
         SnapshotSubscription.objects.filter(pk=subscription.pk).update(
             init_state="done",

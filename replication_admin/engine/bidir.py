@@ -659,10 +659,13 @@ def pending_local_sql(d: Dialect, table: TableInfo, layout: Layout, staging: str
     stg = d.qualify(staging, table.schema)
     match = " AND ".join(f"r.{d.quote(rlog_key(k.dest))} = s.{k.alias}" for k in layout.keys)
     pending = f"EXISTS (SELECT 1 FROM {rlog} r WHERE {match})"
-    return (
-        f"SELECT COUNT(*), MIN(s.snaptime) FROM {stg} s WHERE {pending}",
-        f"DELETE FROM {stg} WHERE change_id IN (SELECT s.change_id FROM {stg} s WHERE {pending})",
-    )
+    if d.name == "mysql":
+        # MariaDB runs `IN (SELECT ...)` of a DELETE once per staged row; the join form uses the log's key.
+        delete = f"DELETE s FROM {stg} s WHERE {pending}"
+    else:
+        own = " AND ".join(f"r.{d.quote(rlog_key(k.dest))} = {stg}.{k.alias}" for k in layout.keys)
+        delete = f"DELETE FROM {stg} WHERE EXISTS (SELECT 1 FROM {rlog} r WHERE {own})"
+    return f"SELECT COUNT(*), MIN(s.snaptime) FROM {stg} s WHERE {pending}", delete
 
 
 def consume_sql(d: Dialect, table: TableInfo, rows: int) -> str:
@@ -716,6 +719,12 @@ def init_chunk_sql(d: Dialect, table: TableInfo, layout: Layout, staging: str, r
         f"AND NOT EXISTS (SELECT 1 FROM {dst} t WHERE {on})"
     )
     return last, insert
+
+
+def init_staging_key_index_sql(d: Dialect, table: TableInfo, layout: Layout, staging: str) -> str:
+    """An index on the staged keys, so the clean-up below looks rows up instead of scanning the copy."""
+    name = d.quote(bounded_name(f"{staging}_keys", d.max_identifier))
+    return f"CREATE INDEX {name} ON {d.qualify(staging, table.schema)} ({', '.join(k.alias for k in layout.keys)})"
 
 
 def init_cleanup_sql(d: Dialect, table: TableInfo, layout: Layout, staging: str) -> str:

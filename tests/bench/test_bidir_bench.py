@@ -11,8 +11,6 @@ SQLite server through the statement language:
   on a subscriber, so they conflict (update/update, insert/insert, update/delete and delete/update);
   median of 3 runs, each on a fresh change set, with the job's phase timings;
 - the ratio of the re-copy's time (both subscribers) to the sync's.
-
-The SQLite subscriber's copies read the publisher in one Spark partition (see `init`).
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ from dataclasses import dataclass
 
 import pytest
 
-from jobs import jdbc
 from replication_admin.actions.audit import Actor
 from replication_admin.actions.statements import execute
 from replication_admin.models import ConflictBackup, JobRun
@@ -53,17 +50,8 @@ def run(text: str):
 
 
 def init(monkeypatch, server, rows_per_commit: int):
-    """REPL_INIT_SNAPSHOT of one subscriber.
-
-    A SQLite subscriber's copy is read in one Spark partition: the copy numbers rows with Spark's
-    monotonically_increasing_id (the partition number in the upper bits, so 2^33 and up from the second
-    partition on), and the SQLite ODBC driver returns MAX(rn) truncated to 32 bits, so the chunk loop
-    restarts from a lower bookmark and never ends when the publisher's table is read in several partitions
-    (over 500,000 rows)."""
-    with monkeypatch.context() as patch:
-        if server.dialect == "sqlite":
-            patch.setattr(jdbc, "ROWS_PER_PARTITION", 10 * ROWS)
-        return run(f"REPL_INIT_SNAPSHOT ('{server.name}', 'bpg.items', 2, {rows_per_commit})")
+    """REPL_INIT_SNAPSHOT of one subscriber."""
+    return run(f"REPL_INIT_SNAPSHOT ('{server.name}', 'bpg.items', 2, {rows_per_commit})")
 
 
 # --- the change sets ---------------------------------------------------------------------------------------

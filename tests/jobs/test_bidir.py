@@ -472,3 +472,18 @@ def test_replay_logs_are_purged_and_a_change_the_publisher_already_has_is_not_ap
     assert fetch_all(sub_my, "SELECT COUNT(*) FROM `RLOG_items`") == [(0,)]
     assert_converged(pub, sub_my, sub_lite)
     assert rows(sub_lite)[400][0] == "my 400"
+
+
+def test_an_initial_copy_read_in_several_spark_partitions_finishes_on_sqlite(make_server, jobs_sync, spark):
+    pub = make_server("postgresql", "pg5")
+    sub = make_server("sqlite", "lite6")
+    create_table(pub, "items", COLUMNS, ["id"])
+    # Keys spread over 1,000,000 make the copy read the publisher in four Spark partitions.
+    insert_rows(pub, "items", ["id", "name", "price"], [(i * 500, f"item {i}", Decimal(i)) for i in range(1, 2001)])
+    run(
+        "REPL_CREATE_SNAPSHOT_PUB ('pg5.items', 2);"
+        "REPL_CREATE_SNAPSHOT_SUB ('lite6', 'pg5.items', 2);"
+        "REPL_INIT_SNAPSHOT ('lite6', 'pg5.items', 2, 300)"
+    )
+    assert same(pub, sub)["equal"] and len(rows(sub)) == 2000
+    assert SnapshotSubscription.objects.get(server="lite6").init_bookmark < 2**31
