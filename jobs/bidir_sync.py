@@ -20,12 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.jdbc import read_partitioned, read_query
-from jobs.progress import StageProgress
-from jobs.snapshot_refresh import SQLITE_TS, Endpoint, _as_timestamp, to_destination, write_staging
+from jobs.snapshot_refresh import SQLITE_TS, Endpoint, _as_timestamp, to_destination, write_counted, write_staging
 from replication_admin.engine.refresh import Moved
 
 Progress = Callable[[int, int], None]
@@ -85,11 +84,7 @@ def stage_copy(spark, plan: InitCopy, progress: Progress | None = None) -> int:
     out = df.select(
         (F.shiftleft(partition, 28) + place).alias("rn"), *_values_out(plan.moved, plan.read_types, plan.dest.dialect)
     )
-    observation = Observation("init_copy")
-    out = out.observe(observation, F.count(F.lit(1)).alias("rows"))
-    with StageProgress(spark, progress or (lambda d, t: None)):
-        write_staging(out, plan.dest, plan.staging_sql)
-    return int(observation.get["rows"])
+    return write_counted(out, plan.dest, plan.staging_sql, "init_copy", spark, progress)
 
 
 # --- pull ------------------------------------------------------------------------------------------------
@@ -185,10 +180,7 @@ def _pull_pending(spark, plan: PullPlan, pending: DataFrame, result: PullResult)
             _snaptime_out(plan.pub.dialect).alias("snaptime"),
             *_values_out(plan.values, plan.sub_read_types, plan.pub.dialect),
         )
-        observation = Observation("pull_clean")
-        out = out.observe(observation, F.count(F.lit(1)).alias("rows"))
-        write_staging(out, plan.pub, plan.apply_staging_sql)
-        result.applied_without_conflict = int(observation.get["rows"])
+        result.applied_without_conflict = write_counted(out, plan.pub, plan.apply_staging_sql, "pull_clean")
         typed = classified.where(F.col("conflict").isNotNull()).select(
             "conflict",
             "eff_op",
@@ -244,9 +236,6 @@ def push_changes(spark, plan: PushPlan) -> PushResult:
             _snaptime_out(plan.sub.dialect).alias("snaptime"),
             *_values_out(plan.values, plan.pub_read_types, plan.sub.dialect),
         )
-        observation = Observation("push")
-        out = out.observe(observation, F.count(F.lit(1)).alias("rows"))
-        write_staging(out, plan.sub, plan.apply_staging_sql)
-        return PushResult(staged=int(observation.get["rows"]), newest=newest)
+        return PushResult(staged=write_counted(out, plan.sub, plan.apply_staging_sql, "push"), newest=newest)
     finally:
         changes.unpersist()

@@ -82,6 +82,19 @@ def write_staging(df: DataFrame, endpoint: Endpoint, table_sql: str) -> None:
     writer.save()
 
 
+def write_counted(df: DataFrame, endpoint: Endpoint, table_sql: str, name: str, spark=None, progress=None) -> int:
+    """write_staging, returning the number of rows written, counted as they stream through (no second
+    pass); with `spark` and `progress`, the write's task progress is reported while it runs."""
+    observation = Observation(name)
+    out = df.observe(observation, F.count(F.lit(1)).alias("rows"))
+    if spark is not None:
+        with StageProgress(spark, progress or (lambda d, t: None)):
+            write_staging(out, endpoint, table_sql)
+    else:
+        write_staging(out, endpoint, table_sql)
+    return int(observation.get["rows"])
+
+
 @dataclass(frozen=True)
 class FullCopy:
     source: Endpoint
@@ -106,11 +119,7 @@ def full_copy(spark, plan: FullCopy, progress: Progress | None = None) -> int:
             for m, name in zip(plan.moved, plan.staging_columns, strict=True)
         ]
     )
-    observation = Observation("full_copy")
-    out = out.observe(observation, F.count(F.lit(1)).alias("rows"))
-    with StageProgress(spark, progress or (lambda d, t: None)):
-        write_staging(out, plan.dest, plan.staging_sql)
-    return int(observation.get["rows"])
+    return write_counted(out, plan.dest, plan.staging_sql, "full_copy", spark, progress)
 
 
 @dataclass(frozen=True)
