@@ -113,7 +113,7 @@ def rplog(publication: SnapshotPublication, d) -> str:
 # --- objects ---------------------------------------------------------------------------------------------
 
 
-def _run_with_undo(server: Server, statements: Sequence[str], undo: Sequence[str]) -> None:
+def run_with_undo(server: Server, statements: Sequence[str], undo: Sequence[str]) -> None:
     """DDL one statement at a time (MariaDB commits each); on a failure, undo what was made."""
     done = 0
     try:
@@ -163,7 +163,7 @@ def create_objects(server: Server, table: TableInfo, publication: SnapshotPublic
         replay = sql.bidir_rplog_ddl(d, rplog(publication, d), table.schema)
     except (sql.BidirError, ValueError) as exc:
         raise SnapshotError(str(exc)) from None
-    _run_with_undo(server, [*rowguid_ddl, *objects.create, replay], objects.drop)
+    run_with_undo(server, [*rowguid_ddl, *objects.create, replay], objects.drop)
 
 
 def drop_objects(server: Server, table_name: str, publication: SnapshotPublication, drop_table: bool = False) -> None:
@@ -192,7 +192,7 @@ def create_subscriber_table(publication: SnapshotPublication, server: Server) ->
             ddl = create_table_ddl(d, publication.table, connections.table_schema(server), columns, keys)
         except ValueError as exc:
             raise SnapshotError(f"cannot create {publication.table!r} on {server.name}: {exc}") from None
-        _run_with_undo(server, [ddl], [])
+        run_with_undo(server, [ddl], [])
         created = lookup_table(server, publication.table)
         assert created is not None
         return created

@@ -43,6 +43,20 @@ def level_ok(requested: int, publisher: int) -> bool:
     return requested == publisher or is_below(requested, publisher)
 
 
+def level_of(count: int) -> int:
+    """The level of a publication's `count`-th transaction (the log counts without wrapping)."""
+    if count < 0:
+        raise ValueError("a transaction count is never negative")
+    return 0 if count == 0 else (count - 1) % REPL_WRAPAROUND + 1
+
+
+def count_of(level: int, publisher_level: int, publisher_count: int) -> int:
+    """The unwrapped count a subscriber at `level` has reached, given where the publisher is.
+
+    Only meaningful when level_ok(level, publisher_level); the result is never below 0."""
+    return max(0, publisher_count - distance(level, publisher_level))
+
+
 def lag(subscriber: int, publisher: int) -> int | None:
     """Transactions the subscriber is behind, or None when its level is not valid for this publisher."""
     if not level_ok(subscriber, publisher):

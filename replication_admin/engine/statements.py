@@ -281,6 +281,206 @@ class AddSnapshotCr(Statement):
     expression: str | None = None
 
 
+# --- transactional replication (Virtuoso's REPL_* functions) -----------------------------------------------
+#
+# A publisher groups tables and procedures into a publication ("account") and records every change made to
+# them in the account's replication log; subscribers register the publisher (REPL_SERVER), subscribe to the
+# account, take an initial copy and then replay the log in commit order, once or on a schedule. A
+# publication may be updateable: changes made on a subscriber travel back to the publisher, where conflict
+# resolvers (REPL_ADD_CR) decide between rival versions of a row. REPL_TEXT places an arbitrary SQL call
+# into the log so that subscribers run it too.
+
+
+@dataclass(frozen=True)
+class Publish(Statement):
+    """REPL_PUBLISH(account, log_file, is_updateable, sync_user): start a publication and its log."""
+
+    account: str = ""
+    log_file: str | None = None
+    updateable: bool = False
+    sync_user: str | None = None
+
+
+@dataclass(frozen=True)
+class Unpublish(Statement):
+    """REPL_UNPUBLISH(account): end a publication; its items stop being logged."""
+
+    account: str = ""
+
+
+@dataclass(frozen=True)
+class PubAdd(Statement):
+    """REPL_PUB_ADD(account, item, type, mode, options): publish a table (2) or a procedure (3).
+
+    `item` is the item's name as written in the reference, e.g. 'DB.DBA.TEST', not SQL-quoted.
+    `is_copy` is TI_IS_COPY; `options` (procedures only) is 1 to replicate calls, 2 the definition, 3 both."""
+
+    account: str = ""
+    item: str = ""
+    item_type: int = 2
+    is_copy: int = 0
+    options: int | None = None
+
+
+@dataclass(frozen=True)
+class PubRemove(Statement):
+    """REPL_PUB_REMOVE(account, item, type, mode): stop publishing an item; `drop` also drops the copies."""
+
+    account: str = ""
+    item: str = ""
+    item_type: int = 2
+    drop: bool = False
+
+
+@dataclass(frozen=True)
+class Grant(Statement):
+    """REPL_GRANT(account, grantee): let a user subscribe to a publication."""
+
+    account: str = ""
+    grantee: str = ""
+
+
+@dataclass(frozen=True)
+class Revoke(Statement):
+    """REPL_REVOKE(account, grantee)."""
+
+    account: str = ""
+    grantee: str = ""
+
+
+@dataclass(frozen=True)
+class ReplText(Statement):
+    """REPL_TEXT(account, sql_text, arg1, ...): log a SQL call, with its parameters, for subscribers to run."""
+
+    account: str = ""
+    sql_text: str = ""
+    args: tuple[str | int | float | None, ...] = ()
+
+
+@dataclass(frozen=True)
+class NewLog(Statement):
+    """REPL_NEW_LOG(account, file): continue a publication's log in a new file."""
+
+    account: str = ""
+    log_file: str = ""
+
+
+@dataclass(frozen=True)
+class ReplServer(Statement):
+    """REPL_SERVER(server, dsn, address): register a publisher under its replication name."""
+
+    server: str = ""
+    dsn: str = ""
+    repl_address: str | None = None
+
+
+@dataclass(frozen=True)
+class Subscribe(Statement):
+    """REPL_SUBSCRIBE(server, account, dav_user, dav_group, replication_user, replication_password,
+    replaying_user): subscribe to a publisher's publication."""
+
+    server: str = ""
+    account: str = ""
+    dav_user: str | None = None
+    dav_group: str | None = None
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    replay_user: str | None = None
+
+
+@dataclass(frozen=True)
+class Unsubscribe(Statement):
+    """REPL_UNSUBSCRIBE(server, account, item): drop a subscription, or one item of it."""
+
+    server: str = ""
+    account: str = ""
+    item: str | None = None
+
+
+@dataclass(frozen=True)
+class InitCopy(Statement):
+    """REPL_INIT_COPY(server, account): copy a subscription's items from the publisher."""
+
+    server: str = ""
+    account: str = ""
+
+
+@dataclass(frozen=True)
+class Sync(Statement):
+    """REPL_SYNC(server, account, user, password): replay what the publisher logged since the last sync."""
+
+    server: str = ""
+    account: str = ""
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class SyncAll(Statement):
+    """REPL_SYNC_ALL(): sync every subscription."""
+
+
+@dataclass(frozen=True)
+class SyncRepl(Statement):
+    """SYNC_REPL(): sync the subscriptions that are out of step (what the scheduler runs)."""
+
+
+@dataclass(frozen=True)
+class Disconnect(Statement):
+    """REPL_DISCONNECT(server): stop syncing from a publisher."""
+
+    server: str = ""
+
+
+@dataclass(frozen=True)
+class ThisServer(Statement):
+    """REPL_THIS_SERVER(): this server's replication name."""
+
+
+@dataclass(frozen=True)
+class Status(Statement):
+    """REPL_STATUS(server, account[, level, stat]): a subscription's level and state."""
+
+    server: str = ""
+    account: str = ""
+
+
+@dataclass(frozen=True)
+class Stat(Statement):
+    """REPL_STAT(): level and state of every publication and subscription."""
+
+
+@dataclass(frozen=True)
+class Purge(Statement):
+    """REPL_PURGE(server, account): drop log files every subscriber has replayed."""
+
+    server: str = ""
+    account: str = ""
+
+
+@dataclass(frozen=True)
+class SubSchedule(Statement):
+    """SUB_SCHEDULE(server, account, interval): sync a subscription every `interval` minutes (0: never)."""
+
+    server: str = ""
+    account: str = ""
+    interval: int = 0
+
+
+@dataclass(frozen=True)
+class AddCr(Statement):
+    """REPL_ADD_CR(table, type, suffix, order, class, column, expression): a conflict resolver of an
+    updateable publication, as REPL_ADD_SNAPSHOT_CR is for bi-directional snapshots."""
+
+    table: Name = Name("")
+    cr_type: str = ""
+    suffix: str = ""
+    order: int = 0
+    cls: str = ""
+    column: str | None = None
+    expression: str | None = None
+
+
 KEYWORDS = {
     "AS", "CALL", "CREATE", "DELETE", "DROP", "FOR", "FROM", "INCREMENTAL", "LOG", "NONINCREMENTAL",
     "NULL", "PURGE", "SELECT", "SNAPSHOT", "UPDATE", "WHERE", "WITH",
@@ -296,6 +496,21 @@ class Function:
     params: tuple[str, ...]
     build: Callable[..., Statement]
     optional: int = 0  # how many trailing parameters may be left out
+    # any number (up to VARIADIC_LIMIT) of further arguments after params, passed on to build as one tuple;
+    # a variadic function takes all its params (optional must be 0)
+    variadic: bool = False
+    # output variables that may follow params, all or none (REPL_STATUS(server, account, level, stat)): given
+    # as bare names or NULL, and ignored
+    outputs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.variadic and (self.optional or self.outputs):
+            raise ValueError("a variadic function has neither optional parameters nor output variables")
+        if self.outputs and self.optional:
+            raise ValueError("a function with output variables has no optional parameters")
+
+
+VARIADIC_LIMIT = 100  # further arguments a variadic function (REPL_TEXT) takes at most
 
 
 def _name_arg(value: Arg, what: str) -> Name:
@@ -338,16 +553,138 @@ def _int_arg(value: Arg, what: str, low: int, high: int) -> int:
     return value
 
 
-def _word_arg(value: Arg, what: str) -> str:
+def _word_arg(value: Arg, what: str, max_length: int | None = None) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{what} must be a non-empty string")
-    return value.strip()
+    value = value.strip()
+    if max_length is not None and len(value) > max_length:
+        raise ValueError(f"{what} must be at most {max_length} characters")
+    return value
 
 
 def _cr_type(value: Arg) -> str:
     if not isinstance(value, str) or value.upper() not in {"I", "U", "D"}:
         raise ValueError("the conflict type must be 'I', 'U' or 'D'")
     return value.upper()
+
+
+# transactional replication
+
+ACCOUNT_MAX_LENGTH = 100  # a publication's name
+SERVER_MAX_LENGTH = 128  # a server's replication name
+USER_MAX_LENGTH = 128
+ITEM_MAX_LENGTH = 320  # a published table's or procedure's name, as written ('DB.DBA.TEST')
+TRX_CR_CLASSES = ("pub_wins", "sub_wins", "min", "max", "ave", "add", "custom")
+
+
+def _account(value: Arg) -> str:
+    return _word_arg(value, "account", ACCOUNT_MAX_LENGTH)
+
+
+def _server(value: Arg) -> str:
+    return _word_arg(value, "server", SERVER_MAX_LENGTH)
+
+
+def _opt_text(value: Arg, what: str) -> str | None:
+    """An optional text argument: NULL, or a string (a blank one counts as NULL)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be a string or NULL")
+    return value.strip() or None
+
+
+def _secret(value: Arg, what: str = "password") -> str | None:
+    """A password: NULL, or any string, kept exactly as given."""
+    if value is None or isinstance(value, str):
+        return value
+    raise ValueError(f"{what} must be a string or NULL")
+
+
+def _flag(value: Arg, what: str) -> bool:
+    """A 0/1 switch given as a whole number (any non-zero number is on); NULL is off."""
+    if value is None:
+        return False
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{what} must be a whole number (0 for no, 1 for yes)")
+    return value != 0
+
+
+def _trx_item_type(value: Arg) -> int:
+    if isinstance(value, int) and value == 1:
+        raise ValueError(
+            "WebDAV collections are not replicated by this console; use 2 for a table or 3 for a procedure"
+        )
+    if not isinstance(value, int) or isinstance(value, bool) or value not in (2, 3):
+        raise ValueError("the item type must be 2 (a table) or 3 (a procedure)")
+    return value
+
+
+def _item(value: Arg) -> str:
+    return _word_arg(value, "item", ITEM_MAX_LENGTH)
+
+
+def _pub_add(account: Arg, item: Arg, item_type: Arg, mode: Arg = 0, options: Arg = None) -> PubAdd:
+    acct, name, kind = _account(account), _item(item), _trx_item_type(item_type)
+    is_copy = 0 if mode is None else _int_arg(mode, "mode", 0, 1)
+    if kind == 2:
+        if options is not None:
+            raise ValueError("options apply to procedures (type 3) only; give NULL or leave them out for a table")
+    elif options is None:
+        options = 3
+    elif not isinstance(options, int) or isinstance(options, bool) or options not in (1, 2, 3):
+        raise ValueError("options must be 1 (replicate calls), 2 (the definition) or 3 (both)")
+    return PubAdd(account=acct, item=name, item_type=kind, is_copy=is_copy, options=options)
+
+
+def placeholder_count(sql: str) -> int:
+    """The `?` parameter markers of a SQL text, outside strings, quoted identifiers and comments."""
+    count, i, n = 0, 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch in "'\"":
+            j = i + 1
+            while True:
+                k = sql.find(ch, j)
+                if k < 0:
+                    raise ValueError(f"sql_text has a {ch}-quoted part that is not closed")
+                if k + 1 < n and sql[k + 1] == ch:  # doubled quote stands for one
+                    j = k + 2
+                    continue
+                break
+            i = k + 1
+        elif sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif sql.startswith("/*", i):
+            end = sql.find("*/", i + 2)
+            if end < 0:
+                raise ValueError("sql_text has a comment that is not closed (missing */)")
+            i = end + 2
+        else:
+            count += ch == "?"
+            i += 1
+    return count
+
+
+def _repl_text(account: Arg, sql_text: Arg, args: tuple[Arg, ...]) -> ReplText:
+    acct, sql = _account(account), _word_arg(sql_text, "sql_text")
+    for number, value in enumerate(args, start=3):
+        if isinstance(value, ServerNameOf):
+            raise ValueError(f"argument {number} must be a string, a number or NULL")
+    markers = placeholder_count(sql)
+    if markers != len(args):
+        raise ValueError(
+            f"sql_text has {markers} '?' placeholder(s) but {len(args)} argument(s) follow it; the counts must match"
+        )
+    return ReplText(account=acct, sql_text=sql, args=args)  # type: ignore[arg-type]
+
+
+def _cr_class(value: Arg, classes: tuple[str, ...]) -> str:
+    cls = _word_arg(value, "class").lower()
+    if cls not in classes:
+        raise ValueError(f"the class must be one of {', '.join(classes)}")
+    return cls
 
 
 FUNCTIONS: dict[str, Function] = {
@@ -419,6 +756,90 @@ FUNCTIONS: dict[str, Function] = {
         ),
         optional=2,
     ),
+    # transactional replication: publisher
+    "REPL_PUBLISH": Function(
+        ("account", "log_file", "is_updateable", "sync_user"),
+        lambda a, f=None, u=None, su=None: Publish(
+            account=_account(a), log_file=_opt_text(f, "log_file"), updateable=_flag(u, "is_updateable"),
+            sync_user=_opt_text(su, "sync_user"),
+        ),
+        optional=3,
+    ),
+    "REPL_UNPUBLISH": Function(("account",), lambda a: Unpublish(account=_account(a))),
+    "REPL_PUB_ADD": Function(("account", "item", "type", "mode", "options"), _pub_add, optional=2),
+    "REPL_PUB_REMOVE": Function(
+        ("account", "item", "type", "mode"),
+        lambda a, i, t, m=0: PubRemove(
+            account=_account(a), item=_item(i), item_type=_trx_item_type(t), drop=_flag(m, "mode"),
+        ),
+        optional=1,
+    ),
+    "REPL_GRANT": Function(
+        ("account", "grantee"),
+        lambda a, g: Grant(account=_account(a), grantee=_word_arg(g, "grantee", USER_MAX_LENGTH)),
+    ),
+    "REPL_REVOKE": Function(
+        ("account", "grantee"),
+        lambda a, g: Revoke(account=_account(a), grantee=_word_arg(g, "grantee", USER_MAX_LENGTH)),
+    ),
+    "REPL_TEXT": Function(("account", "sql_text"), _repl_text, variadic=True),
+    "REPL_NEW_LOG": Function(
+        ("account", "file"), lambda a, f: NewLog(account=_account(a), log_file=_word_arg(f, "file"))
+    ),
+    "REPL_PURGE": Function(("server", "account"), lambda s, a: Purge(server=_server(s), account=_account(a))),
+    "REPL_ADD_CR": Function(
+        ("table", "type", "suffix", "order", "class", "column", "expression"),
+        lambda tb, ty, suf, order, cls, col=None, expr=None: AddCr(
+            table=_name_arg(tb, "table"), cr_type=_cr_type(ty), suffix=_word_arg(suf, "suffix"),
+            order=_int_arg(order, "order", 0, 1_000_000), cls=_cr_class(cls, TRX_CR_CLASSES),
+            column=_text_arg(col), expression=_text_arg(expr),
+        ),
+        optional=2,
+    ),
+    # transactional replication: subscriber
+    "REPL_SERVER": Function(
+        ("server", "dsn", "address"),
+        lambda s, d, ad=None: ReplServer(
+            server=_server(s), dsn=_word_arg(d, "dsn"), repl_address=_opt_text(ad, "address"),
+        ),
+        optional=1,
+    ),
+    "REPL_SUBSCRIBE": Function(
+        ("server", "account", "dav_user", "dav_group", "replication_user", "replication_password", "replaying_user"),
+        lambda s, a, du=None, dg=None, u=None, p=None, ru=None: Subscribe(
+            server=_server(s), account=_account(a), dav_user=_opt_text(du, "dav_user"),
+            dav_group=_opt_text(dg, "dav_group"), user=_opt_text(u, "replication_user"),
+            password=_secret(p, "replication_password"), replay_user=_opt_text(ru, "replaying_user"),
+        ),
+        optional=5,
+    ),
+    "REPL_UNSUBSCRIBE": Function(
+        ("server", "account", "item"),
+        lambda s, a, i=None: Unsubscribe(server=_server(s), account=_account(a), item=_opt_text(i, "item")),
+        optional=1,
+    ),
+    "REPL_INIT_COPY": Function(("server", "account"), lambda s, a: InitCopy(server=_server(s), account=_account(a))),
+    "REPL_SYNC": Function(
+        ("server", "account", "user", "password"),
+        lambda s, a, u=None, p=None: Sync(
+            server=_server(s), account=_account(a), user=_opt_text(u, "user"), password=_secret(p),
+        ),
+        optional=2,
+    ),
+    "REPL_SYNC_ALL": Function((), lambda: SyncAll()),
+    "SYNC_REPL": Function((), lambda: SyncRepl()),
+    "REPL_DISCONNECT": Function(("server",), lambda s: Disconnect(server=_server(s))),
+    "REPL_THIS_SERVER": Function((), lambda: ThisServer()),
+    "REPL_STATUS": Function(
+        ("server", "account"), lambda s, a: Status(server=_server(s), account=_account(a)), outputs=("level", "stat")
+    ),
+    "REPL_STAT": Function((), lambda: Stat()),
+    "SUB_SCHEDULE": Function(
+        ("server", "account", "interval"),
+        lambda s, a, i: SubSchedule(
+            server=_server(s), account=_account(a), interval=_int_arg(i, "interval (minutes)", 0, 525_600),
+        ),
+    ),
 }  # fmt: skip
 
 VALUE_FUNCTIONS = {"REPL_SERVER_NAME"}  # functions that may stand where an argument is expected
@@ -473,6 +894,24 @@ class Parser:
 
     def at_punct(self, ch: str) -> bool:
         return self.tok.kind == "punct" and self.tok.value == ch
+
+    def peek(self, offset: int) -> Token:
+        return self.tokens[min(self.pos + offset, len(self.tokens) - 1)]
+
+    def qualifier_length(self) -> int:
+        """How many tokens a function name's qualifier takes (`DB..name`, `DB.DBA.name`); 0 if none."""
+
+        def dot(offset: int) -> bool:
+            token = self.peek(offset)
+            return token.kind == "punct" and token.value == "."
+
+        if self.tok.kind != "word" or not dot(1):
+            return 0
+        if dot(2) and self.peek(3).kind == "word":
+            return 3
+        if self.peek(2).kind == "word" and dot(3) and self.peek(4).kind == "word":
+            return 4
+        return 0
 
     def take_string(self, what: str) -> str:
         if self.tok.kind != "string":
@@ -547,11 +986,8 @@ class Parser:
         if self.at_word("CALL", "SELECT"):
             self.pos += 1
             return self.call()
-        if (
-            self.tok.kind == "word"
-            and self.tokens[self.pos + 1].kind == "punct"
-            and self.tokens[self.pos + 1].value == "("
-        ):
+        after_name = self.peek(self.qualifier_length() + 1)
+        if self.tok.kind == "word" and after_name.kind == "punct" and after_name.value == "(":
             return self.call()
         raise self.error(
             f"expected a replication statement (CREATE, DROP, PURGE, UPDATE SNAPSHOT or a REPL_* call), "
@@ -599,6 +1035,7 @@ class Parser:
         return DropSnapshot(name=name, with_delete=with_delete)
 
     def call(self) -> Statement:
+        self.pos += self.qualifier_length()  # DB..REPL_INIT_COPY is REPL_INIT_COPY
         token = self.tok
         if token.kind != "word":
             raise self.error(f"expected a function name, found {self.describe(token)}")
@@ -609,26 +1046,61 @@ class Parser:
             raise self.error(f"unknown replication function {token.value!r} (known: {known})", token)
         self.take_punct("(")
         args: list[Arg] = []
+        outputs = 0  # output variables given (ignored)
         if not self.at_punct(")"):
             while True:
-                args.append(self.argument())
+                if function.outputs and len(args) >= len(function.params):
+                    self.output_argument(function.outputs[min(outputs, len(function.outputs) - 1)])
+                    outputs += 1
+                else:
+                    args.append(self.argument())
                 if self.at_punct(","):
                     self.pos += 1
                     continue
                 break
         close = self.take_punct(")")
+        name, params = token.value.lower(), ", ".join(function.params)
         required = len(function.params) - function.optional
-        if not required <= len(args) <= len(function.params):
+        if function.variadic:
+            if len(args) < len(function.params):
+                raise self.error(
+                    f"{name} takes at least {len(function.params)} argument(s) ({params}, ...), got {len(args)}", close
+                )
+            if len(args) - len(function.params) > VARIADIC_LIMIT:
+                raise self.error(
+                    f"{name} takes at most {VARIADIC_LIMIT} argument(s) after {params}, "
+                    f"got {len(args) - len(function.params)}",
+                    close,
+                )
+        elif function.outputs:
+            if not (len(args) == len(function.params) and outputs in (0, len(function.outputs))):
+                raise self.error(
+                    f"{name} takes {len(function.params)} or {len(function.params) + len(function.outputs)} "
+                    f"argument(s) ({params}[, {', '.join(function.outputs)}]), got {len(args) + outputs}",
+                    close,
+                )
+        elif not required <= len(args) <= len(function.params):
             count = str(len(function.params)) if not function.optional else f"{required} to {len(function.params)}"
             raise self.error(
                 f"{token.value.lower()} takes {count} argument(s) ({', '.join(function.params)}), got {len(args)}",
                 close,
             )
         try:
+            if function.variadic:
+                return function.build(*args[: len(function.params)], tuple(args[len(function.params) :]))
             return function.build(*args)
         except (ValueError, StatementError) as exc:
             message = exc.reason if isinstance(exc, StatementError) else str(exc)
             raise self.error(f"{token.value.lower()}: {message}", token) from None
+
+    def output_argument(self, what: str) -> None:
+        """An output variable (REPL_STATUS's level and stat): a bare name or NULL, which is ignored."""
+        token = self.tok
+        if token.kind != "word":
+            raise self.error(
+                f"expected a variable name or NULL for the output argument {what}, found {self.describe(token)}"
+            )
+        self.pos += 1
 
     def argument(self) -> Arg:
         token = self.tok
@@ -690,3 +1162,28 @@ def parse_name(text: str) -> Name:
 
 def format_statements(statements: Sequence[Statement]) -> str:
     return ";\n".join(s.text for s in statements)
+
+
+PASSWORD_MASK = "********"  # noqa: S105 (what stands in for a password, not one)
+
+
+def _literal(value: str | None) -> str:
+    return "NULL" if value is None else "'" + value.replace("'", "''") + "'"
+
+
+def masked_text(statement: Statement) -> str:
+    """The statement's text as shown and recorded: a password argument (REPL_SNP_SERVER, REPL_SUBSCRIBE,
+    REPL_SYNC) is replaced by '********'; any other statement's text is returned as it was written."""
+    mask = f"'{PASSWORD_MASK}'"
+    if isinstance(statement, SnpServer) and statement.password is not None:
+        return f"REPL_SNP_SERVER ({_literal(statement.dsn)}, {_literal(statement.user)}, {mask})"
+    if isinstance(statement, Subscribe) and statement.password is not None:
+        before = (statement.server, statement.account, statement.dav_user, statement.dav_group, statement.user)
+        args = [*map(_literal, before), mask]
+        if statement.replay_user is not None:
+            args.append(_literal(statement.replay_user))
+        return f"REPL_SUBSCRIBE ({', '.join(args)})"
+    if isinstance(statement, Sync) and statement.password is not None:
+        args = [_literal(statement.server), _literal(statement.account), _literal(statement.user), mask]
+        return f"REPL_SYNC ({', '.join(args)})"
+    return statement.text

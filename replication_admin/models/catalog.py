@@ -266,6 +266,15 @@ class ReplAccount(models.Model):
     p_day = models.IntegerField(null=True, blank=True, db_column="P_DAY")
     p_wday = models.IntegerField(null=True, blank=True, db_column="P_WDAY")
     p_time = models.TimeField(null=True, blank=True, db_column="P_TIME")
+    # Extra columns: the log (its tables live in the publisher's database) and its state.
+    log_file = models.CharField(max_length=255, blank=True, db_column="ACC_LOG_FILE")
+    log_started_at = models.DateTimeField(null=True, blank=True, db_column="ACC_LOG_STARTED_AT")
+    log_start_level = models.IntegerField(default=0, db_column="ACC_LOG_START_LEVEL")
+    count = models.BigIntegerField(default=0, db_column="ACC_COUNT")  # LEVEL without wrapping
+    purged_upto = models.BigIntegerField(default=0, db_column="ACC_PURGED_UPTO")
+    last_purge_at = models.DateTimeField(null=True, blank=True, db_column="ACC_LAST_PURGE_AT")
+    max_backlog = models.IntegerField(null=True, blank=True, db_column="ACC_MAX_BACKLOG")
+    created_at = models.DateTimeField(null=True, blank=True, db_column="ACC_CREATED_AT")
 
     class Meta:
         db_table = "SYS_REPL_ACCOUNTS"
@@ -288,15 +297,36 @@ class ReplAccount(models.Model):
     def __str__(self) -> str:
         return f"{self.server}/{self.account}"
 
+    def get_absolute_url(self) -> str:
+        return reverse("trx-publications-detail", args=[self.server, self.account])
+
 
 class ReplSubscriber(models.Model):
-    """SYS_REPL_SUBSCRIBERS: subscribers of a publication, their level and validity."""
+    """SYS_REPL_SUBSCRIBERS: subscribers of a publication, their level and validity. With one console
+    for every server, a row is also the subscription itself (what Virtuoso keeps on the subscriber)."""
+
+    OFF, SYNCING, IN_SYNC, DISCONNECTED = 0, 1, 2, 3
+    STATES = [(OFF, "OFF"), (SYNCING, "SYNCING"), (IN_SYNC, "IN SYNC"), (DISCONNECTED, "DISCONNECTED")]
 
     server = models.CharField(max_length=128, db_column="RS_SERVER")
     account = models.CharField(max_length=128, db_column="RS_ACCOUNT")
     subscriber = models.CharField(max_length=128, db_column="RS_SUBSCRIBER")
     level = models.IntegerField(default=0, db_column="RS_LEVEL")
     valid = models.IntegerField(default=1, db_column="RS_VALID")
+    # Extra columns: the subscription's state as this console sees it.
+    state = models.IntegerField(choices=STATES, default=OFF, db_column="RS_STATE")
+    count = models.BigIntegerField(default=0, db_column="RS_COUNT")  # applied, without wrapping
+    follow = models.BooleanField(default=False, db_column="RS_FOLLOW")  # in-sync mode wanted
+    init_state = models.CharField(max_length=10, choices=INIT_STATES, default="none", db_column="RS_INIT_STATE")
+    init_at = models.DateTimeField(null=True, blank=True, db_column="RS_INIT_AT")
+    last_sync_at = models.DateTimeField(null=True, blank=True, db_column="RS_LAST_SYNC_AT")
+    last_error = models.TextField(blank=True, db_column="RS_LAST_ERROR")
+    last_error_at = models.DateTimeField(null=True, blank=True, db_column="RS_LAST_ERROR_AT")
+    replay_user = models.CharField(max_length=128, blank=True, db_column="RS_REPLAY_USER")
+    dav_user = models.CharField(max_length=128, blank=True, db_column="RS_DAV_USER")
+    dav_group = models.CharField(max_length=128, blank=True, db_column="RS_DAV_GROUP")
+    subscribed = models.BooleanField(default=True, db_column="RS_SUBSCRIBED")
+    created_at = models.DateTimeField(null=True, blank=True, db_column="RS_CREATED_AT")
 
     class Meta:
         db_table = "SYS_REPL_SUBSCRIBERS"
@@ -308,6 +338,72 @@ class ReplSubscriber(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subscriber} @ {self.server}/{self.account}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("trx-subscriptions-detail", args=[self.subscriber, self.server, self.account])
+
+
+class DeclaredServer(models.Model):
+    """REPL_SERVER: the publishers a server has declared (Virtuoso keeps them in the subscriber's own
+    SYS_SERVERS); subscribing needs the declaration."""
+
+    subscriber = models.CharField(max_length=128, db_column="DS_SUBSCRIBER")
+    server = models.CharField(max_length=128, db_column="DS_SERVER")
+    dsn = models.CharField(max_length=512, blank=True, db_column="DS_DSN")
+    address = models.CharField(max_length=300, blank=True, db_column="DS_ADDRESS")
+    created_at = models.DateTimeField(auto_now_add=True, db_column="DS_CREATED_AT")
+
+    class Meta:
+        db_table = "REPL_DECLARED_SERVER"
+        ordering = ["subscriber", "server"]
+        constraints = [models.UniqueConstraint(fields=["subscriber", "server"], name="repl_declared_server_pk")]
+
+    def __str__(self) -> str:
+        return f"{self.subscriber} knows {self.server}"
+
+
+class SkippedTransaction(models.Model):
+    """A transaction a subscriber could not apply (not a retryable error): logged and skipped, so the
+    subscriber's sequence has a gap here."""
+
+    server = models.CharField(max_length=128, db_column="SK_SERVER")
+    account = models.CharField(max_length=128, db_column="SK_ACCOUNT")
+    subscriber = models.CharField(max_length=128, db_column="SK_SUBSCRIBER")
+    level = models.IntegerField(db_column="SK_LEVEL")
+    count = models.BigIntegerField(db_column="SK_COUNT")
+    error = models.TextField(db_column="SK_ERROR")
+    entries = models.JSONField(default=list, db_column="SK_ENTRIES")
+    created_at = models.DateTimeField(auto_now_add=True, db_column="SK_CREATED_AT")
+
+    class Meta:
+        db_table = "REPL_SKIPPED_TX"
+        ordering = ["server", "account", "subscriber", "count"]
+        constraints = [
+            models.UniqueConstraint(fields=["server", "account", "subscriber", "count"], name="repl_skipped_tx_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subscriber} skipped {self.server}/{self.account} level {self.level}"
+
+
+class LevelSample(models.Model):
+    """A subscriber's level and lag at one moment, for the level and lag charts."""
+
+    server = models.CharField(max_length=128, db_column="LS_SERVER")
+    account = models.CharField(max_length=128, db_column="LS_ACCOUNT")
+    subscriber = models.CharField(max_length=128, db_column="LS_SUBSCRIBER")
+    at = models.DateTimeField(db_column="LS_AT")
+    level = models.IntegerField(db_column="LS_LEVEL")
+    publisher_level = models.IntegerField(db_column="LS_PUBLISHER_LEVEL")
+    lag = models.BigIntegerField(db_column="LS_LAG")
+
+    class Meta:
+        db_table = "REPL_LEVEL_HISTORY"
+        ordering = ["server", "account", "subscriber", "at"]
+        indexes = [models.Index(fields=["server", "account", "subscriber", "at"], name="repl_level_history_at")]
+
+    def __str__(self) -> str:
+        return f"{self.subscriber} @ {self.server}/{self.account}: level {self.level} at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
 class TpItem(models.Model):

@@ -13,6 +13,10 @@ REGISTRY_DEFAULTS = {
     "snp_repl_purge_offset": "30",
     # The name this console replicates under (REPL_SERVER_NAME / REPL_THIS_SERVER).
     "repl_server_name": "console",
+    # Transactions a publisher lets an in-sync subscriber fall behind before cutting its feed.
+    "repl_max_backlog": "10000",
+    # Transactions a transactional sync applies per subscriber transaction (each stays whole).
+    "repl_apply_batch": "500",
 }
 
 

@@ -1,0 +1,599 @@
+"""Transactional replication, control plane: publication logs, subscriptions, initial copy, sync.
+
+The log of a publication lives in the publisher's database (engine.trx). A sync reads the
+transactions after the subscriber's count and applies them on the subscriber in order. Each
+subscriber transaction applies whole publisher transactions only (a batch of them) and moves the
+subscriber's level in RTLEVEL, in the same transaction, from the count it started at: a second apply
+of the same batch finds the level moved and changes nothing, so every transaction is applied once.
+
+Errors: deadlocks, lock timeouts and lost connections are retried; any other error makes the batch be
+applied one transaction at a time, and the transaction that fails is skipped: its level is recorded
+in RTLEVEL (so the subscriber goes on) and in REPL_SKIPPED_TX (so the gap shows in the console).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import pyodbc
+from django.db import transaction as db_transaction
+from django.utils import timezone
+
+from replication_admin import connections
+from replication_admin.bidir import run_with_undo
+from replication_admin.engine import dialects, levels
+from replication_admin.engine import trx as sql
+from replication_admin.engine.refresh import create_table_ddl
+from replication_admin.engine.schema import Column, TableInfo
+from replication_admin.models import (
+    LevelSample,
+    RegistryEntry,
+    ReplAccount,
+    ReplSubscriber,
+    Server,
+    SkippedTransaction,
+    TpItem,
+)
+from replication_admin.refresh import RETRYABLE, run_each
+from replication_admin.snapshots import SnapshotError, lookup_table
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 5
+CONNECTION_LOST = ("08S01", "08001", "08003", "08006", "HY000] [ma-3.", "server has gone away", "Lost connection")
+
+
+class TrxError(SnapshotError):
+    """A transactional replication request that cannot be carried out; the message says why."""
+
+
+class InvalidSubscriber(TrxError):
+    pass
+
+
+def server_named(name: str) -> Server:
+    server = Server.objects.filter(name=name).first()
+    if server is None:
+        raise TrxError(f"server {name!r} is not registered")
+    return server
+
+
+def schema_of(server: Server) -> str:
+    return connections.table_schema(server)
+
+
+def _d(server: Server):
+    return dialects.get(server.dialect)
+
+
+# --- items ------------------------------------------------------------------------------------------------
+
+
+def item_table(item: str) -> str:
+    """The table an item names: Virtuoso writes `DB.DBA.TEST` (qualifier and owner, then the name as
+    it is, quotes included: `DB.DBA.ab "cd` is the table `ab "cd`); a bare name is the table."""
+    parts = item.split(".", 2)
+    if len(parts) == 3 and parts[0] and parts[1]:
+        return parts[2]
+    if item.startswith('"') and item.endswith('"') and len(item) > 1:
+        return item[1:-1].replace('""', '"')
+    return item
+
+
+def table_items(account: ReplAccount) -> list[TpItem]:
+    return list(TpItem.objects.filter(server=account.server, acct=account.account, type=2).order_by("id"))
+
+
+# --- the publisher's log ------------------------------------------------------------------------------------
+
+
+def create_log(server: Server, account: str) -> None:
+    d = _d(server)
+    schema = schema_of(server)
+    names = sql.log_names(d, account)
+    for name in (names.seq, names.tx, names.log):
+        if lookup_table(server, name) is not None:
+            raise TrxError(f"{server.name} already has a table {name}; drop it or choose another publication name")
+    statements = [*sql.context_ddl(d, schema), *sql.log_ddl(d, account, schema), *sql.text_table_ddl(d, schema)]
+    text = sql.text_capture_objects(d, account, server.name, schema)
+    run_with_undo(server, [*statements, *text.create], [*text.drop, *sql.drop_log_ddl(d, account, schema)])
+
+
+def drop_log(server: Server, account: str) -> None:
+    d = _d(server)
+    schema = schema_of(server)
+    text = sql.text_capture_objects(d, account, server.name, schema)
+    run_each(server, [*text.drop, *sql.drop_log_ddl(d, account, schema)], ignore_errors=True)
+
+
+def describe(server: Server, table: str) -> TableInfo:
+    info = lookup_table(server, table)
+    if info is None:
+        raise TrxError(f"table {table!r} does not exist on {server.name}")
+    return info
+
+
+def add_capture(server: Server, account: str, table: TableInfo) -> None:
+    d = _d(server)
+    if not table.primary_key:
+        raise TrxError(f"table {table.name!r} has no primary key; a published table needs one")
+    objects = sql.capture_objects(d, account, table, server.name)
+    run_with_undo(server, list(objects.create), list(objects.drop))
+
+
+def drop_capture(server: Server, account: str, table_name: str) -> None:
+    d = _d(server)
+    info = lookup_table(server, table_name) or TableInfo(
+        name=table_name, columns=(Column("k", "int", sql.COUNT, False, 1),), schema=schema_of(server)
+    )
+    objects = sql.capture_objects(d, account, info, server.name)
+    run_each(server, list(objects.drop), ignore_errors=True)
+
+
+def run_transaction(server: Server, statements: Sequence[tuple[str, list]]) -> None:
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        with connections.connect(server, autocommit=False) as conn:
+            cursor = conn.cursor()
+            try:
+                for text, params in statements:
+                    cursor.execute(text, params) if params else cursor.execute(text)
+                conn.commit()
+                return
+            except pyodbc.Error as exc:
+                conn.rollback()
+                if attempt < MAX_ATTEMPTS and retryable(exc):
+                    time.sleep(0.1 * attempt)
+                    continue
+                raise
+
+
+def append_entry(server: Server, account: str, op: str, table: str, payload: str) -> None:
+    """Log one entry (a REPL_TEXT call, a creating statement) as a transaction of its own."""
+    d = _d(server)
+    run_transaction(server, sql.append_entry_sql(d, account, op, table, payload, server.name, schema_of(server)))
+    sequence(server, account)
+
+
+def sequence(server: Server, account: str) -> None:
+    """SQLite: number the entries written since the last pass (see engine.trx); elsewhere nothing."""
+    if server.dialect != "sqlite":
+        return
+    d = _d(server)
+    schema = schema_of(server)
+    with connections.connect(server) as conn:
+        cursor = conn.cursor()
+        cursor.execute("BEGIN IMMEDIATE")
+        try:
+            rows = cursor.execute(sql.unnumbered_sql(d, account, schema)).fetchall()
+            if rows:
+                count = int(cursor.execute(sql.count_sql(d, account, schema)).fetchone()[0])
+                add_tx, mark_log, set_count = sql.number_run_sql(d, account, schema)
+                for first, last, origin in sql.runs_of_origin([(int(r[0]), r[1]) for r in rows]):
+                    count += 1
+                    cursor.execute(add_tx, [count, count, origin or server.name])
+                    cursor.execute(mark_log, [count, first, last])
+                cursor.execute(set_count, [count])
+            cursor.execute("COMMIT")
+        except BaseException:
+            cursor.execute("ROLLBACK")
+            raise
+
+
+def publisher_count(server: Server, account: str) -> int:
+    """How many transactions of the publication a reader may take: committed, numbered and closed."""
+    d = _d(server)
+    schema = schema_of(server)
+    if server.dialect == "sqlite":
+        sequence(server, account)
+    if server.dialect != "mysql":
+        with connections.connect(server, readonly=True) as conn:
+            return int(conn.cursor().execute(sql.count_sql(d, account, schema)).fetchone()[0])
+    lock, close = sql.close_sql(d, account, schema)
+    with connections.connect(server, autocommit=False) as conn:
+        cursor = conn.cursor()
+        try:
+            count, _conn = cursor.execute(lock).fetchone()
+            cursor.execute(close)
+            conn.commit()
+            return int(count)
+        except pyodbc.Error as exc:
+            conn.rollback()
+            if not retryable(exc):
+                raise
+    # A writer holds the counter: its number may still grow, the ones before it are complete.
+    with connections.connect(server) as conn:
+        count, open_conn = conn.cursor().execute(sql.counter_sql(d, account, schema)).fetchone()
+    return int(count) - (0 if open_conn is None else 1)
+
+
+def oldest_count(server: Server, account: str) -> int | None:
+    d = _d(server)
+    with connections.connect(server, readonly=True) as conn:
+        value = conn.cursor().execute(sql.oldest_count_sql(d, account, schema_of(server))).fetchone()[0]
+    return None if value is None else int(value)
+
+
+def read_transactions(server: Server, account: str, after: int, upto: int) -> list[sql.Transaction]:
+    d = _d(server)
+    with connections.connect(server, readonly=True) as conn:
+        rows = conn.cursor().execute(sql.entries_sql(d, account, schema_of(server)), [after, upto]).fetchall()
+    return sql.group_transactions([tuple(r) for r in rows])
+
+
+# --- the subscriber's level ----------------------------------------------------------------------------------
+
+
+def ensure_level_table(server: Server) -> None:
+    d = _d(server)
+    run_each(server, [sql.level_table_ddl(d, schema_of(server)), *sql.context_ddl(d, schema_of(server))])
+
+
+def subscriber_position(sub: Server, publisher: str, account: str) -> tuple[int, int] | None:
+    """(level, count) the subscriber has applied, as its own database records it."""
+    d = _d(sub)
+    ensure_level_table(sub)
+    with connections.connect(sub, readonly=True) as conn:
+        row = conn.cursor().execute(sql.level_read_sql(d, schema_of(sub)), [publisher, account]).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def set_subscriber_position(sub: Server, publisher: str, account: str, count: int, cursor=None) -> list:
+    d = _d(sub)
+    delete, insert = sql.level_set_sql(d, schema_of(sub))
+    statements = [(delete, [publisher, account]), (insert, [levels.level_of(count), count, publisher, account])]
+    if cursor is not None:
+        for text, params in statements:
+            cursor.execute(text, params)
+    return statements
+
+
+# --- applying transactions on a subscriber ------------------------------------------------------------------
+
+
+def retryable(exc: Exception) -> bool:
+    text = " ".join(str(a) for a in exc.args)
+    return any(code in text for code in (*RETRYABLE, *CONNECTION_LOST))
+
+
+@dataclass
+class Target:
+    """A subscriber and the tables it replays into (described once per sync)."""
+
+    server: Server
+    publisher: str
+    account: str
+    tables: dict[str, TableInfo] = field(default_factory=dict)
+    published: dict[str, TableInfo] = field(default_factory=dict)  # publisher's description, by item table
+
+    @property
+    def d(self):
+        return _d(self.server)
+
+    def table(self, name: str) -> TableInfo:
+        if name not in self.tables:
+            info = lookup_table(self.server, name)
+            if info is None:
+                raise TrxError(f"table {name!r} does not exist on {self.server.name}")
+            source = self.published.get(name)
+            if source is not None:
+                # Replay writes the columns the publisher has; the subscriber's own extra columns are kept.
+                info = TableInfo(
+                    name=info.name,
+                    schema=info.schema,
+                    columns=tuple(c for c in info.columns if source.column(c.name) is not None),
+                )
+            self.tables[name] = info
+        return self.tables[name]
+
+
+def create_table_from(target: Target, definition: dict) -> bool:
+    """A 'C' entry: create the published table on the subscriber when it is missing (DDL runs outside
+    the apply transaction: MariaDB would commit it). Returns True when it was created."""
+    name = definition["table"]
+    if lookup_table(target.server, name) is not None:
+        return False
+    columns, key = sql.definition_columns(definition)
+    ddl = create_table_ddl(target.d, name, schema_of(target.server), columns, key)
+    run_each(target.server, [ddl])
+    target.tables.pop(name, None)
+    return True
+
+
+def _apply_entries(cursor, target: Target, txn: sql.Transaction) -> None:
+    d = target.d
+    dialect = target.server.dialect
+    pending: list = []  # consecutive upserts of one table go in one statement
+    pending_table: TableInfo | None = None
+
+    def flush() -> None:
+        nonlocal pending, pending_table
+        if pending and pending_table is not None:
+            per = max(1, 900 // max(1, len(pending_table.columns)))
+            for start in range(0, len(pending), per):
+                chunk = pending[start : start + per]
+                cursor.execute(sql.upsert_sql(d, pending_table, len(chunk)), [v for row in chunk for v in row])
+        pending, pending_table = [], None
+
+    for entry in txn.entries:
+        if entry.op == "C":
+            continue  # created before the transaction (create_table_from)
+        if entry.op == "T":
+            flush()
+            payload = entry.new or {}
+            statement = sql.text_call(d, str(payload.get("stmt", "")))
+            args = list(payload.get("args") or [])
+            cursor.execute(statement, args) if args else cursor.execute(statement)
+            continue
+        table = target.table(entry.table)
+        if entry.op in ("I", "U"):
+            assert entry.new is not None
+            if entry.op == "U" and entry.old is not None:
+                old_key = sql.key_values(entry.old, table, dialect)
+                if old_key != sql.key_values(entry.new, table, dialect):
+                    flush()
+                    cursor.execute(sql.delete_sql(d, table), old_key)
+            if pending_table is not None and pending_table.name != table.name:
+                flush()
+            pending_table = table
+            pending.append(sql.row_values(entry.new, table, dialect))
+            continue
+        flush()
+        assert entry.old is not None
+        cursor.execute(sql.delete_sql(d, table), sql.key_values(entry.old, table, dialect))
+    flush()
+
+
+class LevelMoved(RuntimeError):
+    """The subscriber's level is not where this apply started: another apply got there first."""
+
+
+def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, nolog: bool = True) -> int:
+    """Apply whole transactions in order in one subscriber transaction that also moves the level from
+    `expected`. Returns the new count."""
+    d = target.d
+    schema = schema_of(target.server)
+    for txn in txns:
+        for entry in txn.entries:
+            if entry.op == "C" and entry.new is not None:
+                create_table_from(target, entry.new)
+    new_count = txns[-1].count
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        with connections.connect(target.server, autocommit=False) as conn:
+            cursor = conn.cursor()
+            try:
+                for statement in sql.replay_context_sql(d, nolog, None, schema):
+                    cursor.execute(statement)
+                for txn in txns:
+                    _apply_entries(cursor, target, txn)
+                cursor.execute(
+                    sql.level_advance_sql(d, schema),
+                    [levels.level_of(new_count), new_count, target.publisher, target.account, expected],
+                )
+                if cursor.rowcount != 1:
+                    conn.rollback()
+                    raise LevelMoved(f"{target.server.name} is no longer at count {expected}")
+                for statement in sql.reset_context_sql(d, schema):
+                    cursor.execute(statement)
+                conn.commit()
+                return new_count
+            except pyodbc.Error as exc:
+                conn.rollback()
+                if attempt < MAX_ATTEMPTS and retryable(exc):
+                    time.sleep(0.1 * attempt)
+                    continue
+                raise
+    raise AssertionError("unreachable")
+
+
+def skip_transaction(target: Target, txn: sql.Transaction, expected: int, error: str) -> int:
+    """Record a transaction that cannot be applied and move past it (the gap stays visible)."""
+    d = target.d
+    schema = schema_of(target.server)
+    entries = [{"seq": e.seq, "table": e.table, "op": e.op, "new": e.new, "old": e.old} for e in txn.entries]
+    SkippedTransaction.objects.get_or_create(
+        server=target.publisher,
+        account=target.account,
+        subscriber=target.server.name,
+        count=txn.count,
+        defaults={"level": txn.level, "error": error[:4000], "entries": json.loads(json.dumps(entries, default=str))},
+    )
+    run_transaction(
+        target.server,
+        [
+            (
+                sql.level_advance_sql(d, schema),
+                [txn.level, txn.count, target.publisher, target.account, expected],
+            )
+        ],
+    )
+    log.warning("%s skipped %s/%s level %s: %s", target.server.name, target.publisher, target.account, txn.level, error)
+    return txn.count
+
+
+def _driver_message(exc: Exception) -> str:
+    if isinstance(exc, pyodbc.Error):
+        return connections.driver_message(exc)
+    return str(exc)
+
+
+# --- sync --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SyncOutcome:
+    applied: int = 0  # transactions applied
+    skipped: int = 0
+    level: int = 0
+    count: int = 0
+    publisher_level: int = 0
+    publisher_count: int = 0
+    batches: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def publication(publisher: str, account: str) -> ReplAccount:
+    row = ReplAccount.objects.filter(server=publisher, account=account).first()
+    if row is None:
+        raise TrxError(f"{publisher} has no publication {account!r}")
+    return row
+
+
+def subscription(subscriber: str, publisher: str, account: str) -> ReplSubscriber:
+    row = ReplSubscriber.objects.filter(server=publisher, account=account, subscriber=subscriber).first()
+    if row is None or not row.subscribed:
+        raise TrxError(f"{subscriber} does not subscribe to {publisher}/{account}")
+    return row
+
+
+def check_request(sub: ReplSubscriber, level: int, pub_level: int, pub_count: int, oldest: int | None) -> None:
+    """The publisher's side of a sync request: store RS_LEVEL and RS_VALID as the reference says, and
+    refuse an invalid subscriber until an admin marks it valid again."""
+    was_valid = bool(sub.valid)
+    ok = levels.level_ok(level, pub_level)
+    reason = ""
+    if not ok:
+        reason = f"its level {level} is not at or below the publisher's level {pub_level}"
+    elif oldest is not None and levels.count_of(level, pub_level, pub_count) < oldest - 1:
+        ok = False
+        reason = f"the transactions after its level {level} have been purged from the log"
+    ReplSubscriber.objects.filter(pk=sub.pk).update(level=level, valid=1 if (ok and was_valid) else 0)
+    sub.level, sub.valid = level, 1 if (ok and was_valid) else 0
+    if not was_valid:
+        raise InvalidSubscriber(
+            f"{sub.subscriber} is marked invalid for {sub.server}/{sub.account}; re-initialise it "
+            "(REPL_INIT_COPY) and mark it valid before it syncs again"
+        )
+    if not ok:
+        raise InvalidSubscriber(f"{sub.subscriber} is no longer valid for {sub.server}/{sub.account}: {reason}")
+
+
+def sync_once(
+    sub: ReplSubscriber,
+    max_transactions: int | None = None,
+    progress: Callable[[SyncOutcome], None] | None = None,
+) -> SyncOutcome:
+    """Bring a subscriber up to the publisher's current level (or `max_transactions` further)."""
+    pub_server = server_named(sub.server)
+    sub_server = server_named(sub.subscriber)
+    acct = publication(sub.server, sub.account)
+    position = subscriber_position(sub_server, sub.server, sub.account)
+    if position is None:
+        raise TrxError(f"{sub.subscriber} has no level for {sub.server}/{sub.account} yet; run REPL_INIT_COPY first")
+    level, _own_count = position
+    pub_count = publisher_count(pub_server, sub.account)
+    pub_level = levels.level_of(pub_count)
+    check_request(sub, level, pub_level, pub_count, oldest_count(pub_server, sub.account))
+    count = levels.count_of(level, pub_level, pub_count)
+    if count != _own_count:
+        # Seen from this publisher's log the level means another count (the log was renumbered).
+        run_transaction(
+            sub_server,
+            [
+                (
+                    sql.level_advance_sql(_d(sub_server), schema_of(sub_server)),
+                    [level, count, sub.server, sub.account, _own_count],
+                )
+            ],
+        )
+    outcome = SyncOutcome(level=level, count=count, publisher_level=pub_level, publisher_count=pub_count)
+    target = Target(sub_server, sub.server, sub.account, published=published_tables(acct))
+    batch = RegistryEntry.get_int("repl_apply_batch") if "repl_apply_batch" else 500
+    goal = pub_count if max_transactions is None else min(pub_count, count + max_transactions)
+    while count < goal:
+        upto = min(goal, count + batch)
+        txns = read_transactions(pub_server, sub.account, count, upto)
+        if not txns:
+            break
+        if txns[0].count != count + 1:
+            raise TrxError(
+                f"{sub.server}/{sub.account} has no transaction after level {levels.level_of(count)} "
+                f"(the log starts at level {txns[0].level}); re-initialise {sub.subscriber}"
+            )
+        count = _apply_or_skip(target, txns, count, outcome)
+        outcome.batches += 1
+        outcome.count, outcome.level = count, levels.level_of(count)
+        record_position(sub, count, pub_count)
+        if progress is not None:
+            progress(outcome)
+    return outcome
+
+
+def _apply_or_skip(target: Target, txns: list[sql.Transaction], count: int, outcome: SyncOutcome) -> int:
+    try:
+        count = apply_batch(target, txns, count)
+        outcome.applied += len(txns)
+        return count
+    except LevelMoved:
+        raise
+    except (pyodbc.Error, TrxError, ValueError, KeyError) as exc:
+        if len(txns) > 1:
+            for txn in txns:
+                count = _apply_or_skip(target, [txn], count, outcome)
+            return count
+        count = skip_transaction(target, txns[0], count, _driver_message(exc))
+        outcome.skipped += 1
+        return count
+
+
+def published_tables(account: ReplAccount) -> dict[str, TableInfo]:
+    server = server_named(account.server)
+    out = {}
+    for item in table_items(account):
+        name = item_table(item.item)
+        info = lookup_table(server, name)
+        if info is not None:
+            out[name] = info
+    return out
+
+
+SAMPLE_EVERY = 5.0  # seconds between two level samples of one subscriber
+
+
+def record_position(sub: ReplSubscriber, count: int, pub_count: int, force: bool = False) -> None:
+    now = timezone.now()
+    level = levels.level_of(count)
+    pub_level = levels.level_of(max(pub_count, count))
+    ReplSubscriber.objects.filter(pk=sub.pk).update(count=count, level=level, last_sync_at=now)
+    sub.count, sub.level, sub.last_sync_at = count, level, now
+    ReplAccount.objects.filter(server=sub.server, account=sub.account, count__lt=pub_count).update(
+        count=pub_count, level=levels.level_of(pub_count)
+    )
+    last = (
+        LevelSample.objects.filter(server=sub.server, account=sub.account, subscriber=sub.subscriber)
+        .order_by("-at")
+        .values_list("at", flat=True)
+        .first()
+    )
+    if force or last is None or (now - last).total_seconds() >= SAMPLE_EVERY:
+        LevelSample.objects.create(
+            server=sub.server,
+            account=sub.account,
+            subscriber=sub.subscriber,
+            at=now,
+            level=level,
+            publisher_level=pub_level,
+            lag=max(0, pub_count - count),
+        )
+
+
+def set_state(sub: ReplSubscriber, state: int, error: str | None = None) -> None:
+    updates: dict = {"state": state}
+    if error is not None:
+        updates.update(last_error=error[:4000], last_error_at=timezone.now())
+    ReplSubscriber.objects.filter(pk=sub.pk).update(**updates)
+    sub.state = state
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def atomic():
+    return db_transaction.atomic()

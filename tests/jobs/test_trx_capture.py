@@ -1,0 +1,194 @@
+"""Capture of published tables into a publication's log, live on PostgreSQL, MariaDB and SQLite:
+row images, commit order, rollbacks, wraparound of levels."""
+
+from __future__ import annotations
+
+import threading
+import time
+from decimal import Decimal
+
+import pytest
+
+from replication_admin import connections, trx
+from replication_admin.engine import dialects, levels
+from replication_admin.engine import trx as sql
+
+DIALECTS = ["postgresql", "mysql", "sqlite"]
+
+ITEMS_DDL = {
+    "postgresql": "CREATE TABLE items (id integer PRIMARY KEY, name varchar(50), price numeric(10, 2), "
+    "seen timestamp, payload bytea)",
+    "mysql": "CREATE TABLE items (id int PRIMARY KEY, name varchar(50), price decimal(10, 2), "
+    "seen datetime(6), payload longblob)",
+    "sqlite": "CREATE TABLE items (id integer PRIMARY KEY, name varchar(50), price numeric(10, 2), "
+    "seen timestamp, payload blob)",
+}
+
+
+def execute(server, *statements, params=()):
+    with connections.connect(server) as conn:
+        for text in statements:
+            conn.cursor().execute(text, *params) if params else conn.cursor().execute(text)
+
+
+def published(make_server, dialect: str, account: str = "tbl"):
+    server = make_server(dialect)
+    execute(server, ITEMS_DDL[dialect], "CREATE TABLE other (id integer PRIMARY KEY)")
+    trx.create_log(server, account)
+    trx.add_capture(server, account, trx.describe(server, "items"))
+    return server
+
+
+def committed(server, statement: str) -> None:
+    """Run one autocommitted statement, then let a reader look at the log (as a sync does)."""
+    execute(server, statement)
+    trx.publisher_count(server, "tbl")
+
+
+def transactions(server, account: str = "tbl"):
+    count = trx.publisher_count(server, account)
+    return trx.read_transactions(server, account, 0, count)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_each_change_is_logged_with_its_row_images_in_its_own_transaction(make_server, dialect):
+    server = published(make_server, dialect)
+    committed(
+        server,
+        "INSERT INTO items (id, name, price, seen) VALUES (1, 'a''b \"c', 12.34, '2026-11-22 10:11:12.123456')",
+    )
+    committed(server, "UPDATE items SET price = 99.99 WHERE id = 1")
+    committed(server, "DELETE FROM items WHERE id = 1")
+    txns = transactions(server)
+    assert [t.level for t in txns] == [1, 2, 3]
+    assert [[e.op for e in t.entries] for t in txns] == [["I"], ["U"], ["D"]]
+    assert all(t.origin == server.name for t in txns)
+    table = trx.describe(server, "items")
+    inserted = sql.row_values(txns[0].entries[0].new, table, dialect)
+    assert inserted[:3] == [1, "a'b \"c", "12.34"]
+    assert inserted[3].startswith("2026-11-22 10:11:12.123")
+    assert sql.row_values(txns[1].entries[0].old, table, dialect)[2] == "12.34"
+    assert Decimal(sql.row_values(txns[1].entries[0].new, table, dialect)[2]) == Decimal("99.99")
+    assert sql.key_values(txns[2].entries[0].old, table, dialect) == [1]
+    assert txns[2].entries[0].new is None
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_transaction_of_several_statements_is_one_level_and_binary_survives(make_server, dialect):
+    server = published(make_server, dialect)
+    with connections.connect(server, autocommit=False) as conn:
+        cursor = conn.cursor()
+        for i in range(1, 4):
+            cursor.execute("INSERT INTO items (id, name, payload) VALUES (?, ?, ?)", i, f"n{i}", bytes([0, i, 255]))
+        cursor.execute("UPDATE items SET name = 'changed' WHERE id = 2")
+        cursor.execute("INSERT INTO other (id) VALUES (1)")  # not published: not logged
+        conn.commit()
+    txns = transactions(server)
+    assert len(txns) == 1 and txns[0].count == 1
+    assert [e.op for e in txns[0].entries] == ["I", "I", "I", "U"]
+    table = trx.describe(server, "items")
+    assert sql.row_values(txns[0].entries[1].new, table, dialect)[4] == bytes([0, 2, 255])
+
+
+@pytest.mark.parametrize("dialect", ["postgresql", "mysql"])
+def test_a_transaction_that_began_first_and_commits_last_gets_the_later_level(make_server, dialect):
+    """PostgreSQL numbers at commit (deferred trigger); MariaDB numbers at the first published change and
+    makes later writers wait, so the transaction that began first but wrote last is numbered last."""
+    server = published(make_server, dialect)
+    first = connections.open_connection(server, autocommit=False)
+    second = connections.open_connection(server, autocommit=False)
+    try:
+        if dialect == "postgresql":
+            first.cursor().execute("INSERT INTO items (id, name) VALUES (1, 'began first')")
+        else:
+            first.cursor().execute("INSERT INTO other (id) VALUES (1)")  # its transaction is under way
+        second.cursor().execute("INSERT INTO items (id, name) VALUES (2, 'began second')")
+        second.commit()
+        first.cursor().execute("UPDATE items SET name = 'committed last' WHERE id = 2")
+        first.commit()
+    finally:
+        first.close()
+        second.close()
+    txns = transactions(server)
+    assert [t.level for t in txns] == [1, 2]
+    table = trx.describe(server, "items")
+    assert [sql.key_values(e.new, table, dialect) for e in txns[0].entries] == [[2]]
+    assert [e.op for e in txns[1].entries][-1] == "U"
+
+
+def test_on_mariadb_a_second_writer_waits_for_the_first_to_commit(make_server):
+    server = published(make_server, "mysql")
+    first = connections.open_connection(server, autocommit=False)
+    first.cursor().execute("INSERT INTO items (id, name) VALUES (1, 'first')")
+    finished = []
+
+    def second_writer():
+        with connections.connect(server, autocommit=False) as conn:
+            conn.cursor().execute("INSERT INTO items (id, name) VALUES (2, 'second')")
+            conn.commit()
+            finished.append(time.monotonic())
+
+    thread = threading.Thread(target=second_writer)
+    thread.start()
+    time.sleep(0.8)
+    assert not finished  # queued behind the first writer's numbering
+    committed = time.monotonic()
+    first.commit()
+    first.close()
+    thread.join(10)
+    assert finished and finished[0] >= committed
+    assert [[e.new["id"] for e in t.entries] for t in transactions(server)] == [[1], [2]]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_rolled_back_transaction_leaves_no_gap(make_server, dialect):
+    server = published(make_server, dialect)
+    with connections.connect(server, autocommit=False) as conn:
+        conn.cursor().execute("INSERT INTO items (id, name) VALUES (1, 'never')")
+        conn.rollback()
+    committed(server, "INSERT INTO items (id, name) VALUES (2, 'kept')")
+    txns = transactions(server)
+    assert [t.count for t in txns] == [1]
+    assert [e.new["id"] for e in txns[0].entries] == [2]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_levels_wrap_from_0x7fffffff_to_1(make_server, dialect):
+    server = published(make_server, dialect)
+    d = dialects.get(dialect)
+    names = sql.log_names(d, "tbl")
+    start = levels.REPL_WRAPAROUND - 2
+    execute(server, f"UPDATE {d.qualify(names.seq, connections.table_schema(server))} SET {d.quote('N')} = {start}")
+    for i in range(4):
+        committed(server, f"INSERT INTO items (id, name) VALUES ({i}, 'w')")
+    txns = trx.read_transactions(server, "tbl", start, trx.publisher_count(server, "tbl"))
+    assert [t.level for t in txns] == [0x7FFFFFFE, 0x7FFFFFFF, 1, 2]
+    assert [t.count for t in txns] == [start + 1, start + 2, start + 3, start + 4]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_repl_text_rows_and_console_entries_are_logged_in_order(make_server, dialect):
+    server = published(make_server, dialect)
+    d = dialects.get(dialect)
+    text_insert = f"INSERT INTO {d.quote('REPL_TEXT')} ({d.quote('ACCOUNT')}, {d.quote('STMT')}, {d.quote('ARGS')}) "
+    committed(server, text_insert + "VALUES ('tbl', 'wl_hit_repl (?, ?)', '[\"1.2.3.4\", \"bob\"]')")
+    committed(server, text_insert + "VALUES ('another', 'ignored (?)', '[1]')")
+    trx.append_entry(server, "tbl", "T", "", '{"stmt": "p (?)", "args": [7]}')
+    txns = transactions(server)
+    assert [(t.entries[0].op, t.entries[0].new) for t in txns] == [
+        ("T", {"stmt": "wl_hit_repl (?, ?)", "args": ["1.2.3.4", "bob"]}),
+        ("T", {"stmt": "p (?)", "args": [7]}),
+    ]
+
+
+@pytest.mark.parametrize("dialect", ["mysql", "sqlite"])
+def test_back_to_back_transactions_of_one_connection_with_no_read_between_share_a_level_in_order(make_server, dialect):
+    server = published(make_server, dialect)
+    with connections.connect(server, autocommit=False) as conn:
+        for i in (1, 2, 3):
+            conn.cursor().execute(f"INSERT INTO items (id, name) VALUES ({i}, 'x')")
+            conn.commit()
+    trx.publisher_count(server, "tbl")
+    committed(server, "UPDATE items SET name = 'after a read' WHERE id = 1")
+    txns = transactions(server)
+    assert [[(e.op, e.new["id"]) for e in t.entries] for t in txns] == [[("I", 1), ("I", 2), ("I", 3)], [("U", 1)]]
