@@ -88,8 +88,34 @@ class ReplAccountAdmin(AuditedAdmin):
 
 @admin.register(models.ReplSubscriber)
 class ReplSubscriberAdmin(AuditedAdmin):
-    list_display = ("server", "account", "subscriber", "level", "valid")
-    list_filter = ("valid",)
+    list_display = ("server", "account", "subscriber", "level", "valid", "state", "last_sync_at")
+    list_filter = ("valid", "state")
+
+
+@admin.register(models.DeclaredServer)
+class DeclaredServerAdmin(AuditedAdmin):
+    list_display = ("subscriber", "server", "dsn", "address")
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records replication writes (gaps, level history): readable here, never edited."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(models.SkippedTransaction)
+class SkippedTransactionAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "server", "account", "subscriber", "level", "error")
+    search_fields = ("server", "account", "subscriber", "error")
+
+
+@admin.register(models.LevelSample)
+class LevelSampleAdmin(ReadOnlyAdmin):
+    list_display = ("at", "server", "account", "subscriber", "level", "publisher_level", "lag")
 
 
 @admin.register(models.TpItem)

@@ -176,6 +176,18 @@ def run_bidir_sync(job: JobRun, reporter: Reporter) -> dict:
     return sync_publication(job, reporter, spark_config())
 
 
+def run_trx_init(job: JobRun, reporter: Reporter) -> dict:
+    from replication_admin.trx import init_copy
+
+    return init_copy(job, reporter, spark_config())
+
+
+def run_trx_sync(job: JobRun, reporter: Reporter) -> dict:
+    from replication_admin.trx import sync_job
+
+    return sync_job(job, reporter)
+
+
 HANDLERS: dict[str, Callable[[JobRun, Reporter], dict]] = {
     "bidir_init": run_bidir_init,
     "bidir_sync": run_bidir_sync,
@@ -183,6 +195,8 @@ HANDLERS: dict[str, Callable[[JobRun, Reporter], dict]] = {
     "resolver_dry_run": run_resolver_dry_run,
     "snapshot_refresh": run_snapshot_refresh,
     "snapshot_repair": run_snapshot_repair,
+    "trx_init": run_trx_init,
+    "trx_sync": run_trx_sync,
 }
 
 
@@ -289,7 +303,10 @@ def run_event(name: str) -> str:
             if event is None or not is_due(_event_times(event), timezone.now()):
                 return f"event {name} is not due"
             try:
-                outcomes = execute(Actor.scheduler(), event.sql, context=None, wait=True)
+                context = Server.objects.filter(name=event.server).first() if event.server else None
+                if event.server and context is None:
+                    raise LookupError(f"the event runs on server {event.server!r}, which is not registered")
+                outcomes = execute(Actor.scheduler(), event.sql, context=context, wait=True)
                 failed = [o for o in outcomes if not o.ok]
                 error = f"{failed[0].statement}: {failed[0].message}" if failed else None
             except StatementError as exc:

@@ -225,6 +225,22 @@ def read_transactions(server: Server, account: str, after: int, upto: int) -> li
     return sql.group_transactions([tuple(r) for r in rows])
 
 
+def purge_log(server: Server, account: str, upto: int) -> int:
+    """Delete the log of the transactions numbered at or below `upto`; returns how many went."""
+    d = _d(server)
+    schema = schema_of(server)
+    names = sql.log_names(d, account)
+    with connections.connect(server, readonly=True) as conn:
+        q = d.quote
+        before = (
+            conn.cursor()
+            .execute(f"SELECT COUNT(*) FROM {d.qualify(names.tx, schema)} WHERE {q('N')} <= ?", [upto])
+            .fetchone()[0]
+        )
+    run_transaction(server, [(text, [upto]) for text in sql.purge_sql(d, account, schema)])
+    return int(before)
+
+
 # --- the subscriber's level ----------------------------------------------------------------------------------
 
 
@@ -597,3 +613,134 @@ def utc_now() -> datetime:
 
 def atomic():
     return db_transaction.atomic()
+
+
+# --- initial copy (REPL_INIT_COPY) ---------------------------------------------------------------------------
+
+
+def create_subscriber_table(pub_server: Server, sub_server: Server, name: str) -> TableInfo:
+    """The subscriber's copy of a published table, created from the publisher's description."""
+    existing = lookup_table(sub_server, name)
+    if existing is not None:
+        return existing
+    source = describe(pub_server, name)
+    ddl = create_table_ddl(
+        _d(sub_server),
+        source.name,
+        schema_of(sub_server),
+        [(c.name, c.logical) for c in source.columns],
+        [k.name for k in source.primary_key],
+    )
+    run_each(sub_server, [ddl])
+    return describe(sub_server, source.name)
+
+
+def init_copy(job, reporter, spark_config) -> dict:
+    """Copy every published table to the subscriber and set its level to the publisher's level read
+    before the copy: the sync replays what changed during the copy (replays are idempotent)."""
+    from jobs import snapshot_refresh as spark_refresh
+    from jobs.session import get_spark
+    from replication_admin.engine import refresh as refresh_sql
+    from replication_admin.engine.compare import read_type
+    from replication_admin.refresh import item_lock
+    from replication_admin.snapshots import inc_shape, moved_columns
+
+    sub = ReplSubscriber.objects.get(pk=job.params["subscription"])
+    acct = publication(sub.server, sub.account)
+    pub_server, sub_server = server_named(sub.server), server_named(sub.subscriber)
+    with item_lock(lock_name(sub), job), connections.reuse():
+        ReplSubscriber.objects.filter(pk=sub.pk).update(init_state="copying", init_at=timezone.now())
+        ensure_level_table(sub_server)
+        count = publisher_count(pub_server, sub.account)
+        d = _d(sub_server)
+        schema = schema_of(sub_server)
+        src_d = _d(pub_server)
+        items = table_items(acct)
+        staged: list[tuple[TableInfo, str, tuple]] = []
+        spark = None
+        copied = {}
+        try:
+            for done, item in enumerate(items):
+                name = item_table(item.item)
+                source = describe(pub_server, name)
+                dest = create_subscriber_table(pub_server, sub_server, name)
+                shape = inc_shape(pub_server, source, None, None)
+                moved = moved_columns(shape, dest)
+                staging = refresh_sql.staging_name(d, dest.name, "RTIC")
+                run_each(
+                    sub_server,
+                    [
+                        f"DROP TABLE IF EXISTS {d.qualify(staging, schema)}",
+                        create_table_ddl(d, staging, schema, [(m.alias, m.logical) for m in moved], []),
+                    ],
+                )
+                staged.append((dest, staging, moved))
+                read_types = {m.alias: read_type(src_d, dict(shape.output)[m.source]) for m in moved}
+                keys = [m for m in moved if m.is_key]
+                partition = keys[0].alias if len(keys) == 1 and read_types[keys[0].alias] == "BIGINT" else None
+                plan = spark_refresh.FullCopy(
+                    source=spark_refresh.Endpoint(
+                        pub_server.dialect, connections.jdbc_endpoint(pub_server, readonly=True)
+                    ),
+                    select_sql=refresh_sql.noninc_select(src_d, shape.sql, moved),
+                    custom_schema=", ".join(f"{m.alias} {read_types[m.alias]}" for m in moved),
+                    partition_alias=partition,
+                    moved=moved,
+                    read_types=read_types,
+                    dest=spark_refresh.Endpoint(sub_server.dialect, connections.jdbc_endpoint(sub_server)),
+                    staging_sql=d.qualify(staging, schema),
+                    staging_columns=tuple(m.alias for m in moved),
+                )
+                if spark is None:
+                    with reporter.phase("spark_session"):
+                        spark = get_spark(spark_config)
+                with reporter.phase("spark_copy"):
+                    copied[dest.name] = spark_refresh.full_copy(spark, plan)
+                reporter.progress(done + 1, len(items) + 1, f"staged {copied[dest.name]} row(s) of {dest.name}")
+            statements: list = [(s, []) for s in sql.replay_context_sql(d, True, None, schema)]
+            for dest, staging, moved in staged:
+                replace = refresh_sql.replace_content_sql(
+                    d, dest.name, schema, staging, moved, [m.alias for m in moved]
+                )
+                statements += [(s, []) for s in replace]
+            statements += set_subscriber_position(sub_server, sub.server, sub.account, count)
+            statements += [(s, []) for s in sql.reset_context_sql(d, schema)]
+            with reporter.phase("apply"):
+                run_transaction(sub_server, statements)
+        finally:
+            run_each(
+                sub_server, [f"DROP TABLE IF EXISTS {d.qualify(s, schema)}" for _, s, _ in staged], ignore_errors=True
+            )
+        ReplSubscriber.objects.filter(pk=sub.pk).update(
+            init_state="done", count=count, level=levels.level_of(count), last_error="", state=ReplSubscriber.OFF
+        )
+        record_position(sub, count, count, force=True)
+        reporter.progress(
+            len(items) + 1, len(items) + 1, f"copied {sum(copied.values())} row(s) at level {levels.level_of(count)}"
+        )
+        return {"mode": "init", "rows": copied, "level": levels.level_of(count), "count": count}
+
+
+def lock_name(sub: ReplSubscriber) -> str:
+    return f"trx:{sub.subscriber}:{sub.server}:{sub.account}"
+
+
+def sync_job(job, reporter) -> dict:
+    from replication_admin.refresh import item_lock
+
+    sub = ReplSubscriber.objects.get(pk=job.params["subscription"])
+    with item_lock(lock_name(sub), job), connections.reuse():
+        set_state(sub, ReplSubscriber.SYNCING)
+        try:
+            outcome = sync_once(
+                sub,
+                progress=lambda o: reporter.progress(
+                    o.count - (o.count - o.applied - o.skipped), max(1, o.publisher_count), f"level {o.level}"
+                ),
+            )
+        except Exception as exc:
+            set_state(sub, ReplSubscriber.DISCONNECTED, _driver_message(exc))
+            raise
+        set_state(sub, ReplSubscriber.IN_SYNC if sub.follow else ReplSubscriber.OFF)
+        ReplSubscriber.objects.filter(pk=sub.pk).update(last_error="")
+        return outcome.as_dict()

@@ -210,17 +210,130 @@ def run_statement(actor: Actor, statement: st.Statement, context: Server | None,
             deleted = snap.do_purge_rplogs(actor)
             return Outcome(text, True, f"purged {deleted} replay log row(s)", details={"deleted": deleted})
     outcome = _run_bidir(actor, statement, context, wait)
+    if outcome is None:
+        outcome = _run_trx(actor, statement, context, wait)
     if outcome is not None:
         return outcome
     raise StatementFailed(f"{statement.verb} cannot be run here")
 
 
 def shown_text(statement: st.Statement) -> str:
-    """The statement as shown and recorded: a password given to REPL_SNP_SERVER never is."""
-    if isinstance(statement, st.SnpServer) and statement.password is not None:
-        user = "NULL" if statement.user is None else "'" + statement.user.replace("'", "''") + "'"
-        return f"REPL_SNP_SERVER ('{statement.dsn.replace(chr(39), chr(39) * 2)}', {user}, '********')"
-    return statement.text
+    """The statement as shown and recorded: a password given to REPL_SNP_SERVER, REPL_SUBSCRIBE or
+    REPL_SYNC never is."""
+    return st.masked_text(statement)
+
+
+def _context(context: Server | None, what: str) -> Server:
+    if context is None:
+        raise StatementFailed(f"{what} runs on a server: choose the context server (replsql --server NAME)")
+    return context
+
+
+def _subscriptions(context: Server | None):
+    from replication_admin.models import ReplSubscriber
+
+    rows = ReplSubscriber.objects.filter(subscribed=True)
+    return rows.filter(subscriber=context.name) if context is not None else rows
+
+
+def _run_trx(actor: Actor, statement: st.Statement, context: Server | None, wait: bool) -> Outcome | None:
+    from replication_admin.actions import trx as trx_actions
+
+    text = statement.text or statement.verb
+    sync = True if wait else None
+    match statement:
+        case st.Publish(account=account, log_file=log_file, updateable=updateable, sync_user=sync_user):
+            server = _context(context, "repl_publish")
+            row = trx_actions.do_publish(actor, server, account, log_file, updateable, sync_user)
+            return Outcome(text, True, f"published {account} on {server.name} (log {row.log_file})")
+        case st.Unpublish(account=account):
+            server = _context(context, "repl_unpublish")
+            return Outcome(text, True, trx_actions.do_unpublish(actor, trx_actions.publication(server, account)))
+        case st.PubAdd(account=account, item=item, item_type=item_type, is_copy=is_copy, options=options):
+            server = _context(context, "repl_pub_add")
+            publication = trx_actions.publication(server, account)
+            trx_actions.do_pub_add(actor, publication, item, item_type, is_copy, options)
+            return Outcome(text, True, f"added {item} to {account}")
+        case st.PubRemove(account=account, item=item, item_type=item_type, drop=drop):
+            publication = trx_actions.publication(_context(context, "repl_pub_remove"), account)
+            found = trx_actions.find_item(publication, item, item_type)
+            return Outcome(text, True, trx_actions.do_pub_remove(actor, publication, found, drop))
+        case st.Grant(account=account, grantee=grantee):
+            publication = trx_actions.publication(_context(context, "repl_grant"), account)
+            return Outcome(text, True, trx_actions.do_grant(actor, publication, grantee))
+        case st.Revoke(account=account, grantee=grantee):
+            publication = trx_actions.publication(_context(context, "repl_revoke"), account)
+            return Outcome(text, True, trx_actions.do_revoke(actor, publication, grantee))
+        case st.ReplText(account=account, sql_text=sql_text, args=args):
+            publication = trx_actions.publication(_context(context, "repl_text"), account)
+            level = trx_actions.do_repl_text(actor, publication, sql_text, args)
+            return Outcome(text, True, f"logged at level {level}", details={"level": level})
+        case st.NewLog(account=account, log_file=log_file):
+            publication = trx_actions.publication(_context(context, "repl_new_log"), account)
+            return Outcome(text, True, trx_actions.do_new_log(actor, publication, log_file))
+        case st.ReplServer(server=name, dsn=dsn, repl_address=address):
+            here = _context(context, "repl_server")
+            trx_actions.do_declare_server(actor, here, name, dsn, address)
+            return Outcome(text, True, f"{here.name} knows the publisher {name}")
+        case st.Subscribe(server=publisher, account=account):
+            here = _context(context, "repl_subscribe")
+            trx_actions.do_subscribe(
+                actor, here, publisher, account, statement.dav_user, statement.dav_group, statement.replay_user
+            )
+            return Outcome(text, True, f"{here.name} subscribes to {publisher}/{account}")
+        case st.Unsubscribe(server=publisher, account=account, item=item):
+            sub = trx_actions.find_subscription(_context(context, "repl_unsubscribe"), publisher, account)
+            return Outcome(text, True, trx_actions.do_unsubscribe(actor, sub, item))
+        case st.InitCopy(server=publisher, account=account):
+            sub = trx_actions.find_subscription(_context(context, "repl_init_copy"), publisher, account)
+            return _bidir_job(text, trx_actions.do_init_copy(actor, sub, sync=sync), "initial copy")
+        case st.Sync(server=publisher, account=account):
+            sub = trx_actions.find_subscription(_context(context, "repl_sync"), publisher, account)
+            return _bidir_job(text, trx_actions.do_sync(actor, sub, sync=sync), "sync")
+        case st.SyncAll() | st.SyncRepl():
+            subs = list(_subscriptions(context))
+            jobs = []
+            for sub in subs:
+                if isinstance(statement, st.SyncRepl):
+                    trx_actions.do_follow(actor, sub, True)
+                jobs.append(trx_actions.do_sync(actor, sub, sync=sync))
+            failed = [j for j in (JobRun.objects.get(pk=j.pk) for j in jobs) if j.state == JobRun.State.FAILED]
+            message = f"synced {len(jobs) - len(failed)} of {len(jobs)} subscription(s)"
+            if failed:
+                message += "; " + "; ".join(f"{j.target}: {j.error}" for j in failed)
+            return Outcome(text, True, message, details={"jobs": [j.pk for j in jobs]})
+        case st.Disconnect(server=publisher):
+            subs = [s for s in _subscriptions(_context(context, "repl_disconnect")) if s.server == publisher]
+            if not subs:
+                raise StatementFailed(f"{context.name if context else ''} has no subscription from {publisher}")
+            for sub in subs:
+                trx_actions.do_follow(actor, sub, False)
+            return Outcome(text, True, f"disconnected {len(subs)} subscription(s) from {publisher}")
+        case st.ThisServer():
+            from replication_admin.models import RegistryEntry
+
+            name = context.name if context is not None else RegistryEntry.get_value("repl_server_name")
+            return Outcome(text, True, name, details={"server": name})
+        case st.Status(server=publisher, account=account):
+            sub = trx_actions.find_subscription(_context(context, "repl_status"), publisher, account)
+            level, state = trx_actions.status(sub)
+            label = dict(sub.STATES)[state]
+            return Outcome(text, True, f"level {level}, {label}", details={"level": level, "stat": state})
+        case st.Stat():
+            rows = [
+                {"server": s.server, "account": s.account, "level": s.level, "stat": s.state, "valid": s.valid}
+                for s in _subscriptions(context)
+            ]
+            message = "; ".join(f"{r['server']}/{r['account']}: level {r['level']}" for r in rows) or "none"
+            return Outcome(text, True, message, details={"subscriptions": rows})
+        case st.Purge(server=publisher, account=account):
+            publication = trx_actions.publication(resolve_server(publisher, None, "the publisher"), account)
+            deleted = trx_actions.do_purge(actor, publication)
+            return Outcome(text, True, f"purged {deleted} transaction(s)", details={"deleted": deleted})
+        case st.SubSchedule(server=publisher, account=account, interval=interval):
+            sub = trx_actions.find_subscription(_context(context, "sub_schedule"), publisher, account)
+            return Outcome(text, True, trx_actions.do_sub_schedule(actor, sub, interval))
+    return None
 
 
 def execute(actor: Actor, text: str, context: Server | None = None, wait: bool = True) -> list[Outcome]:

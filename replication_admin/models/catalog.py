@@ -460,6 +460,8 @@ class ScheduledEvent(models.Model):
     notify = models.CharField(max_length=254, null=True, blank=True, db_column="SE_NOTIFY")
     notification_sent = models.IntegerField(default=0, db_column="SE_NOTIFICATION_SENT")
     disabled = models.IntegerField(default=0, db_column="SE_DISABLED")
+    # Extra column: the server the statements run on (their context), for subscriber-side statements.
+    server = models.CharField(max_length=128, blank=True, default="", db_column="SE_SERVER")
 
     class Meta:
         db_table = "SYS_SCHEDULED_EVENT"
