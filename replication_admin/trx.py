@@ -56,6 +56,10 @@ class InvalidSubscriber(TrxError):
     pass
 
 
+class BacklogExceeded(TrxError):
+    pass
+
+
 def server_named(name: str) -> Server:
     server = Server.objects.filter(name=name).first()
     if server is None:
@@ -244,9 +248,16 @@ def purge_log(server: Server, account: str, upto: int) -> int:
 # --- the subscriber's level ----------------------------------------------------------------------------------
 
 
+_LEVEL_TABLES: set[tuple] = set()
+
+
 def ensure_level_table(server: Server) -> None:
+    key = (server.name, server.dialect, server.database)
+    if key in _LEVEL_TABLES:
+        return
     d = _d(server)
     run_each(server, [sql.level_table_ddl(d, schema_of(server)), *sql.context_ddl(d, schema_of(server))])
+    _LEVEL_TABLES.add(key)
 
 
 def subscriber_position(sub: Server, publisher: str, account: str) -> tuple[int, int] | None:
@@ -479,8 +490,10 @@ def check_request(sub: ReplSubscriber, level: int, pub_level: int, pub_count: in
     elif oldest is not None and levels.count_of(level, pub_level, pub_count) < oldest - 1:
         ok = False
         reason = f"the transactions after its level {level} have been purged from the log"
-    ReplSubscriber.objects.filter(pk=sub.pk).update(level=level, valid=1 if (ok and was_valid) else 0)
-    sub.level, sub.valid = level, 1 if (ok and was_valid) else 0
+    valid = 1 if (ok and was_valid) else 0
+    if (sub.level, sub.valid) != (level, valid):
+        ReplSubscriber.objects.filter(pk=sub.pk).update(level=level, valid=valid)
+        sub.level, sub.valid = level, valid
     if not was_valid:
         raise InvalidSubscriber(
             f"{sub.subscriber} is marked invalid for {sub.server}/{sub.account}; re-initialise it "
@@ -494,6 +507,7 @@ def sync_once(
     sub: ReplSubscriber,
     max_transactions: int | None = None,
     progress: Callable[[SyncOutcome], None] | None = None,
+    max_backlog: int | None = None,
 ) -> SyncOutcome:
     """Bring a subscriber up to the publisher's current level (or `max_transactions` further)."""
     pub_server = server_named(sub.server)
@@ -519,8 +533,13 @@ def sync_once(
             ],
         )
     outcome = SyncOutcome(level=level, count=count, publisher_level=pub_level, publisher_count=pub_count)
-    target = Target(sub_server, sub.server, sub.account, published=published_tables(acct))
-    batch = RegistryEntry.get_int("repl_apply_batch") if "repl_apply_batch" else 500
+    if max_backlog is not None and pub_count - count > max_backlog:
+        raise BacklogExceeded(
+            f"{sub.subscriber} is {pub_count - count} transactions behind {sub.server}/{sub.account} "
+            f"(more than {max_backlog}); the feed is cut until it syncs again"
+        )
+    target = Target(sub_server, sub.server, sub.account, published=published_tables(acct, cached=True))
+    batch = RegistryEntry.get_int("repl_apply_batch")
     goal = pub_count if max_transactions is None else min(pub_count, count + max_transactions)
     while count < goal:
         upto = min(goal, count + batch)
@@ -558,7 +577,14 @@ def _apply_or_skip(target: Target, txns: list[sql.Transaction], count: int, outc
         return count
 
 
-def published_tables(account: ReplAccount) -> dict[str, TableInfo]:
+_PUBLISHED: dict[tuple[str, str], tuple[float, dict]] = {}
+PUBLISHED_TTL = 30.0  # seconds a follower keeps the description of a publication's tables
+
+
+def published_tables(account: ReplAccount, cached: bool = False) -> dict[str, TableInfo]:
+    key = (account.server, account.account)
+    if cached and key in _PUBLISHED and time.monotonic() - _PUBLISHED[key][0] < PUBLISHED_TTL:
+        return _PUBLISHED[key][1]
     server = server_named(account.server)
     out = {}
     for item in table_items(account):
@@ -566,6 +592,7 @@ def published_tables(account: ReplAccount) -> dict[str, TableInfo]:
         info = lookup_table(server, name)
         if info is not None:
             out[name] = info
+    _PUBLISHED[key] = (time.monotonic(), out)
     return out
 
 
@@ -744,3 +771,53 @@ def sync_job(job, reporter) -> dict:
         set_state(sub, ReplSubscriber.IN_SYNC if sub.follow else ReplSubscriber.OFF)
         ReplSubscriber.objects.filter(pk=sub.pk).update(last_error="")
         return outcome.as_dict()
+
+
+# --- in-sync mode -------------------------------------------------------------------------------------------
+
+
+def max_backlog(account: ReplAccount) -> int:
+    return account.max_backlog or RegistryEntry.get_int("repl_max_backlog")
+
+
+def follow_step(sub: ReplSubscriber) -> SyncOutcome | None:
+    """One look at the publisher for an in-sync subscriber: apply what is new, or cut the feed when the
+    backlog is over the publication's threshold (the subscriber re-syncs from its level later)."""
+    acct = publication(sub.server, sub.account)
+    try:
+        return sync_once(sub, max_transactions=RegistryEntry.get_int("repl_apply_batch"), max_backlog=max_backlog(acct))
+    except BacklogExceeded as exc:
+        set_state(sub, ReplSubscriber.DISCONNECTED, str(exc))
+        log.warning("%s", exc)
+        return None
+    except LevelMoved:
+        return None  # a sync job applied the same transactions meanwhile; look again next round
+    except Exception as exc:
+        set_state(sub, ReplSubscriber.DISCONNECTED, _driver_message(exc))
+        raise
+
+
+def followed() -> list[ReplSubscriber]:
+    return list(
+        ReplSubscriber.objects.filter(follow=True, subscribed=True, valid=1, state=ReplSubscriber.IN_SYNC).order_by(
+            "id"
+        )
+    )
+
+
+def follow_loop(stop: Callable[[], bool], interval: float = 0.1) -> int:
+    """Serve every in-sync subscription until `stop()` says so; returns how many transactions it applied."""
+    applied = 0
+    with connections.reuse():
+        while not stop():
+            started = time.monotonic()
+            for sub in followed():
+                try:
+                    outcome = follow_step(sub)
+                except Exception:
+                    log.exception("in-sync apply for %s failed", sub)
+                    continue
+                if outcome is not None:
+                    applied += outcome.applied
+            time.sleep(max(0.0, interval - (time.monotonic() - started)))
+    return applied

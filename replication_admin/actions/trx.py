@@ -434,3 +434,30 @@ def status(sub: ReplSubscriber) -> tuple[int, int]:
 
 def stale_after() -> timedelta:
     return timedelta(minutes=5)
+
+
+def do_set_purger(
+    actor: Actor, account: ReplAccount, p_month: int | None, p_day: int | None, p_wday: int | None, p_time
+) -> ScheduledEvent | None:
+    """The purger form: store P_MONTH / P_DAY / P_WDAY / P_TIME and (re)schedule repl_purge."""
+    target = f"{account.server}/{account.account}"
+    require(actor, EDIT, "trx.purger", target)
+    with transaction.atomic():
+        ReplAccount.objects.filter(pk=account.pk).update(p_month=p_month, p_day=p_day, p_wday=p_wday, p_time=p_time)
+        event = schedule_purger(ReplAccount.objects.get(pk=account.pk))
+        record(
+            actor,
+            "trx.purger",
+            target,
+            detail={"p_month": p_month, "p_day": p_day, "p_wday": p_wday, "p_time": str(p_time) if p_time else None},
+        )
+    return event
+
+
+def publications_of(server: Server):
+    return ReplAccount.objects.filter(server=server.name).order_by("account")
+
+
+def lag_of(sub: ReplSubscriber, account: ReplAccount) -> int | None:
+    """Transactions the subscriber is behind the publisher (None when its level is not valid)."""
+    return levels.lag(sub.level, levels.level_of(max(account.count, sub.count)))

@@ -147,3 +147,137 @@ def test_a_transaction_that_fails_on_the_subscriber_is_skipped_and_the_gap_recor
 def _rows(server, query: str) -> list:
     with connections.connect(server) as conn:
         return [tuple(r) for r in conn.cursor().execute(query).fetchall()]
+
+
+def subscribed_in_sync(rep1, rep2) -> ReplSubscriber:
+    run(
+        rep2,
+        "REPL_SERVER ('rep1', '1111'); REPL_SUBSCRIBE ('rep1', 'tbl'); REPL_INIT_COPY ('rep1', 'tbl'); SYNC_REPL()",
+    )
+    sub = ReplSubscriber.objects.get(subscriber="rep2")
+    assert sub.follow and sub.state == ReplSubscriber.IN_SYNC
+    return sub
+
+
+def test_in_sync_mode_makes_each_new_transaction_visible_within_a_second(rep):
+    import threading
+    import time
+
+    from replication_admin import trx
+
+    rep1, rep2 = rep
+    subscribed_in_sync(rep1, rep2)
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def write_and_watch() -> None:
+        try:
+            with connections.connect(rep1) as pub, connections.connect(rep2) as sub:
+                for key in range(100, 120):
+                    pub.cursor().execute(f'INSERT INTO "ab ""cd" VALUES ({key}, \'live\')')
+                    committed = time.monotonic()
+                    while (
+                        not sub.cursor().execute(f'SELECT COUNT(*) FROM `ab "cd` WHERE `id key` = {key}').fetchone()[0]
+                    ):
+                        if time.monotonic() - committed > 10:
+                            return
+                        time.sleep(0.005)
+                    latencies.append(time.monotonic() - committed)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=write_and_watch)
+    thread.start()
+    applied = trx.follow_loop(done.is_set, interval=0.05)
+    thread.join()
+    assert len(latencies) == 20 and applied == 20
+    assert sorted(latencies)[10] < 1.0, latencies
+    assert same(rep1, rep2, 'ab "cd')["equal"]
+
+
+def test_a_subscriber_over_the_backlog_threshold_is_cut_and_resyncs_from_its_level(rep):
+    from replication_admin import trx
+    from replication_admin.models import ReplAccount
+
+    rep1, rep2 = rep
+    sub = subscribed_in_sync(rep1, rep2)
+    ReplAccount.objects.filter(server="rep1", account="tbl").update(max_backlog=5)
+    for key in range(200, 220):
+        sql(rep1, f'INSERT INTO "ab ""cd" VALUES ({key}, \'burst\')')
+    level_before = sub.level
+    assert trx.follow_step(sub) is None
+    sub.refresh_from_db()
+    assert sub.state == ReplSubscriber.DISCONNECTED and "feed is cut" in sub.last_error
+    assert sub.level == level_before and value(rep2, 'SELECT COUNT(*) FROM `ab "cd`') == 1
+    assert sub.pk not in [s.pk for s in trx.followed()]
+    outcome = run(rep2, "REPL_SYNC ('rep1', 'tbl')")[0]
+    assert outcome.details["applied"] == 20
+    sub.refresh_from_db()
+    assert sub.state == ReplSubscriber.IN_SYNC and sub.pk in [s.pk for s in trx.followed()]
+    assert same(rep1, rep2, 'ab "cd')["equal"]
+
+
+LOGGER_TABLES = {
+    "postgresql": [
+        "CREATE TABLE wl_ip_cnt (ic_ip varchar(40) PRIMARY KEY, ic_cnt integer)",
+        "CREATE TABLE wl_user (wu_user varchar(40) PRIMARY KEY, wu_cnt integer)",
+        "CREATE PROCEDURE wl_hit_repl (ip varchar, usr varchar) LANGUAGE plpgsql AS $$ BEGIN "
+        "UPDATE wl_ip_cnt SET ic_cnt = ic_cnt + 1 WHERE ic_ip = ip; "
+        "IF NOT FOUND THEN INSERT INTO wl_ip_cnt (ic_ip, ic_cnt) VALUES (ip, 1); END IF; "
+        "UPDATE wl_user SET wu_cnt = wu_cnt + 1 WHERE wu_user = usr; "
+        "IF NOT FOUND THEN INSERT INTO wl_user (wu_user, wu_cnt) VALUES (usr, 1); END IF; END $$",
+        "CREATE PROCEDURE wl_hit (ip varchar, usr varchar) LANGUAGE plpgsql AS $$ BEGIN "
+        "CALL wl_hit_repl (ip, usr); "
+        'INSERT INTO "REPL_TEXT" ("ACCOUNT", "STMT", "ARGS") '
+        "VALUES ('hits', 'wl_hit_repl (?, ?)', json_build_array(ip, usr)::text); END $$",
+    ],
+    "mysql": [
+        "CREATE TABLE wl_ip_cnt (ic_ip varchar(40) PRIMARY KEY, ic_cnt integer)",
+        "CREATE TABLE wl_user (wu_user varchar(40) PRIMARY KEY, wu_cnt integer)",
+        "CREATE PROCEDURE wl_hit_repl (IN ip varchar(40), IN usr varchar(40)) BEGIN "
+        "UPDATE wl_ip_cnt SET ic_cnt = ic_cnt + 1 WHERE ic_ip = ip; "
+        "IF ROW_COUNT() = 0 THEN INSERT INTO wl_ip_cnt (ic_ip, ic_cnt) VALUES (ip, 1); END IF; "
+        "UPDATE wl_user SET wu_cnt = wu_cnt + 1 WHERE wu_user = usr; "
+        "IF ROW_COUNT() = 0 THEN INSERT INTO wl_user (wu_user, wu_cnt) VALUES (usr, 1); END IF; END",
+        "CREATE PROCEDURE wl_hit (IN ip varchar(40), IN usr varchar(40)) BEGIN "
+        "CALL wl_hit_repl (ip, usr); "
+        "INSERT INTO REPL_TEXT (ACCOUNT, STMT, ARGS) VALUES ('hits', 'wl_hit_repl (?, ?)', JSON_ARRAY(ip, usr)); END",
+    ],
+}
+
+
+def test_the_references_replication_logger_sample_with_four_servers(make_server, jobs_sync, spark):
+    """Four servers each publish `hits` and subscribe to the other three; every hit, wherever it is
+    logged, reaches every server through REPL_TEXT calls of wl_hit_repl."""
+    import random
+
+    logs = [make_server(d, f"log{i}") for i, d in enumerate(["postgresql", "mysql", "postgresql", "mysql"], 1)]
+    for server in logs:
+        sql(server, *LOGGER_TABLES[server.dialect])
+        run(server, "repl_publish ('hits', 'hits.log')")
+    for server in logs:
+        for other in logs:
+            run(server, f"repl_server ('{other.name}', 'localhost:200{other.name[-1]}')")
+        for other in logs:
+            text = f"repl_subscribe ('{other.name}', 'hits')"
+            if other is server:
+                assert refused(server, text) == "publication and subscription servers have identical names."
+            else:
+                run(server, text + f"; repl_init_copy ('{other.name}', 'hits')")
+    rng = random.Random(7)
+    hits = 0
+    for _round in range(3):
+        for server in logs:
+            with connections.connect(server) as conn:
+                for _ in range(rng.randint(5, 12)):
+                    ip, user = f"10.0.0.{rng.randint(1, 5)}", rng.choice(["ann", "bob", "cy", "dee"])
+                    conn.cursor().execute("CALL wl_hit (?, ?)", ip, user)
+                    hits += 1
+        for server in logs:  # log_sync: every server syncs every subscription
+            run(server, "repl_sync_all ()")
+    for server in logs:
+        assert value(server, "SELECT SUM(ic_cnt) FROM wl_ip_cnt") == hits
+        assert value(server, "SELECT SUM(wu_cnt) FROM wl_user") == hits
+    for server in logs[1:]:
+        assert same(logs[0], server, "wl_ip_cnt")["equal"] and same(logs[0], server, "wl_user")["equal"]
+    assert not SkippedTransaction.objects.exists()
