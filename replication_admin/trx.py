@@ -122,12 +122,31 @@ def describe(server: Server, table: str) -> TableInfo:
     return info
 
 
-def add_capture(server: Server, account: str, table: TableInfo) -> None:
+def add_capture(
+    server: Server, account: str, table: TableInfo, updateable: bool = False, local: str | None = None
+) -> None:
+    """The capture triggers of a published table (with ROWGUID and its triggers when updateable)."""
     d = _d(server)
+    local = local or server.name
     if not table.primary_key:
         raise TrxError(f"table {table.name!r} has no primary key; a published table needs one")
-    objects = sql.capture_objects(d, account, table, server.name)
-    run_with_undo(server, list(objects.create), list(objects.drop))
+    statements: list[str] = []
+    undo: list[str] = []
+    if updateable:
+        from replication_admin.engine import bidir as bidir_sql
+
+        try:
+            guid = sql.rowguid_objects(d, table, local)
+            if bidir_sql.check_rowguid(table) is None:
+                run_with_undo(server, [bidir_sql.add_rowguid_ddl(d, table)], [])
+            run_each(server, [bidir_sql.fill_rowguid_sql(d, table, local)])
+        except (sql.TrxError, bidir_sql.BidirError) as exc:
+            raise TrxError(str(exc)) from None
+        table = describe(server, table.name)
+        statements += list(guid.create)
+        undo += list(guid.drop)
+    objects = sql.capture_objects(d, account, table, local)
+    run_with_undo(server, [*statements, *objects.create], [*objects.drop, *undo])
 
 
 def drop_capture(server: Server, account: str, table_name: str) -> None:
@@ -135,8 +154,10 @@ def drop_capture(server: Server, account: str, table_name: str) -> None:
     info = lookup_table(server, table_name) or TableInfo(
         name=table_name, columns=(Column("k", "int", sql.COUNT, False, 1),), schema=schema_of(server)
     )
-    objects = sql.capture_objects(d, account, info, server.name)
-    run_each(server, list(objects.drop), ignore_errors=True)
+    drops = list(sql.capture_objects(d, account, info, server.name).drop)
+    if server.dialect in ("postgresql", "mysql"):
+        drops += list(sql.rowguid_objects(d, info, server.name).drop)
+    run_each(server, drops, ignore_errors=True)
 
 
 def run_transaction(server: Server, statements: Sequence[tuple[str, list]]) -> None:
@@ -332,6 +353,8 @@ def create_table_from(target: Target, definition: dict) -> bool:
 
 
 def _apply_entries(cursor, target: Target, txn: sql.Transaction) -> None:
+    if txn.origin == target.server.name:
+        return  # the subscriber's own change, pushed earlier: it has it already
     d = target.d
     dialect = target.server.dialect
     pending: list = []  # consecutive upserts of one table go in one statement
@@ -460,6 +483,7 @@ class SyncOutcome:
     publisher_level: int = 0
     publisher_count: int = 0
     batches: int = 0
+    pushed: int = 0  # the subscriber's own transactions sent to the publisher (updateable)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -538,6 +562,8 @@ def sync_once(
             f"{sub.subscriber} is {pub_count - count} transactions behind {sub.server}/{sub.account} "
             f"(more than {max_backlog}); the feed is cut until it syncs again"
         )
+    if acct.is_updateable:
+        outcome.pushed = push(sub, acct)
     target = Target(sub_server, sub.server, sub.account, published=published_tables(acct, cached=True))
     batch = RegistryEntry.get_int("repl_apply_batch")
     goal = pub_count if max_transactions is None else min(pub_count, count + max_transactions)
@@ -738,6 +764,8 @@ def init_copy(job, reporter, spark_config) -> dict:
             run_each(
                 sub_server, [f"DROP TABLE IF EXISTS {d.qualify(s, schema)}" for _, s, _ in staged], ignore_errors=True
             )
+        if acct.is_updateable:
+            setup_push(sub, acct)
         ReplSubscriber.objects.filter(pk=sub.pk).update(
             init_state="done", count=count, level=levels.level_of(count), last_error="", state=ReplSubscriber.OFF
         )
@@ -821,3 +849,191 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1) -> int:
                     applied += outcome.applied
             time.sleep(max(0.0, interval - (time.monotonic() - started)))
     return applied
+
+
+# --- updateable subscriptions: the subscriber's changes go back to the publisher -----------------------------
+
+
+def setup_push(sub: ReplSubscriber, acct: ReplAccount) -> None:
+    """After an initial copy: the subscriber logs its own changes into its push account, and the
+    publisher records that it has everything logged so far."""
+    pub_server, sub_server = server_named(sub.server), server_named(sub.subscriber)
+    push_acct = sql.push_account(sub.account)
+    d = _d(sub_server)
+    names = sql.log_names(d, push_acct)
+    if lookup_table(sub_server, names.seq) is None:
+        create_log(sub_server, push_acct)
+    for name in published_tables(acct):
+        table = describe(sub_server, name)
+        drop_capture(sub_server, push_acct, table.name)
+        add_capture(sub_server, push_acct, table, updateable=True)
+    ensure_level_table(pub_server)
+    count = publisher_count(sub_server, push_acct)
+    run_transaction(pub_server, set_subscriber_position(pub_server, sub.subscriber, push_acct, count))
+
+
+def _json_row(values: dict) -> dict:
+    from replication_admin.engine.resolvers import to_json_value
+
+    return {k: to_json_value(v) for k, v in values.items()}
+
+
+def _classify(op: str, current: dict | None, old: dict | None) -> str | None:
+    """The reference's conflict rules for a replayed change (None: no conflict)."""
+    guid = sql.ROWGUID_COLUMN
+    if op == "I":
+        return "I" if current is not None else None
+    if current is None:
+        return "D"  # an update or delete of a row the publisher no longer has
+    if (old or {}).get(guid) != current.get(guid):
+        return "U" if op == "U" else "D"
+    return None
+
+
+DEFAULT_DECISION = {"I": 3, "U": 3, "D": 5}
+
+
+def _decide(acct: ReplAccount, table: TableInfo, ctype: str, current, incoming, old) -> dict:
+    from replication_admin.actions.resolvers import chain_for
+    from replication_admin.engine.resolvers import ResolverColumn, spark_type
+    from replication_admin.models import TransactionalConflictResolver
+
+    chain = [r for r in chain_for(f"{acct.server}.{table.name}", TransactionalConflictResolver) if r.cr_type == ctype]
+    if not chain:
+        return {"decision": DEFAULT_DECISION[ctype], "resolver": "default", "resolver_id": None, "final": None}
+    from jobs.resolve import decide_rows
+    from jobs.session import get_spark
+    from replication_admin.tasks import spark_config
+
+    columns = [ResolverColumn(c.name, spark_type(c.logical), bool(c.pk_position)) for c in table.columns]
+    conflict = {"key": "c", "type": ctype, "pub": current, "new": incoming, "old": old or {}}
+    return decide_rows(get_spark(spark_config()), [conflict], chain, columns)[0]
+
+
+def _current(cursor, d, table: TableInfo, key: list) -> dict | None:
+    row = cursor.execute(sql.row_select_sql(d, table), key).fetchone()
+    return None if row is None else _json_row(dict(zip([c.name for c in table.columns], row, strict=True)))
+
+
+def push_transaction(
+    acct: ReplAccount, pub_server: Server, tables: dict[str, TableInfo], subscriber: str, txn, expected: int
+) -> int:
+    """Replay one of the subscriber's transactions on the publisher, deciding conflicts, in one publisher
+    transaction that also records how far the subscriber's log has been pushed."""
+    import uuid
+
+    from replication_admin.models import ConflictBackup
+
+    d = _d(pub_server)
+    schema = schema_of(pub_server)
+    push_acct = sql.push_account(acct.account)
+    guid = sql.ROWGUID_COLUMN
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        with connections.connect(pub_server, autocommit=False) as conn:
+            cursor = conn.cursor()
+            try:
+                for statement in sql.replay_context_sql(d, False, subscriber, schema):
+                    cursor.execute(statement)
+                conflicted = False
+                for entry in txn.entries:
+                    if entry.op not in ("I", "U", "D") or entry.table not in tables:
+                        continue  # calls and other tables are not replicated back
+                    table = tables[entry.table]
+                    image = entry.new if entry.op != "D" else entry.old
+                    key = sql.key_values(image, table, d.name)
+                    current = _current(cursor, d, table, key)
+                    incoming = _json_row(entry.new) if entry.new else None
+                    old = _json_row(entry.old) if entry.old else None
+                    ctype = _classify(entry.op, current, old)
+                    if ctype is None:
+                        _write(cursor, d, table, entry.op, entry.new, key)
+                        continue
+                    conflicted = True
+                    decision = _decide(acct, table, ctype, current, incoming, old)
+                    code = int(decision["decision"]) or DEFAULT_DECISION[ctype]
+                    fresh = f"{acct.server}@{uuid.uuid4()}"
+                    if code == 1:
+                        _write(cursor, d, table, entry.op, entry.new, key)
+                        winner, loser = incoming, current
+                    elif code == 2 and entry.op != "D":
+                        final = {**(decision.get("final") or incoming), guid: fresh}
+                        _write(cursor, d, table, "U", final, key)
+                        winner, loser = final, current
+                    else:  # the publisher's version stands and goes out again, to the originator too
+                        if current is not None:
+                            cursor.execute(sql.touch_sql(d, table), [fresh, *key])
+                        winner, loser = current, incoming or old
+                        code = code if code in (3, 5) else DEFAULT_DECISION[ctype]
+                    ConflictBackup.objects.update_or_create(
+                        item=f"{acct.server}.{table.name}",
+                        source=subscriber,
+                        change_guid=f"{subscriber}:{txn.count}:{entry.seq}",
+                        defaults={
+                            "kind": "transactional",
+                            "table_name": table.name,
+                            "publisher": acct.server,
+                            "origin": txn.origin or subscriber,
+                            "primary_key": {k.name: v for k, v in zip(table.primary_key, key, strict=True)},
+                            "conflict_type": ctype,
+                            "operation": entry.op,
+                            "decision": code,
+                            "resolver_id": decision.get("resolver_id"),
+                            "resolver": decision.get("resolver") or "default",
+                            "publisher_row": current,
+                            "incoming_row": incoming or old,
+                            "old_rowguid": (old or {}).get(guid),
+                            "winning_row": winner,
+                            "losing_row": loser,
+                            "note": decision.get("note") or "",
+                        },
+                    )
+                if conflicted:
+                    for statement in sql.retag_origin_sql(d, acct.account, acct.server, schema):
+                        cursor.execute(statement)
+                cursor.execute(
+                    sql.level_advance_sql(d, schema),
+                    [levels.level_of(txn.count), txn.count, subscriber, push_acct, expected],
+                )
+                if cursor.rowcount != 1:
+                    conn.rollback()
+                    raise LevelMoved(f"{acct.server} has already taken {subscriber}'s transaction {txn.count}")
+                for statement in sql.reset_context_sql(d, schema):
+                    cursor.execute(statement)
+                conn.commit()
+                return txn.count
+            except pyodbc.Error as exc:
+                conn.rollback()
+                if attempt < MAX_ATTEMPTS and retryable(exc):
+                    time.sleep(0.1 * attempt)
+                    continue
+                raise
+    raise AssertionError("unreachable")
+
+
+def _write(cursor, d, table: TableInfo, op: str, image: dict | None, key: list) -> None:
+    if op == "D":
+        cursor.execute(sql.delete_sql(d, table), key)
+        return
+    assert image is not None
+    cursor.execute(sql.upsert_sql(d, table, 1), sql.row_values(image, table, d.name))
+
+
+def push(sub: ReplSubscriber, acct: ReplAccount) -> int:
+    """Send the subscriber's own transactions, in order, to the publisher. Returns how many went."""
+    pub_server, sub_server = server_named(sub.server), server_named(sub.subscriber)
+    push_acct = sql.push_account(sub.account)
+    position = subscriber_position(pub_server, sub.subscriber, push_acct)
+    if position is None:
+        return 0
+    pushed = position[1]
+    available = publisher_count(sub_server, push_acct)
+    if available <= pushed:
+        return 0
+    tables = published_tables(acct, cached=True)
+    sent = 0
+    batch = RegistryEntry.get_int("repl_apply_batch")
+    while pushed < available:
+        for txn in read_transactions(sub_server, push_acct, pushed, min(available, pushed + batch)):
+            pushed = push_transaction(acct, pub_server, tables, sub.subscriber, txn, pushed)
+            sent += 1
+    return sent

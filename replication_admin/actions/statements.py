@@ -330,6 +330,18 @@ def _run_trx(actor: Actor, statement: st.Statement, context: Server | None, wait
             publication = trx_actions.publication(resolve_server(publisher, None, "the publisher"), account)
             deleted = trx_actions.do_purge(actor, publication)
             return Outcome(text, True, f"purged {deleted} transaction(s)", details={"deleted": deleted})
+        case st.AddCr(table=table, cr_type=cr_type, suffix=suffix, order=order, cls=cls):
+            from replication_admin.actions import resolvers
+            from replication_admin.models import TransactionalConflictResolver
+
+            server = resolve_server(table.server, context, "the table")
+            info = trx_actions.published_table(server, table.table)
+            resolver = resolvers.do_add_resolver(
+                actor, f"{server.name}.{info.name}", resolvers.table_columns(server, info.name), cr_type, cls,
+                order=order, column=statement.column, expression=statement.expression, suffix=suffix,
+                model=TransactionalConflictResolver,
+            )  # fmt: skip
+            return Outcome(text, True, f"added the {cr_type} conflict resolver {resolver.proc} ({cls})")
         case st.SubSchedule(server=publisher, account=account, interval=interval):
             sub = trx_actions.find_subscription(_context(context, "sub_schedule"), publisher, account)
             return Outcome(text, True, trx_actions.do_sub_schedule(actor, sub, interval))

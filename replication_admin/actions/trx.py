@@ -129,7 +129,8 @@ def do_pub_add(
             raise trx.TrxError(f"table {info.name!r} is already published on {server.name}")
         if not info.primary_key:
             raise trx.TrxError(f"table {info.name!r} has no primary key; a published table needs one")
-        trx.add_capture(server, account.account, info)
+        trx.add_capture(server, account.account, info, updateable=bool(account.is_updateable))
+        info = trx.describe(server, info.name)  # with its ROWGUID column when the publication is updateable
         try:
             trx.append_entry(server, account.account, "C", info.name, trx.sql.table_definition(info))
         except Exception:
@@ -461,3 +462,12 @@ def publications_of(server: Server):
 def lag_of(sub: ReplSubscriber, account: ReplAccount) -> int | None:
     """Transactions the subscriber is behind the publisher (None when its level is not valid)."""
     return levels.lag(sub.level, levels.level_of(max(account.count, sub.count)))
+
+
+def published_table(server: Server, table: str):
+    """A table published transactionally on `server` (REPL_ADD_CR names one)."""
+    info = trx.describe(server, trx.item_table(table))
+    for item in TpItem.objects.filter(server=server.name, type=TABLE):
+        if trx.item_table(item.item) == info.name:
+            return info
+    raise trx.TrxError(f"{server.name}.{info.name} is not in a transactional publication")

@@ -664,3 +664,97 @@ def text_call(d: Dialect, statement: str) -> str:
     if len(words) == 1 and "(" in stripped and words[0].upper() not in {"SELECT", "CALL", "INSERT", "UPDATE", "DELETE"}:
         return f"CALL {stripped}"
     return stripped
+
+
+# --- updateable publications: ROWGUID -------------------------------------------------------------------------
+
+ROWGUID_COLUMN = "ROWGUID"
+
+
+def _replaying(d: Dialect) -> str:
+    """True inside an apply transaction (its rows carry the ROWGUID of the version they replay)."""
+    if d.name == "postgresql":
+        return (
+            f"(coalesce(current_setting('{NOLOG_SETTING}', true), '') = 'on' "
+            f"OR coalesce(current_setting('{ORIGIN_SETTING}', true), '') <> '')"
+        )
+    return "(@repladmin_nolog IS NOT NULL OR @repladmin_origin IS NOT NULL)"
+
+
+def rowguid_objects(d: Dialect, table: TableInfo, local: str) -> CaptureObjects:
+    """BEFORE triggers that give every local insert, and every local update that leaves ROWGUID alone,
+    a new `<server>@<uuid>`; rows replication writes keep the ROWGUID they carry."""
+    from replication_admin.engine.bidir import new_guid_sql
+
+    if d.name not in ("postgresql", "mysql"):
+        raise TrxError(
+            f"updateable transactional publications need PostgreSQL or MariaDB; {d.label} cannot set ROWGUID "
+            "before a row is logged"
+        )
+    g = d.quote(ROWGUID_COLUMN)
+    src = d.qualify(table.name, table.schema)
+    fresh = new_guid_sql(d, local)
+    name = bounded_name(f"{table.name}_G", d.max_identifier)
+    if d.name == "postgresql":
+        function = d.qualify(name, table.schema or "public")
+        body = (
+            f"IF NOT {_replaying(d)} AND (TG_OP = 'INSERT' AND NEW.{g} IS NULL OR "
+            f"TG_OP = 'UPDATE' AND NEW.{g} IS NOT DISTINCT FROM OLD.{g}) THEN NEW.{g} := {fresh}; END IF; "
+            "RETURN NEW;"
+        )
+        return CaptureObjects(
+            (name,),
+            (
+                f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $rt$ BEGIN {body} END $rt$",
+                f"CREATE TRIGGER {d.quote(name)} BEFORE INSERT OR UPDATE ON {src} FOR EACH ROW "
+                f"EXECUTE FUNCTION {function}()",
+            ),
+            (f"DROP TRIGGER IF EXISTS {d.quote(name)} ON {src}", f"DROP FUNCTION IF EXISTS {function}()"),
+        )
+    insert_name = bounded_name(f"{table.name}_GI", d.max_identifier)
+    update_name = bounded_name(f"{table.name}_GU", d.max_identifier)
+    return CaptureObjects(
+        (insert_name, update_name),
+        (
+            f"CREATE TRIGGER {d.quote(insert_name)} BEFORE INSERT ON {src} FOR EACH ROW BEGIN "
+            f"IF NOT {_replaying(d)} AND NEW.{g} IS NULL THEN SET NEW.{g} = {fresh}; END IF; END",
+            f"CREATE TRIGGER {d.quote(update_name)} BEFORE UPDATE ON {src} FOR EACH ROW BEGIN "
+            f"IF NOT {_replaying(d)} AND NEW.{g} <=> OLD.{g} THEN SET NEW.{g} = {fresh}; END IF; END",
+        ),
+        (f"DROP TRIGGER IF EXISTS {d.quote(insert_name)}", f"DROP TRIGGER IF EXISTS {d.quote(update_name)}"),
+    )
+
+
+def push_account(account: str) -> str:
+    """The subscriber-side log of an updateable subscription (Virtuoso's "!ACCT" push-back account)."""
+    return "!" + account
+
+
+def retag_origin_sql(d: Dialect, account: str, origin: str, schema: str = "") -> list[str]:
+    """Give the current transaction's log another origin (a pushed transaction with a conflict goes back
+    to its originator too, so it ends with the publisher's decision)."""
+    names = log_names(d, account)
+    q = d.quote
+    tx, seq = d.qualify(names.tx, schema), d.qualify(names.seq, schema)
+    if d.name == "postgresql":
+        current = "pg_current_xact_id()::text::bigint"
+        return [f"UPDATE {tx} SET {q('ORIGIN')} = {d.literal(origin)} WHERE {q('TXID')} = {current}"]
+    return [
+        f"UPDATE {tx} SET {q('ORIGIN')} = {d.literal(origin)} WHERE {q('N')} = @repladmin_n",
+        f"UPDATE {seq} SET {q('CONN')} = NULL WHERE {q('ID')} = 1",
+    ]
+
+
+def row_select_sql(d: Dialect, table: TableInfo, lock: bool = True) -> str:
+    keys = key_columns(table)
+    where = " AND ".join(f"{d.quote(k.name)} = ?" for k in keys)
+    cols = ", ".join(d.quote(c.name) for c in table.columns)
+    return f"SELECT {cols} FROM {d.qualify(table.name, table.schema)} WHERE {where}" + (" FOR UPDATE" if lock else "")
+
+
+def touch_sql(d: Dialect, table: TableInfo) -> str:
+    """Give a publisher row a new ROWGUID so its current version is logged again. Parameters: the
+    new ROWGUID, then the key."""
+    keys = key_columns(table)
+    where = " AND ".join(f"{d.quote(k.name)} = ?" for k in keys)
+    return f"UPDATE {d.qualify(table.name, table.schema)} SET {d.quote(ROWGUID_COLUMN)} = ? WHERE {where}"

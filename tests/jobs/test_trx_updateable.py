@@ -1,0 +1,131 @@
+"""Updateable transactional subscriptions: subscribers' changes go back to the publisher, conflicts are
+decided there by SYS_REPL_CR resolvers, and every node ends with the same rows."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from replication_admin.models import ConflictBackup
+from tests.jobs.test_trx_replication import run, sql, value
+from tests.jobs.test_bidir import same
+
+
+@pytest.fixture
+def nodes(make_server, jobs_sync, spark):
+    pub = make_server("postgresql", "pub")
+    my = make_server("mysql", "my")
+    pg = make_server("postgresql", "pg")
+    sql(
+        pub,
+        "CREATE TABLE items (id integer PRIMARY KEY, name varchar(40), price numeric(10, 2), qty integer)",
+        *[f"INSERT INTO items (id, name, price, qty) VALUES ({i}, 'item {i}', {i}0.00, 10)" for i in range(1, 6)],
+    )
+    run(pub, "repl_publish ('shop', 'shop.log', 1, 'demo'); repl_pub_add ('shop', 'items', 2, 0, null)")
+    for sub in (my, pg):
+        run(sub, "repl_server ('pub', 'pub'); repl_subscribe ('pub', 'shop'); repl_init_copy ('pub', 'shop')")
+    return pub, my, pg
+
+
+def sync_all(*subs) -> None:
+    for _ in range(2):  # a decision that goes back to the originator arrives on the next round
+        for sub in subs:
+            run(sub, "repl_sync ('pub', 'shop')")
+
+
+def converged(pub, *subs) -> None:
+    for sub in subs:
+        result = same(pub, sub, "items")
+        assert result["equal"], result
+
+
+def guid(server, key: int) -> str:
+    column = '"ROWGUID"' if server.dialect == "postgresql" else "ROWGUID"
+    return value(server, f"SELECT {column} FROM items WHERE id = {key}")
+
+
+def test_a_subscribers_change_reaches_the_publisher_and_the_other_subscriber_without_echo(nodes):
+    pub, my, pg = nodes
+    sql(
+        my,
+        "UPDATE items SET name = 'renamed on my' WHERE id = 1",
+        "INSERT INTO items (id, name, price, qty) VALUES (9, 'new', 1.5, 1)",
+    )
+    sql(pg, "DELETE FROM items WHERE id = 2")
+    before = guid(my, 1)
+    assert before.startswith("my@")
+    sync_all(my, pg)
+    assert value(pub, "SELECT name FROM items WHERE id = 1") == "renamed on my"
+    assert value(pub, "SELECT COUNT(*) FROM items WHERE id IN (2, 9)") == 1
+    converged(pub, my, pg)
+    assert guid(pub, 1) == guid(pg, 1) == before  # the version keeps its origin everywhere
+    assert not ConflictBackup.objects.exists()
+    outcome = run(my, "repl_sync ('pub', 'shop')")[0]
+    assert outcome.details["pushed"] == 0 and outcome.details["applied"] == 0
+
+
+def test_default_decisions_keep_the_publishers_version_and_the_losing_one_in_the_backups(nodes):
+    pub, my, pg = nodes
+    sql(pub, "UPDATE items SET name = 'publisher' WHERE id = 1")
+    sql(my, "UPDATE items SET name = 'subscriber' WHERE id = 1")  # update conflict
+    sql(pub, "DELETE FROM items WHERE id = 2")
+    sql(my, "UPDATE items SET qty = 99 WHERE id = 2")  # update of a deleted row: delete conflict
+    sql(pub, "UPDATE items SET qty = 50 WHERE id = 3")
+    sql(my, "DELETE FROM items WHERE id = 3")  # delete of a changed row: delete conflict, ignored
+    sql(pub, "INSERT INTO items (id, name, price, qty) VALUES (7, 'pub seven', 7, 7)")
+    sql(my, "INSERT INTO items (id, name, price, qty) VALUES (7, 'my seven', 7, 7)")  # insert conflict
+    sync_all(my, pg)
+    assert value(my, "SELECT name FROM items WHERE id = 1") == "publisher"
+    assert value(my, "SELECT qty FROM items WHERE id = 3") == 50  # the ignored delete is undone
+    assert value(my, "SELECT name FROM items WHERE id = 7") == "pub seven"
+    assert value(my, "SELECT COUNT(*) FROM items WHERE id = 2") == 0
+    converged(pub, my, pg)
+    backups = {b.primary_key["id"]: b for b in ConflictBackup.objects.filter(kind="transactional")}
+    assert {k: (b.conflict_type, b.operation, b.decision) for k, b in backups.items()} == {
+        1: ("U", "U", 3),
+        2: ("D", "U", 5),
+        3: ("D", "D", 5),
+        7: ("I", "I", 3),
+    }
+    assert backups[1].losing_row["name"] == "subscriber" and backups[1].winning_row["name"] == "publisher"
+    assert backups[7].losing_row["name"] == "my seven"
+
+
+def test_resolver_codes_subscriber_wins_average_add_and_minimum(nodes):
+    pub, my, pg = nodes
+    run(
+        pub,
+        "REPL_ADD_CR ('items', 'U', 'sub', 10, 'sub_wins');REPL_ADD_CR ('items', 'I', 'min', 10, 'min', 'price')",
+    )
+    sql(pub, "UPDATE items SET name = 'pub' WHERE id = 1")
+    sql(my, "UPDATE items SET name = 'my wins' WHERE id = 1")
+    sql(pub, "INSERT INTO items (id, name, price, qty) VALUES (8, 'pub eight', 8.00, 1)")
+    sql(
+        my, "INSERT INTO items (id, name, price, qty) VALUES (8, 'my eight', 3.00, 1)"
+    )  # cheaper: the subscriber's row wins
+    sync_all(my, pg)
+    assert value(pub, "SELECT name FROM items WHERE id = 1") == "my wins"
+    assert value(pub, "SELECT name FROM items WHERE id = 8") == "my eight"
+    converged(pub, my, pg)
+
+    from replication_admin.models import TransactionalConflictResolver
+
+    TransactionalConflictResolver.objects.all().delete()
+    run(
+        pub,
+        "REPL_ADD_CR ('items', 'U', 'ave', 10, 'ave', 'price'); REPL_ADD_CR ('items', 'U', 'add', 20, 'add', 'qty')",
+    )
+    sql(pub, "UPDATE items SET price = 30.00 WHERE id = 4")
+    sql(my, "UPDATE items SET price = 50.00 WHERE id = 4")  # average: 40, sent to everyone
+    sync_all(my, pg)
+    assert Decimal(value(pub, "SELECT price FROM items WHERE id = 4")) == Decimal("40.00")
+    converged(pub, my, pg)
+    TransactionalConflictResolver.objects.filter(proc__contains="ave").delete()
+    sql(pub, "UPDATE items SET qty = qty + 5 WHERE id = 5")
+    sql(pg, "UPDATE items SET qty = qty + 3 WHERE id = 5")  # add: 10 + 5 + 3
+    sync_all(my, pg)
+    assert value(pub, "SELECT qty FROM items WHERE id = 5") == 18
+    converged(pub, my, pg)
+    codes = sorted(ConflictBackup.objects.values_list("decision", flat=True))
+    assert codes == [1, 1, 2, 2]
