@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 
 from replication_admin.models import ConflictBackup
-from tests.jobs.test_trx_replication import run, sql, value
 from tests.jobs.test_bidir import same
+from tests.jobs.test_trx_replication import run, sql, value
 
 
 @pytest.fixture
