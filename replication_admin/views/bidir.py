@@ -30,16 +30,14 @@ from replication_admin.forms_bidir import (
 )
 from replication_admin.models import (
     JobRun,
-    ReplAccount,
-    ReplSubscriber,
     ScheduledEvent,
     SnapshotConflictResolver,
     SnapshotPublication,
     SnapshotSubscription,
-    TpItem,
 )
 from replication_admin.models.catalog import CR_TYPES
 from replication_admin.snapshots import SnapshotError
+from replication_admin.views import trx as trx_views
 from replication_admin.views.helpers import check_perm, denied, is_htmx, render_page_or_partial
 
 EDIT = "replication_admin.edit"
@@ -80,8 +78,7 @@ def publication_list(request: HttpRequest) -> HttpResponse:
     context = {
         "rows": [(p, events.get(p.pk)) for p in publications],
         "form": PublicationForm(),
-        "accounts": ReplAccount.objects.all(),
-        "items": TpItem.objects.all(),
+        **trx_views.publication_list_context(),
     }
     return render(request, "replication_admin/publications.html", context)
 
@@ -266,7 +263,7 @@ def _back(sub: SnapshotSubscription, publication: SnapshotPublication | None) ->
 def subscription_list(request: HttpRequest) -> HttpResponse:
     publications = dict(SnapshotPublication.objects.values_list("item", "pk"))
     subscriptions = [(s, publications.get(s.item)) for s in SnapshotSubscription.objects.all()]
-    context = {"snapshot_subscriptions": subscriptions, "subscribers": ReplSubscriber.objects.all()}
+    context = {"snapshot_subscriptions": subscriptions, **trx_views.subscription_list_context()}
     return render(request, "replication_admin/subscriptions.html", context)
 
 
