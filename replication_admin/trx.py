@@ -105,14 +105,22 @@ def create_log(server: Server, account: str) -> None:
             raise TrxError(f"{server.name} already has a table {name}; drop it or choose another publication name")
     statements = [*sql.context_ddl(d, schema), *sql.log_ddl(d, account, schema), *sql.text_table_ddl(d, schema)]
     text = sql.text_capture_objects(d, account, server.name, schema)
-    run_with_undo(server, [*statements, *text.create], [*text.drop, *sql.drop_log_ddl(d, account, schema)])
+    append, drop_append = (
+        sql.append_function_ddl(d, account, server.name, schema) if d.name == "postgresql" else ([], [])
+    )
+    run_with_undo(
+        server,
+        [*statements, *text.create, *append],
+        [*drop_append, *text.drop, *sql.drop_log_ddl(d, account, schema)],
+    )
 
 
 def drop_log(server: Server, account: str) -> None:
     d = _d(server)
     schema = schema_of(server)
     text = sql.text_capture_objects(d, account, server.name, schema)
-    run_each(server, [*text.drop, *sql.drop_log_ddl(d, account, schema)], ignore_errors=True)
+    drop_append = sql.append_function_ddl(d, account, server.name, schema)[1] if d.name == "postgresql" else []
+    run_each(server, [*drop_append, *text.drop, *sql.drop_log_ddl(d, account, schema)], ignore_errors=True)
 
 
 def describe(server: Server, table: str) -> TableInfo:
@@ -372,10 +380,19 @@ def _apply_entries(cursor, target: Target, txn: sql.Transaction) -> None:
     for entry in txn.entries:
         if entry.op == "C":
             continue  # created before the transaction (create_table_from)
+        if entry.op == "P":
+            flush()
+            if dialect != "postgresql":
+                raise TrxError(
+                    f"the new definition of {(entry.new or {}).get('name')} is PostgreSQL's; {target.server.name} "
+                    "is not PostgreSQL (publish the procedure's calls only and define it there)"
+                )
+            cursor.execute(str((entry.new or {}).get("definition", "")))
+            continue
         if entry.op == "T":
             flush()
             payload = entry.new or {}
-            statement = sql.text_call(d, str(payload.get("stmt", "")))
+            statement = sql.typed_call(d, str(payload.get("stmt", "")), payload.get("types"))
             args = list(payload.get("args") or [])
             cursor.execute(statement, args) if args else cursor.execute(statement)
             continue
@@ -750,7 +767,15 @@ def init_copy(job, reporter, spark_config) -> dict:
                 with reporter.phase("spark_copy"):
                     copied[dest.name] = spark_refresh.full_copy(spark, plan)
                 reporter.progress(done + 1, len(items) + 1, f"staged {copied[dest.name]} row(s) of {dest.name}")
+            definitions = procedure_definitions(pub_server, sub.account)
+            if definitions and sub_server.dialect != "postgresql":
+                names = ", ".join(n for n, _ in definitions)
+                raise TrxError(
+                    f"{sub.account} replicates PostgreSQL procedure definitions ({names}); "
+                    f"{sub_server.name} is not PostgreSQL"
+                )
             statements: list = [(s, []) for s in sql.replay_context_sql(d, True, None, schema)]
+            statements += [(definition, []) for _, definition in definitions]
             for dest, staging, moved in staged:
                 replace = refresh_sql.replace_content_sql(
                     d, dest.name, schema, staging, moved, [m.alias for m in moved]
@@ -1037,3 +1062,126 @@ def push(sub: ReplSubscriber, acct: ReplAccount) -> int:
             pushed = push_transaction(acct, pub_server, tables, sub.subscriber, txn, pushed)
             sent += 1
     return sent
+
+
+# --- published procedures (PostgreSQL publishers) ----------------------------------------------------------
+
+
+def describe_procedure(server: Server, name: str) -> tuple[sql.Procedure, str]:
+    """A procedure of the publisher's schema and the identity PostgreSQL reports for it."""
+    if server.dialect != "postgresql":
+        raise TrxError(
+            f"publishing procedures needs a PostgreSQL publisher; {server.name} is {server.get_dialect_display()}, "
+            "which has no DDL triggers to keep a redefined procedure's calls logged (use REPL_TEXT there)"
+        )
+    schema = schema_of(server) or "public"
+    with connections.connect(server, readonly=True) as conn:
+        rows = conn.cursor().execute(sql.procedure_sql(), [schema, name]).fetchall()
+        if not rows:
+            raise TrxError(f"procedure {name!r} does not exist on {server.name}")
+        if len(rows) > 1:
+            raise TrxError(f"{name!r} is overloaded on {server.name}; a published procedure must have one signature")
+        oid, kind, arguments, argnames, types, modes, definition = rows[0]
+        identity = (
+            conn.cursor()
+            .execute("SELECT (pg_identify_object('pg_proc'::regclass, ?::oid, 0)).identity", [int(oid)])
+            .fetchone()[0]
+        )
+    if kind != "p":
+        raise TrxError(f"{name!r} is a function; only procedures are published (calls return nothing to replay)")
+    if modes and any(m != "i" for m in str(modes).split(",")):
+        raise TrxError(f"{name!r} has output parameters; only procedures with input parameters can be replicated")
+    names = tuple(n for n in str(argnames or "").strip("{}").split(",") if n)
+    type_list = tuple(t for t in str(types or "").split(",") if t)
+    if len(names) != len(type_list):
+        raise TrxError(f"every parameter of {name!r} needs a name to be published")
+    proc = sql.Procedure(name, schema, str(arguments or ""), names, type_list, str(definition))
+    return proc, str(identity)
+
+
+def publish_procedure(server: Server, account: str, name: str, options: int) -> None:
+    """Wrap the procedure so its calls are logged (options 1, 3) and track its definition (2, 3)."""
+    d = _d(server)
+    schema = schema_of(server)
+    proc, identity = describe_procedure(server, name)
+    events, _ = sql.event_trigger_ddl(d, schema)
+    try:
+        run_each(server, [*sql.proc_table_ddl(d, schema), *events])
+    except pyodbc.Error as exc:
+        raise TrxError(
+            f"{server.name} refused the DDL trigger that tracks published procedures "
+            f"({connections.driver_message(exc)}); it needs a superuser connection"
+        ) from None
+    q = d.quote
+    body = proc.body_name(d)
+    wrapper = sql.wrapper_ddl(d, proc, account, schema) if options & sql.CALLS else None
+    statements: list = [(f"SELECT set_config('{sql.WRAPPING_SETTING}', 'on', true)", [])]
+    if wrapper:
+        statements += [(f"ALTER PROCEDURE {identity} RENAME TO {q(body)}", []), (wrapper, [])]
+    columns = ", ".join(
+        q(c) for c in ("NAME", "ACCOUNT", "OPTIONS", "IDENT", "BODY", "BODY_IDENT", "WRAPPER", "APPEND", "DEF")
+    )
+    body_identity = f"{d.qualify(body, proc.schema)}({', '.join(proc.types)})"
+    statements.append(
+        (
+            f"INSERT INTO {d.qualify(sql.PROC_TABLE, schema)} ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                proc.name,
+                account,
+                options,
+                identity,
+                body if wrapper else None,
+                body_identity if wrapper else None,
+                wrapper,
+                sql.append_function(d, account, schema),
+                proc.definition,
+            ],
+        )
+    )
+    run_transaction(server, statements)
+
+
+def unpublish_procedure(server: Server, name: str) -> None:
+    d = _d(server)
+    schema = schema_of(server)
+    q = d.quote
+    table = d.qualify(sql.PROC_TABLE, schema)
+    with connections.connect(server, readonly=True) as conn:
+        row = (
+            conn.cursor()
+            .execute(f"SELECT {q('IDENT')}, {q('BODY')}, {q('WRAPPER')} FROM {table} WHERE {q('NAME')} = ?", [name])
+            .fetchone()
+        )
+    if row is None:
+        return
+    identity, body, wrapper = row
+    statements: list = [(f"SELECT set_config('{sql.WRAPPING_SETTING}', 'on', true)", [])]
+    if wrapper:
+        statements += [
+            (f"DROP PROCEDURE IF EXISTS {identity}", []),
+            (f"ALTER PROCEDURE {d.qualify(body, schema or 'public')} RENAME TO {q(name)}", []),
+        ]
+    statements.append((f"DELETE FROM {table} WHERE {q('NAME')} = ?", [name]))
+    run_transaction(server, statements)
+
+
+def procedure_definitions(server: Server, account: str) -> list[tuple[str, str]]:
+    """(name, definition) of the account's procedures whose definitions are replicated."""
+    if server.dialect != "postgresql":
+        return []
+    d = _d(server)
+    q = d.quote
+    table = d.qualify(sql.PROC_TABLE, schema_of(server))
+    if lookup_table(server, sql.PROC_TABLE) is None:
+        return []
+    with connections.connect(server, readonly=True) as conn:
+        rows = (
+            conn.cursor()
+            .execute(
+                f"SELECT {q('NAME')}, {q('DEF')} FROM {table} WHERE {q('ACCOUNT')} = ? AND {q('OPTIONS')} IN (2, 3) "
+                f"ORDER BY {q('NAME')}",
+                [account],
+            )
+            .fetchall()
+        )
+    return [(str(r[0]), str(r[1])) for r in rows]

@@ -93,6 +93,8 @@ def do_unpublish(actor: Actor, account: ReplAccount) -> str:
     server = trx.server_named(account.server)
     for item in trx.table_items(account):
         trx.drop_capture(server, account.account, trx.item_table(item.item))
+    for item in TpItem.objects.filter(server=account.server, acct=account.account, type=PROCEDURE):
+        trx.unpublish_procedure(server, trx.item_table(item.item))
     trx.drop_log(server, account.account)
     with transaction.atomic():
         TpItem.objects.filter(server=account.server, acct=account.account).delete()
@@ -115,10 +117,8 @@ def do_pub_add(
     require(actor, EDIT, "trx.pub_add", target)
     server = trx.server_named(account.server)
     with _guarded(actor, "trx.pub_add", target):
-        if item_type != TABLE:
-            raise trx.TrxError(
-                "procedures are published through REPL_TEXT calls on this console; use type 2 for a table"
-            )
+        if item_type == PROCEDURE:
+            return _pub_add_procedure(actor, account, server, item, is_copy, options or 3, target)
         name = trx.item_table(item)
         info = trx.describe(server, name)
         if TpItem.objects.filter(server=account.server, type=TABLE).exclude(acct=account.account).filter(
@@ -144,6 +144,26 @@ def do_pub_add(
     return row
 
 
+def _pub_add_procedure(
+    actor: Actor, account: ReplAccount, server: Server, item: str, is_copy: int, options: int, target: str
+) -> TpItem:
+    if account.is_updateable:
+        raise trx.TrxError(
+            "procedure calls cannot be replicated bi-directionally; "
+            "publish them in a publication that is not updateable"
+        )
+    name = trx.item_table(item)
+    if TpItem.objects.filter(server=account.server, type=PROCEDURE, item=item).exists():
+        raise trx.TrxError(f"procedure {name!r} is already published on {server.name}")
+    trx.publish_procedure(server, account.account, name, options)
+    with transaction.atomic():
+        row = TpItem.objects.create(
+            server=account.server, acct=account.account, type=PROCEDURE, item=item, options=options, is_copy=is_copy
+        )
+        record(actor, "trx.pub_add", target, detail={"options": options})
+    return row
+
+
 def find_item(account: ReplAccount, item: str, item_type: int) -> TpItem:
     row = TpItem.objects.filter(server=account.server, acct=account.account, type=item_type, item=item).first()
     if row is None:
@@ -162,7 +182,10 @@ def do_pub_remove(actor: Actor, account: ReplAccount, item: TpItem, drop: bool =
     target = f"{account.server}/{account.account}: {item.item}"
     require(actor, EDIT, "trx.pub_remove", target)
     server = trx.server_named(account.server)
-    trx.drop_capture(server, account.account, trx.item_table(item.item))
+    if item.type == PROCEDURE:
+        trx.unpublish_procedure(server, trx.item_table(item.item))
+    else:
+        trx.drop_capture(server, account.account, trx.item_table(item.item))
     with transaction.atomic():
         item.delete()
         record(actor, "trx.pub_remove", target, detail={"drop": drop})

@@ -758,3 +758,159 @@ def touch_sql(d: Dialect, table: TableInfo) -> str:
     keys = key_columns(table)
     where = " AND ".join(f"{d.quote(k.name)} = ?" for k in keys)
     return f"UPDATE {d.qualify(table.name, table.schema)} SET {d.quote(ROWGUID_COLUMN)} = ? WHERE {where}"
+
+
+# --- published procedures (PostgreSQL publishers) ---------------------------------------------------------------
+
+PROC_TABLE = "RTPROC"
+EVENT_TRIGGER = "repladmin_procedures"
+WRAPPING_SETTING = "repladmin.wrapping"
+CALLS, DEFINITION = 1, 2
+
+
+def append_function(d: Dialect, account: str, schema: str = "") -> str:
+    return d.qualify(bounded_name(f"{log_names(d, account).log}_append", d.max_identifier), schema or "public")
+
+
+def append_function_ddl(d: Dialect, account: str, local: str, schema: str = "") -> tuple[list[str], list[str]]:
+    """PostgreSQL: a function that logs one entry for the current transaction (used by the wrappers of
+    published procedures and by the definition tracker)."""
+    names = log_names(d, account)
+    q = d.quote
+    tx, log = d.qualify(names.tx, schema), d.qualify(names.log, schema)
+    txid = "pg_current_xact_id()::text::bigint"
+    origin = f"coalesce(nullif(current_setting('{ORIGIN_SETTING}', true), ''), {d.literal(local)})"
+    function = append_function(d, account, schema)
+    body = (
+        f"BEGIN IF coalesce(current_setting('{NOLOG_SETTING}', true), '') <> 'on' THEN "
+        f"INSERT INTO {tx} ({q('TXID')}, {q('ORIGIN')}) VALUES ({txid}, {origin}) "
+        f"ON CONFLICT ({q('TXID')}) DO NOTHING; "
+        f"INSERT INTO {log} ({q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}) "
+        f"VALUES ({txid}, p_tbl, p_op, p_new, NULL); END IF; END"
+    )
+    return (
+        [
+            f"CREATE FUNCTION {function}(p_op text, p_tbl text, p_new text) RETURNS void LANGUAGE plpgsql "
+            f"AS $rt$ {body} $rt$"
+        ],
+        [f"DROP FUNCTION IF EXISTS {function}(text, text, text)"],
+    )
+
+
+def proc_table_ddl(d: Dialect, schema: str = "") -> list[str]:
+    q = d.quote
+    return [
+        f"CREATE TABLE IF NOT EXISTS {d.qualify(PROC_TABLE, schema)} ({q('NAME')} varchar(320) PRIMARY KEY, "
+        f"{q('ACCOUNT')} varchar(128) NOT NULL, {q('OPTIONS')} integer NOT NULL, {q('IDENT')} text NOT NULL, "
+        f"{q('BODY')} varchar(320), {q('BODY_IDENT')} text, {q('WRAPPER')} text, {q('APPEND')} text NOT NULL, "
+        f"{q('DEF')} text NOT NULL)"
+    ]
+
+
+def event_trigger_ddl(d: Dialect, schema: str = "") -> tuple[list[str], list[str]]:
+    """PostgreSQL: when a published procedure is created again (CREATE OR REPLACE replaces its wrapper),
+    move the new body under the wrapper, put the wrapper back and log the new definition."""
+    q = d.quote
+    table = d.qualify(PROC_TABLE, schema)
+    function = d.qualify("repladmin_procedure_changed", schema or "public")
+    body = f"""
+DECLARE r record; p record; def text;
+BEGIN
+  IF coalesce(current_setting('{WRAPPING_SETTING}', true), '') = 'on' THEN RETURN; END IF;
+  FOR r IN SELECT * FROM pg_event_trigger_ddl_commands() WHERE object_type IN ('procedure', 'function') LOOP
+    FOR p IN SELECT * FROM {table} WHERE {q("IDENT")} = r.object_identity LOOP
+      PERFORM set_config('{WRAPPING_SETTING}', 'on', true);
+      def := pg_get_functiondef(r.objid);
+      IF p.{q("WRAPPER")} IS NOT NULL THEN
+        EXECUTE 'DROP PROCEDURE IF EXISTS ' || p.{q("BODY_IDENT")};
+        EXECUTE 'ALTER PROCEDURE ' || r.object_identity || ' RENAME TO ' || quote_ident(p.{q("BODY")});
+        EXECUTE p.{q("WRAPPER")};
+      END IF;
+      UPDATE {table} SET {q("DEF")} = def WHERE {q("NAME")} = p.{q("NAME")};
+      IF p.{q("OPTIONS")} IN (2, 3) THEN
+        EXECUTE 'SELECT ' || p.{q("APPEND")} || '($1, $2, $3)'
+          USING 'P', '', json_build_object('name', p.{q("NAME")}, 'definition', def)::text;
+      END IF;
+      PERFORM set_config('{WRAPPING_SETTING}', '', true);
+    END LOOP;
+  END LOOP;
+END"""
+    return (
+        [
+            f"CREATE OR REPLACE FUNCTION {function}() RETURNS event_trigger LANGUAGE plpgsql AS $rt$ {body} $rt$",
+            f"DROP EVENT TRIGGER IF EXISTS {EVENT_TRIGGER}",
+            f"CREATE EVENT TRIGGER {EVENT_TRIGGER} ON ddl_command_end "
+            f"WHEN TAG IN ('CREATE PROCEDURE', 'CREATE FUNCTION') EXECUTE FUNCTION {function}()",
+        ],
+        [f"DROP EVENT TRIGGER IF EXISTS {EVENT_TRIGGER}", f"DROP FUNCTION IF EXISTS {function}()"],
+    )
+
+
+@dataclass(frozen=True)
+class Procedure:
+    name: str  # as it is called
+    schema: str
+    arguments: str  # pg_get_function_arguments: "i integer, d text"
+    names: tuple[str, ...]
+    types: tuple[str, ...]
+    definition: str
+
+    @property
+    def identity(self) -> str:
+        return f"{self.schema}.{self.name}({', '.join(self.types)})" if self.schema else self.name
+
+    def body_name(self, d: Dialect) -> str:
+        return bounded_name(f"{self.name}__repl", d.max_identifier)
+
+
+def procedure_sql() -> str:
+    """PostgreSQL: a procedure's signature and definition (parameters: schema, name)."""
+    return (
+        "SELECT p.oid, p.prokind, pg_get_function_arguments(p.oid), p.proargnames, "
+        "array_to_string(ARRAY(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) t), ','), "
+        "coalesce(array_to_string(p.proargmodes, ','), ''), pg_get_functiondef(p.oid) "
+        "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = ? AND p.proname = ?"
+    )
+
+
+def identity_sql() -> str:
+    """PostgreSQL: the identity pg_event_trigger_ddl_commands() reports for a procedure (parameter: oid)."""
+    return "SELECT pg_identify_object('pg_proc'::regclass, ?::oid, 0)::text"
+
+
+def wrapper_ddl(d: Dialect, proc: Procedure, account: str, schema: str = "") -> str:
+    """The procedure callers call: it logs the call (name, arguments and their types), then runs the real
+    body with logging off (the reference: what a published procedure does is not logged itself)."""
+    q = d.quote
+    args = ", ".join(q(n) for n in proc.names)
+    types = ", ".join(d.literal(t) for t in proc.types)
+    stmt = d.literal(f"{proc.name} ({', '.join('?' for _ in proc.names)})")
+    entry = (
+        f"json_build_object('stmt', {stmt}, 'args', json_build_array({args}), 'types', json_build_array({types}))::text"
+        if proc.names
+        else f"json_build_object('stmt', {stmt}, 'args', json_build_array())::text"
+    )
+    target = d.qualify(proc.name, schema or proc.schema)
+    body = d.qualify(proc.body_name(d), schema or proc.schema)
+    return (
+        f"CREATE PROCEDURE {target}({proc.arguments}) LANGUAGE plpgsql AS $rt$ "
+        f"DECLARE prev text := coalesce(current_setting('{NOLOG_SETTING}', true), ''); BEGIN "
+        f"PERFORM {append_function(d, account, schema or proc.schema)}('T', '', {entry}); "
+        f"PERFORM set_config('{NOLOG_SETTING}', 'on', true); CALL {body}({args}); "
+        f"PERFORM set_config('{NOLOG_SETTING}', prev, true); END $rt$"
+    )
+
+
+def typed_call(d: Dialect, statement: str, types: Sequence[str] | None) -> str:
+    """A logged call for the subscriber: PostgreSQL resolves procedures by argument type, so the
+    publisher's types are written as casts."""
+    call = text_call(d, statement)
+    if d.name != "postgresql" or not types:
+        return call
+    parts = call.split("?")
+    if len(parts) - 1 != len(types):
+        return call
+    out = parts[0]
+    for piece, kind in zip(parts[1:], types, strict=True):
+        out += f"CAST(? AS {kind})" + piece
+    return out

@@ -281,3 +281,81 @@ def test_the_references_replication_logger_sample_with_four_servers(make_server,
     for server in logs[1:]:
         assert same(logs[0], server, "wl_ip_cnt")["equal"] and same(logs[0], server, "wl_user")["equal"]
     assert not SkippedTransaction.objects.exists()
+
+
+T_PROC = (
+    "CREATE PROCEDURE t_proc (i integer) LANGUAGE plpgsql AS $$ DECLARE d varchar; BEGIN "
+    "SELECT dt INTO d FROM p_test WHERE id = i; d := d || d; UPDATE p_test SET dt = d WHERE id = i; END $$"
+)
+T_PROC_128 = (
+    "CREATE OR REPLACE PROCEDURE t_proc (i integer) LANGUAGE plpgsql AS $$ DECLARE n integer := 128; BEGIN "
+    "WHILE n > 5 LOOP INSERT INTO p_test (id, dt) VALUES (n, n::varchar); n := n - 1; END LOOP; END $$"
+)
+P_TEST = [
+    "CREATE TABLE p_test (id integer, dt varchar(300), PRIMARY KEY (id))",
+    *[f"INSERT INTO p_test VALUES ({i}, '{i}')" for i in range(1, 6)],
+]
+
+
+def test_the_references_procedure_example_replicates_calls_and_a_new_definition(make_server, jobs_sync):
+    rep1 = make_server("postgresql", "rep1")
+    rep2 = make_server("postgresql", "rep2")
+    sql(rep1, *P_TEST, T_PROC)
+    run(rep1, "REPL_PUBLISH ('proc', 'proc.log'); REPL_PUB_ADD ('proc', 'DB.DBA.t_proc', 3, 0, 3)")
+    sql(rep2, *P_TEST)
+    run(
+        rep2,
+        "REPL_SERVER ('rep1', '1111', 'localhost:1111');"
+        "REPL_SUBSCRIBE ('rep1', 'proc', null, null, 'dba', 'dba');"
+        "DB..REPL_INIT_COPY ('rep1', 'proc');"
+        "SYNC_REPL()",
+    )
+    for i in range(1, 6):
+        sql(rep1, f"CALL t_proc ({i})")
+    run(rep2, "REPL_SYNC ('rep1', 'proc')")
+    assert run(rep2, "repl_status ('rep1', 'proc')")[0].details["level"] == 5
+    assert value(rep2, "SELECT COUNT(*) FROM p_test WHERE length(dt) = 2") == 5
+    sql(rep1, T_PROC_128, "CALL t_proc (1)")
+    run(rep2, "REPL_SYNC ('rep1', 'proc')")
+    assert run(rep2, "repl_status ('rep1', 'proc')")[0].details["level"] == 7
+    assert value(rep2, "SELECT COUNT(*) FROM p_test") == 128
+    # The body's own changes were not logged (only the calls and the definition were).
+    assert same(rep1, rep2, "p_test")["equal"]
+    run(rep1, "REPL_PUB_REMOVE ('proc', 'DB.DBA.t_proc', 3)")
+    assert _rows(rep1, "SELECT proname FROM pg_proc WHERE proname LIKE 't\\_proc%'") == [("t_proc",)]
+    # The procedure is the publisher's own again: neither a new definition nor its calls are logged.
+    sql(
+        rep1,
+        T_PROC.replace("CREATE", "CREATE OR REPLACE").replace("d := d || d", "d := 'x'"),
+        "CALL t_proc (1)",
+    )
+    assert value(rep1, "SELECT dt FROM p_test WHERE id = 1") == "x"
+    assert run(rep2, "REPL_SYNC ('rep1', 'proc')")[0].details["applied"] == 0
+
+
+def test_a_procedures_calls_alone_replay_on_a_mariadb_subscriber_with_its_own_definition(make_server, jobs_sync):
+    rep1 = make_server("postgresql", "rep1")
+    rep3 = make_server("mysql", "rep3")
+    sql(
+        rep1,
+        "CREATE TABLE notes (n integer PRIMARY KEY, note varchar(40))",
+        "CREATE PROCEDURE t_note (n integer, note varchar) LANGUAGE plpgsql AS $$ BEGIN "
+        "INSERT INTO notes VALUES (n, note); END $$",
+    )
+    sql(
+        rep3,
+        "CREATE TABLE notes (n int PRIMARY KEY, note varchar(40), here varchar(10))",
+        "CREATE PROCEDURE t_note (IN n int, IN note varchar(40)) BEGIN "
+        "INSERT INTO notes VALUES (n, UPPER(note), 'mariadb'); END",
+    )
+    run(rep1, "REPL_PUBLISH ('calls', 'calls.log'); REPL_PUB_ADD ('calls', 't_note', 3, 0, 1)")
+    run(rep3, "REPL_SERVER ('rep1', 'rep1'); REPL_SUBSCRIBE ('rep1', 'calls'); REPL_INIT_COPY ('rep1', 'calls')")
+    sql(rep1, "CALL t_note (1, 'first')", "CALL t_note (2, 'second')")
+    run(rep3, "REPL_SYNC ('rep1', 'calls')")
+    assert sorted(tuple(r) for r in _rows(rep3, "SELECT n, note, here FROM notes")) == [
+        (1, "FIRST", "mariadb"),
+        (2, "SECOND", "mariadb"),
+    ]
+    assert "PostgreSQL publisher" in refused(
+        rep3, "REPL_PUBLISH ('mine', 'mine.log'); REPL_PUB_ADD ('mine', 't_note', 3, 0, 1)"
+    )
