@@ -13,6 +13,7 @@ in RTLEVEL (so the subscriber goes on) and in REPL_SKIPPED_TX (so the gap shows 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -45,7 +46,10 @@ from replication_admin.snapshots import SnapshotError, lookup_table
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 5
-CONNECTION_LOST = ("08S01", "08001", "08003", "08006", "HY000] [ma-3.", "server has gone away", "Lost connection")
+CONNECTION_LOST = (
+    "08S01", "08001", "08003", "08006", "57P01", "server has gone away", "Lost connection",
+    "terminating connection", "server closed the connection", "no connection to the server",
+)  # fmt: skip
 
 
 class TrxError(SnapshotError):
@@ -178,7 +182,8 @@ def run_transaction(server: Server, statements: Sequence[tuple[str, list]]) -> N
                 conn.commit()
                 return
             except pyodbc.Error as exc:
-                conn.rollback()
+                with contextlib.suppress(pyodbc.Error):
+                    conn.rollback()  # a lost connection cannot roll back; its transaction is gone anyway
                 if attempt < MAX_ATTEMPTS and retryable(exc):
                     time.sleep(0.1 * attempt)
                     continue
@@ -449,7 +454,8 @@ def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, 
                 conn.commit()
                 return new_count
             except pyodbc.Error as exc:
-                conn.rollback()
+                with contextlib.suppress(pyodbc.Error):
+                    conn.rollback()  # a lost connection cannot roll back; its transaction is gone anyway
                 if attempt < MAX_ATTEMPTS and retryable(exc):
                     time.sleep(0.1 * attempt)
                     continue
@@ -528,7 +534,7 @@ def check_request(sub: ReplSubscriber, level: int, pub_level: int, pub_count: in
     reason = ""
     if not ok:
         reason = f"its level {level} is not at or below the publisher's level {pub_level}"
-    elif oldest is not None and levels.count_of(level, pub_level, pub_count) < oldest - 1:
+    elif levels.count_of(level, pub_level, pub_count) < (pub_count + 1 if oldest is None else oldest) - 1:
         ok = False
         reason = f"the transactions after its level {level} have been purged from the log"
     valid = 1 if (ok and was_valid) else 0
@@ -587,12 +593,10 @@ def sync_once(
     while count < goal:
         upto = min(goal, count + batch)
         txns = read_transactions(pub_server, sub.account, count, upto)
-        if not txns:
-            break
-        if txns[0].count != count + 1:
+        if not txns or txns[0].count != count + 1:
             raise TrxError(
                 f"{sub.server}/{sub.account} has no transaction after level {levels.level_of(count)} "
-                f"(the log starts at level {txns[0].level}); re-initialise {sub.subscriber}"
+                f"(the log has been purged past it); re-initialise {sub.subscriber}"
             )
         count = _apply_or_skip(target, txns, count, outcome)
         outcome.batches += 1
@@ -1027,7 +1031,8 @@ def push_transaction(
                 conn.commit()
                 return txn.count
             except pyodbc.Error as exc:
-                conn.rollback()
+                with contextlib.suppress(pyodbc.Error):
+                    conn.rollback()  # a lost connection cannot roll back; its transaction is gone anyway
                 if attempt < MAX_ATTEMPTS and retryable(exc):
                     time.sleep(0.1 * attempt)
                     continue
