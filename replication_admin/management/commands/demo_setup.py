@@ -99,6 +99,7 @@ class Command(BaseCommand):
         for snapshot in Snapshot.objects.filter(dest_server_id=target):
             do_schedule_snapshot(actor, snapshot, 1)
         self._bidirectional(actor, target)
+        self._transactional(actor, target)
         Schedule.objects.get_or_create(
             func="replication_admin.tasks.demo_activity",
             defaults={"name": "demo activity", "schedule_type": Schedule.MINUTES, "minutes": 1, "repeats": -1},
@@ -134,6 +135,30 @@ class Command(BaseCommand):
         publication = find_publication("demo.Products")
         do_schedule_publication(actor, publication, 1)
         self.stdout.write(f"demo.Products syncs with {target} and branch every minute (cheapest price wins)")
+
+    def _transactional(self, actor: Actor, target: str) -> None:
+        """demo."Order Details" published transactionally; the snapshot target subscribes in sync mode
+        (the demo's follower applies each new order line within a second) and re-syncs every minute."""
+        from replication_admin.actions.statements import execute
+        from replication_admin.models import ReplAccount, ReplSubscriber
+
+        scripts = []
+        if not ReplAccount.objects.filter(server="demo", account="orders").exists():
+            scripts.append(
+                ("demo", "REPL_PUBLISH ('orders', 'orders.log'); REPL_PUB_ADD ('orders', 'Order Details', 2, 0, null)")
+            )
+        if not ReplSubscriber.objects.filter(server="demo", account="orders", subscriber=target).exists():
+            scripts.append(
+                (
+                    target,
+                    "REPL_SERVER ('demo', 'demo'); REPL_SUBSCRIBE ('demo', 'orders');"
+                    "REPL_INIT_COPY ('demo', 'orders'); SUB_SCHEDULE ('demo', 'orders', 1); SYNC_REPL ()",
+                )
+            )
+        for server, script in scripts:
+            for outcome in execute(actor, script, context=Server.objects.get(name=server), wait=False):
+                self.stdout.write(f"{'ok  ' if outcome.ok else 'FAIL'} {outcome.statement}: {outcome.message}")
+        self.stdout.write(f'demo."Order Details" replicates transactionally to {target}, in sync')
 
     def _create_database(self, conn: pyodbc.Connection, dialect: str) -> None:
         if dialect == "postgresql":
