@@ -172,15 +172,16 @@ def drop_capture(server: Server, account: str, table_name: str) -> None:
     run_each(server, drops, ignore_errors=True)
 
 
-def run_transaction(server: Server, statements: Sequence[tuple[str, list]]) -> None:
+def with_retries(server: Server, work: Callable):
+    """Run work(cursor) in one transaction on `server` and commit it. Deadlocks, lock timeouts and lost
+    connections roll back and run the work again on a new connection; any other error propagates."""
     for attempt in range(1, MAX_ATTEMPTS + 1):
         with connections.connect(server, autocommit=False) as conn:
             cursor = conn.cursor()
             try:
-                for text, params in statements:
-                    cursor.execute(text, params) if params else cursor.execute(text)
+                result = work(cursor)
                 conn.commit()
-                return
+                return result
             except pyodbc.Error as exc:
                 with contextlib.suppress(pyodbc.Error):
                     conn.rollback()  # a lost connection cannot roll back; its transaction is gone anyway
@@ -188,6 +189,15 @@ def run_transaction(server: Server, statements: Sequence[tuple[str, list]]) -> N
                     time.sleep(0.1 * attempt)
                     continue
                 raise
+    raise AssertionError("unreachable")
+
+
+def run_transaction(server: Server, statements: Sequence[tuple[str, list]]) -> None:
+    def work(cursor) -> None:
+        for text, params in statements:
+            cursor.execute(text, params) if params else cursor.execute(text)
+
+    with_retries(server, work)
 
 
 def append_entry(server: Server, account: str, op: str, table: str, payload: str) -> None:
@@ -434,33 +444,23 @@ def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, 
             if entry.op == "C" and entry.new is not None:
                 create_table_from(target, entry.new)
     new_count = txns[-1].count
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        with connections.connect(target.server, autocommit=False) as conn:
-            cursor = conn.cursor()
-            try:
-                for statement in sql.replay_context_sql(d, nolog, None, schema):
-                    cursor.execute(statement)
-                for txn in txns:
-                    _apply_entries(cursor, target, txn)
-                cursor.execute(
-                    sql.level_advance_sql(d, schema),
-                    [levels.level_of(new_count), new_count, target.publisher, target.account, expected],
-                )
-                if cursor.rowcount != 1:
-                    conn.rollback()
-                    raise LevelMoved(f"{target.server.name} is no longer at count {expected}")
-                for statement in sql.reset_context_sql(d, schema):
-                    cursor.execute(statement)
-                conn.commit()
-                return new_count
-            except pyodbc.Error as exc:
-                with contextlib.suppress(pyodbc.Error):
-                    conn.rollback()  # a lost connection cannot roll back; its transaction is gone anyway
-                if attempt < MAX_ATTEMPTS and retryable(exc):
-                    time.sleep(0.1 * attempt)
-                    continue
-                raise
-    raise AssertionError("unreachable")
+
+    def work(cursor) -> int:
+        for statement in sql.replay_context_sql(d, nolog, None, schema):
+            cursor.execute(statement)
+        for txn in txns:
+            _apply_entries(cursor, target, txn)
+        cursor.execute(
+            sql.level_advance_sql(d, schema),
+            [levels.level_of(new_count), new_count, target.publisher, target.account, expected],
+        )
+        if cursor.rowcount != 1:
+            raise LevelMoved(f"{target.server.name} is no longer at count {expected}")
+        for statement in sql.reset_context_sql(d, schema):
+            cursor.execute(statement)
+        return new_count
+
+    return with_retries(target.server, work)
 
 
 def skip_transaction(target: Target, txn: sql.Transaction, expected: int, error: str) -> int:
@@ -957,87 +957,77 @@ def push_transaction(
     schema = schema_of(pub_server)
     push_acct = sql.push_account(acct.account)
     guid = sql.ROWGUID_COLUMN
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        with connections.connect(pub_server, autocommit=False) as conn:
-            cursor = conn.cursor()
-            try:
-                for statement in sql.replay_context_sql(d, False, subscriber, schema):
-                    cursor.execute(statement)
-                conflicted = False
-                for entry in txn.entries:
-                    if entry.op not in ("I", "U", "D") or entry.table not in tables:
-                        continue  # calls and other tables are not replicated back
-                    table = tables[entry.table]
-                    image = entry.new if entry.op != "D" else entry.old
-                    key = sql.key_values(image, table, d.name)
-                    current = _current(cursor, d, table, key)
-                    incoming = _json_row(entry.new) if entry.new else None
-                    old = _json_row(entry.old) if entry.old else None
-                    ctype = _classify(entry.op, current, old)
-                    if ctype is None:
-                        _write(cursor, d, table, entry.op, entry.new, key)
-                        continue
-                    conflicted = True
-                    decision = _decide(acct, table, ctype, current, incoming, old)
-                    code = int(decision["decision"]) or DEFAULT_DECISION[ctype]
-                    fresh = f"{acct.server}@{uuid.uuid4()}"
-                    if code == 1:
-                        _write(cursor, d, table, entry.op, entry.new, key)
-                        winner, loser = incoming, current
-                    elif code == 2 and entry.op != "D":
-                        final = {**(decision.get("final") or incoming), guid: fresh}
-                        _write(cursor, d, table, "U", final, key)
-                        winner, loser = final, current
-                    else:  # the publisher's version stands and goes out again, to the originator too
-                        if current is not None:
-                            cursor.execute(sql.touch_sql(d, table), [fresh, *key])
-                        winner, loser = current, incoming or old
-                        code = code if code in (3, 5) else DEFAULT_DECISION[ctype]
-                    ConflictBackup.objects.update_or_create(
-                        item=f"{acct.server}.{table.name}",
-                        source=subscriber,
-                        change_guid=f"{subscriber}:{txn.count}:{entry.seq}",
-                        defaults={
-                            "kind": "transactional",
-                            "table_name": table.name,
-                            "publisher": acct.server,
-                            "origin": txn.origin or subscriber,
-                            "primary_key": {k.name: v for k, v in zip(table.primary_key, key, strict=True)},
-                            "conflict_type": ctype,
-                            "operation": entry.op,
-                            "decision": code,
-                            "resolver_id": decision.get("resolver_id"),
-                            "resolver": decision.get("resolver") or "default",
-                            "publisher_row": current,
-                            "incoming_row": incoming or old,
-                            "old_rowguid": (old or {}).get(guid),
-                            "winning_row": winner,
-                            "losing_row": loser,
-                            "note": decision.get("note") or "",
-                        },
-                    )
-                if conflicted:
-                    for statement in sql.retag_origin_sql(d, acct.account, acct.server, schema):
-                        cursor.execute(statement)
-                cursor.execute(
-                    sql.level_advance_sql(d, schema),
-                    [levels.level_of(txn.count), txn.count, subscriber, push_acct, expected],
-                )
-                if cursor.rowcount != 1:
-                    conn.rollback()
-                    raise LevelMoved(f"{acct.server} has already taken {subscriber}'s transaction {txn.count}")
-                for statement in sql.reset_context_sql(d, schema):
-                    cursor.execute(statement)
-                conn.commit()
-                return txn.count
-            except pyodbc.Error as exc:
-                with contextlib.suppress(pyodbc.Error):
-                    conn.rollback()  # a lost connection cannot roll back; its transaction is gone anyway
-                if attempt < MAX_ATTEMPTS and retryable(exc):
-                    time.sleep(0.1 * attempt)
-                    continue
-                raise
-    raise AssertionError("unreachable")
+
+    def work(cursor) -> int:
+        for statement in sql.replay_context_sql(d, False, subscriber, schema):
+            cursor.execute(statement)
+        conflicted = False
+        for entry in txn.entries:
+            if entry.op not in ("I", "U", "D") or entry.table not in tables:
+                continue  # calls and other tables are not replicated back
+            table = tables[entry.table]
+            image = entry.new if entry.op != "D" else entry.old
+            key = sql.key_values(image, table, d.name)
+            current = _current(cursor, d, table, key)
+            incoming = _json_row(entry.new) if entry.new else None
+            old = _json_row(entry.old) if entry.old else None
+            ctype = _classify(entry.op, current, old)
+            if ctype is None:
+                _write(cursor, d, table, entry.op, entry.new, key)
+                continue
+            conflicted = True
+            decision = _decide(acct, table, ctype, current, incoming, old)
+            code = int(decision["decision"]) or DEFAULT_DECISION[ctype]
+            fresh = f"{acct.server}@{uuid.uuid4()}"
+            if code == 1:
+                _write(cursor, d, table, entry.op, entry.new, key)
+                winner, loser = incoming, current
+            elif code == 2 and entry.op != "D":
+                final = {**(decision.get("final") or incoming), guid: fresh}
+                _write(cursor, d, table, "U", final, key)
+                winner, loser = final, current
+            else:  # the publisher's version stands and goes out again, to the originator too
+                if current is not None:
+                    cursor.execute(sql.touch_sql(d, table), [fresh, *key])
+                winner, loser = current, incoming or old
+                code = code if code in (3, 5) else DEFAULT_DECISION[ctype]
+            ConflictBackup.objects.update_or_create(
+                item=f"{acct.server}.{table.name}",
+                source=subscriber,
+                change_guid=f"{subscriber}:{txn.count}:{entry.seq}",
+                defaults={
+                    "kind": "transactional",
+                    "table_name": table.name,
+                    "publisher": acct.server,
+                    "origin": txn.origin or subscriber,
+                    "primary_key": {k.name: v for k, v in zip(table.primary_key, key, strict=True)},
+                    "conflict_type": ctype,
+                    "operation": entry.op,
+                    "decision": code,
+                    "resolver_id": decision.get("resolver_id"),
+                    "resolver": decision.get("resolver") or "default",
+                    "publisher_row": current,
+                    "incoming_row": incoming or old,
+                    "old_rowguid": (old or {}).get(guid),
+                    "winning_row": winner,
+                    "losing_row": loser,
+                    "note": decision.get("note") or "",
+                },
+            )
+        if conflicted:
+            for statement in sql.retag_origin_sql(d, acct.account, acct.server, schema):
+                cursor.execute(statement)
+        cursor.execute(
+            sql.level_advance_sql(d, schema),
+            [levels.level_of(txn.count), txn.count, subscriber, push_acct, expected],
+        )
+        if cursor.rowcount != 1:
+            raise LevelMoved(f"{acct.server} has already taken {subscriber}'s transaction {txn.count}")
+        for statement in sql.reset_context_sql(d, schema):
+            cursor.execute(statement)
+        return txn.count
+
+    return with_retries(pub_server, work)
 
 
 def _write(cursor, d, table: TableInfo, op: str, image: dict | None, key: list) -> None:
