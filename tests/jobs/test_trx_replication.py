@@ -359,3 +359,33 @@ def test_a_procedures_calls_alone_replay_on_a_mariadb_subscriber_with_its_own_de
     assert "PostgreSQL publisher" in refused(
         rep3, "REPL_PUBLISH ('mine', 'mine.log'); REPL_PUB_ADD ('mine', 't_note', 3, 0, 1)"
     )
+
+
+def test_a_table_added_later_is_created_on_the_subscriber_before_its_rows_arrive(rep):
+    rep1, rep2 = rep
+    run(rep2, "REPL_SERVER ('rep1', 'rep1'); REPL_SUBSCRIBE ('rep1', 'tbl'); REPL_INIT_COPY ('rep1', 'tbl')")
+    sql(rep1, "CREATE TABLE later (k integer PRIMARY KEY, amount numeric(8, 3), at timestamp)")
+    run(rep1, "REPL_PUB_ADD ('tbl', 'later', 2, 0, null)")
+    sql(rep1, "INSERT INTO later VALUES (1, 1.125, '2026-11-23 10:00:00.5'), (2, NULL, NULL)")
+    assert not _rows(rep2, "SHOW TABLES LIKE 'later'")
+    run(rep2, "REPL_SYNC ('rep1', 'tbl')")
+    assert same(rep1, rep2, "later")["equal"]
+
+
+def test_a_subscriber_syncs_across_the_wrap_of_levels(rep):
+    from replication_admin.engine import dialects, levels
+    from replication_admin.engine import trx as trx_sql
+
+    rep1, rep2 = rep
+    names = trx_sql.log_names(dialects.get("postgresql"), "tbl")
+    sql(rep1, f'DELETE FROM "{names.tx}"', f'DELETE FROM "{names.log}"')
+    sql(rep1, f'UPDATE "{names.seq}" SET "N" = {levels.REPL_WRAPAROUND - 1}')
+    run(rep2, "REPL_SERVER ('rep1', 'rep1'); REPL_SUBSCRIBE ('rep1', 'tbl'); REPL_INIT_COPY ('rep1', 'tbl')")
+    assert run(rep2, "repl_status ('rep1', 'tbl')")[0].details["level"] == 0x7FFFFFFE
+    for key in (2, 3, 4):
+        sql(rep1, f'INSERT INTO "ab ""cd" VALUES ({key}, \'wrap {key}\')')
+    outcome = run(rep2, "REPL_SYNC ('rep1', 'tbl')")[0]
+    assert outcome.details["applied"] == 3 and outcome.details["level"] == 2
+    subscriber = ReplSubscriber.objects.get(subscriber="rep2")
+    assert (subscriber.level, subscriber.valid) == (2, 1)
+    assert same(rep1, rep2, 'ab "cd')["equal"]
