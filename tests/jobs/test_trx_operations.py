@@ -40,9 +40,7 @@ def insert(pub, first: int, count: int) -> None:
         sql(pub, f"INSERT INTO items VALUES ({key}, 'row {key}')")
 
 
-def test_repl_purge_keeps_what_a_valid_subscriber_still_needs_and_invalidates_one_it_cut_off(
-    pair, make_server, spark
-):
+def test_repl_purge_keeps_what_a_valid_subscriber_still_needs_and_invalidates_one_it_cut_off(pair, make_server, spark):
     pub, sub = pair
     late = make_server("sqlite", "lite3")
     run(late, "REPL_SERVER ('pg1', 'pg1'); REPL_SUBSCRIBE ('pg1', 'acct'); REPL_INIT_COPY ('pg1', 'acct')")
