@@ -1180,3 +1180,26 @@ def procedure_definitions(server: Server, account: str) -> list[tuple[str, str]]
             .fetchall()
         )
     return [(str(r[0]), str(r[1])) for r in rows]
+
+
+def reapply_losing_version(backup) -> str:
+    """Conflict inbox, transactional: write the losing version on the publisher as a change of its own
+    (a new ROWGUID of the publisher's), so the next syncs send it to every subscriber, its originator too."""
+    import uuid
+
+    from replication_admin.models import ConflictBackup
+
+    server = server_named(backup.publisher)
+    table = describe(server, backup.table_name)
+    d = _d(server)
+    key = sql.key_values(backup.primary_key or {}, table, d.name)
+    loser = backup.losing_row
+    if not loser or (backup.operation == "D" and backup.decision in (3, 5)):
+        run_transaction(server, [(sql.delete_sql(d, table), key)])
+        message = f"deleted {backup.primary_key} on {server.name}"
+    else:
+        row = {**loser, sql.ROWGUID_COLUMN: f"{server.name}@{uuid.uuid4()}"}
+        run_transaction(server, [(sql.upsert_sql(d, table, 1), sql.row_values(row, table, d.name))])
+        message = f"wrote the losing version of {backup.primary_key} on {server.name}; the next syncs send it on"
+    ConflictBackup.objects.filter(pk=backup.pk).update(reapplied_at=timezone.now())
+    return message

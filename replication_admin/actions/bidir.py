@@ -204,7 +204,12 @@ def do_reapply_conflict(actor: Actor, backup: ConflictBackup) -> str:
     if backup.reapplied_at is not None:
         raise SnapshotError(f"conflict #{backup.pk} was already re-applied on {backup.reapplied_at:%Y-%m-%d %H:%M}")
     try:
-        message = bidir.reapply_losing_version(backup)
+        if backup.kind == "transactional":
+            from replication_admin import trx
+
+            message = trx.reapply_losing_version(backup)
+        else:
+            message = bidir.reapply_losing_version(backup)
     except SnapshotError as exc:
         _failed(actor, "conflict.reapply", target, exc)
         raise

@@ -91,6 +91,15 @@ def test_default_decisions_keep_the_publishers_version_and_the_losing_one_in_the
     assert backups[1].losing_row["name"] == "subscriber" and backups[1].winning_row["name"] == "publisher"
     assert backups[7].losing_row["name"] == "my seven"
 
+    # The inbox re-applies a losing version on the publisher; it reaches every node, its originator too.
+    from replication_admin.actions.audit import Actor
+    from replication_admin.actions.bidir import do_reapply_conflict
+
+    assert "losing version" in do_reapply_conflict(Actor.command(), backups[1])
+    sync_all(my, pg)
+    assert {value(node, "SELECT name FROM items WHERE id = 1") for node in (pub, my, pg)} == {"subscriber"}
+    converged(pub, my, pg)
+
 
 def test_resolver_codes_subscriber_wins_average_add_and_minimum(nodes):
     pub, my, pg = nodes
