@@ -171,6 +171,21 @@ class ConflictBackupAdmin(admin.ModelAdmin):
         return False
 
 
+@admin.register(models.Alert)
+class AlertAdmin(admin.ModelAdmin):
+    """Alerts are acknowledged from the dashboard (audited); here they are read."""
+
+    list_display = ("last_seen_at", "kind", "target", "count", "emailed_at", "acknowledged_at", "acknowledged_by")
+    list_filter = ("kind",)
+    search_fields = ("target", "message")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(models.AuditEntry)
 class AuditEntryAdmin(admin.ModelAdmin):
     list_display = ("at", "username", "action", "target", "outcome", "via")

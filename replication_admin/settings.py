@@ -78,6 +78,9 @@ if not FERNET_KEYS:
 
 ALLOWED_HOSTS = env_list("REPLADMIN_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("REPLADMIN_CSRF_TRUSTED_ORIGINS", [])
+# Bearer tokens for the read-only status API (/api/status) and Prometheus metrics (/metrics); comma-separated.
+# Empty: both endpoints answer 403 "not enabled".
+STATUS_TOKENS = env_list("REPLADMIN_STATUS_TOKENS", [])
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -102,6 +105,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "replication_admin.middleware.BrowserTimeZoneMiddleware",
 ]
 
 ROOT_URLCONF = "replication_admin.urls"
@@ -189,6 +193,10 @@ X_FRAME_OPTIONS = "DENY"
 
 EMAIL_BACKEND = env_str("REPLADMIN_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("REPLADMIN_FROM_EMAIL", "replication_admin@localhost")
+# Who gets alert e-mails (failed jobs, invalid subscribers, lag over threshold, failing events).
+ALERT_RECIPIENTS = env_list("REPLADMIN_ALERT_EMAILS", [])
+# The console's address, for links in e-mails.
+CONSOLE_URL = env_str("REPLADMIN_CONSOLE_URL", "http://127.0.0.1:8000")
 
 # Background jobs: django-q2 with the ORM broker by default, Redis when REPLADMIN_REDIS_URL is set.
 # One worker process keeps one warm SparkSession, so `recycle` is high; `retry` > `timeout`.

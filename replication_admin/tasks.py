@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import pyodbc
 from django.conf import settings
 from django.db import connection
+from django.urls import reverse
 from django.utils import timezone
 
 from jobs.session import SparkConfig, get_spark
@@ -248,6 +249,9 @@ def run_job(job_id: int) -> str:
             timings=reporter.timings,
             message="failed",
         )
+        from replication_admin.alerts import safely_raise
+
+        safely_raise("job_failed", f"{job.kind} {job.target}", message[:2000], reverse("jobs-detail", args=[job_id]))
         return f"job {job_id} failed"
     reporter.timings["total"] = round(time.monotonic() - started, 4)
     JobRun.objects.filter(pk=job_id, state=JobRun.State.RUNNING).update(
@@ -320,6 +324,9 @@ def run_event(name: str) -> str:
                 )
                 return f"event {name} completed"
             ScheduledEvent.objects.filter(name=name).update(last_error=error[:4000])
+            from replication_admin.alerts import safely_raise
+
+            safely_raise("event_error", name, error[:2000], reverse("scheduler"))
             if event.enable_notify and event.notify and not event.notification_sent:
                 send_mail(
                     f"[replication_admin] scheduled event {name} failed",

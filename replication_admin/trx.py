@@ -547,7 +547,13 @@ def check_request(sub: ReplSubscriber, level: int, pub_level: int, pub_count: in
             "(REPL_INIT_COPY) and mark it valid before it syncs again"
         )
     if not ok:
-        raise InvalidSubscriber(f"{sub.subscriber} is no longer valid for {sub.server}/{sub.account}: {reason}")
+        from replication_admin.alerts import safely_raise
+
+        message = f"{sub.subscriber} is no longer valid for {sub.server}/{sub.account}: {reason}"
+        safely_raise(
+            "subscriber_invalid", f"{sub.subscriber} <- {sub.server}/{sub.account}", message, sub.get_absolute_url()
+        )
+        raise InvalidSubscriber(message)
 
 
 def sync_once(
@@ -661,6 +667,17 @@ def record_position(sub: ReplSubscriber, count: int, pub_count: int, force: bool
         .values_list("at", flat=True)
         .first()
     )
+    threshold = ReplAccount.objects.filter(server=sub.server, account=sub.account).values_list("alert_lag", flat=True)
+    behind = pub_count - count
+    if threshold and threshold[0] is not None and behind > threshold[0]:
+        from replication_admin.alerts import safely_raise
+
+        safely_raise(
+            "lag",
+            f"{sub.subscriber} <- {sub.server}/{sub.account}",
+            f"{sub.subscriber} is {behind} transactions behind {sub.server}/{sub.account} (alert above {threshold[0]})",
+            sub.get_absolute_url(),
+        )
     if force or last is None or (now - last).total_seconds() >= SAMPLE_EVERY:
         LevelSample.objects.create(
             server=sub.server,

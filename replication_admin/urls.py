@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from replication_admin.views import audit, bidir, catalog, conflicts, dashboard, jobs, servers, snapshots, trx
+from replication_admin.views import api, audit, bidir, catalog, conflicts, dashboard, jobs, servers, snapshots, trx
 
 # A transactional publication is named by its publisher and account, a subscription also by its subscriber.
 TRX_PUB = "publications/trx/<str:server>/<str:account>/"
@@ -10,6 +10,7 @@ TRX_SUB = "subscriptions/trx/<str:subscriber>/<str:server>/<str:account>/"
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
+    path("alerts/<int:pk>/acknowledge/", dashboard.alert_acknowledge, name="alerts-acknowledge"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("servers/", servers.server_list, name="servers"),
@@ -80,4 +81,6 @@ urlpatterns = [
     path("jobs/<int:pk>/cancel/", jobs.job_cancel, name="jobs-cancel"),
     path("audit/", audit.audit_list, name="audit"),
     path("admin/", admin.site.urls),
+    path("api/status", api.status, name="api-status"),
+    path("metrics", api.metrics, name="metrics"),
 ]

@@ -16,10 +16,11 @@ from replication_admin.models.catalog import (
     TpItem,
     TransactionalConflictResolver,
 )
-from replication_admin.models.console import REGISTRY_DEFAULTS, AuditEntry, JobRun, RegistryEntry, ReplLock
+from replication_admin.models.console import REGISTRY_DEFAULTS, Alert, AuditEntry, JobRun, RegistryEntry, ReplLock
 
 __all__ = [
     "REGISTRY_DEFAULTS",
+    "Alert",
     "AuditEntry",
     "ConflictBackup",
     "DeclaredServer",

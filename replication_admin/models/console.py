@@ -148,3 +148,38 @@ class ReplLock(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} held by pid {self.pid}@{self.host}"
+
+
+class Alert(models.Model):
+    """Something an admin should know about: a failed job, an invalid subscriber, a lag over its
+    threshold, a failing scheduled event. E-mailed when it is raised, shown on the dashboard until
+    acknowledged; while open, the same alert raised again only counts up."""
+
+    class Kind(models.TextChoices):
+        JOB_FAILED = "job_failed", "job failed"
+        SUBSCRIBER_INVALID = "subscriber_invalid", "subscriber invalid"
+        LAG = "lag", "lag over threshold"
+        EVENT_ERROR = "event_error", "scheduled event failed"
+
+    kind = models.CharField(max_length=24, choices=Kind.choices, db_column="AL_KIND")
+    target = models.CharField(max_length=300, db_column="AL_TARGET")
+    message = models.TextField(db_column="AL_MESSAGE")
+    url = models.CharField(max_length=500, blank=True, db_column="AL_URL")
+    count = models.IntegerField(default=1, db_column="AL_COUNT")
+    created_at = models.DateTimeField(auto_now_add=True, db_column="AL_CREATED_AT")
+    last_seen_at = models.DateTimeField(db_column="AL_LAST_SEEN_AT")
+    emailed_at = models.DateTimeField(null=True, blank=True, db_column="AL_EMAILED_AT")
+    acknowledged_at = models.DateTimeField(null=True, blank=True, db_column="AL_ACKNOWLEDGED_AT")
+    acknowledged_by = models.CharField(max_length=150, blank=True, db_column="AL_ACKNOWLEDGED_BY")
+
+    class Meta:
+        db_table = "REPL_ALERT"
+        ordering = ["-last_seen_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "target"], condition=Q(acknowledged_at__isnull=True), name="repl_alert_one_open"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()}: {self.target}"

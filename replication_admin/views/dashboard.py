@@ -6,10 +6,12 @@ from datetime import timedelta
 from django.db.models import Count
 from django.db.models.functions import TruncDate
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
 from replication_admin.models import (
+    Alert,
     AuditEntry,
     JobRun,
     ReplAccount,
@@ -19,7 +21,7 @@ from replication_admin.models import (
     SnapshotPublication,
     SnapshotSubscription,
 )
-from replication_admin.views.helpers import render_page_or_partial, stacked_bars
+from replication_admin.views.helpers import is_htmx, render_page_or_partial, stacked_bars
 
 OUTCOME_COLOURS = {"succeeded": "#2e7d32", "failed": "#c62828", "cancelled": "#757575"}
 
@@ -50,8 +52,7 @@ def job_outcomes_figure(days: int = 14) -> dict:
     return stacked_bars(traces)
 
 
-@require_GET
-def dashboard(request: HttpRequest) -> HttpResponse:
+def overview_context() -> dict:
     day_ago = timezone.now() - timedelta(days=1)
     servers = list(Server.objects.all())
     context = {
@@ -68,5 +69,28 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "recent_jobs": JobRun.objects.all()[:10],
         "recent_audit": AuditEntry.objects.all()[:8],
         "figure": json.dumps(job_outcomes_figure()),
+        "alerts": list(Alert.objects.filter(acknowledged_at__isnull=True)[:20]),
     }
-    return render_page_or_partial(request, "replication_admin/dashboard.html", "overview", context)
+    return context
+
+
+@require_GET
+def dashboard(request: HttpRequest) -> HttpResponse:
+    return render_page_or_partial(request, "replication_admin/dashboard.html", "overview", overview_context())
+
+
+@require_POST
+def alert_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
+    """Acknowledge an alert; htmx gets the refreshed overview back, a plain form the dashboard."""
+    from replication_admin.actions.alerts import do_acknowledge_alert
+    from replication_admin.actions.audit import Actor, PermissionDenied
+    from replication_admin.views.helpers import denied
+
+    alert = get_object_or_404(Alert, pk=pk)
+    try:
+        do_acknowledge_alert(Actor.from_request(request), alert)
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    if is_htmx(request):
+        return render(request, "replication_admin/dashboard.html#overview", overview_context())
+    return redirect("dashboard")

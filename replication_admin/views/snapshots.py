@@ -19,7 +19,9 @@ from replication_admin.engine.statements import StatementError
 from replication_admin.forms import ScheduleForm, SnapshotForm, StatementForm
 from replication_admin.models import JobRun, ScheduledEvent, Server, Snapshot, SnapshotLog
 from replication_admin.snapshots import SnapshotError
-from replication_admin.views.helpers import denied
+from replication_admin.views.helpers import check_perm, denied
+
+OPERATE = "replication_admin.operate"
 
 
 def _snapshot(name: str) -> Snapshot:
@@ -198,6 +200,10 @@ def snapshot_log_action(request: HttpRequest, server: str, action: str) -> HttpR
 
 @require_http_methods(["GET", "POST"])
 def statement_console(request: HttpRequest) -> HttpResponse:
+    # Running statements is an operator's work; statements that create or drop also need edit, which
+    # each statement's action checks (and audits) itself.
+    if request.method == "POST" and not check_perm(request, OPERATE, "statement", "statement console"):
+        return denied(request, PermissionDenied(f"{request.user.get_username()} may not run statements"))
     form = StatementForm(request.POST or None, initial=request.GET.dict())
     outcomes, error = None, None
     if request.method == "POST" and form.is_valid():

@@ -1,0 +1,107 @@
+"""Health of replication items (pure): the state the status API and the metrics report for each item.
+
+Every item is in one of five states, from harmless to urgent:
+
+    ok < never < lagging < invalid < failing
+
+The rules, per kind of item:
+
+* snapshot: `failing` when its latest refresh job failed; `never` when no refresh has succeeded and
+  SN_LAST_TS is empty; `ok` otherwise (a queued, running or cancelled refresh after a good one is ok).
+* bi-directional subscriber: `failing` when SS_LAST_ERROR is set; `never` when its initial copy is not
+  done; `lagging` when the publication has synchronised since the subscriber last did, by more than
+  STALE_AFTER (the subscriber was left out of the later syncs); `ok` otherwise.
+* bi-directional publication: `failing` when its last sync reported an error, else the worst state of its
+  subscribers (`ok` without subscribers).
+* transactional subscriber: `invalid` when RS_VALID = 0; `failing` when RS_LAST_ERROR is set and the state is
+  DISCONNECTED; `never` when its initial copy is not done; `lagging` when it is behind (lag > 0) and either is
+  not IN SYNC with its last sync more than STALE_AFTER ago (or none), or is more than half the publication's
+  backlog limit (ACC_MAX_BACKLOG, else the registry's repl_max_backlog) behind; `ok` otherwise.
+* transactional publication: the worst state of its subscribers (`ok` without subscribers).
+* scheduled event: `failing` when SE_LAST_ERROR is set, `ok` otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+OK, NEVER, LAGGING, INVALID, FAILING = "ok", "never", "lagging", "invalid", "failing"
+STATES = (OK, NEVER, LAGGING, INVALID, FAILING)  # in order of severity
+STALE_AFTER = timedelta(minutes=5)
+
+# ReplSubscriber.state values (RS_STATE).
+TRX_OFF, TRX_SYNCING, TRX_IN_SYNC, TRX_DISCONNECTED = 0, 1, 2, 3
+TRX_STATE_LABELS = {TRX_OFF: "OFF", TRX_SYNCING: "SYNCING", TRX_IN_SYNC: "IN SYNC", TRX_DISCONNECTED: "DISCONNECTED"}
+
+
+def worst(states: Iterable[str]) -> str:
+    """The most severe of `states` (ok when there are none)."""
+    return max(states, key=STATES.index, default=OK)
+
+
+def snapshot_state(last_job_state: str | None, has_succeeded: bool, last_ts: datetime | None) -> str:
+    """A snapshot's state from its latest refresh job's state, whether a refresh ever succeeded, and SN_LAST_TS."""
+    if last_job_state == "failed":
+        return FAILING
+    if not has_succeeded and last_ts is None:
+        return NEVER
+    return OK
+
+
+def bidir_subscriber_state(
+    last_error: str,
+    init_done: bool,
+    last_sync_at: datetime | None,
+    publication_synced_at: datetime | None,
+    stale_after: timedelta = STALE_AFTER,
+) -> str:
+    if last_error:
+        return FAILING
+    if not init_done:
+        return NEVER
+    if publication_synced_at is not None and (
+        last_sync_at is None or publication_synced_at - last_sync_at > stale_after
+    ):
+        return LAGGING
+    return OK
+
+
+def bidir_publication_state(last_sync_error: str, subscriber_states: Iterable[str]) -> str:
+    return worst([FAILING if last_sync_error else OK, *subscriber_states])
+
+
+def trx_lag(publication_count: int | None, subscriber_count: int) -> int | None:
+    """Transactions a subscriber is behind: the difference of the unwrapped counts (None without a publication)."""
+    if publication_count is None:
+        return None
+    return max(0, publication_count - subscriber_count)
+
+
+def trx_subscriber_state(
+    *,
+    valid: int,
+    sync_state: int,
+    last_error: str,
+    init_done: bool,
+    lag: int | None,
+    last_sync_at: datetime | None,
+    now: datetime,
+    max_backlog: int,
+    stale_after: timedelta = STALE_AFTER,
+) -> str:
+    if not valid:
+        return INVALID
+    if last_error and sync_state == TRX_DISCONNECTED:
+        return FAILING
+    if not init_done:
+        return NEVER
+    if lag:
+        stale = sync_state != TRX_IN_SYNC and (last_sync_at is None or now - last_sync_at > stale_after)
+        if stale or lag > max_backlog / 2:
+            return LAGGING
+    return OK
+
+
+def event_state(last_error: str | None) -> str:
+    return FAILING if last_error else OK

@@ -1,0 +1,339 @@
+"""Read-only status API (`GET /api/status`, JSON) and Prometheus metrics (`GET /metrics`).
+
+Neither uses the console's session login: a caller sends one of the tokens listed in REPLADMIN_STATUS_TOKENS as
+`Authorization: Bearer <token>`. `/metrics` also takes `?token=<token>` for scrapers that cannot send headers
+(the token then shows in access logs: prefer the header). Without tokens configured both answer 403 "not
+enabled". Both only read the catalog, in a fixed number of queries whatever the number of items. The item
+states and their rules are in replication_admin/engine/health.py.
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.db.models import Count, FloatField, OuterRef, Q, Subquery, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from replication_admin.engine import health
+from replication_admin.models import (
+    ConflictBackup,
+    JobRun,
+    RegistryEntry,
+    ReplAccount,
+    ReplSubscriber,
+    ScheduledEvent,
+    SkippedTransaction,
+    Snapshot,
+    SnapshotPublication,
+    SnapshotSubscription,
+)
+
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# --- token check ------------------------------------------------------------------------------------------
+
+
+def _token_matches(given: str) -> bool:
+    """Whether `given` is one of the configured tokens; every token is compared, each in constant time."""
+    matched = False
+    for token in settings.STATUS_TOKENS:
+        matched |= hmac.compare_digest(given.encode(), token.encode())
+    return matched
+
+
+def _refusal(request: HttpRequest, allow_query_token: bool) -> HttpResponse | None:
+    """The response refusing the request, or None when it carries a valid token."""
+    if not settings.STATUS_TOKENS:
+        return JsonResponse({"error": "the status API is not enabled (REPLADMIN_STATUS_TOKENS is empty)"}, status=403)
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        given = request.GET.get("token", "") if allow_query_token else ""
+    if given.strip() and _token_matches(given.strip()):
+        return None
+    response = JsonResponse({"error": "a valid token is required"}, status=401)
+    response["WWW-Authenticate"] = 'Bearer realm="replication_admin"'
+    return response
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.astimezone(UTC).isoformat() if at else None
+
+
+# --- /api/status ------------------------------------------------------------------------------------------
+
+
+def _job_duration(job: JobRun) -> float | None:
+    total = (job.timings or {}).get("total")
+    return float(total) if isinstance(total, int | float) else job.duration
+
+
+def snapshot_rows() -> list[dict]:
+    refreshes = JobRun.objects.filter(kind="snapshot_refresh", params__snapshot=OuterRef("name"))
+    snapshots = list(
+        Snapshot.objects.annotate(
+            last_job_id=Subquery(refreshes.order_by("-id").values("id")[:1]),
+            last_success_at=Subquery(
+                refreshes.filter(state=JobRun.State.SUCCEEDED).order_by("-finished_at").values("finished_at")[:1]
+            ),
+        )
+    )
+    jobs = JobRun.objects.only("id", "state", "started_at", "finished_at", "timings")
+    last_jobs = {j.pk: j for j in jobs.filter(pk__in=[s.last_job_id for s in snapshots if s.last_job_id])}
+    rows = []
+    for s in snapshots:
+        job = last_jobs.get(s.last_job_id)
+        rows.append({
+            "name": s.name, "source_server": s.source_server_id, "source_table": s.source_table,
+            "dest_server": s.dest_server_id, "dest_table": s.dest_table, "incremental": bool(s.is_incremental),
+            "last_ts": _iso(s.last_ts), "last_success_at": _iso(s.last_success_at),
+            "last_refresh": {"job": job.pk, "state": job.state, "finished_at": _iso(job.finished_at),
+                             "duration_seconds": _job_duration(job)} if job else None,
+            "state": health.snapshot_state(job.state if job else None, s.last_success_at is not None, s.last_ts),
+        })  # fmt: skip
+    return rows
+
+
+def bidir_rows() -> list[dict]:
+    subscriptions: dict[tuple[str, int], list[SnapshotSubscription]] = defaultdict(list)
+    for sub in SnapshotSubscription.objects.all():
+        subscriptions[(sub.item, sub.type)].append(sub)
+    rows = []
+    for pub in SnapshotPublication.objects.all():
+        subs = []
+        for sub in subscriptions.get((pub.item, pub.type), []):
+            state = health.bidir_subscriber_state(sub.last_error, sub.init_state == "done", sub.last_sync_at,
+                                                  pub.last_sync_at)  # fmt: skip
+            subs.append({
+                "server": sub.server, "init_state": sub.init_state, "last_pull_ts": _iso(sub.last_pull_ts),
+                "last_push_ts": _iso(sub.last_push_ts), "last_sync_at": _iso(sub.last_sync_at),
+                "last_error": sub.last_error, "state": state,
+            })  # fmt: skip
+        rows.append({
+            "item": pub.item, "server": pub.server_id, "table": pub.table, "last_sync_at": _iso(pub.last_sync_at),
+            "last_sync_error": pub.last_sync_error, "subscribers": subs,
+            "state": health.bidir_publication_state(pub.last_sync_error, [s["state"] for s in subs]),
+        })  # fmt: skip
+    return rows
+
+
+def _gap_counts() -> dict[tuple[str, str, str], int]:
+    counts = SkippedTransaction.objects.values("server", "account", "subscriber").annotate(n=Count("id")).order_by()
+    return {(r["server"], r["account"], r["subscriber"]): r["n"] for r in counts}
+
+
+def trx_rows(now: datetime) -> list[dict]:
+    default_backlog = RegistryEntry.get_int("repl_max_backlog")
+    accounts = {(a.server, a.account): a for a in ReplAccount.objects.all()}
+    gaps = _gap_counts()
+    subscribers: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for sub in ReplSubscriber.objects.filter(subscribed=True).order_by("server", "account", "subscriber"):
+        account = accounts.get((sub.server, sub.account))
+        lag = health.trx_lag(account.count if account else None, sub.count)
+        state = health.trx_subscriber_state(
+            valid=sub.valid, sync_state=sub.state, last_error=sub.last_error, init_done=sub.init_state == "done",
+            lag=lag, last_sync_at=sub.last_sync_at, now=now,
+            max_backlog=(account.max_backlog if account else None) or default_backlog,
+        )  # fmt: skip
+        subscribers[(sub.server, sub.account)].append({
+            "subscriber": sub.subscriber, "level": sub.level, "count": sub.count, "lag": lag, "valid": bool(sub.valid),
+            "sync_state": health.TRX_STATE_LABELS.get(sub.state, str(sub.state)), "init_state": sub.init_state,
+            "last_sync_at": _iso(sub.last_sync_at), "last_error": sub.last_error,
+            "gaps": gaps.get((sub.server, sub.account, sub.subscriber), 0), "state": state,
+        })  # fmt: skip
+    rows = []
+    for server, name in sorted(accounts.keys() | subscribers.keys()):  # subscribers of an uncatalogued publication too
+        account, subs = accounts.get((server, name)), subscribers.get((server, name), [])
+        rows.append({
+            "server": server, "account": name, "level": account.level if account else None,
+            "count": account.count if account else None, "subscribers": subs,
+            "state": health.worst(s["state"] for s in subs),
+        })  # fmt: skip
+    return rows
+
+
+def event_rows() -> list[dict]:
+    failing = ScheduledEvent.objects.exclude(last_error__isnull=True).exclude(last_error="")
+    return [
+        {"name": e.name, "server": e.server, "interval_minutes": e.interval, "disabled": bool(e.disabled),
+         "last_completed": _iso(e.last_completed), "last_error": e.last_error,
+         "state": health.event_state(e.last_error)}
+        for e in failing
+    ]  # fmt: skip
+
+
+def _states(*groups: list[dict]) -> list[str]:
+    states = []
+    for group in groups:
+        for item in group:
+            states.append(item["state"])
+            states.extend(s["state"] for s in item.get("subscribers", []))
+    return states
+
+
+@login_not_required
+@never_cache
+@require_GET
+def status(request: HttpRequest) -> HttpResponse:
+    if refused := _refusal(request, allow_query_token=False):
+        return refused
+    now = timezone.now()
+    day_ago = now - timedelta(days=1)
+    snapshots, bidir, trx, events = snapshot_rows(), bidir_rows(), trx_rows(now), event_rows()
+    conflicts = ConflictBackup.objects.aggregate(
+        total=Count("id"), last_24h=Count("id", filter=Q(created_at__gte=day_ago))
+    )
+    states = _states(snapshots, bidir, trx, events)
+    return JsonResponse({
+        "generated_at": _iso(now),
+        "state": health.worst(states),
+        "snapshots": snapshots,
+        "bidirectional_publications": bidir,
+        "transactional_publications": trx,
+        "scheduled_events_failing": events,
+        "jobs": {"failed_last_24h": JobRun.objects.filter(state=JobRun.State.FAILED, finished_at__gte=day_ago).count()},
+        "conflicts": conflicts,
+    })  # fmt: skip
+
+
+# --- /metrics (Prometheus text exposition format 0.0.4) ---------------------------------------------------
+
+
+def escape_label_value(value: object) -> str:
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def format_value(value: float) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+class Exposition:
+    """Metric families written in order, each with its HELP and TYPE lines before its samples."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def family(self, name: str, kind: str, help_text: str) -> None:
+        self.lines += [f"# HELP {name} {escape_help(help_text)}", f"# TYPE {name} {kind}"]
+
+    def sample(self, name: str, labels: dict[str, object], value: float) -> None:
+        text = ",".join(f'{k}="{escape_label_value(v)}"' for k, v in labels.items())
+        self.lines.append(f"{name}{{{text}}} {format_value(value)}" if text else f"{name} {format_value(value)}")
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def _trx_metrics(out: Exposition) -> None:
+    accounts = list(ReplAccount.objects.all())
+    counts = {(a.server, a.account): a.count for a in accounts}
+    subs = list(ReplSubscriber.objects.filter(subscribed=True).order_by("server", "account", "subscriber"))
+    out.family(
+        "repladmin_trx_publication_level", "gauge", "Level (last transaction, wrapping) of a transactional publication."
+    )
+    for a in accounts:
+        out.sample("repladmin_trx_publication_level", {"publisher": a.server, "account": a.account}, a.level)
+    families = [
+        ("repladmin_trx_subscriber_level", "Level a transactional subscriber has applied.", lambda s: s.level),
+        ("repladmin_trx_subscriber_lag", "Transactions a transactional subscriber is behind its publication.",
+         lambda s: health.trx_lag(counts.get((s.server, s.account)), s.count)),
+        ("repladmin_trx_subscriber_valid", "1 when the subscriber's level is valid for its publisher (RS_VALID).",
+         lambda s: int(bool(s.valid))),
+    ]  # fmt: skip
+    for name, help_text, value_of in families:
+        out.family(name, "gauge", help_text)
+        for s in subs:
+            value = value_of(s)
+            if value is not None:
+                out.sample(name, {"publisher": s.server, "account": s.account, "subscriber": s.subscriber}, value)
+    gaps = {(s.server, s.account, s.subscriber): 0 for s in subs} | _gap_counts()
+    out.family("repladmin_skipped_transactions_total", "counter", "Transactions a subscriber skipped (gaps).")
+    for (server, account, subscriber), n in sorted(gaps.items()):
+        labels = {"publisher": server, "account": account, "subscriber": subscriber}
+        out.sample("repladmin_skipped_transactions_total", labels, n)
+
+
+def _job_metrics(out: Exposition) -> None:
+    counts = list(JobRun.objects.values("kind", "state").annotate(n=Count("id")).order_by("kind", "state"))
+    out.family("repladmin_jobs_total", "counter", "Finished background job runs by kind and final state.")
+    for r in counts:
+        if r["state"] in JobRun.FINISHED:
+            out.sample("repladmin_jobs_total", {"kind": r["kind"], "state": r["state"]}, r["n"])
+    out.family("repladmin_jobs_in_progress", "gauge", "Background job runs queued or running, by kind and state.")
+    for r in counts:
+        if r["state"] not in JobRun.FINISHED:
+            out.sample("repladmin_jobs_in_progress", {"kind": r["kind"], "state": r["state"]}, r["n"])
+    durations = (
+        JobRun.objects.filter(timings__has_key="total")
+        .values("kind")
+        .annotate(total=Sum(Cast(KT("timings__total"), FloatField())), n=Count("id"))
+        .order_by("kind")
+    )
+    out.family("repladmin_job_duration_seconds", "summary", "Run time of background jobs (their measured total).")
+    for r in durations:
+        out.sample("repladmin_job_duration_seconds_sum", {"kind": r["kind"]}, float(r["total"] or 0.0))
+        out.sample("repladmin_job_duration_seconds_count", {"kind": r["kind"]}, r["n"])
+
+
+def _conflict_metrics(out: Exposition) -> None:
+    types, decisions = dict(ConflictBackup._meta.get_field("conflict_type").choices), dict(ConflictBackup.DECISIONS)
+    rows = (
+        ConflictBackup.objects.values("kind", "conflict_type", "decision")
+        .annotate(n=Count("id"))
+        .order_by("kind", "conflict_type", "decision")
+    )
+    out.family("repladmin_conflicts_total", "counter", "Replication conflicts recorded, by kind, type and decision.")
+    for r in rows:
+        labels = {"kind": r["kind"], "type": types.get(r["conflict_type"], r["conflict_type"]),
+                  "decision": decisions.get(r["decision"], r["decision"])}  # fmt: skip
+        out.sample("repladmin_conflicts_total", labels, r["n"])
+
+
+def _snapshot_metrics(out: Exposition) -> None:
+    succeeded = JobRun.objects.filter(
+        kind="snapshot_refresh", state=JobRun.State.SUCCEEDED, params__snapshot=OuterRef("name")
+    )
+    rows = Snapshot.objects.annotate(
+        last_success=Subquery(succeeded.order_by("-finished_at").values("finished_at")[:1])
+    ).values_list("name", "last_success")
+    out.family(
+        "repladmin_snapshot_last_success_timestamp_seconds", "gauge", "When a snapshot's last refresh succeeded."
+    )
+    for name, at in rows:
+        if at is not None:
+            out.sample("repladmin_snapshot_last_success_timestamp_seconds", {"snapshot": name}, at.timestamp())
+
+
+@login_not_required
+@never_cache
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    if refused := _refusal(request, allow_query_token=True):
+        return refused
+    out = Exposition()
+    _trx_metrics(out)
+    _conflict_metrics(out)
+    _job_metrics(out)
+    _snapshot_metrics(out)
+    return HttpResponse(out.text(), content_type=PROMETHEUS_CONTENT_TYPE)
