@@ -103,25 +103,40 @@ def snapshot_rows() -> list[dict]:
     return rows
 
 
-def bidir_rows() -> list[dict]:
+BidirState = tuple[SnapshotPublication, str, list[tuple[SnapshotSubscription, str]]]
+
+
+def bidir_states() -> list[BidirState]:
+    """Every bi-directional publication with its state, and its subscriptions each with theirs (two queries)."""
     subscriptions: dict[tuple[str, int], list[SnapshotSubscription]] = defaultdict(list)
     for sub in SnapshotSubscription.objects.all():
         subscriptions[(sub.item, sub.type)].append(sub)
-    rows = []
+    result = []
     for pub in SnapshotPublication.objects.all():
-        subs = []
-        for sub in subscriptions.get((pub.item, pub.type), []):
-            state = health.bidir_subscriber_state(sub.last_error, sub.init_state == "done", sub.last_sync_at,
-                                                  pub.last_sync_at)  # fmt: skip
-            subs.append({
+        subs = [
+            (sub, health.bidir_subscriber_state(sub.last_error, sub.init_state == "done", sub.last_sync_at,
+                                                pub.last_sync_at))
+            for sub in subscriptions.get((pub.item, pub.type), [])
+        ]  # fmt: skip
+        state = health.bidir_publication_state(pub.last_sync_error, [s for _, s in subs])
+        result.append((pub, state, subs))
+    return result
+
+
+def bidir_rows() -> list[dict]:
+    rows = []
+    for pub, pub_state, subscribers in bidir_states():
+        subs = [
+            {
                 "server": sub.server, "init_state": sub.init_state, "last_pull_ts": _iso(sub.last_pull_ts),
                 "last_push_ts": _iso(sub.last_push_ts), "last_sync_at": _iso(sub.last_sync_at),
                 "last_error": sub.last_error, "state": state,
-            })  # fmt: skip
+            }
+            for sub, state in subscribers
+        ]  # fmt: skip
         rows.append({
             "item": pub.item, "server": pub.server_id, "table": pub.table, "last_sync_at": _iso(pub.last_sync_at),
-            "last_sync_error": pub.last_sync_error, "subscribers": subs,
-            "state": health.bidir_publication_state(pub.last_sync_error, [s["state"] for s in subs]),
+            "last_sync_error": pub.last_sync_error, "subscribers": subs, "state": pub_state,
         })  # fmt: skip
     return rows
 

@@ -1,19 +1,23 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db.models import Count
 from django.db.models.functions import TruncDate
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from replication_admin.engine import health
 from replication_admin.models import (
     Alert,
     AuditEntry,
+    ConflictBackup,
     JobRun,
+    LevelSample,
     ReplAccount,
     ScheduledEvent,
     Server,
@@ -21,9 +25,17 @@ from replication_admin.models import (
     SnapshotPublication,
     SnapshotSubscription,
 )
+from replication_admin.views.api import bidir_states, snapshot_rows, trx_rows
+from replication_admin.views.conflicts import conflicts_per_day_figure
 from replication_admin.views.helpers import is_htmx, render_page_or_partial, stacked_bars
+from replication_admin.views.trx import line_chart
 
 OUTCOME_COLOURS = {"succeeded": "#2e7d32", "failed": "#c62828", "cancelled": "#757575"}
+ITEMS_SHOWN = 50
+STATE_BADGES = {health.OK: "ok", health.NEVER: "", health.LAGGING: "warn", health.INVALID: "bad", health.FAILING: "bad"}
+KIND_ORDER = ("snapshot", "bi-directional publication", "bi-directional subscription", "transactional subscription")
+MAX_LAG_SAMPLES = 5000  # newest REPL_LEVEL_HISTORY rows drawn in the lag chart
+MAX_REFRESH_JOBS = 1000  # newest refresh jobs drawn in the refresh charts
 
 
 def job_outcomes_figure(days: int = 14) -> dict:
@@ -52,8 +64,157 @@ def job_outcomes_figure(days: int = 14) -> dict:
     return stacked_bars(traces)
 
 
+def age(at: datetime | None, now: datetime) -> str:
+    """How long ago `at` was, for people ("3 min ago")."""
+    if at is None:
+        return "never"
+    seconds = (now - at).total_seconds()
+    if seconds < 60:
+        return "just now"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)} h ago"
+    return f"{int(seconds // 86400)} d ago"
+
+
+def _parse(iso: str | None) -> datetime | None:
+    return datetime.fromisoformat(iso) if iso else None
+
+
+def _item(kind: str, name: str, detail: str, url: str, state: str, at: datetime | None, now: datetime) -> dict:
+    return {"kind": kind, "name": name, "detail": detail, "url": url, "state": state,
+            "badge": STATE_BADGES.get(state, ""), "at": at, "age": age(at, now)}  # fmt: skip
+
+
+def replication_items(now: datetime) -> list[dict]:
+    """Every snapshot, bi-directional publication and subscription and transactional subscription with its state
+    (the status API's rules and builders), the time of its last success and its page; the most urgent first."""
+    items = []
+    for s in snapshot_rows():
+        at = _parse(s["last_success_at"]) or _parse(s["last_ts"])
+        detail = f"{s['dest_server']}.{s['dest_table']}"
+        url = reverse("snapshots-detail", args=[s["name"]])
+        items.append(_item("snapshot", s["name"], detail, url, s["state"], at, now))
+    for pub, pub_state, subs in bidir_states():
+        url = pub.get_absolute_url()
+        detail = pub.last_sync_error or f"{pub.server_id}.{pub.table}"
+        items.append(_item("bi-directional publication", pub.item, detail, url, pub_state, pub.last_sync_at, now))
+        for sub, state in subs:
+            detail = sub.last_error or f"init {sub.init_state}"
+            items.append(_item("bi-directional subscription", f"{pub.item} → {sub.server}", detail, url, state,
+                               sub.last_sync_at, now))  # fmt: skip
+    for account in trx_rows(now):
+        for sub in account["subscribers"]:
+            url = reverse("trx-subscriptions-detail", args=[sub["subscriber"], account["server"], account["account"]])
+            lag = "" if sub["lag"] is None else f"lag {sub['lag']}"
+            detail = sub["last_error"] or " · ".join(filter(None, [sub["sync_state"], lag]))
+            name = f"{sub['subscriber']} ← {account['server']}/{account['account']}"
+            items.append(_item("transactional subscription", name, detail, url, sub["state"],
+                               _parse(sub["last_sync_at"]), now))  # fmt: skip
+    items.sort(key=lambda i: (-health.STATES.index(i["state"]), KIND_ORDER.index(i["kind"]), i["name"]))
+    return items
+
+
+def items_context(now: datetime) -> dict:
+    items = replication_items(now)
+    counts = {state: 0 for state in reversed(health.STATES)}
+    for item in items:
+        counts[item["state"]] += 1
+    worst = health.worst(i["state"] for i in items)
+    return {
+        "items": items[:ITEMS_SHOWN],
+        "items_total": len(items),
+        "items_state": worst,
+        "items_badge": STATE_BADGES[worst],
+        "items_counts": [(state, STATE_BADGES[state], n) for state, n in counts.items() if n],
+    }
+
+
+def _stamp(at: datetime) -> str:
+    return timezone.localtime(at).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def lag_figure(now: datetime, hours: int = 24) -> dict:
+    """Lag of each transactional subscriber over the last `hours` (REPL_LEVEL_HISTORY), one line per subscriber."""
+    samples = (
+        LevelSample.objects.filter(at__gte=now - timedelta(hours=hours))
+        .order_by("-at")
+        .values_list("server", "account", "subscriber", "at", "lag")[:MAX_LAG_SAMPLES]
+    )
+    lines: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
+    for server, account, subscriber, at, lag in reversed(list(samples)):
+        lines.setdefault((server, account, subscriber), []).append((_stamp(at), lag))
+    traces = [
+        {"type": "scatter", "mode": "lines+markers", "name": f"{subscriber} ({server}/{account})",
+         "x": [x for x, _ in points], "y": [y for _, y in points]}
+        for (server, account, subscriber), points in sorted(lines.items())
+    ]  # fmt: skip
+    return line_chart(traces, "lag (transactions)")
+
+
+def _refresh_duration(timings: dict | None, started: datetime | None, finished: datetime | None) -> float | None:
+    total = (timings or {}).get("total")
+    if isinstance(total, int | float) and not isinstance(total, bool):
+        return float(total)
+    return (finished - started).total_seconds() if started and finished else None
+
+
+def _refresh_rows(result: object) -> int | None:
+    if not isinstance(result, dict):
+        return None
+    for key in ("rows", "changes"):
+        value = result.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def refresh_figures(now: datetime, days: int = 7) -> tuple[dict, dict]:
+    """Duration and throughput (rows/s) of the snapshot refreshes finished in the last `days`, a line per snapshot."""
+    jobs = (
+        JobRun.objects.filter(
+            kind="snapshot_refresh", state__in=JobRun.FINISHED, finished_at__gte=now - timedelta(days=days)
+        )
+        .order_by("-finished_at")
+        .values_list("params", "started_at", "finished_at", "timings", "result")[:MAX_REFRESH_JOBS]
+    )
+    durations: dict[str, list[tuple[str, float]]] = {}
+    throughput: dict[str, list[tuple[str, float]]] = {}
+    for params, started, finished, timings, result in reversed(list(jobs)):
+        name = str((params or {}).get("snapshot", "?"))
+        seconds = _refresh_duration(timings, started, finished)
+        if seconds is None:
+            continue
+        durations.setdefault(name, []).append((_stamp(finished), round(seconds, 3)))
+        rows = _refresh_rows(result)
+        if rows is not None and seconds > 0:
+            throughput.setdefault(name, []).append((_stamp(finished), round(rows / seconds, 1)))
+
+    def lines(series: dict[str, list[tuple[str, float]]]) -> list[dict]:
+        return [
+            {"type": "scatter", "mode": "lines+markers", "name": name, "x": [x for x, _ in points],
+             "y": [y for _, y in points]}
+            for name, points in sorted(series.items())
+        ]  # fmt: skip
+
+    return line_chart(lines(durations), "duration (s)"), line_chart(lines(throughput), "rows/s")
+
+
+def charts_context(now: datetime) -> dict:
+    duration, throughput = refresh_figures(now)
+    conflicts = conflicts_per_day_figure(ConflictBackup.objects.filter(created_at__gte=now - timedelta(days=14)))
+    return {
+        "lag_figure": json.dumps(lag_figure(now)),
+        "duration_figure": json.dumps(duration),
+        "throughput_figure": json.dumps(throughput),
+        "conflicts_figure": json.dumps(conflicts),
+    }
+
+
 def overview_context() -> dict:
-    day_ago = timezone.now() - timedelta(days=1)
+    now = timezone.now()
+    day_ago = now - timedelta(days=1)
     servers = list(Server.objects.all())
     context = {
         "servers": servers,
@@ -70,13 +231,17 @@ def overview_context() -> dict:
         "recent_audit": AuditEntry.objects.all()[:8],
         "figure": json.dumps(job_outcomes_figure()),
         "alerts": list(Alert.objects.filter(acknowledged_at__isnull=True)[:20]),
+        **items_context(now),
     }
     return context
 
 
 @require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
-    return render_page_or_partial(request, "replication_admin/dashboard.html", "overview", overview_context())
+    context = overview_context()
+    if not is_htmx(request):  # the charts sit outside the refreshed overview: drawn once, with the page
+        context |= charts_context(timezone.now())
+    return render_page_or_partial(request, "replication_admin/dashboard.html", "overview", context)
 
 
 @require_POST
