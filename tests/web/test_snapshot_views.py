@@ -104,7 +104,19 @@ def test_viewers_cannot_create_logs_or_snapshots(viewer_client, servers):
         == 403
     )
     response = viewer_client.post(reverse("statements"), {"server": "shop", "text": "create snapshot log for orders"})
-    assert b"may not snapshot_log.create" in response.content
+    assert response.status_code == 403 and b"may not run statements" in response.content
+    assert not SnapshotLog.objects.exists()
+
+
+def test_an_operator_runs_statements_but_not_those_that_create_or_drop(servers):
+    from django.test import Client
+
+    from tests.web.conftest import make_user
+
+    client = Client()
+    client.force_login(make_user("operator", "operate"))
+    response = client.post(reverse("statements"), {"server": "shop", "text": "create snapshot log for orders"})
+    assert response.status_code == 200 and b"may not snapshot_log.create" in response.content
     assert not SnapshotLog.objects.exists()
 
 
