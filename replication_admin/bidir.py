@@ -789,7 +789,7 @@ def sync_publication(job: JobRun, reporter, spark_config) -> dict:
                     "already_applied": got.replayed,
                 }
             except (SnapshotError, pyodbc.Error, Server.DoesNotExist) as exc:
-                message = _message(exc)
+                message = error_message(exc)
                 errors.append(f"pull from {subscription.server}: {message}")
                 SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_error=message)
         for n, subscription in enumerate(subscriptions):
@@ -806,7 +806,7 @@ def sync_publication(job: JobRun, reporter, spark_config) -> dict:
                     last_sync_at=timezone.now(), last_error=""
                 )
             except (SnapshotError, pyodbc.Error) as exc:
-                message = _message(exc)
+                message = error_message(exc)
                 errors.append(f"push to {subscription.server}: {message}")
                 SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_error=message)
     now = timezone.now()
@@ -821,7 +821,8 @@ def sync_publication(job: JobRun, reporter, spark_config) -> dict:
     return summary
 
 
-def _message(exc: Exception) -> str:
+def error_message(exc: Exception) -> str:
+    """What a person reads of an error: the driver's own message for database errors."""
     return connections.driver_message(exc) if isinstance(exc, pyodbc.Error) else str(exc)
 
 

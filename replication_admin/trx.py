@@ -19,14 +19,12 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 import pyodbc
-from django.db import transaction as db_transaction
 from django.utils import timezone
 
 from replication_admin import connections
-from replication_admin.bidir import run_with_undo
+from replication_admin.bidir import error_message, run_with_undo
 from replication_admin.engine import dialects, levels
 from replication_admin.engine import trx as sql
 from replication_admin.engine.refresh import create_table_ddl
@@ -488,12 +486,6 @@ def skip_transaction(target: Target, txn: sql.Transaction, expected: int, error:
     return txn.count
 
 
-def _driver_message(exc: Exception) -> str:
-    if isinstance(exc, pyodbc.Error):
-        return connections.driver_message(exc)
-    return str(exc)
-
-
 # --- sync --------------------------------------------------------------------------------------------------
 
 
@@ -625,7 +617,7 @@ def _apply_or_skip(target: Target, txns: list[sql.Transaction], count: int, outc
             for txn in txns:
                 count = _apply_or_skip(target, [txn], count, outcome)
             return count
-        count = skip_transaction(target, txns[0], count, _driver_message(exc))
+        count = skip_transaction(target, txns[0], count, error_message(exc))
         outcome.skipped += 1
         return count
 
@@ -696,14 +688,6 @@ def set_state(sub: ReplSubscriber, state: int, error: str | None = None) -> None
         updates.update(last_error=error[:4000], last_error_at=timezone.now())
     ReplSubscriber.objects.filter(pk=sub.pk).update(**updates)
     sub.state = state
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def atomic():
-    return db_transaction.atomic()
 
 
 # --- initial copy (REPL_INIT_COPY) ---------------------------------------------------------------------------
@@ -836,11 +820,11 @@ def sync_job(job, reporter) -> dict:
             outcome = sync_once(
                 sub,
                 progress=lambda o: reporter.progress(
-                    o.count - (o.count - o.applied - o.skipped), max(1, o.publisher_count), f"level {o.level}"
+                    o.applied + o.skipped, max(1, o.publisher_count), f"level {o.level}"
                 ),
             )
         except Exception as exc:
-            set_state(sub, ReplSubscriber.DISCONNECTED, _driver_message(exc))
+            set_state(sub, ReplSubscriber.DISCONNECTED, error_message(exc))
             raise
         set_state(sub, ReplSubscriber.IN_SYNC if sub.follow else ReplSubscriber.OFF)
         ReplSubscriber.objects.filter(pk=sub.pk).update(last_error="")
@@ -867,7 +851,7 @@ def follow_step(sub: ReplSubscriber) -> SyncOutcome | None:
     except LevelMoved:
         return None  # a sync job applied the same transactions meanwhile; look again next round
     except Exception as exc:
-        set_state(sub, ReplSubscriber.DISCONNECTED, _driver_message(exc))
+        set_state(sub, ReplSubscriber.DISCONNECTED, error_message(exc))
         raise
 
 

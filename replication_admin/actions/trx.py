@@ -4,7 +4,6 @@ statement language, the console and the scheduler. Preconditions fail with the r
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -121,10 +120,9 @@ def do_pub_add(
             return _pub_add_procedure(actor, account, server, item, is_copy, options or 3, target)
         name = trx.item_table(item)
         info = trx.describe(server, name)
-        if TpItem.objects.filter(server=account.server, type=TABLE).exclude(acct=account.account).filter(
-            item__in=[item, info.name]
-        ).exists() or any(
-            trx.item_table(i.item) == info.name for i in TpItem.objects.filter(server=account.server, type=TABLE)
+        if any(
+            i.item == item or trx.item_table(i.item) == info.name
+            for i in TpItem.objects.filter(server=account.server, type=TABLE)
         ):
             raise trx.TrxError(f"table {info.name!r} is already published on {server.name}")
         if not info.primary_key:
@@ -456,10 +454,6 @@ def status(sub: ReplSubscriber) -> tuple[int, int]:
     return level, sub.state
 
 
-def stale_after() -> timedelta:
-    return timedelta(minutes=5)
-
-
 def do_set_purger(
     actor: Actor, account: ReplAccount, p_month: int | None, p_day: int | None, p_wday: int | None, p_time
 ) -> ScheduledEvent | None:
@@ -476,10 +470,6 @@ def do_set_purger(
             detail={"p_month": p_month, "p_day": p_day, "p_wday": p_wday, "p_time": str(p_time) if p_time else None},
         )
     return event
-
-
-def publications_of(server: Server):
-    return ReplAccount.objects.filter(server=server.name).order_by("account")
 
 
 def lag_of(sub: ReplSubscriber, account: ReplAccount) -> int | None:

@@ -67,7 +67,6 @@ LEVEL_TABLE = "RTLEVEL"
 TEXT_TABLE = "REPL_TEXT"
 NOLOG_SETTING = "repladmin.nolog"
 ORIGIN_SETTING = "repladmin.origin"
-OPS = ("I", "U", "D", "T", "C")
 
 
 class TrxError(ValueError):
@@ -442,12 +441,6 @@ def counter_sql(d: Dialect, account: str, schema: str = "") -> str:
     return f"SELECT {q('N')}, {q('CONN')} FROM {d.qualify(names.seq, schema)} WHERE {q('ID')} = 1"
 
 
-def committed_count_sql(d: Dialect, account: str, schema: str = "") -> str:
-    """The highest numbered transaction a reader can see (PostgreSQL numbers at commit)."""
-    names = log_names(d, account)
-    return f"SELECT MAX({d.quote('N')}) FROM {d.qualify(names.tx, schema)}"
-
-
 def entries_sql(d: Dialect, account: str, schema: str = "") -> str:
     """Entries of the transactions with after < N <= upto, in replay order. Parameters: after, upto."""
     names = log_names(d, account)
@@ -458,13 +451,6 @@ def entries_sql(d: Dialect, account: str, schema: str = "") -> str:
         f"l.{q('NEW')}, l.{q('OLD')} FROM {tx} t JOIN {log} l ON l.{q('TXID')} = t.{q('TXID')} "
         f"WHERE t.{q('N')} > ? AND t.{q('N')} <= ? ORDER BY t.{q('N')}, l.{q('SEQ')}"
     )
-
-
-def tx_bounds_sql(d: Dialect, account: str, schema: str = "") -> str:
-    """N of the first `limit` transactions after a count (to cut a batch). Parameters: after."""
-    names = log_names(d, account)
-    q = d.quote
-    return f"SELECT {q('N')} FROM {d.qualify(names.tx, schema)} WHERE {q('N')} > ? ORDER BY {q('N')}"
 
 
 def oldest_count_sql(d: Dialect, account: str, schema: str = "") -> str:
@@ -871,11 +857,6 @@ def procedure_sql() -> str:
         "coalesce(array_to_string(p.proargmodes, ','), ''), pg_get_functiondef(p.oid) "
         "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = ? AND p.proname = ?"
     )
-
-
-def identity_sql() -> str:
-    """PostgreSQL: the identity pg_event_trigger_ddl_commands() reports for a procedure (parameter: oid)."""
-    return "SELECT pg_identify_object('pg_proc'::regclass, ?::oid, 0)::text"
 
 
 def wrapper_ddl(d: Dialect, proc: Procedure, account: str, schema: str = "") -> str:
