@@ -2,7 +2,19 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from replication_admin.views import api, audit, bidir, catalog, conflicts, dashboard, jobs, servers, snapshots, trx
+from replication_admin.views import (
+    api,
+    audit,
+    bidir,
+    catalog,
+    conflicts,
+    dashboard,
+    jobs,
+    servers,
+    snapshots,
+    trx,
+    wizard,
+)
 
 # A transactional publication is named by its publisher and account, a subscription also by its subscriber.
 TRX_PUB = "publications/trx/<str:server>/<str:account>/"
@@ -13,6 +25,10 @@ urlpatterns = [
     path("alerts/<int:pk>/acknowledge/", dashboard.alert_acknowledge, name="alerts-acknowledge"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("setup/", wizard.setup_start, name="setup"),
+    path("setup/start-over/", wizard.setup_reset, name="setup-reset"),
+    path("setup/started/", wizard.setup_started, name="setup-started"),
+    path("setup/<str:step>/", wizard.setup_step, name="setup-step"),
     path("servers/", servers.server_list, name="servers"),
     path("servers/add/", servers.server_add, name="servers-add"),
     path("servers/test/", servers.server_test_form, name="servers-test"),

@@ -427,3 +427,13 @@ def run_resolver_dry_run(job: JobRun, reporter) -> dict:
     changed = sum(1 for r in rows if not r["same"])
     reporter.progress(len(rows), max(len(rows), 1), f"{changed} of {len(rows)} decision(s) would change")
     return {"rows": rows, "changed": changed, "conflicts": len(rows), "item": item}
+
+
+def check_definition(cls: str, cr_type: str, column: str | None, columns, transactional: bool) -> None:
+    """Raise ResolverError when a standard resolver of `cls` cannot be made for these columns (the setup
+    wizard checks its choices before anything is created)."""
+    _definition(cls, cr_type, column, None, None, columns, transactional)
+
+
+def free_suffix(model, table_name: str, cr_type: str, cls: str, column: str | None) -> str:
+    return _suffix(model, table_name, cr_type, cls, column)

@@ -4,6 +4,7 @@ from django.http import HttpRequest
 
 NAVIGATION = [
     ("dashboard", "Dashboard"),
+    ("setup", "Set up"),
     ("servers", "Servers"),
     ("snapshots", "Snapshots"),
     ("publications", "Publications"),

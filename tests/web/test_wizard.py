@@ -1,0 +1,256 @@
+"""The setup wizard: steps with back and next, choices kept in the session and checked against the live servers,
+the exact statements on the review, nothing changed before the confirmation; then the initial copy moves the
+rows."""
+
+from __future__ import annotations
+
+import hashlib
+from decimal import Decimal
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from replication_admin.engine import statements as st
+from replication_admin.engine.types import LogicalType
+from replication_admin.models import (
+    AuditEntry,
+    JobRun,
+    ReplAccount,
+    ReplSubscriber,
+    ScheduledEvent,
+    Server,
+    Snapshot,
+    SnapshotConflictResolver,
+    SnapshotPublication,
+    SnapshotSubscription,
+)
+from replication_admin.snapshots import lookup_table
+from tests.conftest import PG
+from tests.tables import create_table, fetch_all, insert_rows
+from tests.web.conftest import make_user
+
+pytestmark = pytest.mark.django_db
+
+COLUMNS = [
+    ("id", LogicalType("integer")),
+    ("name", LogicalType("varchar", length=40)),
+    ("price", LogicalType("numeric", precision=10, scale=2)),
+]
+ROWS = [
+    (1, "pen", Decimal("1.50")),
+    (2, "ink", Decimal("3.20")),
+    (3, "pad", Decimal("2.75")),
+    (4, "clip", Decimal("0.10")),
+]
+
+
+def step(name: str) -> str:
+    return reverse("setup-step", args=[name])
+
+
+def post(client, name: str, data: dict, follow: bool = False):
+    return client.post(step(name), {"action": "next", **data}, follow=follow)
+
+
+def assert_next(response, expected: str) -> None:
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert response["Location"] == step(expected)
+
+
+def digest(rows) -> str:
+    canonical = sorted((int(i), str(n), Decimal(str(p)).quantize(Decimal("0.01"))) for i, n, p in rows)
+    return hashlib.sha256(repr(canonical).encode()).hexdigest()
+
+
+@pytest.fixture
+def shop(make_server):
+    server = make_server("sqlite", "shop")
+    create_table(server, "items", COLUMNS, ["id"])
+    insert_rows(server, "items", ["id", "name", "price"], ROWS)
+    create_table(server, "notes", [("body", LogicalType("varchar", length=40))], [])  # no primary key
+    return server
+
+
+def walk_to_tables(client, publisher: str, subscriber: str, mode: str) -> None:
+    assert_next(post(client, "publisher", {"use": "existing", "existing": publisher}), "subscriber")
+    assert_next(post(client, "subscriber", {"use": "existing", "existing": subscriber}), "mode")
+    assert_next(post(client, "mode", {"mode": mode}), "tables")
+
+
+def catalog_counts() -> tuple:
+    return (
+        Server.objects.count(), Snapshot.objects.count(), SnapshotPublication.objects.count(),
+        SnapshotSubscription.objects.count(), ReplAccount.objects.count(), ReplSubscriber.objects.count(),
+        ScheduledEvent.objects.count(), SnapshotConflictResolver.objects.count(), JobRun.objects.count(),
+    )  # fmt: skip
+
+
+@pytest.mark.live_db
+@pytest.mark.spark
+def test_the_wizard_publishes_bidirectionally_from_sqlite_to_postgresql_and_copies_the_rows(
+    editor_client, shop, make_server, jobs_sync, spark
+):
+    branch = make_server("postgresql", "branch")
+    before = catalog_counts()
+    walk_to_tables(editor_client, "shop", "branch", "bidir")
+    page = editor_client.get(step("tables")).content.decode()
+    assert 'value="items"' in page and 'value="notes"' in page and "RLOG_" not in page
+    assert_next(post(editor_client, "tables", {"tables": ["items"], "rows_per_commit": "2"}), "resolvers")
+    response = post(editor_client, "resolvers", {"cls_U": "max", "column_U": "price", "cls_I": "pub_wins"})
+    assert_next(response, "schedule")
+    assert_next(post(editor_client, "schedule", {"schedule_minutes": "15"}), "review")
+
+    review = editor_client.get(step("review")).content.decode()
+    assert catalog_counts() == before, "nothing may change before the confirmation"
+    assert lookup_table(branch, "items") is None
+    expected = [
+        "REPL_CREATE_SNAPSHOT_PUB ('shop.items', 2)",
+        "REPL_CREATE_SNAPSHOT_SUB ('branch', 'shop.items', 2)",
+        "REPL_ADD_SNAPSHOT_CR ('shop.items', 'U', 'max_price', 10, 'max', 'price')",
+        "REPL_ADD_SNAPSHOT_CR ('shop.items', 'I', 'pub_wins', 10, 'pub_wins')",
+        "REPL_INIT_SNAPSHOT ('branch', 'shop.items', 2, 2)",
+    ]
+    for line in expected:
+        assert line.replace("'", "&#x27;") in review
+    assert "every 15 minute(s): REPL_UPDATE_SNAPSHOT (&#x27;shop.items&#x27;, 2)" in review
+    assert [s.verb for s in st.parse(";\n".join(expected))] == [
+        "CreateSnapshotPub", "CreateSnapshotSub", "AddSnapshotCr", "AddSnapshotCr", "InitSnapshot",
+    ]  # fmt: skip
+
+    response = editor_client.post(step("review"), {"action": "confirm"})
+    assert response.status_code == 302 and response["Location"] == reverse("setup-started")
+    started = editor_client.get(reverse("setup-started")).content.decode()
+    publication = SnapshotPublication.objects.get()
+    assert (publication.item, publication.server_id) == ("shop.items", "shop")
+    subscription = SnapshotSubscription.objects.get()
+    assert (subscription.server, subscription.init_state, subscription.init_rows_done) == ("branch", "done", 4)
+    assert sorted(SnapshotConflictResolver.objects.values_list("type", "resolver_class")) == [
+        ("I", "pub_wins"),
+        ("U", "max"),
+    ]
+    assert ScheduledEvent.objects.get(sql="REPL_UPDATE_SNAPSHOT ('shop.items', 2)").interval == 15
+    job = JobRun.objects.get(kind="bidir_init")
+    assert job.state == JobRun.State.SUCCEEDED and f'data-job="{job.pk}"' in started
+    assert 'aria-valuenow="100"' in started and reverse("publications-detail", args=[publication.pk]) in started
+    source = fetch_all(shop, "SELECT id, name, price FROM items")
+    copied = fetch_all(branch, "SELECT id, name, price FROM items")
+    assert len(copied) == len(source) == 4 and digest(copied) == digest(source)
+    assert AuditEntry.objects.filter(action="wizard.run", outcome=AuditEntry.Outcome.OK, username="editor").exists()
+    assert editor_client.get(reverse("setup")).status_code == 302  # the plan is gone: a new run starts afresh
+
+
+def test_back_keeps_every_choice_and_skipping_ahead_is_sent_back(editor_client, shop, make_server):
+    make_server("sqlite", "branch")
+    assert editor_client.get(step("review"))["Location"] == step("publisher")
+    walk_to_tables(editor_client, "shop", "branch", "inc")
+    page = editor_client.get(step("tables")).content.decode()
+    assert 'href="/setup/mode/"' in page  # back
+    mode_page = editor_client.get(step("mode")).content.decode()
+    assert 'value="inc" checked' in mode_page
+    subscriber_page = editor_client.get(step("subscriber")).content.decode()
+    assert '<option value="branch" selected>' in subscriber_page
+    # Changing the mode forgets the later steps' checks: the tables step must be passed again.
+    assert_next(
+        post(editor_client, "tables", {"tables": "items", "columns": ["name"], "condition": "price > 1"}), "schedule"
+    )
+    assert_next(post(editor_client, "mode", {"mode": "noninc"}), "tables")
+    assert editor_client.get(step("schedule"))["Location"] == step("tables")
+
+
+def test_impossible_choices_are_refused_with_the_reason(editor_client, shop, make_server):
+    branch = make_server("sqlite", "branch")
+    create_table(branch, "items", COLUMNS, ["id"])
+    walk_to_tables(editor_client, "shop", "branch", "bidir")
+    response = post(editor_client, "tables", {"tables": ["notes"], "rows_per_commit": "100"})
+    assert response.status_code == 200
+    assert "table notes has no primary key" in response.content.decode()
+    response = post(editor_client, "tables", {"tables": ["items"], "rows_per_commit": "100"})
+    assert "table items already exists on the subscriber branch" in response.content.decode()
+    # The same server on both sides is refused for the modes that need two.
+    assert_next(post(editor_client, "subscriber", {"use": "existing", "existing": "shop"}), "mode")
+    response = post(editor_client, "mode", {"mode": "trx"})
+    assert "needs two servers: the publisher and the subscriber are both shop" in response.content.decode()
+    # An incremental snapshot on the same server needs another destination name, and a valid condition.
+    assert_next(post(editor_client, "mode", {"mode": "inc"}), "tables")
+    response = post(editor_client, "tables", {"tables": "items"})
+    assert "needs a destination table of another name" in response.content.decode()
+    for condition, reason in [
+        ("price > 1; delete from items", "no &#x27;;&#x27;"),
+        ("colour = 'red'", "colour"),
+        ("id in (select id from notes)", "no subqueries"),
+    ]:
+        response = post(
+            editor_client, "tables", {"tables": "items", "dest_table": "items_copy", "condition": condition}
+        )
+        assert response.status_code == 200 and reason in response.content.decode(), condition
+    assert Snapshot.objects.count() == 0
+
+
+def test_a_new_server_is_tested_and_registered_only_on_confirmation(editor_client, shop, sqlite_path, jobs_sync):
+    response = post(editor_client, "publisher", {"use": "existing", "existing": "shop"})
+    assert_next(response, "subscriber")
+    unreachable = {
+        "use": "new", "new-name": "far", "new-dialect": "postgresql", "new-host": "127.0.0.1", "new-port": "1",
+        "new-database": "test", "new-user": PG["user"],
+    }  # fmt: skip
+    response = post(editor_client, "subscriber", unreachable)
+    assert response.status_code == 200
+    assert "the subscriber far cannot be reached" in response.content.decode()
+    path = sqlite_path("copy")
+    new = {"use": "new", "new-name": "copy", "new-dialect": "sqlite", "new-database": path}
+    response = editor_client.post(step("subscriber"), {"action": "test", **new})
+    assert response.status_code == 200 and "connected to SQLite" in response.content.decode()
+    assert_next(post(editor_client, "subscriber", new), "mode")
+    assert not Server.objects.filter(name="copy").exists()
+    assert_next(post(editor_client, "mode", {"mode": "noninc"}), "tables")
+    assert_next(
+        post(editor_client, "tables", {"tables": "items", "columns": ["price"], "condition": "price > 1"}), "schedule"
+    )
+    assert_next(post(editor_client, "schedule", {"schedule_minutes": "0"}), "review")
+    review = editor_client.get(step("review")).content.decode()
+    assert "First, register <strong>copy</strong>" in review
+    assert (
+        "CREATE NONINCREMENTAL SNAPSHOT copy.items AS &#x27;SELECT &quot;id&quot;, &quot;price&quot; FROM &quot;items&quot; WHERE price &gt; 1&#x27;"
+        in review
+    )
+    assert not Server.objects.filter(name="copy").exists()
+    response = editor_client.post(step("review"), {"action": "confirm"})
+    assert response["Location"] == reverse("setup-started")
+    copy = Server.objects.get(name="copy")
+    copied = sorted((int(i), Decimal(str(p))) for i, p in fetch_all(copy, "SELECT id, price FROM items"))
+    assert copied == sorted((i, p) for i, _, p in ROWS if p > 1)
+    assert [c.name for c in lookup_table(copy, "items").columns] == ["id", "price"]
+
+
+@pytest.mark.live_db
+@pytest.mark.spark
+def test_a_transactional_setup_runs_its_statements_on_the_publisher_and_on_the_subscriber(
+    editor_client, shop, make_server, jobs_sync, spark
+):
+    branch = make_server("mysql", "branch")
+    walk_to_tables(editor_client, "shop", "branch", "trx")
+    assert_next(post(editor_client, "tables", {"tables": ["items"], "account": "shop's"}), "schedule")
+    assert_next(post(editor_client, "schedule", {"schedule_minutes": "5"}), "review")
+    review = editor_client.get(step("review")).content.decode()
+    assert 'data-context="shop"' in review and 'data-context="branch"' in review
+    assert "REPL_PUBLISH (&#x27;shop&#x27;&#x27;s&#x27;, &#x27;shop&#x27;&#x27;s.log&#x27;)" in review
+    assert "SUB_SCHEDULE (&#x27;shop&#x27;, &#x27;shop&#x27;&#x27;s&#x27;, 5)" in review
+    assert ReplAccount.objects.count() == 0
+    response = editor_client.post(step("review"), {"action": "confirm"})
+    assert response["Location"] == reverse("setup-started")
+    account = ReplAccount.objects.get()
+    assert (account.server, account.account, account.is_updateable) == ("shop", "shop's", 0)
+    sub = ReplSubscriber.objects.get()
+    assert (sub.subscriber, sub.init_state) == ("branch", "done")
+    assert digest(fetch_all(branch, "SELECT id, name, price FROM items")) == digest(ROWS)
+
+
+def test_a_viewer_and_an_operator_cannot_open_the_wizard(viewer_client, db):
+    operator = Client()
+    operator.force_login(make_user("operator", "operate"))
+    assert operator.get(step("publisher")).status_code == 403
+    assert viewer_client.get(step("publisher")).status_code == 403
+    assert viewer_client.post(step("review"), {"action": "confirm"}).status_code == 403
+    entry = AuditEntry.objects.filter(action="wizard").latest("pk")
+    assert entry.outcome == AuditEntry.Outcome.DENIED and entry.username == "viewer"
