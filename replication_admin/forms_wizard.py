@@ -35,7 +35,8 @@ class ServerStepForm(forms.Form):
 
 
 def new_server_form(data=None, initial: dict | None = None) -> ServerForm:
-    form = ServerForm(data, prefix="new", initial=initial or None)
+    # Not required in the browser's eyes: the fields are ignored while a registered server is chosen.
+    form = ServerForm(data, prefix="new", initial=initial or None, use_required_attribute=False)
     form.fields["password"].help_text = "Kept encrypted until the last step registers the server."
     return form
 
