@@ -254,3 +254,56 @@ def test_a_viewer_and_an_operator_cannot_open_the_wizard(viewer_client, db):
     assert viewer_client.post(step("review"), {"action": "confirm"}).status_code == 403
     entry = AuditEntry.objects.filter(action="wizard").latest("pk")
     assert entry.outcome == AuditEntry.Outcome.DENIED and entry.username == "viewer"
+
+
+@pytest.mark.spark
+def test_a_hostile_table_name_is_quoted_in_every_statement_and_the_snapshot_copies_it(
+    editor_client, make_server, jobs_sync, spark
+):
+    source = make_server("sqlite", "src")
+    make_server("sqlite", "dst")
+    hostile = 'ab "cd'
+    create_table(source, hostile, COLUMNS, ["id"])
+    insert_rows(source, hostile, ["id", "name", "price"], ROWS)
+    walk_to_tables(editor_client, "src", "dst", "inc")
+    assert_next(post(editor_client, "tables", {"tables": hostile, "condition": "price < 3"}), "schedule")
+    assert_next(post(editor_client, "schedule", {"schedule_minutes": "30"}), "review")
+    review = editor_client.get(step("review")).content.decode()
+    assert "CREATE SNAPSHOT LOG FOR &quot;ab &quot;&quot;cd&quot;" in review
+    assert (
+        "CREATE SNAPSHOT dst.&quot;ab &quot;&quot;cd&quot; FROM &quot;ab &quot;&quot;cd&quot; WHERE &#x27;price &lt; 3&#x27;"
+        in review
+    )
+    response = editor_client.post(step("review"), {"action": "confirm"})
+    assert response["Location"] == reverse("setup-started")
+    snapshot = Snapshot.objects.get()
+    assert (snapshot.source_table, snapshot.dest_table, snapshot.condition) == (hostile, hostile, "price < 3")
+    assert ScheduledEvent.objects.get(sql__icontains="update snapshot").interval == 30
+    dst = Server.objects.get(name="dst")
+    copied = fetch_all(dst, 'SELECT id, name, price FROM "ab ""cd"')
+    assert digest(copied) == digest([r for r in ROWS if r[2] < 3])
+
+
+def test_an_updateable_transactional_review_publishes_updateable_with_the_chosen_resolvers(
+    editor_client, shop, make_server
+):
+    make_server("sqlite", "branch")
+    walk_to_tables(editor_client, "shop", "branch", "trx_upd")
+    assert_next(post(editor_client, "tables", {"tables": ["items"], "account": "upd"}), "resolvers")
+    response = post(editor_client, "resolvers", {"cls_U": "add", "column_U": "name"})
+    assert "update resolver on items" in response.content.decode()  # adding to a text column does not fit
+    assert_next(
+        post(editor_client, "resolvers", {"cls_U": "min", "column_U": "price", "cls_D": "sub_wins"}), "schedule"
+    )
+    assert_next(post(editor_client, "schedule", {"schedule_minutes": "0"}), "review")
+    page = editor_client.get(step("review")).content.decode()
+    publisher_script = page.split('data-context="shop">', 1)[1].split("</pre>", 1)[0].replace("&#x27;", "'")
+    assert publisher_script.splitlines() == [
+        "REPL_PUBLISH ('upd', 'upd.log', 1);",
+        "REPL_PUB_ADD ('upd', 'items', 2, 0);",
+        "REPL_ADD_CR ('shop.items', 'U', 'min_price', 10, 'min', 'price');",
+        "REPL_ADD_CR ('shop.items', 'D', 'sub_wins', 10, 'sub_wins');",
+    ]
+    parsed = st.parse(publisher_script)
+    assert parsed[0].updateable and [s.verb for s in parsed] == ["Publish", "PubAdd", "AddCr", "AddCr"]
+    assert ReplAccount.objects.count() == 0
