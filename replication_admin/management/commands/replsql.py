@@ -5,12 +5,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from replication_admin.actions.audit import Actor
+from replication_admin.actions.audit import Actor, record
 from replication_admin.actions.statements import execute
 from replication_admin.engine.statements import StatementError
-from replication_admin.models import Server
+from replication_admin.models import AuditEntry, Server
+
+OPERATE = "replication_admin.operate"
 
 
 def format_table(rows: list[list[str]], headers: list[str]) -> str:
@@ -32,8 +35,14 @@ class Command(BaseCommand):
         parser.add_argument("--server", help="context server for names written without a server")
         parser.add_argument("--file", "-f", help="read statements from this file ('-' for stdin)")
         parser.add_argument("--queue", action="store_true", help="queue refresh jobs instead of waiting for them")
+        parser.add_argument(
+            "--user",
+            help="run with this console user's permissions (its role), audited under its name; without it the "
+            "statements run with the full rights of whoever can run manage.py",
+        )
 
     def handle(self, *args, **opts):
+        actor = self.actor(opts["user"])
         if opts["file"]:
             text = sys.stdin.read() if opts["file"] == "-" else Path(opts["file"]).read_text(encoding="utf-8")
         elif opts["statements"]:
@@ -46,7 +55,7 @@ class Command(BaseCommand):
             if context is None:
                 raise CommandError(f"server {opts['server']!r} is not registered")
         try:
-            outcomes = execute(Actor.command(), text, context=context, wait=not opts["queue"])
+            outcomes = execute(actor, text, context=context, wait=not opts["queue"])
         except StatementError as exc:
             raise CommandError(f"{exc}\n{exc.excerpt}") from None
         rows = [
@@ -54,5 +63,25 @@ class Command(BaseCommand):
             for o in outcomes
         ]
         self.stdout.write(format_table(rows, ["statement", "result", "message", "job"]))
-        if any(not o.ok for o in outcomes):
-            raise CommandError("a statement failed; the ones after it were not run")
+        failed = [o for o in outcomes if not o.ok]
+        if failed:
+            raise CommandError(f"a statement failed ({failed[0].message}); the ones after it were not run")
+
+    @staticmethod
+    def actor(username: str | None) -> Actor:
+        """The shell's own actor (every permission) without --user; with it, that user, who must be allowed to
+        run statements at all (operate, as in the statement console; each statement checks its own permission)."""
+        if username is None:
+            return Actor.command()
+        User = get_user_model()
+        user = User.objects.filter(**{User.USERNAME_FIELD: username}).first()
+        if user is None or not user.is_active:
+            raise CommandError(f"no active user named {username!r}")
+        actor = Actor(user=user, via="command")
+        if not actor.has_perm(OPERATE):
+            record(actor, "statement", "replsql", AuditEntry.Outcome.DENIED, {"missing_permission": OPERATE})
+            raise CommandError(
+                f"{username} may not run statements: the permission {OPERATE} is missing "
+                "(give it the operator or editor role)"
+            )
+        return actor
