@@ -525,7 +525,12 @@ class ConflictBackup(models.Model):
             models.UniqueConstraint(fields=["item", "source", "change_guid"], name="repl_conflict_one_per_change"),
             models.CheckConstraint(condition=Q(decision__in=[1, 2, 3, 5]), name="repl_conflict_decision"),
         ]
-        indexes = [models.Index(fields=["item", "conflict_type", "decision"], name="repl_conflict_filter")]
+        indexes = [
+            models.Index(fields=["item", "conflict_type", "decision"], name="repl_conflict_filter"),
+            # The inbox sorts and filters by table and by source; without these each page sorts every conflict.
+            models.Index(fields=["table_name"], name="repl_conflict_table"),
+            models.Index(fields=["source"], name="repl_conflict_source"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.item} {self.conflict_type} conflict from {self.source}: {self.get_decision_display()}"

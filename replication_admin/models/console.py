@@ -84,6 +84,12 @@ class JobRun(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(progress_done__gte=0), name="job_run_progress_nonnegative"),
         ]
+        indexes = [
+            # The jobs list filters by kind, and each snapshot's latest refresh is found among one kind's rows.
+            models.Index(fields=["kind"], name="repl_job_run_kind"),
+            # The dashboard and the status API count the jobs finished lately by state from the index alone.
+            models.Index(fields=["finished_at", "state"], name="repl_job_run_finished"),
+        ]
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.kind} {self.target}"

@@ -4,7 +4,8 @@ from datetime import UTC, datetime
 
 from django import template
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -45,3 +46,54 @@ def status_badge(ok: bool | None) -> str:
 def keytext(key: dict) -> str:
     """{'OrderID': '10248', 'ProductID': '11'} -> 'OrderID=10248, ProductID=11'."""
     return ", ".join(f"{name}={value}" for name, value in key.items())
+
+
+def _query(request, drop: tuple[str, ...] = (), **values: object) -> str:
+    """The request's query string without `drop`, with `values` set (last, so they read well in the URL). Safe
+    as it is: urlencode percent-encodes every character HTML would need escaped."""
+    params = request.GET.copy()
+    for name in (*drop, *values):
+        params.pop(name, None)
+    for name, value in values.items():
+        params[name] = str(value)
+    return mark_safe("?" + params.urlencode())  # noqa: S308
+
+
+@register.simple_tag(takes_context=True)
+def page_url(context, number: int, page_param: str = "page") -> str:
+    """The current URL's query string on page `number` of a list (its other filters, sorts and pages kept)."""
+    return _query(context["request"], **{page_param: number})
+
+
+@register.simple_tag(takes_context=True)
+def sort_header(context, listing, key: str, label: str, css: str = "") -> str:
+    """A table's column header that sorts the listing by `key` ("-key": the first click sorts descending), shows
+    the direction with an arrow and toggles it on the next click. The other query parameters are kept; the page
+    starts again at 1. A plain link: the whole page reloads, so filter forms pick up the new sort."""
+    first_descending = key.startswith("-")
+    key = key.removeprefix("-")
+    active = listing.sort.removeprefix("-") == key
+    descending = listing.sort.startswith("-")
+    toggled = key if descending else f"-{key}"
+    next_sort = toggled if active else (f"-{key}" if first_descending else key)
+    url = _query(context["request"], drop=(listing.page_param,), **{listing.sort_param: next_sort})
+    classes = " ".join(filter(None, ["sortable", css, f"sorted-{'desc' if descending else 'asc'}" if active else ""]))
+    aria = format_html(' aria-sort="{}"', "descending" if descending else "ascending") if active else ""
+    arrow = format_html(' <span class="arrow">{}</span>', "▼" if descending else "▲") if active else ""
+    return format_html(
+        '<th class="{}"{}><a href="{}" data-sort="{}">{}{}</a></th>', classes, aria, url, key, label, arrow
+    )
+
+
+@register.simple_tag(takes_context=True)
+def kept_params(context, *own: str) -> str:
+    """Hidden inputs for the query parameters a filter form does not own (another table's sort and filter, the
+    sort of its own table), so submitting it keeps them; the pages restart at 1."""
+    request = context["request"]
+    inputs = [
+        format_html('<input type="hidden" name="{}" value="{}">', name, value)
+        for name, values in request.GET.lists()
+        if name not in own and not name.endswith("page")
+        for value in values
+    ]
+    return format_html_join("", "{}", ((i,) for i in inputs))

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
-from django.db.models import Count, FloatField, OuterRef, Q, Subquery, Sum
+from django.db.models import Count, FloatField, Max, Q, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -72,49 +72,81 @@ def _iso(at: datetime | None) -> str | None:
 # --- /api/status ------------------------------------------------------------------------------------------
 
 
-def _job_duration(job: JobRun) -> float | None:
-    total = (job.timings or {}).get("total")
-    return float(total) if isinstance(total, int | float) else job.duration
+def last_refreshes(names: list[str] | None = None) -> dict[str, dict]:
+    """Per snapshot (all, or those named): the id of its latest refresh job and when a refresh last succeeded.
+
+    One pass over the refresh jobs, grouped by snapshot: a correlated subquery per snapshot would read the params
+    of every refresh job once per snapshot, which takes seconds with a few hundred snapshots."""
+    jobs = JobRun.objects.filter(kind="snapshot_refresh")
+    if names is not None:
+        jobs = jobs.filter(params__snapshot__in=names)
+    rows = (
+        jobs.values(snapshot=KT("params__snapshot"))
+        .annotate(last_job_id=Max("id"), last_success_at=Max("finished_at", filter=Q(state=JobRun.State.SUCCEEDED)))
+        .order_by()
+    )
+    return {r["snapshot"]: r for r in rows}
+
+
+# The columns the status rows read, as values(): thousands of model instances would cost more than all the rest.
+SNAPSHOT_FIELDS = ("name", "source_server", "source_table", "dest_server", "dest_table", "is_incremental", "last_ts")
+BIDIR_PUB_FIELDS = ("id", "item", "type", "server", "table", "last_sync_at", "last_sync_error")
+BIDIR_SUB_FIELDS = (
+    "server",
+    "item",
+    "type",
+    "init_state",
+    "last_pull_ts",
+    "last_push_ts",
+    "last_sync_at",
+    "last_error",
+)
+TRX_SUB_FIELDS = ("server", "account", "subscriber", "level", "count", "valid", "state", "init_state",
+                  "last_sync_at", "last_error")  # fmt: skip
+
+
+def _duration(job: dict) -> float | None:
+    total = (job["timings"] or {}).get("total")
+    if isinstance(total, int | float):
+        return float(total)
+    started, finished = job["started_at"], job["finished_at"]
+    return (finished - started).total_seconds() if started and finished else None
 
 
 def snapshot_rows() -> list[dict]:
-    refreshes = JobRun.objects.filter(kind="snapshot_refresh", params__snapshot=OuterRef("name"))
-    snapshots = list(
-        Snapshot.objects.annotate(
-            last_job_id=Subquery(refreshes.order_by("-id").values("id")[:1]),
-            last_success_at=Subquery(
-                refreshes.filter(state=JobRun.State.SUCCEEDED).order_by("-finished_at").values("finished_at")[:1]
-            ),
-        )
-    )
-    jobs = JobRun.objects.only("id", "state", "started_at", "finished_at", "timings")
-    last_jobs = {j.pk: j for j in jobs.filter(pk__in=[s.last_job_id for s in snapshots if s.last_job_id])}
+    refreshes = last_refreshes()
+    jobs = JobRun.objects.filter(pk__in=[r["last_job_id"] for r in refreshes.values()])
+    last_jobs = {j["id"]: j for j in jobs.values("id", "state", "started_at", "finished_at", "timings")}
     rows = []
-    for s in snapshots:
-        job = last_jobs.get(s.last_job_id)
+    for s in Snapshot.objects.values(*SNAPSHOT_FIELDS):
+        refresh = refreshes.get(s["name"], {})
+        last_success_at = refresh.get("last_success_at")
+        job = last_jobs.get(refresh.get("last_job_id"))
         rows.append({
-            "name": s.name, "source_server": s.source_server_id, "source_table": s.source_table,
-            "dest_server": s.dest_server_id, "dest_table": s.dest_table, "incremental": bool(s.is_incremental),
-            "last_ts": _iso(s.last_ts), "last_success_at": _iso(s.last_success_at),
-            "last_refresh": {"job": job.pk, "state": job.state, "finished_at": _iso(job.finished_at),
-                             "duration_seconds": _job_duration(job)} if job else None,
-            "state": health.snapshot_state(job.state if job else None, s.last_success_at is not None, s.last_ts),
+            "name": s["name"], "source_server": s["source_server"], "source_table": s["source_table"],
+            "dest_server": s["dest_server"], "dest_table": s["dest_table"], "incremental": bool(s["is_incremental"]),
+            "last_ts": _iso(s["last_ts"]), "last_success_at": _iso(last_success_at),
+            "last_refresh": {"job": job["id"], "state": job["state"], "finished_at": _iso(job["finished_at"]),
+                             "duration_seconds": _duration(job)} if job else None,
+            "state": health.snapshot_state(job["state"] if job else None, last_success_at is not None, s["last_ts"]),
         })  # fmt: skip
     return rows
 
 
-BidirState = tuple[SnapshotPublication, str, list[tuple[SnapshotSubscription, str]]]
+BidirState = tuple[SnapshotPublication, str, list[tuple[dict, str]]]
 
 
-def bidir_states() -> list[BidirState]:
-    """Every bi-directional publication with its state, and its subscriptions each with theirs (two queries)."""
-    subscriptions: dict[tuple[str, int], list[SnapshotSubscription]] = defaultdict(list)
-    for sub in SnapshotSubscription.objects.all():
-        subscriptions[(sub.item, sub.type)].append(sub)
+def bidir_states(sub_fields: tuple[str, ...] = BIDIR_SUB_FIELDS) -> list[BidirState]:
+    """Every bi-directional publication with its state, and its subscriptions (dicts of `sub_fields`) each with
+    theirs (two queries)."""
+    fields = dict.fromkeys(("item", "type", "init_state", "last_sync_at", "last_error", *sub_fields))
+    subscriptions: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    for sub in SnapshotSubscription.objects.values(*fields):
+        subscriptions[(sub["item"], sub["type"])].append(sub)
     result = []
-    for pub in SnapshotPublication.objects.all():
+    for pub in SnapshotPublication.objects.only(*BIDIR_PUB_FIELDS):
         subs = [
-            (sub, health.bidir_subscriber_state(sub.last_error, sub.init_state == "done", sub.last_sync_at,
+            (sub, health.bidir_subscriber_state(sub["last_error"], sub["init_state"] == "done", sub["last_sync_at"],
                                                 pub.last_sync_at))
             for sub in subscriptions.get((pub.item, pub.type), [])
         ]  # fmt: skip
@@ -128,9 +160,9 @@ def bidir_rows() -> list[dict]:
     for pub, pub_state, subscribers in bidir_states():
         subs = [
             {
-                "server": sub.server, "init_state": sub.init_state, "last_pull_ts": _iso(sub.last_pull_ts),
-                "last_push_ts": _iso(sub.last_push_ts), "last_sync_at": _iso(sub.last_sync_at),
-                "last_error": sub.last_error, "state": state,
+                "server": sub["server"], "init_state": sub["init_state"], "last_pull_ts": _iso(sub["last_pull_ts"]),
+                "last_push_ts": _iso(sub["last_push_ts"]), "last_sync_at": _iso(sub["last_sync_at"]),
+                "last_error": sub["last_error"], "state": state,
             }
             for sub, state in subscribers
         ]  # fmt: skip
@@ -151,19 +183,21 @@ def trx_rows(now: datetime) -> list[dict]:
     accounts = {(a.server, a.account): a for a in ReplAccount.objects.all()}
     gaps = _gap_counts()
     subscribers: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for sub in ReplSubscriber.objects.filter(subscribed=True).order_by("server", "account", "subscriber"):
-        account = accounts.get((sub.server, sub.account))
-        lag = health.trx_lag(account.count if account else None, sub.count)
+    subs = ReplSubscriber.objects.filter(subscribed=True).order_by("server", "account", "subscriber")
+    for sub in subs.values(*TRX_SUB_FIELDS):
+        server, name, subscriber = sub["server"], sub["account"], sub["subscriber"]
+        account = accounts.get((server, name))
+        lag = health.trx_lag(account.count if account else None, sub["count"])
         state = health.trx_subscriber_state(
-            valid=sub.valid, sync_state=sub.state, last_error=sub.last_error, init_done=sub.init_state == "done",
-            lag=lag, last_sync_at=sub.last_sync_at, now=now,
+            valid=sub["valid"], sync_state=sub["state"], last_error=sub["last_error"],
+            init_done=sub["init_state"] == "done", lag=lag, last_sync_at=sub["last_sync_at"], now=now,
             max_backlog=(account.max_backlog if account else None) or default_backlog,
         )  # fmt: skip
-        subscribers[(sub.server, sub.account)].append({
-            "subscriber": sub.subscriber, "level": sub.level, "count": sub.count, "lag": lag, "valid": bool(sub.valid),
-            "sync_state": health.TRX_STATE_LABELS.get(sub.state, str(sub.state)), "init_state": sub.init_state,
-            "last_sync_at": _iso(sub.last_sync_at), "last_error": sub.last_error,
-            "gaps": gaps.get((sub.server, sub.account, sub.subscriber), 0), "state": state,
+        subscribers[(server, name)].append({
+            "subscriber": subscriber, "level": sub["level"], "count": sub["count"], "lag": lag,
+            "valid": bool(sub["valid"]), "sync_state": health.TRX_STATE_LABELS.get(sub["state"], str(sub["state"])),
+            "init_state": sub["init_state"], "last_sync_at": _iso(sub["last_sync_at"]), "last_error": sub["last_error"],
+            "gaps": gaps.get((server, name, subscriber), 0), "state": state,
         })  # fmt: skip
     rows = []
     for server, name in sorted(accounts.keys() | subscribers.keys()):  # subscribers of an uncatalogued publication too
@@ -263,7 +297,11 @@ class Exposition:
 def _trx_metrics(out: Exposition) -> None:
     accounts = list(ReplAccount.objects.all())
     counts = {(a.server, a.account): a.count for a in accounts}
-    subs = list(ReplSubscriber.objects.filter(subscribed=True).order_by("server", "account", "subscriber"))
+    subs = list(
+        ReplSubscriber.objects.filter(subscribed=True)
+        .only("server", "account", "subscriber", "level", "count", "valid")
+        .order_by("server", "account", "subscriber")
+    )
     out.family(
         "repladmin_trx_publication_level", "gauge", "Level (last transaction, wrapping) of a transactional publication."
     )
@@ -326,12 +364,11 @@ def _conflict_metrics(out: Exposition) -> None:
 
 
 def _snapshot_metrics(out: Exposition) -> None:
-    succeeded = JobRun.objects.filter(
-        kind="snapshot_refresh", state=JobRun.State.SUCCEEDED, params__snapshot=OuterRef("name")
-    )
-    rows = Snapshot.objects.annotate(
-        last_success=Subquery(succeeded.order_by("-finished_at").values("finished_at")[:1])
-    ).values_list("name", "last_success")
+    refreshes = last_refreshes()
+    rows = [
+        (name, refreshes.get(name, {}).get("last_success_at"))
+        for name in Snapshot.objects.values_list("name", flat=True)
+    ]
     out.family(
         "repladmin_snapshot_last_success_timestamp_seconds", "gauge", "When a snapshot's last refresh succeeded."
     )

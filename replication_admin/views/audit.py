@@ -5,12 +5,21 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from replication_admin.models import AuditEntry
-from replication_admin.views.helpers import paginate
+from replication_admin.views.helpers import listing
+
+AUDIT_SORTS = {
+    "at": "at",
+    "user": ("username", "-at"),
+    "via": ("via", "-at"),
+    "action": ("action", "-at"),
+    "target": ("target", "-at"),
+    "outcome": ("outcome", "-at"),
+}
 
 
 @require_GET
 def audit_list(request: HttpRequest) -> HttpResponse:
-    entries = AuditEntry.objects.all()
+    entries = AuditEntry.objects.defer("user", "remote_addr")
     who = request.GET.get("user", "").strip()
     action = request.GET.get("action", "").strip()
     outcome = request.GET.get("outcome", "").strip()
@@ -20,9 +29,14 @@ def audit_list(request: HttpRequest) -> HttpResponse:
         entries = entries.filter(action__startswith=action)
     if outcome in AuditEntry.Outcome.values:
         entries = entries.filter(outcome=outcome)
+    entries_listing = listing(
+        request, entries, sorts=AUDIT_SORTS, default="-at", search=("action", "target", "username")
+    )
     context = {
-        "page": paginate(request, entries),
+        "page": entries_listing.page,
+        "entries": entries_listing,
         "filters": {"user": who, "action": action, "outcome": outcome},
+        "filtered": bool(who or action or outcome or entries_listing.q),
         "outcomes": AuditEntry.Outcome.values,
     }
     return render(request, "replication_admin/audit.html", context)

@@ -38,7 +38,7 @@ from replication_admin.models import (
 from replication_admin.models.catalog import CR_TYPES
 from replication_admin.snapshots import SnapshotError
 from replication_admin.views import trx as trx_views
-from replication_admin.views.helpers import check_perm, denied, is_htmx, render_page_or_partial
+from replication_admin.views.helpers import check_perm, denied, is_htmx, listing, render_page_or_partial
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
@@ -59,6 +59,23 @@ def _refuse(request: HttpRequest, perm: str, action: str, target: str) -> HttpRe
 # --- publications ---------------------------------------------------------------------------------------
 
 
+PUBLICATION_SORTS = {
+    "item": "item",
+    "publisher": ("server_id", "table", "item"),
+    "subscribers": ("subscriber_count", "item"),
+    "last_ts": ("last_ts", "item"),
+    "last_sync": ("last_sync_at", "item"),
+}
+SUBSCRIPTION_SORTS = {
+    "server": ("server", "item"),
+    "item": ("item", "server"),
+    "init": ("init_state", "item", "server"),
+    "last_pull": ("last_pull_ts", "item", "server"),
+    "last_push": ("last_push_ts", "item", "server"),
+    "last_sync": ("last_sync_at", "item", "server"),
+}
+
+
 @require_GET
 def publication_list(request: HttpRequest) -> HttpResponse:
     subscribers = (
@@ -68,18 +85,14 @@ def publication_list(request: HttpRequest) -> HttpResponse:
         .annotate(n=Count("id"))
         .values("n")
     )
-    publications = list(
-        SnapshotPublication.objects.select_related("server").annotate(
-            subscriber_count=Coalesce(Subquery(subscribers), 0)
-        )
-    )
-    names = {bidir.publication_event_name(p): p.pk for p in publications}
+    publications = SnapshotPublication.objects.annotate(subscriber_count=Coalesce(Subquery(subscribers), 0))
+    pubs = listing(request, publications, sorts=PUBLICATION_SORTS, default="item",
+                   search=("item", "server__name", "table"))  # fmt: skip
+    shown = list(pubs.page)
+    names = {bidir.publication_event_name(p): p.pk for p in shown}
     events = {names[e.name]: e for e in ScheduledEvent.objects.filter(name__in=names)}
-    context = {
-        "rows": [(p, events.get(p.pk)) for p in publications],
-        "form": PublicationForm(),
-        **trx_views.publication_list_context(),
-    }
+    pubs.page.object_list = [(p, events.get(p.pk)) for p in shown]
+    context = {"publications": pubs, "form": PublicationForm(), **trx_views.publication_list_context(request)}
     return render(request, "replication_admin/publications.html", context)
 
 
@@ -261,15 +274,20 @@ def _back(sub: SnapshotSubscription, publication: SnapshotPublication | None) ->
 
 @require_GET
 def subscription_list(request: HttpRequest) -> HttpResponse:
-    publications = dict(SnapshotPublication.objects.values_list("item", "pk"))
-    subscriptions = [(s, publications.get(s.item)) for s in SnapshotSubscription.objects.all()]
-    context = {"snapshot_subscriptions": subscriptions, **trx_views.subscription_list_context()}
+    subs = listing(request, SnapshotSubscription.objects.all(), sorts=SUBSCRIPTION_SORTS, default="item",
+                   search=("server", "item"))  # fmt: skip
+    shown = list(subs.page)
+    publications = dict(SnapshotPublication.objects.filter(item__in={s.item for s in shown}).values_list("item", "pk"))
+    subs.page.object_list = [(s, publications.get(s.item)) for s in shown]
+    context = {"snapshot_subscriptions": subs, **trx_views.subscription_list_context(request)}
     return render(request, "replication_admin/subscriptions.html", context)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def subscription_init(request: HttpRequest, pk: int) -> HttpResponse:
     sub, publication = _subscription(pk)
+    if request.method == "GET":
+        return _init_confirm(request, sub, publication)
     if refused := _refuse(request, OPERATE, "job.bidir_init", f"REPL_INIT_SNAPSHOT {sub.server} {sub.item}"):
         return refused
     form = InitCopyForm(request.POST)
@@ -287,6 +305,28 @@ def subscription_init(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.success(request, f"Initial copy to {sub.server} started (job #{job.pk}).")
     return _back(sub, publication)
+
+
+def _init_confirm(
+    request: HttpRequest, sub: SnapshotSubscription, publication: SnapshotPublication | None
+) -> HttpResponse:
+    """GET: the confirmation page of a (new) initial copy, which empties the subscriber's table first."""
+    form = InitCopyForm(request.GET)
+    rows = form.cleaned_data["rows_per_commit"] if form.is_valid() else sub.init_rows_per_commit or 100
+    table = publication.table if publication and publication.table else sub.item
+    source = f"{publication.server_id}.{publication.table}" if publication else sub.item
+    body = (
+        f"Every row of the table {table} on {sub.server} is deleted, with its changes that no sync has collected "
+        f"yet, and the table is filled again with the rows of {source}, committing every {rows} rows. Changes "
+        f"made on {sub.server} since its last sync are lost."
+    )
+    return render(request, "replication_admin/confirm.html", {
+        "title": f"Copy {sub.item} to {sub.server} again?",
+        "body": body,
+        "action": "Start the initial copy",
+        "cancel_url": publication.get_absolute_url() if publication else reverse("subscriptions"),
+        "hidden": {"rows_per_commit": rows},
+    })  # fmt: skip
 
 
 @require_http_methods(["GET", "POST"])

@@ -10,8 +10,7 @@ from datetime import UTC
 from typing import Any
 
 from django.contrib import messages
-from django.db.models import Count, QuerySet
-from django.db.models.functions import TruncDate
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -28,7 +27,17 @@ from replication_admin.models import (
 )
 from replication_admin.models.catalog import CR_TYPES
 from replication_admin.snapshots import SnapshotError
-from replication_admin.views.helpers import check_perm, denied, paginate, render_page_or_partial, stacked_bars
+from replication_admin.views.helpers import (
+    Listing,
+    check_perm,
+    denied,
+    paginate,
+    per_day_counts,
+    render_page_or_partial,
+    sort_queryset,
+    stacked_bars,
+    text_filter,
+)
 
 OPERATE = "replication_admin.operate"
 TYPE_COLOURS = {"I": "#1565c0", "U": "#b26a00", "D": "#c62828"}
@@ -36,6 +45,19 @@ LIST_FIELDS = (
     "id", "kind", "created_at", "item", "table_name", "source", "origin", "conflict_type", "operation",
     "decision", "resolver", "primary_key", "reapplied_at",
 )  # fmt: skip
+# Ties keep the newest (highest id) first when sorting descending, the oldest when ascending.
+CONFLICT_SORTS = {
+    "id": "id",
+    "created": "created_at",
+    "item": "item",
+    "table": "table_name",
+    "type": "conflict_type",
+    "operation": "operation",
+    "source": "source",
+    "decision": "decision",
+    "resolver": "resolver",
+}
+CONFLICT_SEARCH = ("item", "table_name", "source", "origin", "resolver")
 CSV_HEADER = [
     "id", "created_at", "item", "table", "source", "origin", "type", "operation", "decision", "resolver",
     "primary_key", "winning_row", "losing_row",
@@ -46,26 +68,21 @@ CSV_FIELDS = (
 )  # fmt: skip
 
 
-def _filtered(request: HttpRequest) -> tuple[ConflictFilterForm, QuerySet[ConflictBackup]]:
-    """The filter form (items offered: every publication and every item with conflicts) and what it selects."""
+def _filtered(request: HttpRequest) -> tuple[ConflictFilterForm, QuerySet[ConflictBackup], str]:
+    """The filter form (items offered: every publication and every item with conflicts) and what it and the
+    text filter select."""
     items = set(SnapshotPublication.objects.values_list("item", flat=True))
     items.update(ConflictBackup.objects.order_by("item").values_list("item", flat=True).distinct())
     filters = ConflictFilterForm(request.GET, items=sorted(items))
-    return filters, filters.filter(ConflictBackup.objects.all())
+    conflicts, text = text_filter(request, filters.filter(ConflictBackup.objects.all()), CONFLICT_SEARCH)
+    return filters, conflicts, text
 
 
 def conflicts_per_day_figure(conflicts: QuerySet[ConflictBackup]) -> dict:
     """Plotly figure (as a dict) of the conflicts per day, one stacked bar trace per conflict type."""
-    rows = (
-        conflicts.order_by()
-        .annotate(day=TruncDate("created_at"))
-        .values("day", "conflict_type")
-        .annotate(n=Count("id"))
-        .order_by("day", "conflict_type")
-    )
     series: dict[str, dict[str, int]] = {}
-    for row in rows:
-        series.setdefault(row["conflict_type"], {})[row["day"].isoformat()] = row["n"]
+    for day, conflict_type, n in per_day_counts(conflicts, "created_at", "conflict_type"):
+        series.setdefault(conflict_type, {})[day.isoformat()] = n
     labels = dict(CR_TYPES)
     traces = [
         {
@@ -83,15 +100,18 @@ def conflicts_per_day_figure(conflicts: QuerySet[ConflictBackup]) -> dict:
 
 @require_GET
 def conflict_list(request: HttpRequest) -> HttpResponse:
-    filters, conflicts = _filtered(request)
-    page = paginate(request, conflicts.only(*LIST_FIELDS))
+    filters, conflicts, text = _filtered(request)
+    ordered, sort = sort_queryset(request, conflicts.only(*LIST_FIELDS), CONFLICT_SORTS, "-created")
+    page = paginate(request, ordered)
     query = request.GET.copy()
-    query.pop("page", None)
+    for name in ("page", "sort"):
+        query.pop(name, None)
     context = {
         "filters": filters,
         "page": page,
+        "conflicts": Listing(page, sort, text),
         "query": query.urlencode(),
-        "filtered": any(v for k, v in request.GET.items() if k != "page"),
+        "filtered": any(v for k, v in query.items()),
         "any_conflicts": bool(page.object_list) or ConflictBackup.objects.exists(),
         "figure": conflicts_per_day_figure(conflicts),
     }
@@ -118,7 +138,7 @@ def _json(value: Any) -> str:
 @require_GET
 def conflict_export(request: HttpRequest) -> StreamingHttpResponse:
     """The conflicts the current filter selects, newest first, as CSV (streamed: any number of rows)."""
-    _, conflicts = _filtered(request)
+    _, conflicts, _ = _filtered(request)
     writer = csv.writer(_Echo())
 
     def lines() -> Iterator[str]:

@@ -1,10 +1,8 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 
-from django.db.models import Count
-from django.db.models.functions import TruncDate
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -27,7 +25,7 @@ from replication_admin.models import (
 )
 from replication_admin.views.api import bidir_states, snapshot_rows, trx_rows
 from replication_admin.views.conflicts import conflicts_per_day_figure
-from replication_admin.views.helpers import is_htmx, render_page_or_partial, stacked_bars
+from replication_admin.views.helpers import is_htmx, per_day_counts, render_page_or_partial, stacked_bars
 from replication_admin.views.trx import line_chart
 
 OUTCOME_COLOURS = {"succeeded": "#2e7d32", "failed": "#c62828", "cancelled": "#757575"}
@@ -36,21 +34,15 @@ STATE_BADGES = {health.OK: "ok", health.NEVER: "", health.LAGGING: "warn", healt
 KIND_ORDER = ("snapshot", "bi-directional publication", "bi-directional subscription", "transactional subscription")
 MAX_LAG_SAMPLES = 5000  # newest REPL_LEVEL_HISTORY rows drawn in the lag chart
 MAX_REFRESH_JOBS = 1000  # newest refresh jobs drawn in the refresh charts
+DASHBOARD_SUB_FIELDS = ("server", "item", "type", "init_state", "last_sync_at", "last_error")
 
 
 def job_outcomes_figure(days: int = 14) -> dict:
     """Plotly figure (as a dict) of finished jobs per day by outcome."""
     since = timezone.now() - timedelta(days=days)
-    rows = (
-        JobRun.objects.filter(finished_at__gte=since)
-        .annotate(day=TruncDate("finished_at"))
-        .values("day", "state")
-        .annotate(n=Count("id"))
-        .order_by("day")
-    )
     series: dict[str, dict[str, int]] = {}
-    for row in rows:
-        series.setdefault(row["state"], {})[row["day"].isoformat()] = row["n"]
+    for day, state, n in per_day_counts(JobRun.objects.filter(finished_at__gte=since), "finished_at", "state"):
+        series.setdefault(state, {})[day.isoformat()] = n
     traces = [
         {
             "type": "bar",
@@ -82,42 +74,48 @@ def _parse(iso: str | None) -> datetime | None:
     return datetime.fromisoformat(iso) if iso else None
 
 
-def _item(kind: str, name: str, detail: str, url: str, state: str, at: datetime | None, now: datetime) -> dict:
-    return {"kind": kind, "name": name, "detail": detail, "url": url, "state": state,
-            "badge": STATE_BADGES.get(state, ""), "at": at, "age": age(at, now)}  # fmt: skip
+def _item(kind: str, name: str, detail: str, route: tuple, state: str, at: datetime | None) -> dict:
+    """An item; its page is the URL pattern and arguments in `route`, reversed only for the items shown."""
+    return {"kind": kind, "name": name, "detail": detail, "route": route, "state": state,
+            "badge": STATE_BADGES.get(state, ""), "at": at}  # fmt: skip
 
 
-def replication_items(now: datetime) -> list[dict]:
+def replication_items(now: datetime, shown: int | None = None) -> list[dict]:
     """Every snapshot, bi-directional publication and subscription and transactional subscription with its state
-    (the status API's rules and builders), the time of its last success and its page; the most urgent first."""
+    (the status API's rules and builders), the time of its last success and its page; the most urgent first. With
+    `shown`, only the first `shown` items get their page's URL and age (the others are only counted)."""
     items = []
     for s in snapshot_rows():
         at = _parse(s["last_success_at"]) or _parse(s["last_ts"])
         detail = f"{s['dest_server']}.{s['dest_table']}"
-        url = reverse("snapshots-detail", args=[s["name"]])
-        items.append(_item("snapshot", s["name"], detail, url, s["state"], at, now))
-    for pub, pub_state, subs in bidir_states():
-        url = pub.get_absolute_url()
+        items.append(_item("snapshot", s["name"], detail, ("snapshots-detail", s["name"]), s["state"], at))
+    for pub, pub_state, subs in bidir_states(DASHBOARD_SUB_FIELDS):
+        route = ("publications-detail", pub.pk)
         detail = pub.last_sync_error or f"{pub.server_id}.{pub.table}"
-        items.append(_item("bi-directional publication", pub.item, detail, url, pub_state, pub.last_sync_at, now))
+        items.append(_item("bi-directional publication", pub.item, detail, route, pub_state, pub.last_sync_at))
         for sub, state in subs:
-            detail = sub.last_error or f"init {sub.init_state}"
-            items.append(_item("bi-directional subscription", f"{pub.item} → {sub.server}", detail, url, state,
-                               sub.last_sync_at, now))  # fmt: skip
+            detail = sub["last_error"] or f"init {sub['init_state']}"
+            items.append(_item("bi-directional subscription", f"{pub.item} → {sub['server']}", detail, route, state,
+                               sub["last_sync_at"]))  # fmt: skip
     for account in trx_rows(now):
         for sub in account["subscribers"]:
-            url = reverse("trx-subscriptions-detail", args=[sub["subscriber"], account["server"], account["account"]])
+            route = ("trx-subscriptions-detail", sub["subscriber"], account["server"], account["account"])
             lag = "" if sub["lag"] is None else f"lag {sub['lag']}"
             detail = sub["last_error"] or " · ".join(filter(None, [sub["sync_state"], lag]))
             name = f"{sub['subscriber']} ← {account['server']}/{account['account']}"
-            items.append(_item("transactional subscription", name, detail, url, sub["state"],
-                               _parse(sub["last_sync_at"]), now))  # fmt: skip
-    items.sort(key=lambda i: (-health.STATES.index(i["state"]), KIND_ORDER.index(i["kind"]), i["name"]))
+            items.append(_item("transactional subscription", name, detail, route, sub["state"],
+                               _parse(sub["last_sync_at"])))  # fmt: skip
+    severity = {state: -n for n, state in enumerate(health.STATES)}
+    kinds = {kind: n for n, kind in enumerate(KIND_ORDER)}
+    items.sort(key=lambda i: (severity[i["state"]], kinds[i["kind"]], i["name"]))
+    for item in items[:shown]:  # reversing thousands of URLs nobody sees would cost more than the rest
+        item["url"] = reverse(item["route"][0], args=item["route"][1:])
+        item["age"] = age(item["at"], now)
     return items
 
 
 def items_context(now: datetime) -> dict:
-    items = replication_items(now)
+    items = replication_items(now, shown=ITEMS_SHOWN)
     counts = {state: 0 for state in reversed(health.STATES)}
     for item in items:
         counts[item["state"]] += 1
@@ -131,8 +129,8 @@ def items_context(now: datetime) -> dict:
     }
 
 
-def _stamp(at: datetime) -> str:
-    return timezone.localtime(at).strftime("%Y-%m-%d %H:%M:%S")
+def _stamp(at: datetime, tz: tzinfo) -> str:
+    return at.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def lag_figure(now: datetime, hours: int = 24) -> dict:
@@ -143,8 +141,9 @@ def lag_figure(now: datetime, hours: int = 24) -> dict:
         .values_list("server", "account", "subscriber", "at", "lag")[:MAX_LAG_SAMPLES]
     )
     lines: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
+    tz = timezone.get_current_timezone()
     for server, account, subscriber, at, lag in reversed(list(samples)):
-        lines.setdefault((server, account, subscriber), []).append((_stamp(at), lag))
+        lines.setdefault((server, account, subscriber), []).append((_stamp(at, tz), lag))
     traces = [
         {"type": "scatter", "mode": "lines+markers", "name": f"{subscriber} ({server}/{account})",
          "x": [x for x, _ in points], "y": [y for _, y in points]}
@@ -181,15 +180,17 @@ def refresh_figures(now: datetime, days: int = 7) -> tuple[dict, dict]:
     )
     durations: dict[str, list[tuple[str, float]]] = {}
     throughput: dict[str, list[tuple[str, float]]] = {}
+    tz = timezone.get_current_timezone()
     for params, started, finished, timings, result in reversed(list(jobs)):
         name = str((params or {}).get("snapshot", "?"))
         seconds = _refresh_duration(timings, started, finished)
         if seconds is None:
             continue
-        durations.setdefault(name, []).append((_stamp(finished), round(seconds, 3)))
+        stamp = _stamp(finished, tz)
+        durations.setdefault(name, []).append((stamp, round(seconds, 3)))
         rows = _refresh_rows(result)
         if rows is not None and seconds > 0:
-            throughput.setdefault(name, []).append((_stamp(finished), round(rows / seconds, 1)))
+            throughput.setdefault(name, []).append((stamp, round(rows / seconds, 1)))
 
     def lines(series: dict[str, list[tuple[str, float]]]) -> list[dict]:
         return [

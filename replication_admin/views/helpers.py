@@ -1,15 +1,28 @@
-"""Small helpers shared by the views: htmx partial rendering, permission checks, pagination."""
+"""Small helpers shared by the views: htmx partial rendering, permission checks, and the sorting, text filter and
+pagination every list table shares (`listing`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+
 from django.core.paginator import Page, Paginator
+from django.db.models import Case, Count, DateField, Max, Min, Q, QuerySet, Value, When
+from django.db.models.functions import TruncDate
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import render
+from django.utils import timezone
 
 from replication_admin.actions.audit import Actor, PermissionDenied, record
 from replication_admin.models import AuditEntry
 
 PAGE_SIZE = 50
+MAX_DAY_BUCKETS = 400  # past this many days per_day_counts lets the database truncate each row's time
+MAX_QUERY_LENGTH = 200  # longer text filters are cut: nobody types more, and LIKE over it is wasted work
+
+# A sort key's field or fields, in the order they sort by ("-field" sorts that field the other way round).
+SortFields = str | tuple[str, ...]
 
 
 def is_htmx(request: HttpRequest) -> bool:
@@ -24,8 +37,87 @@ def render_page_or_partial(request: HttpRequest, template: str, partial: str, co
     return render(request, name, context)
 
 
-def paginate(request: HttpRequest, queryset, per_page: int = PAGE_SIZE) -> Page:
-    return Paginator(queryset, per_page).get_page(request.GET.get("page"))
+def paginate(request: HttpRequest, queryset, per_page: int = PAGE_SIZE, param: str = "page") -> Page:
+    return Paginator(queryset, per_page).get_page(request.GET.get(param))
+
+
+def _flip(field: str) -> str:
+    return field[1:] if field.startswith("-") else f"-{field}"
+
+
+def sort_queryset(
+    request: HttpRequest,
+    queryset: QuerySet,
+    allowed: Mapping[str, SortFields],
+    default: str,
+    param: str = "sort",
+) -> tuple[QuerySet, str]:
+    """`queryset` ordered by `?sort=key` (ascending) or `?sort=-key` (descending), and the sort applied.
+
+    `allowed` maps each public key to its field(s); a key it lacks falls back to `default`. The request only picks
+    a key: the fields come from `allowed`, so user input never reaches order_by. The primary key ends every
+    ordering, so pages do not overlap when the sorted values tie."""
+    sort = request.GET.get(param, "").strip()
+    if sort.removeprefix("-") not in allowed:
+        sort = default
+    descending = sort.startswith("-")
+    fields = allowed[sort.removeprefix("-")]
+    order = [fields] if isinstance(fields, str) else list(fields)
+    order.append("pk")
+    return queryset.order_by(*(_flip(f) if descending else f for f in order)), sort
+
+
+def text_filter(
+    request: HttpRequest, queryset: QuerySet, fields: Iterable[str], param: str = "q"
+) -> tuple[QuerySet, str]:
+    """The rows where any of `fields` contains `?q=` (case-insensitive), and the text searched for."""
+    text = request.GET.get(param, "").strip()[:MAX_QUERY_LENGTH]
+    if not text:
+        return queryset, ""
+    match = Q()
+    for field in fields:
+        match |= Q(**{f"{field}__icontains": text})
+    return queryset.filter(match), text
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One list table: its page of rows, the sort and text filter applied, and the names of its query parameters.
+    A page with two tables gives the second a prefix (`trx_sort`, `trx_q`, `trx_page`), so each sorts, filters
+    and pages on its own while the links keep the other's state."""
+
+    page: Page
+    sort: str
+    q: str
+    prefix: str = ""
+
+    @property
+    def sort_param(self) -> str:
+        return f"{self.prefix}sort"
+
+    @property
+    def q_param(self) -> str:
+        return f"{self.prefix}q"
+
+    @property
+    def page_param(self) -> str:
+        return f"{self.prefix}page"
+
+
+def listing(
+    request: HttpRequest,
+    queryset: QuerySet,
+    *,
+    sorts: Mapping[str, SortFields],
+    default: str,
+    search: Iterable[str] = (),
+    prefix: str = "",
+    per_page: int = PAGE_SIZE,
+) -> Listing:
+    """Text-filter, sort and paginate `queryset` from the request (see sort_queryset and text_filter)."""
+    queryset, text = text_filter(request, queryset, search, param=f"{prefix}q") if search else (queryset, "")
+    queryset, sort = sort_queryset(request, queryset, sorts, default, param=f"{prefix}sort")
+    return Listing(paginate(request, queryset, per_page, param=f"{prefix}page"), sort, text, prefix)
 
 
 def denied(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
@@ -38,6 +130,37 @@ def check_perm(request: HttpRequest, perm: str, action: str, target: str = "") -
         return True
     record(Actor.from_request(request), action, target, AuditEntry.Outcome.DENIED, {"missing_permission": perm})
     return False
+
+
+def _day_of(field: str, ends: list[tuple[date, datetime]]) -> Case | Value:
+    """The day of `field` among consecutive days, each with the midnight that ends it: a binary search in nested
+    CASEs, so each row is compared with a few midnights, not with every one."""
+    if len(ends) == 1:
+        return Value(ends[0][0])
+    half = len(ends) // 2
+    before = When(**{f"{field}__lt": ends[half - 1][1]}, then=_day_of(field, ends[:half]))
+    return Case(before, default=_day_of(field, ends[half:]), output_field=DateField())
+
+
+def per_day_counts(queryset: QuerySet, field: str, by: str) -> list[tuple[date, object, int]]:
+    """(local day, value of `by`, rows) for the rows of `queryset`, by day in the console's time zone then `by`.
+
+    The day of each row is found by comparing `field` with the midnights of the days spanned, in SQL: TruncDate
+    would do the same, but on SQLite it calls back into Python for every row, which is slow for thousands."""
+    queryset = queryset.filter(**{f"{field}__isnull": False})
+    span = queryset.aggregate(first=Min(field), last=Max(field))
+    if span["first"] is None:
+        return []
+    tz = timezone.get_current_timezone()
+    first, last = span["first"].astimezone(tz).date(), span["last"].astimezone(tz).date()
+    days = [first + timedelta(days=n) for n in range((last - first).days + 1)]
+    if len(days) > MAX_DAY_BUCKETS:
+        day = TruncDate(field)
+    else:
+        ends = [(d, timezone.make_aware(datetime.combine(d + timedelta(days=1), time.min), tz)) for d in days]
+        day = _day_of(field, ends)
+    rows = queryset.order_by().annotate(day=day).values("day", by).annotate(n=Count("pk")).order_by("day", by)
+    return [(r["day"], r[by], r["n"]) for r in rows]
 
 
 def stacked_bars(traces: list[dict]) -> dict:

@@ -4,28 +4,45 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods
 
 from replication_admin import connections
 from replication_admin.actions import jobs as job_actions
 from replication_admin.actions.audit import Actor, PermissionDenied
 from replication_admin.forms import CompareForm, JobFilterForm
 from replication_admin.models import JobRun, Server
-from replication_admin.views.helpers import denied, paginate, render_page_or_partial
+from replication_admin.views.helpers import denied, listing, render_page_or_partial
+
+JOB_SORTS = {
+    "id": "id",
+    "kind": ("kind", "-id"),
+    "target": ("target", "-id"),
+    "state": ("state", "-id"),
+    "created": ("created_at", "id"),
+    "by": ("created_by__username", "-id"),
+}
+# The columns the list shows: the log, result and params of thousands of jobs stay in the database.
+JOB_LIST_FIELDS = (
+    "id", "kind", "target", "state", "progress_done", "progress_total", "created_at", "started_at", "finished_at",
+    "created_by__username",
+)  # fmt: skip
 
 
 @require_GET
 def job_list(request: HttpRequest) -> HttpResponse:
-    jobs = JobRun.objects.select_related("created_by")
+    jobs = JobRun.objects.select_related("created_by").only(*JOB_LIST_FIELDS)
     filters = JobFilterForm(request.GET or None)
     if filters.is_valid():
         if filters.cleaned_data["state"]:
             jobs = jobs.filter(state=filters.cleaned_data["state"])
         if filters.cleaned_data["kind"]:
             jobs = jobs.filter(kind=filters.cleaned_data["kind"])
-    page = paginate(request, jobs)
-    active = any(not j.finished for j in page)
-    context = {"page": page, "filters": filters, "active": active}
+    jobs_listing = listing(request, jobs, sorts=JOB_SORTS, default="-id", search=("kind", "target"))
+    active = any(not j.finished for j in jobs_listing.page)
+    filtered = any(request.GET.get(name) for name in ("state", "kind", "q"))
+    context = {"page": jobs_listing.page, "jobs": jobs_listing, "filters": filters, "active": active,
+               "filtered": filtered}  # fmt: skip
     return render_page_or_partial(request, "replication_admin/jobs.html", "job-rows", context)
 
 
@@ -35,9 +52,24 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render_page_or_partial(request, "replication_admin/job_detail.html", "job-status", {"job": job})
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(JobRun, pk=pk)
+    if request.method == "GET":
+        if job.finished:
+            messages.warning(request, "The job had already finished.")
+            return redirect("jobs-detail", pk=pk)
+        body = (
+            f"Job #{job.pk} ({job.kind}: {job.target}) is cancelled: a queued job never runs, a running one stops at "
+            "its next progress report without finishing its work. Start it again to have it done."
+        )
+        return render(request, "replication_admin/confirm.html", {
+            "title": f"Cancel job #{job.pk}?",
+            "body": body,
+            "action": "Cancel job",
+            "cancel_url": reverse("jobs-detail", args=[job.pk]),
+            "hidden": {},
+        })  # fmt: skip
     try:
         cancelled = job_actions.do_cancel_job(Actor.from_request(request), job)
     except PermissionDenied as exc:

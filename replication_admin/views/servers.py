@@ -12,13 +12,40 @@ from replication_admin.actions.audit import Actor, PermissionDenied, record
 from replication_admin.engine import dialects
 from replication_admin.forms import ServerForm
 from replication_admin.models import AuditEntry, Server
-from replication_admin.views.helpers import check_perm, denied, render_page_or_partial
+from replication_admin.views.helpers import check_perm, denied, listing, render_page_or_partial
+
+SERVER_SORTS = {
+    "name": "name",
+    "dialect": ("dialect", "name"),
+    "location": ("host", "database", "name"),
+    "status": ("last_check_ok", "name"),
+    "checked": ("last_check_at", "name"),
+}
+SERVER_LIST_FIELDS = (
+    "id", "name", "dialect", "host", "port", "database", "schema", "user", "odbc_dsn", "last_check_at",
+    "last_check_ok", "last_check_error",
+)  # fmt: skip
 
 
 @require_GET
 def server_list(request: HttpRequest) -> HttpResponse:
-    servers = Server.objects.all()
-    return render_page_or_partial(request, "replication_admin/servers.html", "server-rows", {"servers": servers})
+    servers = Server.objects.only(*SERVER_LIST_FIELDS)
+    dialect = request.GET.get("dialect", "")
+    if dialect in dict(Server.DIALECTS):
+        servers = servers.filter(dialect=dialect)
+    else:
+        dialect = ""
+    servers_listing = listing(
+        request, servers, sorts=SERVER_SORTS, default="name",
+        search=("name", "host", "database", "odbc_dsn", "description"),
+    )  # fmt: skip
+    context = {
+        "servers": servers_listing,
+        "dialect": dialect,
+        "dialects": Server.DIALECTS,
+        "filtered": bool(servers_listing.q or dialect),
+    }
+    return render_page_or_partial(request, "replication_admin/servers.html", "server-rows", context)
 
 
 @require_http_methods(["GET", "POST"])

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.db.models import OuterRef, Subquery
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -19,7 +18,8 @@ from replication_admin.engine.statements import StatementError
 from replication_admin.forms import ScheduleForm, SnapshotForm, StatementForm
 from replication_admin.models import JobRun, ScheduledEvent, Server, Snapshot, SnapshotLog
 from replication_admin.snapshots import SnapshotError
-from replication_admin.views.helpers import check_perm, denied
+from replication_admin.views.api import last_refreshes
+from replication_admin.views.helpers import check_perm, denied, listing
 
 OPERATE = "replication_admin.operate"
 
@@ -28,17 +28,39 @@ def _snapshot(name: str) -> Snapshot:
     return get_object_or_404(Snapshot.objects.select_related("source_server", "dest_server"), name=name)
 
 
+SNAPSHOT_SORTS = {
+    "name": "name",
+    "type": ("is_incremental", "name"),
+    "source": ("source_server_id", "source_table", "name"),
+    "destination": ("dest_server_id", "dest_table"),
+    "last_ts": ("last_ts", "name"),
+}
+SNAPSHOT_SEARCH = ("name", "source_table", "dest_table", "source_server__name", "dest_server__name")
+LOG_SORTS = {"source": "source", "server": ("server_id", "table"), "created": ("created_at", "source")}
+
+
+def _last_refreshes(names: list[str]) -> dict[str, JobRun]:
+    """The latest refresh job of each of these snapshots, in two queries."""
+    last_ids = {r["last_job_id"]: name for name, r in last_refreshes(names).items()}
+    jobs = JobRun.objects.filter(pk__in=last_ids).only("id", "state", "finished_at")
+    return {last_ids[job.pk]: job for job in jobs}
+
+
 @require_GET
 def snapshot_list(request: HttpRequest) -> HttpResponse:
-    last_job = JobRun.objects.filter(kind="snapshot_refresh", params__snapshot=OuterRef("name")).order_by("-id")
-    snapshots = Snapshot.objects.select_related("source_server", "dest_server").annotate(
-        last_job_id=Subquery(last_job.values("id")[:1]),
-        last_job_state=Subquery(last_job.values("state")[:1]),
-        last_job_at=Subquery(last_job.values("finished_at")[:1]),
-    )
-    events = {e.name: e for e in ScheduledEvent.objects.filter(name__startswith="snapshot ")}
-    rows = [(s, events.get(snap.event_name(s))) for s in snapshots]
-    context = {"rows": rows, "logs": SnapshotLog.objects.select_related("server"), "servers": Server.objects.all()}
+    snapshots = listing(request, Snapshot.objects.all(), sorts=SNAPSHOT_SORTS, default="name", search=SNAPSHOT_SEARCH)
+    logs = listing(request, SnapshotLog.objects.all(), sorts=LOG_SORTS, default="source",
+                   search=("source", "rlog"), prefix="log_")  # fmt: skip
+    # Only the shown page's refreshes and schedules are looked up: the list stays fast with any number of snapshots.
+    shown = list(snapshots.page)
+    refreshes = _last_refreshes([s.name for s in shown])
+    events = {e.name: e for e in ScheduledEvent.objects.filter(name__in=[snap.event_name(s) for s in shown])}
+    snapshots.page.object_list = [(s, events.get(snap.event_name(s)), refreshes.get(s.name)) for s in shown]
+    context = {
+        "snapshots": snapshots,
+        "logs": logs,
+        "servers": Server.objects.values_list("name", flat=True),
+    }
     return render(request, "replication_admin/snapshots.html", context)
 
 
@@ -103,9 +125,24 @@ def snapshot_compare(request: HttpRequest, name: str) -> HttpResponse:
     return _start(request, name, job_actions.do_compare_snapshot)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def snapshot_repair(request: HttpRequest, name: str) -> HttpResponse:
-    return _start(request, name, snap.do_repair_snapshot)
+    if request.method == "POST":
+        return _start(request, name, snap.do_repair_snapshot)
+    snapshot = _snapshot(name)
+    body = (
+        f"The rows of {snapshot.dest_server_id}.{snapshot.dest_table} are compared with the source of "
+        f"{snapshot.name} ({snapshot.source_server_id}): rows that are not in the source are deleted, rows that "
+        "differ are overwritten with the source's values and missing rows are inserted. Changes made only on the "
+        "destination are lost."
+    )
+    return render(request, "replication_admin/confirm.html", {
+        "title": f"Repair snapshot {snapshot.name}?",
+        "body": body,
+        "action": "Repair differences",
+        "cancel_url": reverse("snapshots-detail", args=[snapshot.name]),
+        "hidden": {},
+    })  # fmt: skip
 
 
 @require_POST
@@ -172,9 +209,28 @@ def snapshot_logs(request: HttpRequest, server: str) -> HttpResponse:
     return render(request, "replication_admin/snapshot_logs.html", context)
 
 
-@require_POST
+# What dropping or purging a snapshot log does, for its confirmation page (creating one needs none).
+LOG_CONFIRMATIONS = {
+    "drop": (
+        "Drop the snapshot log of {source}?",
+        "The triggers on {source} and the log table {rlog} are dropped on {server}, with the changes logged in it. "
+        "Incremental snapshots of {table} copy everything until a new log exists. The table itself stays.",
+        "Drop snapshot log",
+    ),
+    "purge": (
+        "Purge the snapshot log of {source}?",
+        "The rows of {rlog} on {server} that every snapshot of {table} has replayed (older than the oldest last "
+        "refresh, less the tolerance offset) are deleted. Rows not replayed yet stay.",
+        "Purge snapshot log",
+    ),
+}
+
+
+@require_http_methods(["GET", "POST"])
 def snapshot_log_action(request: HttpRequest, server: str, action: str) -> HttpResponse:
     srv = get_object_or_404(Server, name=server)
+    if request.method == "GET":
+        return _snapshot_log_confirm(request, srv, action)
     table = request.POST.get("table", "")
     actor = Actor.from_request(request)
     try:
@@ -193,6 +249,26 @@ def snapshot_log_action(request: HttpRequest, server: str, action: str) -> HttpR
     except SnapshotError as exc:
         messages.error(request, str(exc))
     return redirect("snapshots-logs", server=srv.name)
+
+
+def _snapshot_log_confirm(request: HttpRequest, srv: Server, action: str) -> HttpResponse:
+    """GET: the confirmation page of dropping or purging a table's snapshot log (`?table=`)."""
+    if action not in LOG_CONFIRMATIONS:
+        return HttpResponseNotAllowed(["POST"])
+    table = request.GET.get("table", "")
+    log = SnapshotLog.objects.filter(server=srv, table=table).first()
+    if log is None:
+        messages.error(request, f"There is no snapshot log for {srv.name}.{table}.")
+        return redirect("snapshots-logs", server=srv.name)
+    title, body, button = LOG_CONFIRMATIONS[action]
+    names = {"source": log.source, "rlog": rlog_name(log.table), "server": srv.name, "table": log.table}
+    return render(request, "replication_admin/confirm.html", {
+        "title": title.format(**names),
+        "body": body.format(**names),
+        "action": button,
+        "cancel_url": reverse("snapshots-logs", args=[srv.name]),
+        "hidden": {"table": log.table},
+    })  # fmt: skip
 
 
 # --- statement console ----------------------------------------------------------------------------------

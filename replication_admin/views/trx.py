@@ -43,7 +43,7 @@ from replication_admin.models import (
     TpItem,
 )
 from replication_admin.snapshots import SnapshotError
-from replication_admin.views.helpers import check_perm, denied, is_htmx
+from replication_admin.views.helpers import check_perm, denied, is_htmx, listing
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
@@ -193,11 +193,12 @@ def _jobs(subs: list[ReplSubscriber]) -> list[JobRun]:
 
 
 def _gaps(subs: list[ReplSubscriber]) -> dict[str, list[SkippedTransaction]]:
-    gaps: dict[str, list[SkippedTransaction]] = {}
-    for sub in subs:
-        gaps[sub.subscriber] = list(
-            SkippedTransaction.objects.filter(server=sub.server, account=sub.account, subscriber=sub.subscriber)
-        )
+    """The skipped transactions of each subscriber of one publication, in one query (not one per subscriber)."""
+    gaps: dict[str, list[SkippedTransaction]] = {sub.subscriber: [] for sub in subs}
+    if subs:
+        for gap in SkippedTransaction.objects.filter(server=subs[0].server, account=subs[0].account,
+                                                     subscriber__in=list(gaps)):  # fmt: skip
+            gaps[gap.subscriber].append(gap)
     return gaps
 
 
@@ -219,38 +220,71 @@ def _subscriber_rows(account: ReplAccount, subs: list[ReplSubscriber], jobs: lis
 # --- list pages (their sections on /publications/ and /subscriptions/) -------------------------------------
 
 
-def publication_list_context() -> dict:
-    """The transactional section of the publications page."""
-    accounts = list(ReplAccount.objects.all())
+TRX_PUBLICATION_SORTS = {
+    "publisher": ("server", "account"),
+    "account": ("account", "server"),
+    "level": ("level", "server", "account"),
+    "updateable": ("is_updateable", "server", "account"),
+    "log": ("log_file", "server", "account"),
+}
+TRX_SUBSCRIPTION_SORTS = {
+    "subscriber": ("subscriber", "server", "account"),
+    "publication": ("server", "account", "subscriber"),
+    "state": ("init_state", "state", "subscriber"),
+    "level": ("level", "subscriber"),
+    "valid": ("valid", "subscriber"),
+    "last_sync": ("last_sync_at", "subscriber"),
+}
+
+
+def _of_accounts(queryset, accounts: Iterable, server: str = "server", account: str = "account"):
+    """The rows of `queryset` that may belong to these publications (exact pairs are matched by the caller)."""
+    return queryset.filter(**{f"{server}__in": {a.server for a in accounts},
+                              f"{account}__in": {a.account for a in accounts}})  # fmt: skip
+
+
+def publication_list_context(request: HttpRequest) -> dict:
+    """The transactional section of the publications page (its own sort, filter and page: `trx_` parameters)."""
+    accounts = listing(request, ReplAccount.objects.all(), sorts=TRX_PUBLICATION_SORTS, default="publisher",
+                       search=("server", "account", "log_file"), prefix="trx_")  # fmt: skip
+    shown = list(accounts.page)
     items = {
         (r["server"], r["acct"]): r["n"]
-        for r in TpItem.objects.values("server", "acct").annotate(n=Count("id")).order_by()
-    }
-    subscribers = {
-        (r["server"], r["account"]): r["n"]
-        for r in ReplSubscriber.objects.filter(subscribed=True).values("server", "account").annotate(n=Count("id"))
+        for r in _of_accounts(TpItem.objects, shown, account="acct").values("server", "acct").annotate(n=Count("id"))
         .order_by()
     }  # fmt: skip
-    rows = [
+    subscribers = {
+        (r["server"], r["account"]): r["n"]
+        for r in _of_accounts(ReplSubscriber.objects.filter(subscribed=True), shown).values("server", "account")
+        .annotate(n=Count("id")).order_by()
+    }  # fmt: skip
+    accounts.page.object_list = [
         {"account": a, "items": items.get((a.server, a.account), 0),
          "subscribers": subscribers.get((a.server, a.account), 0), "purger": purger_summary(a)}
-        for a in accounts
+        for a in shown
     ]  # fmt: skip
-    return {"trx_rows": rows, "trx_form": PublishForm()}
+    return {"trx_publications": accounts, "trx_form": PublishForm()}
 
 
-def subscription_list_context() -> dict:
-    """The transactional section of the subscriptions page."""
-    subs = list(ReplSubscriber.objects.filter(subscribed=True).order_by("subscriber", "server", "account"))
-    names = {trx_actions.schedule_event_name(s.subscriber, s): s.pk for s in subs}
+def subscription_list_context(request: HttpRequest) -> dict:
+    """The transactional section of the subscriptions page (its own sort, filter and page: `trx_` parameters)."""
+    subs = listing(request, ReplSubscriber.objects.filter(subscribed=True), sorts=TRX_SUBSCRIPTION_SORTS,
+                   default="subscriber", search=("subscriber", "server", "account"), prefix="trx_")  # fmt: skip
+    shown = list(subs.page)
+    names = {trx_actions.schedule_event_name(s.subscriber, s): s.pk for s in shown}
     events = {names[e.name]: e for e in ScheduledEvent.objects.filter(name__in=names)}
     rows = []
-    for sub in subs:
+    for sub in shown:
         label, css = status_of(sub)
         event = events.get(sub.pk)
         rows.append({"sub": sub, "status": label, "status_css": css, "event": event,
                      "next_run": event_next_run(event)})  # fmt: skip
-    return {"trx_subscriptions": rows, "trx_subscribe_form": SubscribeForm(), "accounts": ReplAccount.objects.all()}
+    subs.page.object_list = rows
+    return {
+        "trx_subscriptions": subs,
+        "trx_subscribe_form": SubscribeForm(),
+        "accounts": ReplAccount.objects.only("server", "account"),
+    }
 
 
 # --- publications ----------------------------------------------------------------------------------------
@@ -338,9 +372,11 @@ def publication_add_item(request: HttpRequest, server: str, account: str) -> Htt
     return _attempt(request, add) or redirect(acct)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def publication_remove_item(request: HttpRequest, server: str, account: str) -> HttpResponse:
     acct = _account(server, account)
+    if request.method == "GET":
+        return _remove_item_confirm(request, acct)
     form = RemoveItemForm(request.POST)
     pk = form.cleaned_data["item"] if form.is_valid() else None
     item = TpItem.objects.filter(pk=pk, server=acct.server, acct=acct.account).first()
@@ -350,6 +386,29 @@ def publication_remove_item(request: HttpRequest, server: str, account: str) -> 
         messages.error(request, "That item is not part of the publication.")
         return redirect(acct)
     return _attempt(request, lambda actor: trx_actions.do_pub_remove(actor, acct, item)) or redirect(acct)
+
+
+def _remove_item_confirm(request: HttpRequest, acct: ReplAccount) -> HttpResponse:
+    """GET: the confirmation page of removing the item `?item=` (its SYS_TP_ITEM id) from the publication."""
+    form = RemoveItemForm(request.GET)
+    pk = form.cleaned_data["item"] if form.is_valid() else None
+    item = TpItem.objects.filter(pk=pk, server=acct.server, acct=acct.account).first()
+    if item is None:
+        messages.error(request, "That item is not part of the publication.")
+        return redirect(acct)
+    body = (
+        f"{item.item} is removed from {acct.account} on {acct.server}: its SYS_TP_ITEM row is deleted and the "
+        f"triggers that log its changes are dropped, so its changes are no longer sent to the subscribers. The "
+        f"table and its rows stay, on {acct.server} and on the subscribers."
+    )
+    return render(request, "replication_admin/confirm.html", {
+        "section": "publications",
+        "title": f"Remove {item.item} from the publication {acct.account} on {acct.server}?",
+        "body": body,
+        "action": "Remove item",
+        "cancel_url": acct.get_absolute_url(),
+        "hidden": {"item": item.pk},
+    })  # fmt: skip
 
 
 @require_POST
@@ -364,9 +423,11 @@ def publication_grant(request: HttpRequest, server: str, account: str) -> HttpRe
     return _attempt(request, lambda a: trx_actions.do_grant(a, acct, form.cleaned_data["grantee"])) or redirect(acct)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def publication_revoke(request: HttpRequest, server: str, account: str) -> HttpResponse:
     acct = _account(server, account)
+    if request.method == "GET":
+        return _revoke_confirm(request, acct)
     if refused := _refuse(request, EDIT, "trx.revoke", f"{account} -> {request.POST.get('grantee', '')}"):
         return refused
     form = GrantForm(request.POST)
@@ -374,6 +435,29 @@ def publication_revoke(request: HttpRequest, server: str, account: str) -> HttpR
         messages.error(request, "Name the grantee to revoke.")
         return redirect(acct)
     return _attempt(request, lambda a: trx_actions.do_revoke(a, acct, form.cleaned_data["grantee"])) or redirect(acct)
+
+
+def _revoke_confirm(request: HttpRequest, acct: ReplAccount) -> HttpResponse:
+    """GET: the confirmation page of revoking the grant of `?grantee=`."""
+    grant = TpGrant.objects.filter(acct=acct.account, grantee=request.GET.get("grantee", "").strip()).first()
+    if grant is None:
+        messages.error(request, "That grantee has no grant on the publication.")
+        return redirect(acct)
+    others = TpGrant.objects.filter(acct=acct.account).exclude(pk=grant.pk).exists()
+    body = (
+        f"The SYS_TP_GRANT row of {grant.grantee} on {acct.account} is deleted: {grant.grantee} may no longer "
+        "subscribe to it"
+        + ("" if others else " (with no grant left, any server may subscribe)")
+        + ". A subscription it already has stays."
+    )
+    return render(request, "replication_admin/confirm.html", {
+        "section": "publications",
+        "title": f"Revoke the grant of {grant.grantee} on {acct.account} ({acct.server})?",
+        "body": body,
+        "action": "Revoke grant",
+        "cancel_url": acct.get_absolute_url(),
+        "hidden": {"grantee": grant.grantee},
+    })  # fmt: skip
 
 
 @require_POST
@@ -409,9 +493,23 @@ def publication_purger(request: HttpRequest, server: str, account: str) -> HttpR
     return _attempt(request, save) or redirect(acct)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def publication_purge(request: HttpRequest, server: str, account: str) -> HttpResponse:
     acct = _account(server, account)
+    if request.method == "GET":
+        body = (
+            f"The logged transactions of {acct.account} on {acct.server} that every valid subscriber has applied "
+            "(and those too far behind the publisher for any subscriber to ask for) are deleted from its log. "
+            "A subscriber marked invalid that still needs them will have to be re-initialised."
+        )
+        return render(request, "replication_admin/confirm.html", {
+            "section": "publications",
+            "title": f"Purge the log of {acct.account} on {acct.server}?",
+            "body": body,
+            "action": "Purge now",
+            "cancel_url": acct.get_absolute_url(),
+            "hidden": {},
+        })  # fmt: skip
     if refused := _refuse(request, OPERATE, "trx.purge", _acct_target(acct)):
         return refused
 
@@ -536,9 +634,26 @@ def subscription_valid(request: HttpRequest, subscriber: str, server: str, accou
     return _attempt(request, lambda actor: trx_actions.do_mark_valid(actor, sub, valid)) or _back(request, sub)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def subscription_init(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
     sub = _subscription(subscriber, server, account)
+    if request.method == "GET":
+        tables = list(TpItem.objects.filter(server=sub.server, acct=sub.account, type=trx_actions.TABLE)
+                      .values_list("item", flat=True))  # fmt: skip
+        body = (
+            f"The published tables of {sub.server}/{sub.account} ({', '.join(tables) or 'none yet'}) are copied "
+            f"to {sub.subscriber} again: the content of each copy on {sub.subscriber} is replaced with the "
+            f"publisher's rows (rows only {sub.subscriber} has are deleted) and its level is set to the "
+            "publisher's. Changes made on the subscriber that no sync has sent yet are lost."
+        )
+        return render(request, "replication_admin/confirm.html", {
+            "section": "subscriptions",
+            "title": f"Re-initialise {sub.subscriber} from {sub.server}/{sub.account}?",
+            "body": body,
+            "action": "Re-initialise",
+            "cancel_url": sub.get_absolute_url(),
+            "hidden": {"back": request.GET.get("back", "")},
+        })  # fmt: skip
     if refused := _refuse(request, OPERATE, "job.trx_init", _sub_target(sub)):
         return refused
 

@@ -94,6 +94,8 @@ POST_NEEDS = {
     "conflicts-reapply": "operate",
     "jobs-compare": "operate",
     "jobs-cancel": "operate",
+    "setup-step": "edit",
+    "setup-reset": "edit",
 }
 # The snapshot log actions, by the action named in the URL.
 LOG_ACTIONS = {"create": "edit", "drop": "edit", "purge": "operate"}
@@ -109,8 +111,13 @@ PAGES = {
     "subscriptions", "trx-subscriptions-new", "trx-subscriptions-detail", "trx-subscriptions-drop",
     "subscriptions-drop", "conflicts", "conflicts-export", "conflicts-detail", "conflicts-reapply", "scheduler",
     "jobs", "jobs-compare", "jobs-compare-tables", "jobs-detail", "audit", "admin",
+    # The confirmation pages of destructive actions (GET asks, POST acts; see test_confirmations.py).
+    "snapshots-repair", "subscriptions-init", "trx-publications-remove-item", "trx-publications-revoke",
+    "trx-publications-purge", "trx-subscriptions-init", "jobs-cancel",
 }  # fmt: skip
-PAGE_NEEDS = {"servers-add": "edit", "servers-edit": "edit"}
+PAGES |= {"setup", "setup-step", "setup-started"}  # the setup wizard: only editors set up replication
+PAGE_NEEDS = {"servers-add": "edit", "servers-edit": "edit", "setup": "edit", "setup-step": "edit",
+              "setup-started": "edit"}  # fmt: skip
 
 BY_SERVER = {"servers-detail", "servers-edit", "servers-delete", "servers-check", "servers-tables", "snapshots-logs"}
 BY_SNAPSHOT = {"snapshots-detail", "snapshots-refresh", "snapshots-compare", "snapshots-repair", "snapshots-schedule",
@@ -127,6 +134,7 @@ BY_NAME = {
     "snapshots-log-action": ["demo", "create"],
     "trx-publications-new": [],
     "trx-subscriptions-new": [],
+    "setup-step": ["publisher"],
 }
 
 
@@ -173,6 +181,7 @@ DATA = {
     "trx-subscriptions-follow": {"follow": "0"},
     "trx-subscriptions-schedule": {"minutes": "5"},
     "subscriptions-init": {"rows_per_commit": "100"},
+    "setup-step": {"use": "existing", "existing": "demo"},
     "jobs-compare": {"left_server": "demo", "left_table": "t", "right_server": "branch", "right_table": "t"},
 }  # fmt: skip
 IGNORED = ("api-",)  # token-protected endpoints, outside the console's login and roles
