@@ -22,6 +22,7 @@ TRX_SUB = "subscriptions/trx/<str:subscriber>/<str:server>/<str:account>/"
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
+    path("dashboard/charts/", dashboard.dashboard_charts, name="dashboard-charts"),
     path("alerts/<int:pk>/acknowledge/", dashboard.alert_acknowledge, name="alerts-acknowledge"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

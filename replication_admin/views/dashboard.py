@@ -230,7 +230,6 @@ def overview_context() -> dict:
         "failed_recent": JobRun.objects.filter(state=JobRun.State.FAILED, finished_at__gte=day_ago).count(),
         "recent_jobs": JobRun.objects.all()[:10],
         "recent_audit": AuditEntry.objects.all()[:8],
-        "figure": json.dumps(job_outcomes_figure()),
         "alerts": list(Alert.objects.filter(acknowledged_at__isnull=True)[:20]),
         **items_context(now),
     }
@@ -239,10 +238,16 @@ def overview_context() -> dict:
 
 @require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
-    context = overview_context()
-    if not is_htmx(request):  # the charts sit outside the refreshed overview: drawn once, with the page
-        context |= charts_context(timezone.now())
-    return render_page_or_partial(request, "replication_admin/dashboard.html", "overview", context)
+    return render_page_or_partial(request, "replication_admin/dashboard.html", "overview", overview_context())
+
+
+@require_GET
+def dashboard_charts(request: HttpRequest) -> HttpResponse:
+    """The charts, asked for by the dashboard once it is shown (alone, they make a page of their own)."""
+    context = {**charts_context(timezone.now()), "figure": json.dumps(job_outcomes_figure())}
+    if is_htmx(request):
+        return render(request, "replication_admin/dashboard.html#charts", context)
+    return render(request, "replication_admin/dashboard_charts.html", context)
 
 
 @require_POST

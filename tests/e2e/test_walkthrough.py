@@ -247,6 +247,8 @@ def test_a_dba_sets_up_replication_with_the_wizard_and_runs_it_from_the_console(
     page.wait_for_selector("#alerts")
     assert "depot is no longer valid for shop/sales" in page.inner_text("#alerts")
     assert Alert.objects.filter(kind="subscriber_invalid").exists()
+    page.wait_for_selector("#job-chart .main-svg")  # the charts arrive in their own request and are drawn
+    assert page.locator("#conflicts-chart .main-svg").count() >= 1
     shot(page, "dashboard-alert-invalid")
     page.goto(live_server.url + sub.get_absolute_url())
     page.wait_for_selector("#trx-sub-valid[data-valid='0']")

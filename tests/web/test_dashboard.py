@@ -123,9 +123,22 @@ def test_the_overview_refresh_carries_the_items_but_not_the_charts(viewer_client
     assert "data-figure" not in page
 
 
+def test_the_page_asks_for_its_charts_in_a_second_request_which_htmx_gets_as_a_fragment(viewer_client, catalog):
+    page = viewer_client.get(reverse("dashboard")).content.decode()
+    assert (
+        f'hx-get="{reverse("dashboard-charts")}" hx-trigger="load"' in page and 'class="chart" data-figure' not in page
+    )
+    fragment = viewer_client.get(reverse("dashboard-charts"), HTTP_HX_REQUEST="true").content.decode()
+    assert fragment.lstrip().startswith('<div id="charts" data-loaded="1">') and "<html" not in fragment
+    assert {"lag-chart", "conflicts-chart", "duration-chart", "throughput-chart", "job-chart"} <= set(
+        re.findall(r'id="([a-z-]+-chart)"', fragment)
+    )
+
+
 def test_an_empty_catalog_says_what_to_create_next(viewer_client):
     page = viewer_client.get(reverse("dashboard")).content.decode()
     assert "Nothing is replicated yet" in page
+    assert f'href="{reverse("setup")}"' in page
     assert f'href="{reverse("snapshots-new")}"' in page
     assert f'href="{reverse("publications-new")}"' in page
     assert f'href="{reverse("trx-publications-new")}"' in page
@@ -153,7 +166,7 @@ def test_the_lag_chart_has_a_line_per_subscriber_from_the_last_24_hours(viewer_c
                                level=120, publisher_level=120, lag=0)  # fmt: skip
     LevelSample.objects.create(server="pub", account="acc", subscriber="s_ok", at=now - timedelta(hours=30),
                                level=90, publisher_level=120, lag=30)  # fmt: skip
-    fig = figure(viewer_client.get(reverse("dashboard")).content.decode(), "lag-chart")
+    fig = figure(viewer_client.get(reverse("dashboard-charts")).content.decode(), "lag-chart")
     lines = {t["name"]: t["y"] for t in fig["data"]}
     assert lines == {"s_lagging (pub/acc)": [7, 5, 2], "s_ok (pub/acc)": [0]}
 
@@ -161,7 +174,7 @@ def test_the_lag_chart_has_a_line_per_subscriber_from_the_last_24_hours(viewer_c
 def test_the_refresh_charts_give_durations_and_rows_per_second_of_the_last_week(viewer_client, catalog):
     refresh("demo.good", JobRun.State.SUCCEEDED, 1, result={"changes": 40})  # no total: finished - started = 4 s
     refresh("demo.good", JobRun.State.SUCCEEDED, 24 * 8, total=1.0, result={"rows": 5})  # too old
-    page = viewer_client.get(reverse("dashboard")).content.decode()
+    page = viewer_client.get(reverse("dashboard-charts")).content.decode()
     durations = {t["name"]: t["y"] for t in figure(page, "duration-chart")["data"]}
     throughput = {t["name"]: t["y"] for t in figure(page, "throughput-chart")["data"]}
     assert durations == {"demo.bad": [4.0, 4.0], "demo.good": [2.0, 4.0]}
@@ -176,14 +189,14 @@ def test_the_conflicts_chart_counts_the_last_fourteen_days_by_type(viewer_client
             operation=conflict_type, decision=3, resolver="default",
         )  # fmt: skip
         ConflictBackup.objects.filter(pk=row.pk).update(created_at=timezone.now() - timedelta(days=days_ago))
-    fig = figure(viewer_client.get(reverse("dashboard")).content.decode(), "conflicts-chart")
+    fig = figure(viewer_client.get(reverse("dashboard-charts")).content.decode(), "conflicts-chart")
     totals = {t["name"]: sum(t["y"]) for t in fig["data"]}
     assert sorted(totals.values()) == [1, 2]
     assert all("(D)" not in name for name in totals)
 
 
 def test_the_job_outcomes_chart_is_still_drawn(viewer_client, catalog):
-    fig = figure(viewer_client.get(reverse("dashboard")).content.decode(), "job-chart")
+    fig = figure(viewer_client.get(reverse("dashboard-charts")).content.decode(), "job-chart")
     assert {t["name"]: sum(t["y"]) for t in fig["data"]} == {"failed": 1, "succeeded": 2}
 
 

@@ -238,6 +238,7 @@ def test_every_console_page_renders_in_under_200_ms_with_ten_thousand_conflicts_
     conflict = ConflictBackup.objects.order_by("-id").first()
     urls = [
         reverse("dashboard"),
+        reverse("dashboard-charts"),
         reverse("servers"),
         reverse("servers") + "?sort=-checked&dialect=sqlite",
         reverse("snapshots"),

@@ -115,7 +115,12 @@ PAGES = {
     "snapshots-repair", "subscriptions-init", "trx-publications-remove-item", "trx-publications-revoke",
     "trx-publications-purge", "trx-subscriptions-init", "jobs-cancel",
 }  # fmt: skip
-PAGES |= {"setup", "setup-step", "setup-started"}  # the setup wizard: only editors set up replication
+PAGES |= {
+    "setup",
+    "setup-step",
+    "setup-started",
+    "dashboard-charts",
+}  # the setup wizard: only editors set up replication
 PAGE_NEEDS = {"servers-add": "edit", "servers-edit": "edit", "setup": "edit", "setup-step": "edit",
               "setup-started": "edit"}  # fmt: skip
 
