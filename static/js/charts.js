@@ -1,0 +1,27 @@
+/* Dashboard charts: each .chart[data-figure] holds a plotly figure as JSON; an empty one shows its data-empty text.
+   The dashboard gets its charts in a second request (#charts, swapped in by htmx) and draws them once they have
+   settled; the charts page alone draws them when it loads. */
+function drawCharts(root) {
+  root.querySelectorAll(".chart[data-figure]").forEach(function (el) {
+    var fig = JSON.parse(el.dataset.figure);
+    if (!fig.data.length) {
+      var empty = document.createElement("div");
+      empty.className = "empty";
+      empty.textContent = el.dataset.empty;
+      el.replaceChildren(empty);
+      return;
+    }
+    Plotly.newPlot(el, fig.data, fig.layout, {displayModeBar: false, responsive: true});
+  });
+}
+
+function drawNewCharts() {
+  var charts = document.getElementById("charts");
+  if (charts && charts.dataset.loaded && !charts.dataset.drawn && window.Plotly) {
+    charts.dataset.drawn = "1";
+    drawCharts(charts);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", drawNewCharts);
+document.addEventListener("htmx:afterSettle", drawNewCharts);
