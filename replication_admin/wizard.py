@@ -196,6 +196,14 @@ def check_servers(plan: Plan) -> None:
             f"{MODE_LABELS.get(plan.mode, 'this mode')} needs two servers: the publisher and the subscriber are "
             f"both {plan.publisher.name}"
         )
+    if plan.mode == "trx_upd":
+        # Both sides set ROWGUID in BEFORE triggers; SQLite's triggers cannot (see engine.trx.rowguid_objects).
+        for role, choice in (("publisher", plan.publisher), ("subscriber", plan.subscriber)):
+            if choice.server().dialect == "sqlite":
+                raise PlanError(
+                    f"updateable transactional replication needs PostgreSQL or MariaDB on both sides: the {role} "
+                    f"{choice.name} is SQLite (choose transactional, or bi-directional snapshot replication)"
+                )
 
 
 def describe(server: Server, table: str) -> TableInfo:

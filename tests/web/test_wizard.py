@@ -171,6 +171,11 @@ def test_impossible_choices_are_refused_with_the_reason(editor_client, shop, mak
     assert_next(post(editor_client, "subscriber", {"use": "existing", "existing": "shop"}), "mode")
     response = post(editor_client, "mode", {"mode": "trx"})
     assert "needs two servers: the publisher and the subscriber are both shop" in response.content.decode()
+    # SQLite cannot take part in updateable transactional replication.
+    assert_next(post(editor_client, "subscriber", {"use": "existing", "existing": "branch"}), "mode")
+    response = post(editor_client, "mode", {"mode": "trx_upd"})
+    assert "needs PostgreSQL or MariaDB on both sides: the publisher shop is SQLite" in response.content.decode()
+    assert_next(post(editor_client, "subscriber", {"use": "existing", "existing": "shop"}), "mode")
     # An incremental snapshot on the same server needs another destination name, and a valid condition.
     assert_next(post(editor_client, "mode", {"mode": "inc"}), "tables")
     response = post(editor_client, "tables", {"tables": "items"})
@@ -284,10 +289,11 @@ def test_a_hostile_table_name_is_quoted_in_every_statement_and_the_snapshot_copi
     assert digest(copied) == digest([r for r in ROWS if r[2] < 3])
 
 
-def test_an_updateable_transactional_review_publishes_updateable_with_the_chosen_resolvers(
-    editor_client, shop, make_server
-):
-    make_server("sqlite", "branch")
+@pytest.mark.live_db
+def test_an_updateable_transactional_review_publishes_updateable_with_the_chosen_resolvers(editor_client, make_server):
+    shop = make_server("postgresql", "shop")
+    create_table(shop, "items", COLUMNS, ["id"])
+    make_server("mysql", "branch")
     walk_to_tables(editor_client, "shop", "branch", "trx_upd")
     assert_next(post(editor_client, "tables", {"tables": ["items"], "account": "upd"}), "resolvers")
     response = post(editor_client, "resolvers", {"cls_U": "add", "column_U": "name"})
