@@ -5,9 +5,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/services.sh
 .venv/bin/python manage.py demo_setup
-.venv/bin/python manage.py qcluster &
-worker=$!
-.venv/bin/python manage.py replfollow &
-follower=$!
-trap 'kill "$worker" "$follower" 2>/dev/null || true; wait "$worker" "$follower" 2>/dev/null || true' EXIT INT TERM
-.venv/bin/python manage.py runserver 127.0.0.1:8000
+# Each runs in its own session so a Ctrl-C reaches only this script, which stops them once: django-q2's
+# cluster hangs when a second signal arrives while it is already exiting.
+pids=()
+stop() {
+  trap - EXIT INT TERM
+  kill "${pids[@]}" 2>/dev/null || true
+  wait "${pids[@]}" 2>/dev/null || true
+}
+trap stop EXIT INT TERM
+setsid .venv/bin/python manage.py qcluster &
+pids+=($!)
+setsid .venv/bin/python manage.py replfollow &
+pids+=($!)
+setsid .venv/bin/python manage.py runserver --noreload 127.0.0.1:8000 &
+pids+=($!)
+wait -n || true # the first of them to end ends the demo
