@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterator
-from datetime import UTC
+from datetime import UTC, date
 from typing import Any
 
 from django.contrib import messages
@@ -78,8 +78,11 @@ def _filtered(request: HttpRequest) -> tuple[ConflictFilterForm, QuerySet[Confli
     return filters, conflicts, text
 
 
-def conflicts_per_day_figure(conflicts: QuerySet[ConflictBackup]) -> dict:
-    """Plotly figure (as a dict) of the conflicts per day, one stacked bar trace per conflict type."""
+def conflicts_per_day_figure(
+    conflicts: QuerySet[ConflictBackup], first: date | None = None, last: date | None = None
+) -> dict:
+    """Plotly figure (as a dict) of the conflicts per day, one stacked bar trace per conflict type, over the days
+    from `first` to `last` (by default those with conflicts)."""
     series: dict[str, dict[str, int]] = {}
     for day, conflict_type, n in per_day_counts(conflicts, "created_at", "conflict_type"):
         series.setdefault(conflict_type, {})[day.isoformat()] = n
@@ -95,7 +98,7 @@ def conflicts_per_day_figure(conflicts: QuerySet[ConflictBackup]) -> dict:
         for code in labels
         if code in series
     ]
-    return stacked_bars(traces)
+    return stacked_bars(traces, first, last)
 
 
 @require_GET

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, tzinfo
+from datetime import date, datetime, time, timedelta
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -25,21 +25,35 @@ from replication_admin.models import (
 )
 from replication_admin.views.api import bidir_states, snapshot_rows, trx_rows
 from replication_admin.views.conflicts import conflicts_per_day_figure
-from replication_admin.views.helpers import is_htmx, per_day_counts, render_page_or_partial, stacked_bars
-from replication_admin.views.trx import line_chart
+from replication_admin.views.helpers import (
+    chart_stamp,
+    is_htmx,
+    line_chart,
+    per_day_counts,
+    render_page_or_partial,
+    stacked_bars,
+)
 
 OUTCOME_COLOURS = {"succeeded": "#2e7d32", "failed": "#c62828", "cancelled": "#757575"}
 ITEMS_SHOWN = 50
 STATE_BADGES = {health.OK: "ok", health.NEVER: "", health.LAGGING: "warn", health.INVALID: "bad", health.FAILING: "bad"}
+STATE_LABELS = {health.OK: "in sync", health.NEVER: "never run"}  # the status API's values, as a DBA reads them
 KIND_ORDER = ("snapshot", "bi-directional publication", "bi-directional subscription", "transactional subscription")
 MAX_LAG_SAMPLES = 5000  # newest REPL_LEVEL_HISTORY rows drawn in the lag chart
 MAX_REFRESH_JOBS = 1000  # newest refresh jobs drawn in the refresh charts
 DASHBOARD_SUB_FIELDS = ("server", "item", "type", "init_state", "last_sync_at", "last_error")
 
 
+def chart_days(days: int) -> tuple[date, date, datetime]:
+    """The last `days` days in the console's time zone, today included: first, last and the first one's midnight."""
+    last = timezone.localdate()
+    first = last - timedelta(days=days - 1)
+    return first, last, timezone.make_aware(datetime.combine(first, time.min))
+
+
 def job_outcomes_figure(days: int = 14) -> dict:
     """Plotly figure (as a dict) of finished jobs per day by outcome."""
-    since = timezone.now() - timedelta(days=days)
+    first, last, since = chart_days(days)
     series: dict[str, dict[str, int]] = {}
     for day, state, n in per_day_counts(JobRun.objects.filter(finished_at__gte=since), "finished_at", "state"):
         series.setdefault(state, {})[day.isoformat()] = n
@@ -53,7 +67,7 @@ def job_outcomes_figure(days: int = 14) -> dict:
         }
         for state, points in sorted(series.items())
     ]
-    return stacked_bars(traces)
+    return stacked_bars(traces, first, last)
 
 
 def age(at: datetime | None, now: datetime) -> str:
@@ -77,7 +91,7 @@ def _parse(iso: str | None) -> datetime | None:
 def _item(kind: str, name: str, detail: str, route: tuple, state: str, at: datetime | None) -> dict:
     """An item; its page is the URL pattern and arguments in `route`, reversed only for the items shown."""
     return {"kind": kind, "name": name, "detail": detail, "route": route, "state": state,
-            "badge": STATE_BADGES.get(state, ""), "at": at}  # fmt: skip
+            "badge": STATE_BADGES.get(state, ""), "label": STATE_LABELS.get(state, state), "at": at}  # fmt: skip
 
 
 def replication_items(now: datetime, shown: int | None = None) -> list[dict]:
@@ -123,14 +137,10 @@ def items_context(now: datetime) -> dict:
     return {
         "items": items[:ITEMS_SHOWN],
         "items_total": len(items),
-        "items_state": worst,
+        "items_state": STATE_LABELS.get(worst, worst),
         "items_badge": STATE_BADGES[worst],
-        "items_counts": [(state, STATE_BADGES[state], n) for state, n in counts.items() if n],
+        "items_counts": [(STATE_LABELS.get(state, state), STATE_BADGES[state], n) for state, n in counts.items() if n],
     }
-
-
-def _stamp(at: datetime, tz: tzinfo) -> str:
-    return at.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def lag_figure(now: datetime, hours: int = 24) -> dict:
@@ -141,15 +151,14 @@ def lag_figure(now: datetime, hours: int = 24) -> dict:
         .values_list("server", "account", "subscriber", "at", "lag")[:MAX_LAG_SAMPLES]
     )
     lines: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
-    tz = timezone.get_current_timezone()
     for server, account, subscriber, at, lag in reversed(list(samples)):
-        lines.setdefault((server, account, subscriber), []).append((_stamp(at, tz), lag))
+        lines.setdefault((server, account, subscriber), []).append((chart_stamp(at), lag))
     traces = [
         {"type": "scatter", "mode": "lines+markers", "name": f"{subscriber} ({server}/{account})",
          "x": [x for x, _ in points], "y": [y for _, y in points]}
         for (server, account, subscriber), points in sorted(lines.items())
     ]  # fmt: skip
-    return line_chart(traces, "lag (transactions)")
+    return line_chart(traces, "lag (transactions)", since=now - timedelta(hours=hours), until=now)
 
 
 def _refresh_duration(timings: dict | None, started: datetime | None, finished: datetime | None) -> float | None:
@@ -180,13 +189,12 @@ def refresh_figures(now: datetime, days: int = 7) -> tuple[dict, dict]:
     )
     durations: dict[str, list[tuple[str, float]]] = {}
     throughput: dict[str, list[tuple[str, float]]] = {}
-    tz = timezone.get_current_timezone()
     for params, started, finished, timings, result in reversed(list(jobs)):
         name = str((params or {}).get("snapshot", "?"))
         seconds = _refresh_duration(timings, started, finished)
         if seconds is None:
             continue
-        stamp = _stamp(finished, tz)
+        stamp = chart_stamp(finished)
         durations.setdefault(name, []).append((stamp, round(seconds, 3)))
         rows = _refresh_rows(result)
         if rows is not None and seconds > 0:
@@ -199,12 +207,17 @@ def refresh_figures(now: datetime, days: int = 7) -> tuple[dict, dict]:
             for name, points in sorted(series.items())
         ]  # fmt: skip
 
-    return line_chart(lines(durations), "duration (s)"), line_chart(lines(throughput), "rows/s")
+    since = now - timedelta(days=days)
+    return (
+        line_chart(lines(durations), "duration (s)", since=since, until=now),
+        line_chart(lines(throughput), "rows/s", since=since, until=now),
+    )
 
 
 def charts_context(now: datetime) -> dict:
     duration, throughput = refresh_figures(now)
-    conflicts = conflicts_per_day_figure(ConflictBackup.objects.filter(created_at__gte=now - timedelta(days=14)))
+    first, last, since = chart_days(14)
+    conflicts = conflicts_per_day_figure(ConflictBackup.objects.filter(created_at__gte=since), first, last)
     return {
         "lag_figure": json.dumps(lag_figure(now)),
         "duration_figure": json.dumps(duration),

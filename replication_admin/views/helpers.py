@@ -163,8 +163,40 @@ def per_day_counts(queryset: QuerySet, field: str, by: str) -> list[tuple[date, 
     return [(r["day"], r[by], r["n"]) for r in rows]
 
 
-def stacked_bars(traces: list[dict]) -> dict:
-    """A plotly figure of stacked bars per day (the job outcome and conflict charts)."""
+CHART_STAMP = "%Y-%m-%d %H:%M:%S"  # plotly reads it as a local time, so charts show the console's time zone
+DAY = timedelta(days=1)
+BAR_WIDTH = DAY.total_seconds() * 1000 * 0.8  # in ms on a date axis; plotly makes a lone bar a hairline
+
+
+def chart_stamp(at: datetime) -> str:
+    return timezone.localtime(at).strftime(CHART_STAMP)
+
+
+def _day_axis(first: date, last: date) -> dict:
+    """A date axis of whole days from `first` to `last`, each bar centred on its day (plotly otherwise zooms a
+    single day down to milliseconds)."""
+    axis = {
+        "type": "date",
+        "range": [
+            (datetime.combine(first, time.min) - DAY / 2).strftime(CHART_STAMP),
+            (datetime.combine(last, time.min) + DAY / 2).strftime(CHART_STAMP),
+        ],
+        "tickformat": "%b %d",
+    }
+    span = (last - first).days
+    if span <= 31:  # a label every day, or every other day when a day's label would not fit
+        axis["dtick"] = DAY.total_seconds() * 1000 * (1 if span <= 7 else 2)
+    return axis
+
+
+def stacked_bars(traces: list[dict], first: date | None = None, last: date | None = None) -> dict:
+    """A plotly figure of stacked bars per day (the job outcome and conflict charts), over the days from `first` to
+    `last` (by default those of the bars)."""
+    days = sorted(date.fromisoformat(x) for trace in traces for x in trace["x"])
+    first = first or (days[0] if days else None)
+    last = last or (days[-1] if days else None)
+    for trace in traces:
+        trace.setdefault("width", BAR_WIDTH)
     return {
         "data": traces,
         "layout": {
@@ -172,6 +204,33 @@ def stacked_bars(traces: list[dict]) -> dict:
             "height": 220,
             "margin": {"l": 30, "r": 10, "t": 10, "b": 30},
             "legend": {"orientation": "h"},
-            "xaxis": {"type": "date"},
+            "xaxis": _day_axis(first, last) if first and last else {"type": "date"},
+        },
+    }
+
+
+def line_chart(traces: list[dict], y_title: str, since: datetime | None = None, until: datetime | None = None) -> dict:
+    """A plotly figure of lines over time (levels, lag, refresh durations), drawn from `since` to `until` when given;
+    otherwise over its points, widened to a minute at least (plotly otherwise zooms one point down to milliseconds)."""
+    stamps = sorted(x for trace in traces for x in trace["x"])
+    if since is None and stamps:
+        first, last = (datetime.strptime(x, CHART_STAMP) for x in (stamps[0], stamps[-1]))
+        spare = max(timedelta(seconds=60) - (last - first), timedelta()) / 2
+        x_range = [(first - spare).strftime(CHART_STAMP), (last + spare).strftime(CHART_STAMP)]
+    elif since is not None:
+        x_range = [chart_stamp(since), chart_stamp(until or timezone.now())]
+    else:
+        x_range = None
+    xaxis: dict = {"type": "date"}
+    if x_range:
+        xaxis["range"] = x_range
+    return {
+        "data": traces,
+        "layout": {
+            "height": 240,
+            "margin": {"l": 50, "r": 10, "t": 10, "b": 30},
+            "legend": {"orientation": "h"},
+            "xaxis": xaxis,
+            "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
         },
     }

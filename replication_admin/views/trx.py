@@ -43,7 +43,7 @@ from replication_admin.models import (
     TpItem,
 )
 from replication_admin.snapshots import SnapshotError
-from replication_admin.views.helpers import check_perm, denied, is_htmx, listing
+from replication_admin.views.helpers import chart_stamp, check_perm, denied, is_htmx, line_chart, listing
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
@@ -135,24 +135,6 @@ def status_of(sub: ReplSubscriber) -> tuple[str, str]:
     return sub.get_state_display(), css
 
 
-def line_chart(traces: list[dict], y_title: str) -> dict:
-    """A plotly figure of lines over time (the level and lag charts)."""
-    return {
-        "data": traces,
-        "layout": {
-            "height": 240,
-            "margin": {"l": 50, "r": 10, "t": 10, "b": 30},
-            "legend": {"orientation": "h"},
-            "xaxis": {"type": "date"},
-            "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
-        },
-    }
-
-
-def _stamp(at: datetime) -> str:
-    return timezone.localtime(at).strftime("%Y-%m-%d %H:%M:%S")
-
-
 def level_figures(server: str, account: str, subscribers: Iterable[str]) -> tuple[dict, dict]:
     """The level chart (one line per subscriber, and the publisher's level) and the lag chart, from the
     latest REPL_LEVEL_HISTORY samples of each subscriber."""
@@ -167,7 +149,7 @@ def level_figures(server: str, account: str, subscribers: Iterable[str]) -> tupl
         )[::-1]
         if not samples:
             continue
-        x = [_stamp(s.at) for s in samples]
+        x = [chart_stamp(s.at) for s in samples]
         line = {"type": "scatter", "mode": "lines+markers", "name": name, "x": x}
         level_traces.append({**line, "y": [s.level for s in samples]})
         lag_traces.append({**line, "y": [s.lag for s in samples]})
@@ -488,7 +470,7 @@ def publication_purger(request: HttpRequest, server: str, account: str) -> HttpR
         if event is None:
             return f"The log of {acct.account} is no longer purged on a schedule."
         acct.refresh_from_db()
-        return f"The log of {acct.account} is purged {purger_summary(acct)}; next run {_stamp(event.start)}."
+        return f"The log of {acct.account} is purged {purger_summary(acct)}; next run {chart_stamp(event.start)}."
 
     return _attempt(request, save) or redirect(acct)
 

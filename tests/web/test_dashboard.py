@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.db import connection
@@ -96,6 +96,8 @@ def test_each_kind_of_item_is_shown_with_its_state_badge_and_a_link_to_its_page(
     assert '<span class="badge bad">failing</span>' in page
     assert '<span class="badge bad">invalid</span>' in page
     assert '<span class="badge warn">lagging</span>' in page
+    assert page.count('<span class="badge ok">in sync</span>') == 4
+    assert '<span class="badge ok">4 in sync</span>' in page and '<span class="badge bad">1 invalid</span>' in page
 
 
 def test_the_age_of_the_last_success_is_shown_with_the_exact_time(viewer_client, catalog):
@@ -169,6 +171,10 @@ def test_the_lag_chart_has_a_line_per_subscriber_from_the_last_24_hours(viewer_c
     fig = figure(viewer_client.get(reverse("dashboard-charts")).content.decode(), "lag-chart")
     lines = {t["name"]: t["y"] for t in fig["data"]}
     assert lines == {"s_lagging (pub/acc)": [7, 5, 2], "s_ok (pub/acc)": [0]}
+    # The axis spans the whole 24 hours, however few the samples.
+    since, until = (datetime.fromisoformat(x) for x in fig["layout"]["xaxis"]["range"])
+    assert timedelta(hours=23, minutes=59) <= until - since <= timedelta(hours=24)
+    assert abs(until - timezone.localtime(now).replace(tzinfo=None)) < timedelta(minutes=1)
 
 
 def test_the_refresh_charts_give_durations_and_rows_per_second_of_the_last_week(viewer_client, catalog):
@@ -193,6 +199,14 @@ def test_the_conflicts_chart_counts_the_last_fourteen_days_by_type(viewer_client
     totals = {t["name"]: sum(t["y"]) for t in fig["data"]}
     assert sorted(totals.values()) == [1, 2]
     assert all("(D)" not in name for name in totals)
+    # Fourteen whole days up to today, a label every other day, whatever the days with conflicts.
+    today = timezone.localdate()
+    assert fig["layout"]["xaxis"]["range"] == [
+        f"{today - timedelta(days=14)} 12:00:00",
+        f"{today} 12:00:00",
+    ]
+    assert fig["layout"]["xaxis"]["dtick"] == 2 * 86_400_000
+    assert all(t["width"] == 0.8 * 86_400_000 for t in fig["data"])
 
 
 def test_the_job_outcomes_chart_is_still_drawn(viewer_client, catalog):
@@ -247,3 +261,13 @@ def test_the_number_of_queries_does_not_grow_with_fifty_snapshots_and_fifty_subs
     assert page.count('class="item-row') == 50
     # 2 + 50 snapshots, 1 + 1 + 1 + 50 bi-directional publications and subscriptions, 3 + 50 transactional
     assert "of all 158 items" in page
+
+
+def test_a_line_chart_of_one_sample_spans_a_minute_around_it_and_longer_ones_their_points():
+    from replication_admin.views.helpers import line_chart
+
+    one = line_chart([{"x": ["2026-11-24 03:51:58"], "y": [0]}], "lag")
+    assert one["layout"]["xaxis"]["range"] == ["2026-11-24 03:51:28", "2026-11-24 03:52:28"]
+    hour = line_chart([{"x": ["2026-11-24 03:00:00"], "y": [1]}, {"x": ["2026-11-24 04:00:00"], "y": [2]}], "lag")
+    assert hour["layout"]["xaxis"]["range"] == ["2026-11-24 03:00:00", "2026-11-24 04:00:00"]
+    assert "range" not in line_chart([], "lag")["layout"]["xaxis"]
