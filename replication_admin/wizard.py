@@ -20,6 +20,7 @@ from replication_admin.engine import statements as st
 from replication_admin.engine.queries import QueryError, check_column_list, check_condition
 from replication_admin.engine.resolvers import CLASSES, ResolverError
 from replication_admin.engine.schema import TableInfo
+from replication_admin.engine.trx import UPDATEABLE_DIALECTS
 from replication_admin.models import (
     ReplAccount,
     Server,
@@ -197,12 +198,14 @@ def check_servers(plan: Plan) -> None:
             f"both {plan.publisher.name}"
         )
     if plan.mode == "trx_upd":
-        # Both sides set ROWGUID in BEFORE triggers; SQLite's triggers cannot (see engine.trx.rowguid_objects).
+        # Both sides set ROWGUID in BEFORE triggers (engine.trx.rowguid_objects refuses the others later).
         for role, choice in (("publisher", plan.publisher), ("subscriber", plan.subscriber)):
-            if choice.server().dialect == "sqlite":
+            dialect = choice.server().dialect
+            if dialect not in UPDATEABLE_DIALECTS:
                 raise PlanError(
                     f"updateable transactional replication needs PostgreSQL or MariaDB on both sides: the {role} "
-                    f"{choice.name} is SQLite (choose transactional, or bi-directional snapshot replication)"
+                    f"{choice.name} is {dialects.get(dialect).label} (choose transactional, or bi-directional "
+                    "snapshot replication)"
                 )
 
 

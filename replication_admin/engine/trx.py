@@ -655,6 +655,7 @@ def text_call(d: Dialect, statement: str) -> str:
 # --- updateable publications: ROWGUID -------------------------------------------------------------------------
 
 ROWGUID_COLUMN = "ROWGUID"
+UPDATEABLE_DIALECTS = ("postgresql", "mysql")  # those whose BEFORE triggers can set ROWGUID before a row is logged
 
 
 def _replaying(d: Dialect) -> str:
@@ -672,7 +673,7 @@ def rowguid_objects(d: Dialect, table: TableInfo, local: str) -> CaptureObjects:
     a new `<server>@<uuid>`; rows replication writes keep the ROWGUID they carry."""
     from replication_admin.engine.bidir import new_guid_sql
 
-    if d.name not in ("postgresql", "mysql"):
+    if d.name not in UPDATEABLE_DIALECTS:
         raise TrxError(
             f"updateable transactional publications need PostgreSQL or MariaDB; {d.label} cannot set ROWGUID "
             "before a row is logged"

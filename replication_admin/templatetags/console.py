@@ -3,9 +3,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from django import template
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
+
+from replication_admin.views.helpers import STAMP, local_stamp
 
 register = template.Library()
 
@@ -15,13 +16,9 @@ def when(value: datetime | None) -> str:
     """A time in the console's time zone, with the UTC value on hover."""
     if not value:
         return "—"
-    local = timezone.localtime(value)
     utc = value.astimezone(UTC)
     return format_html(
-        '<time datetime="{}" title="{} UTC">{}</time>',
-        utc.isoformat(),
-        utc.strftime("%Y-%m-%d %H:%M:%S"),
-        local.strftime("%Y-%m-%d %H:%M:%S"),
+        '<time datetime="{}" title="{} UTC">{}</time>', utc.isoformat(), utc.strftime(STAMP), local_stamp(value)
     )
 
 

@@ -26,9 +26,9 @@ from replication_admin.models import (
 from replication_admin.views.api import bidir_states, snapshot_rows, trx_rows
 from replication_admin.views.conflicts import conflicts_per_day_figure
 from replication_admin.views.helpers import (
-    chart_stamp,
     is_htmx,
     line_chart,
+    local_stamp,
     per_day_counts,
     render_page_or_partial,
     stacked_bars,
@@ -152,7 +152,7 @@ def lag_figure(now: datetime, hours: int = 24) -> dict:
     )
     lines: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
     for server, account, subscriber, at, lag in reversed(list(samples)):
-        lines.setdefault((server, account, subscriber), []).append((chart_stamp(at), lag))
+        lines.setdefault((server, account, subscriber), []).append((local_stamp(at), lag))
     traces = [
         {"type": "scatter", "mode": "lines+markers", "name": f"{subscriber} ({server}/{account})",
          "x": [x for x, _ in points], "y": [y for _, y in points]}
@@ -194,7 +194,7 @@ def refresh_figures(now: datetime, days: int = 7) -> tuple[dict, dict]:
         seconds = _refresh_duration(timings, started, finished)
         if seconds is None:
             continue
-        stamp = chart_stamp(finished)
+        stamp = local_stamp(finished)
         durations.setdefault(name, []).append((stamp, round(seconds, 3)))
         rows = _refresh_rows(result)
         if rows is not None and seconds > 0:

@@ -163,13 +163,14 @@ def per_day_counts(queryset: QuerySet, field: str, by: str) -> list[tuple[date, 
     return [(r["day"], r[by], r["n"]) for r in rows]
 
 
-CHART_STAMP = "%Y-%m-%d %H:%M:%S"  # plotly reads it as a local time, so charts show the console's time zone
+STAMP = "%Y-%m-%d %H:%M:%S"  # plotly reads it as a local time, so charts show the console's time zone
 DAY = timedelta(days=1)
 BAR_WIDTH = DAY.total_seconds() * 1000 * 0.8  # in ms on a date axis; plotly makes a lone bar a hairline
 
 
-def chart_stamp(at: datetime) -> str:
-    return timezone.localtime(at).strftime(CHART_STAMP)
+def local_stamp(at: datetime) -> str:
+    """A time in the console's time zone, to the second."""
+    return timezone.localtime(at).strftime(STAMP)
 
 
 def _day_axis(first: date, last: date) -> dict:
@@ -178,8 +179,8 @@ def _day_axis(first: date, last: date) -> dict:
     axis = {
         "type": "date",
         "range": [
-            (datetime.combine(first, time.min) - DAY / 2).strftime(CHART_STAMP),
-            (datetime.combine(last, time.min) + DAY / 2).strftime(CHART_STAMP),
+            (datetime.combine(first, time.min) - DAY / 2).strftime(STAMP),
+            (datetime.combine(last, time.min) + DAY / 2).strftime(STAMP),
         ],
         "tickformat": "%b %d",
     }
@@ -192,9 +193,9 @@ def _day_axis(first: date, last: date) -> dict:
 def stacked_bars(traces: list[dict], first: date | None = None, last: date | None = None) -> dict:
     """A plotly figure of stacked bars per day (the job outcome and conflict charts), over the days from `first` to
     `last` (by default those of the bars)."""
-    days = sorted(date.fromisoformat(x) for trace in traces for x in trace["x"])
-    first = first or (days[0] if days else None)
-    last = last or (days[-1] if days else None)
+    days = [date.fromisoformat(x) for trace in traces for x in trace["x"]]
+    first = first or min(days, default=None)
+    last = last or max(days, default=None)
     for trace in traces:
         trace.setdefault("width", BAR_WIDTH)
     return {
@@ -212,18 +213,14 @@ def stacked_bars(traces: list[dict], first: date | None = None, last: date | Non
 def line_chart(traces: list[dict], y_title: str, since: datetime | None = None, until: datetime | None = None) -> dict:
     """A plotly figure of lines over time (levels, lag, refresh durations), drawn from `since` to `until` when given;
     otherwise over its points, widened to a minute at least (plotly otherwise zooms one point down to milliseconds)."""
-    stamps = sorted(x for trace in traces for x in trace["x"])
-    if since is None and stamps:
-        first, last = (datetime.strptime(x, CHART_STAMP) for x in (stamps[0], stamps[-1]))
-        spare = max(timedelta(seconds=60) - (last - first), timedelta()) / 2
-        x_range = [(first - spare).strftime(CHART_STAMP), (last + spare).strftime(CHART_STAMP)]
-    elif since is not None:
-        x_range = [chart_stamp(since), chart_stamp(until or timezone.now())]
-    else:
-        x_range = None
     xaxis: dict = {"type": "date"}
-    if x_range:
-        xaxis["range"] = x_range
+    stamps = [x for trace in traces for x in trace["x"]]
+    if since is not None:
+        xaxis["range"] = [local_stamp(since), local_stamp(until or timezone.now())]
+    elif stamps:
+        first, last = (datetime.strptime(x, STAMP) for x in (min(stamps), max(stamps)))
+        spare = max(timedelta(seconds=60) - (last - first), timedelta()) / 2
+        xaxis["range"] = [(first - spare).strftime(STAMP), (last + spare).strftime(STAMP)]
     return {
         "data": traces,
         "layout": {

@@ -43,7 +43,7 @@ from replication_admin.models import (
     TpItem,
 )
 from replication_admin.snapshots import SnapshotError
-from replication_admin.views.helpers import chart_stamp, check_perm, denied, is_htmx, line_chart, listing
+from replication_admin.views.helpers import check_perm, denied, is_htmx, line_chart, listing, local_stamp
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
@@ -149,7 +149,7 @@ def level_figures(server: str, account: str, subscribers: Iterable[str]) -> tupl
         )[::-1]
         if not samples:
             continue
-        x = [chart_stamp(s.at) for s in samples]
+        x = [local_stamp(s.at) for s in samples]
         line = {"type": "scatter", "mode": "lines+markers", "name": name, "x": x}
         level_traces.append({**line, "y": [s.level for s in samples]})
         lag_traces.append({**line, "y": [s.lag for s in samples]})
@@ -470,7 +470,7 @@ def publication_purger(request: HttpRequest, server: str, account: str) -> HttpR
         if event is None:
             return f"The log of {acct.account} is no longer purged on a schedule."
         acct.refresh_from_db()
-        return f"The log of {acct.account} is purged {purger_summary(acct)}; next run {chart_stamp(event.start)}."
+        return f"The log of {acct.account} is purged {purger_summary(acct)}; next run {local_stamp(event.start)}."
 
     return _attempt(request, save) or redirect(acct)
 
