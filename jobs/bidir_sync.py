@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from jobs.jdbc import read_partitioned, read_query
 from jobs.snapshot_refresh import SQLITE_TS, Endpoint, _as_timestamp, to_destination, write_counted, write_staging
-from replication_admin.engine.refresh import Moved
+from replication_admin.engine.refresh_sql import Moved
 
 Progress = Callable[[int, int], None]
 

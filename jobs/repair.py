@@ -15,7 +15,7 @@ from jobs.jdbc import read_partitioned
 from jobs.progress import StageProgress
 from jobs.snapshot_refresh import SQLITE_TS, Endpoint, to_destination, write_staging
 from replication_admin.engine.compare import ComparePlan, Side
-from replication_admin.engine.refresh import Moved
+from replication_admin.engine.refresh_sql import Moved
 
 
 def _with_canonical(df, side: Side, prefix: str):

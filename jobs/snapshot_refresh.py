@@ -22,7 +22,7 @@ from jobs.jdbc import read_partitioned, read_query
 from jobs.progress import StageProgress
 from replication_admin.engine.compare import family_of
 from replication_admin.engine.dialects import JdbcEndpoint
-from replication_admin.engine.refresh import Moved
+from replication_admin.engine.refresh_sql import Moved
 
 BATCH_ROWS = 50_000
 SQLITE_TS = "yyyy-MM-dd HH:mm:ss.SSSSSS"

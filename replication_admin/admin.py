@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from replication_admin import models
-from replication_admin.actions.audit import Actor, record
+from replication_admin.core.audit import Actor, record
 
 
 class AuditedAdmin(admin.ModelAdmin):

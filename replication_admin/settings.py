@@ -121,7 +121,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "replication_admin.views.context.console",
+                "replication_admin.console.context.console",
             ],
             "builtins": ["template_partials.templatetags.partials"],
         },

@@ -19,8 +19,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs.session import SparkConfig, get_spark
-from replication_admin import connections
-from replication_admin.actions.resolvers import run_resolver_dry_run
+from replication_admin.conflicts.actions import run_resolver_dry_run
+from replication_admin.core import connections
 from replication_admin.engine import dialects
 from replication_admin.engine.compare import ComparePlanError, plan_compare
 from replication_admin.engine.schedule import EventTimes, due_events, is_due
@@ -112,7 +112,7 @@ def _server(name: str) -> Server:
 def _snapshot_source(name: str):
     """A snapshot's source query as a left side: (server, virtual table of its output, query)."""
     from replication_admin.models import Snapshot
-    from replication_admin.snapshots import shape_of
+    from replication_admin.snapshots.shapes import shape_of
 
     snapshot = Snapshot.objects.select_related("source_server").filter(name=name).first()
     if snapshot is None:
@@ -154,37 +154,37 @@ def run_compare(job: JobRun, reporter: Reporter) -> dict:
 
 
 def run_snapshot_refresh(job: JobRun, reporter: Reporter) -> dict:
-    from replication_admin.refresh import refresh_snapshot
+    from replication_admin.snapshots.refresh import refresh_snapshot
 
     return refresh_snapshot(job, reporter, spark_config())
 
 
 def run_snapshot_repair(job: JobRun, reporter: Reporter) -> dict:
-    from replication_admin.refresh import repair_snapshot
+    from replication_admin.snapshots.refresh import repair_snapshot
 
     return repair_snapshot(job, reporter, spark_config())
 
 
 def run_bidir_init(job: JobRun, reporter: Reporter) -> dict:
-    from replication_admin.bidir import init_subscription
+    from replication_admin.bidir.sync import init_subscription
 
     return init_subscription(job, reporter, spark_config())
 
 
 def run_bidir_sync(job: JobRun, reporter: Reporter) -> dict:
-    from replication_admin.bidir import sync_publication
+    from replication_admin.bidir.sync import sync_publication
 
     return sync_publication(job, reporter, spark_config())
 
 
 def run_trx_init(job: JobRun, reporter: Reporter) -> dict:
-    from replication_admin.trx import init_copy
+    from replication_admin.transactional.replication import init_copy
 
     return init_copy(job, reporter, spark_config())
 
 
 def run_trx_sync(job: JobRun, reporter: Reporter) -> dict:
-    from replication_admin.trx import sync_job
+    from replication_admin.transactional.replication import sync_job
 
     return sync_job(job, reporter)
 
@@ -204,8 +204,8 @@ HANDLERS: dict[str, Callable[[JobRun, Reporter], dict]] = {
 def _expected(exc: Exception) -> str | None:
     """The message for failures a person can act on; None for the unexpected ones (logged with trace)."""
     from replication_admin.engine.queries import QueryError
-    from replication_admin.refresh import LockBusy
-    from replication_admin.snapshots import SnapshotError
+    from replication_admin.snapshots.refresh import LockBusy
+    from replication_admin.snapshots.shapes import SnapshotError
 
     if isinstance(exc, JobError | SnapshotError | LockBusy | QueryError | connections.ConnectionFailed):
         return str(exc)
@@ -249,7 +249,7 @@ def run_job(job_id: int) -> str:
             timings=reporter.timings,
             message="failed",
         )
-        from replication_admin.alerts import safely_raise
+        from replication_admin.core.alerts import safely_raise
 
         safely_raise("job_failed", f"{job.kind} {job.target}", message[:2000], reverse("jobs-detail", args=[job_id]))
         return f"job {job_id} failed"
@@ -295,11 +295,11 @@ def run_event(name: str) -> str:
     """Run one scheduled event's statements and record SE_LAST_COMPLETED or SE_LAST_ERROR."""
     from django.core.mail import send_mail
 
-    from replication_admin.actions.audit import Actor
-    from replication_admin.actions.statements import execute
+    from replication_admin.core.audit import Actor
     from replication_admin.engine.statements import StatementError
     from replication_admin.models import ScheduledEvent
-    from replication_admin.refresh import LockBusy, item_lock
+    from replication_admin.snapshots.refresh import LockBusy, item_lock
+    from replication_admin.statements import execute
 
     try:
         with item_lock(f"event:{name}", None):
@@ -324,7 +324,7 @@ def run_event(name: str) -> str:
                 )
                 return f"event {name} completed"
             ScheduledEvent.objects.filter(name=name).update(last_error=error[:4000])
-            from replication_admin.alerts import safely_raise
+            from replication_admin.core.alerts import safely_raise
 
             safely_raise("event_error", name, error[:2000], reverse("scheduler"))
             if event.enable_notify and event.notify and not event.notification_sent:

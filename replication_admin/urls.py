@@ -2,19 +2,16 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from replication_admin.views import (
-    api,
-    audit,
-    bidir,
-    catalog,
-    conflicts,
-    dashboard,
-    jobs,
-    servers,
-    snapshots,
-    trx,
-    wizard,
-)
+from replication_admin.bidir import views as bidir
+from replication_admin.conflicts import views as conflicts
+from replication_admin.console import audit_log as audit
+from replication_admin.console import dashboard, jobs
+from replication_admin.console import scheduler as catalog
+from replication_admin.console import status_api as api
+from replication_admin.servers import views as servers
+from replication_admin.snapshots import views as snapshots
+from replication_admin.transactional import views as trx
+from replication_admin.wizard import views as wizard
 
 # A transactional publication is named by its publisher and account, a subscription also by its subscriber.
 TRX_PUB = "publications/trx/<str:server>/<str:account>/"

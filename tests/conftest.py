@@ -135,7 +135,7 @@ def sqlite_path(tmp_path: Path) -> Callable[[str], str]:
 
 
 def server_data(dialect: str, name: str, database: str):
-    from replication_admin.actions.servers import ServerData
+    from replication_admin.servers.actions import ServerData
 
     if dialect == "sqlite":
         return ServerData(name=name, dialect="sqlite", database=database)
@@ -154,8 +154,8 @@ def server_data(dialect: str, name: str, database: str):
 @pytest.fixture
 def make_server(db, live_database, sqlite_path):
     """Factory: register a server on a fresh database of the given dialect."""
-    from replication_admin.actions.audit import Actor
-    from replication_admin.actions.servers import do_register_server
+    from replication_admin.core.audit import Actor
+    from replication_admin.servers.actions import do_register_server
 
     counter = {"n": 0}
 

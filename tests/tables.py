@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from datetime import date, datetime
 from decimal import Decimal
 
-from replication_admin import connections
+from replication_admin.core import connections
 from replication_admin.engine import dialects
 from replication_admin.engine.dialects.sqlite import TIMESTAMP_FORMAT_PY
 from replication_admin.engine.types import LogicalType

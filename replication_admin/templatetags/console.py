@@ -6,7 +6,7 @@ from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from replication_admin.views.helpers import STAMP, local_stamp
+from replication_admin.core.web import STAMP, local_stamp
 
 register = template.Library()
 

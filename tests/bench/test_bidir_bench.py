@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.statements import execute
+from replication_admin.core.audit import Actor
 from replication_admin.models import ConflictBackup, JobRun
+from replication_admin.statements import execute
 from tests.jobs.test_bidir import assert_converged
 from tests.tables import execute as run_sql
 from tests.tables import fetch_all

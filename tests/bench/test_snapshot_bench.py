@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.statements import execute
+from replication_admin.core.audit import Actor
 from replication_admin.models import JobRun
+from replication_admin.statements import execute
 from tests.tables import execute as run_sql
 from tests.tables import fetch_all
 
@@ -144,8 +144,8 @@ def test_incremental_refresh_cost_follows_the_changes_not_the_table(make_server,
 def test_a_queued_refresh_on_a_warm_worker_starts_its_spark_work_quickly(make_server, qcluster):
     from django.utils import timezone
 
-    from replication_admin.actions.snapshots import do_refresh_snapshot
     from replication_admin.models import Snapshot
+    from replication_admin.snapshots.actions import do_refresh_snapshot
     from tests.conftest import wait_for_job
 
     pg = make_server("postgresql", "wpg")

@@ -22,7 +22,8 @@ import time
 
 import pytest
 
-from replication_admin import connections, trx
+from replication_admin.core import connections
+from replication_admin.transactional import replication as trx
 from tests.jobs.test_bidir import same
 from tests.jobs.test_trx_replication import run, sql
 

@@ -8,8 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.servers import do_register_server
+from replication_admin.core.audit import Actor
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import (
     AuditEntry,
@@ -19,6 +18,7 @@ from replication_admin.models import (
     SnapshotPublication,
     SnapshotSubscription,
 )
+from replication_admin.servers.actions import do_register_server
 from tests.conftest import server_data
 from tests.tables import create_table, execute, fetch_all, insert_rows
 from tests.web.conftest import make_user

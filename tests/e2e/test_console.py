@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.servers import do_register_server
+from replication_admin.core.audit import Actor
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import AuditEntry, JobRun, Server
+from replication_admin.servers.actions import do_register_server
 from tests.conftest import require_service, server_data
 from tests.tables import create_table, insert_rows
 

@@ -11,9 +11,7 @@ from decimal import Decimal
 
 import pytest
 
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.servers import do_register_server
-from replication_admin.actions.statements import execute as run_statements
+from replication_admin.core.audit import Actor
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import (
     Alert,
@@ -26,6 +24,8 @@ from replication_admin.models import (
     SnapshotPublication,
     SnapshotSubscription,
 )
+from replication_admin.servers.actions import do_register_server
+from replication_admin.statements import execute as run_statements
 from tests.conftest import PG, server_data, wait_for_job
 from tests.e2e.test_bidir_e2e import job_badge, sign_in, started_job, wait_until_idle
 from tests.tables import create_table, execute, fetch_all, insert_rows

@@ -93,7 +93,7 @@ def test_malformed_bidirectional_statements_are_refused_with_the_reason(text, me
 
 
 def test_a_password_given_to_repl_snp_server_is_never_shown_or_recorded():
-    from replication_admin.actions.statements import shown_text
+    from replication_admin.statements import shown_text
 
     statement = parse_one("REPL_SNP_SERVER ('localhost:1121', 'dba', 's3cr''et')")
     assert statement.password == "s3cr'et"

@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 from replication_admin.engine import dialects
-from replication_admin.engine import refresh as sql
+from replication_admin.engine import refresh_sql as sql
 from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.engine.snapshot_log import SnapshotLogError, rplog_ddl, rplog_name, snapshot_log
 from replication_admin.engine.types import LogicalType

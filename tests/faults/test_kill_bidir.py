@@ -16,9 +16,9 @@ from decimal import Decimal
 
 import pytest
 
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.statements import execute
+from replication_admin.core.audit import Actor
 from replication_admin.models import ConflictBackup, JobRun, SnapshotSubscription
+from replication_admin.statements import execute
 from tests.conftest import ROOT, require_spark
 from tests.jobs.test_bidir import COLUMNS, assert_converged, rows, sql, user_op
 from tests.tables import create_table, insert_rows

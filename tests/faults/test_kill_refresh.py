@@ -16,10 +16,10 @@ import time
 
 import pytest
 
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.jobs import do_compare_snapshot
-from replication_admin.actions.statements import execute
+from replication_admin.core.audit import Actor
+from replication_admin.core.jobs import do_compare_snapshot
 from replication_admin.models import JobRun, ReplLock, Snapshot
+from replication_admin.statements import execute
 from tests.conftest import ROOT, require_spark
 from tests.jobs.test_snapshots import COLUMNS, Workload
 from tests.tables import create_table, fetch_all

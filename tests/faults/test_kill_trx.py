@@ -11,10 +11,10 @@ import random
 
 import pytest
 
-from replication_admin import connections
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.statements import execute
+from replication_admin.core import connections
+from replication_admin.core.audit import Actor
 from replication_admin.models import JobRun, RegistryEntry, SkippedTransaction
+from replication_admin.statements import execute
 from tests.jobs.test_bidir import same
 
 pytestmark = [pytest.mark.live_db]

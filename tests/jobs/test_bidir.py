@@ -9,12 +9,12 @@ from decimal import Decimal
 
 import pytest
 
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.jobs import do_start_compare
-from replication_admin.actions.statements import execute
+from replication_admin.core.audit import Actor
+from replication_admin.core.jobs import do_start_compare
 from replication_admin.engine import dialects
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import ConflictBackup, JobRun, SnapshotSubscription
+from replication_admin.statements import execute
 from tests.tables import create_table, fetch_all, insert_rows
 from tests.tables import execute as run_sql
 
@@ -297,7 +297,7 @@ def test_a_seeded_random_workload_on_all_nodes_converges_and_loses_no_version(no
 
 
 def test_the_dry_run_decides_recorded_conflicts_as_the_sync_did_and_owners_are_told(nodes, mailoutbox):
-    from replication_admin.actions.resolvers import do_add_resolver, do_start_dry_run, table_columns
+    from replication_admin.conflicts.actions import do_add_resolver, do_start_dry_run, table_columns
 
     pub, sub_my, sub_lite = nodes
     columns = table_columns(pub, "items")
@@ -355,7 +355,7 @@ def test_hostile_resolver_expressions_are_refused_and_change_nothing(nodes):
 
 
 def test_a_change_made_while_its_previous_version_is_pulled_is_not_a_conflict(nodes, monkeypatch):
-    from replication_admin import bidir
+    from replication_admin.bidir import sync as bidir
 
     pub, sub_my, sub_lite = nodes
     consume = bidir._consume
@@ -409,7 +409,7 @@ def test_explicit_codes_and_undecided_resolvers_pass_the_decision_on(nodes):
 
 
 def test_a_scheduled_sync_holds_a_statement_naming_the_publication_even_with_a_hostile_name(make_server):
-    from replication_admin.actions.bidir import do_schedule_publication, publication_for
+    from replication_admin.bidir.actions import do_schedule_publication, publication_for
     from replication_admin.engine.statements import Name, UpdateSnapshotPub, parse_one
     from replication_admin.models import SnapshotPublication
 
@@ -444,7 +444,7 @@ def test_hostile_table_and_column_names_replicate_both_ways(make_server, jobs_sy
 
 
 def test_replay_logs_are_purged_and_a_change_the_publisher_already_has_is_not_applied_twice(nodes, monkeypatch):
-    from replication_admin import bidir
+    from replication_admin.bidir import sync as bidir
     from replication_admin.models import RegistryEntry, ScheduledEvent
 
     pub, sub_my, sub_lite = nodes

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pyodbc
 import pytest
 
-from replication_admin import connections
-from replication_admin.engine import bidir, dialects
+from replication_admin.core import connections
+from replication_admin.engine import bidir_sql as bidir
+from replication_admin.engine import dialects
 from replication_admin.engine.types import LogicalType
 from tests.tables import create_table, execute, fetch_all, insert_rows
 

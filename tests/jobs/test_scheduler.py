@@ -8,11 +8,11 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.snapshots import do_schedule_snapshot
-from replication_admin.actions.statements import execute
+from replication_admin.core.audit import Actor
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import JobRun, ScheduledEvent, Snapshot
+from replication_admin.snapshots.actions import do_schedule_snapshot
+from replication_admin.statements import execute
 from replication_admin.tasks import scheduler_round
 from tests.tables import create_table, fetch_all, insert_rows
 

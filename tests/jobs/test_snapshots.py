@@ -13,12 +13,12 @@ from decimal import Decimal
 
 import pytest
 
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.jobs import do_compare_snapshot
-from replication_admin.actions.statements import execute
+from replication_admin.core.audit import Actor
+from replication_admin.core.jobs import do_compare_snapshot
 from replication_admin.engine import dialects
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import JobRun, ScheduledEvent, Snapshot, SnapshotLog
+from replication_admin.statements import execute
 from tests.tables import create_table, fetch_all, insert_rows
 from tests.tables import execute as run_sql
 
@@ -250,7 +250,7 @@ def test_snapshot_log_objects_are_created_and_dropped_exactly(make_server):
 
 
 def table_names(server) -> list[str]:
-    from replication_admin import connections
+    from replication_admin.core import connections
 
     return connections.list_tables(server)
 
@@ -309,7 +309,7 @@ def test_a_source_transaction_spanning_the_log_read_is_not_missed(make_server, s
     work = Workload(source, "t", 3)
     work.insert(10)
     run("create snapshot log for t; create snapshot tx_d.t_copy from t", source)
-    from replication_admin import connections
+    from replication_admin.core import connections
 
     open_tx = connections.open_connection(source, autocommit=False)
     try:
@@ -328,7 +328,7 @@ def test_a_source_transaction_spanning_the_log_read_is_not_missed(make_server, s
     ("source_dialect", "dest_dialect"), [("postgresql", "mysql"), ("mysql", "sqlite"), ("sqlite", "postgresql")]
 )
 def test_repair_fixes_exactly_the_rows_that_differ(make_server, spark, source_dialect, dest_dialect):
-    from replication_admin.actions.snapshots import do_repair_snapshot
+    from replication_admin.snapshots.actions import do_repair_snapshot
 
     source = make_server(source_dialect, "rs")
     dest = make_server(dest_dialect, "rd")
@@ -377,7 +377,7 @@ def test_purge_snapshot_log_deletes_only_rows_every_snapshot_has_replayed(make_s
 def test_readers_see_the_old_or_the_new_content_during_a_full_refresh(make_server, spark, dest_dialect):
     import threading
 
-    from replication_admin import connections
+    from replication_admin.core import connections
 
     source = make_server("postgresql", "ro_s")
     dest = make_server(dest_dialect, "ro_d")
@@ -409,7 +409,7 @@ def test_readers_see_the_old_or_the_new_content_during_a_full_refresh(make_serve
 
 
 def test_an_unreachable_server_gives_a_clear_error_and_changes_nothing(make_server, db):
-    from replication_admin.actions.servers import ServerData, do_register_server
+    from replication_admin.servers.actions import ServerData, do_register_server
 
     source = make_server("sqlite", "un_s")
     create_table(source, "t", COLUMNS, ["id"])
@@ -428,7 +428,7 @@ def test_an_unreachable_server_gives_a_clear_error_and_changes_nothing(make_serv
 
 def test_source_reads_run_in_read_only_sessions(make_server, spark):
     from jobs.jdbc import read_query
-    from replication_admin import connections
+    from replication_admin.core import connections
 
     source = make_server("postgresql", "rdo")
     run_sql(source, "CREATE SEQUENCE s")

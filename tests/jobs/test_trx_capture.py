@@ -9,9 +9,10 @@ from decimal import Decimal
 
 import pytest
 
-from replication_admin import connections, trx
+from replication_admin.core import connections
 from replication_admin.engine import dialects, levels
-from replication_admin.engine import trx as sql
+from replication_admin.engine import transactional_sql as sql
+from replication_admin.transactional import replication as trx
 
 DIALECTS = ["postgresql", "mysql", "sqlite"]
 

@@ -12,11 +12,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from replication_admin import connections, trx
-from replication_admin.actions import trx as trx_actions
-from replication_admin.actions.audit import Actor
+from replication_admin.core import connections
+from replication_admin.core.audit import Actor
 from replication_admin.models import ReplAccount, ReplSubscriber, ScheduledEvent, SkippedTransaction, TpGrant
 from replication_admin.tasks import scheduler_round
+from replication_admin.transactional import actions as trx_actions
+from replication_admin.transactional import replication as trx
 from tests.jobs.test_bidir import same
 from tests.jobs.test_trx_replication import refused, run, sql, value
 

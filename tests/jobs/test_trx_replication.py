@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from replication_admin import connections
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.statements import execute
+from replication_admin.core import connections
+from replication_admin.core.audit import Actor
 from replication_admin.models import ReplSubscriber, SkippedTransaction
+from replication_admin.statements import execute
 from tests.jobs.test_bidir import same
 
 
@@ -111,7 +111,7 @@ def test_subscribing_checks_the_references_preconditions(rep):
 
 
 def test_an_invalid_subscriber_is_refused_until_reinitialised_and_marked_valid(rep):
-    from replication_admin.actions import trx as trx_actions
+    from replication_admin.transactional import actions as trx_actions
 
     rep1, rep2 = rep
     run(rep2, "REPL_SERVER ('rep1', '1111'); REPL_SUBSCRIBE ('rep1', 'tbl'); REPL_INIT_COPY ('rep1', 'tbl')")
@@ -163,7 +163,7 @@ def test_in_sync_mode_makes_each_new_transaction_visible_within_a_second(rep):
     import threading
     import time
 
-    from replication_admin import trx
+    from replication_admin.transactional import replication as trx
 
     rep1, rep2 = rep
     subscribed_in_sync(rep1, rep2)
@@ -196,8 +196,8 @@ def test_in_sync_mode_makes_each_new_transaction_visible_within_a_second(rep):
 
 
 def test_a_subscriber_over_the_backlog_threshold_is_cut_and_resyncs_from_its_level(rep):
-    from replication_admin import trx
     from replication_admin.models import ReplAccount
+    from replication_admin.transactional import replication as trx
 
     rep1, rep2 = rep
     sub = subscribed_in_sync(rep1, rep2)
@@ -374,7 +374,7 @@ def test_a_table_added_later_is_created_on_the_subscriber_before_its_rows_arrive
 
 def test_a_subscriber_syncs_across_the_wrap_of_levels(rep):
     from replication_admin.engine import dialects, levels
-    from replication_admin.engine import trx as trx_sql
+    from replication_admin.engine import transactional_sql as trx_sql
 
     rep1, rep2 = rep
     names = trx_sql.log_names(dialects.get("postgresql"), "tbl")

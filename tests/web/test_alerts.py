@@ -10,9 +10,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from replication_admin import trx
 from replication_admin.models import Alert, AuditEntry, JobRun, ReplAccount, ReplSubscriber, ScheduledEvent
 from replication_admin.tasks import run_event, run_job
+from replication_admin.transactional import replication as trx
 from tests.web.conftest import make_user
 
 

@@ -17,11 +17,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from replication_admin import trx
-from replication_admin.actions import bidir as bidir_actions
-from replication_admin.actions import snapshots as snap
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.statements import execute
+from replication_admin.bidir import actions as bidir_actions
+from replication_admin.core.audit import Actor
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import (
     AuditEntry,
@@ -38,6 +35,9 @@ from replication_admin.models import (
     TpGrant,
     TpItem,
 )
+from replication_admin.snapshots import actions as snap
+from replication_admin.statements import execute
+from replication_admin.transactional import replication as trx
 from tests.tables import create_table, fetch_all, insert_rows
 from tests.web.conftest import make_user
 from tests.web.test_roles import url_names

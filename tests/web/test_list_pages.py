@@ -18,6 +18,11 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from replication_admin.bidir.views import PUBLICATION_SORTS, SUBSCRIPTION_SORTS
+from replication_admin.conflicts.views import CONFLICT_SORTS
+from replication_admin.console.audit_log import AUDIT_SORTS
+from replication_admin.console.jobs import JOB_SORTS
+from replication_admin.console.scheduler import EVENT_SORTS
 from replication_admin.models import (
     AuditEntry,
     ConflictBackup,
@@ -34,14 +39,9 @@ from replication_admin.models import (
     SnapshotSubscription,
     TpItem,
 )
-from replication_admin.views.audit import AUDIT_SORTS
-from replication_admin.views.bidir import PUBLICATION_SORTS, SUBSCRIPTION_SORTS
-from replication_admin.views.catalog import EVENT_SORTS
-from replication_admin.views.conflicts import CONFLICT_SORTS
-from replication_admin.views.jobs import JOB_SORTS
-from replication_admin.views.servers import SERVER_SORTS
-from replication_admin.views.snapshots import LOG_SORTS, SNAPSHOT_SORTS
-from replication_admin.views.trx import TRX_PUBLICATION_SORTS, TRX_SUBSCRIPTION_SORTS
+from replication_admin.servers.views import SERVER_SORTS
+from replication_admin.snapshots.views import LOG_SORTS, SNAPSHOT_SORTS
+from replication_admin.transactional.views import TRX_PUBLICATION_SORTS, TRX_SUBSCRIPTION_SORTS
 from tests.web.conftest import make_user
 
 pytestmark = pytest.mark.django_db

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from replication_admin.actions.audit import Actor, PermissionDenied
-from replication_admin.actions.resolvers import (
+from replication_admin.conflicts.actions import (
     chain_for,
     conflict_input,
     do_add_resolver,
@@ -16,6 +15,7 @@ from replication_admin.actions.resolvers import (
     do_update_resolver,
     table_columns,
 )
+from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.engine.resolvers import ResolverColumn, ResolverSpec
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import (
@@ -25,7 +25,7 @@ from replication_admin.models import (
     SnapshotConflictResolver,
     TransactionalConflictResolver,
 )
-from replication_admin.snapshots import SnapshotError
+from replication_admin.snapshots.shapes import SnapshotError
 from tests.tables import create_table
 from tests.web.conftest import make_user
 

@@ -10,17 +10,17 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.db import connection as django_connection
 
-from replication_admin import connections, crypto
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.servers import (
+from replication_admin.core import connections, crypto
+from replication_admin.core.audit import Actor
+from replication_admin.engine import dialects
+from replication_admin.engine.types import LogicalType
+from replication_admin.models import AuditEntry, Server
+from replication_admin.servers.actions import (
     ServerData,
     do_check_server,
     do_register_server,
     do_update_server,
 )
-from replication_admin.engine import dialects
-from replication_admin.engine.types import LogicalType
-from replication_admin.models import AuditEntry, Server
 from tests.conftest import MY, PG, require_service, server_data
 from tests.tables import create_table
 

@@ -12,7 +12,6 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from replication_admin.actions.trx import purge_event_name, schedule_event_name
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import (
     AuditEntry,
@@ -26,6 +25,7 @@ from replication_admin.models import (
     TpGrant,
     TpItem,
 )
+from replication_admin.transactional.actions import purge_event_name, schedule_event_name
 from tests.tables import create_table, execute, fetch_all, insert_rows
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.servers import do_register_server
+from replication_admin.core.audit import Actor
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import (
     AuditEntry,
@@ -18,6 +17,7 @@ from replication_admin.models import (
     SnapshotPublication,
     SnapshotSubscription,
 )
+from replication_admin.servers.actions import do_register_server
 from tests.conftest import server_data
 from tests.tables import create_table, insert_rows
 from tests.web.conftest import make_user

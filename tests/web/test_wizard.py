@@ -25,7 +25,7 @@ from replication_admin.models import (
     SnapshotPublication,
     SnapshotSubscription,
 )
-from replication_admin.snapshots import lookup_table
+from replication_admin.snapshots.shapes import lookup_table
 from tests.conftest import PG
 from tests.tables import create_table, fetch_all, insert_rows
 from tests.web.conftest import make_user

@@ -5,7 +5,7 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from replication_admin.actions.audit import Actor, record
+from replication_admin.core.audit import Actor, record
 
 # What each role may do; the groups and their permissions are made by migration 0007_roles.
 ROLES = {

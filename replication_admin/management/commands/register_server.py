@@ -8,14 +8,14 @@ import sys
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.servers import (
+from replication_admin.core.audit import Actor
+from replication_admin.models import Server
+from replication_admin.servers.actions import (
     ServerData,
     do_check_server,
     do_register_server,
     do_update_server,
 )
-from replication_admin.models import Server
 
 
 class Command(BaseCommand):

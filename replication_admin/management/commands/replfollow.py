@@ -6,7 +6,7 @@ import signal
 
 from django.core.management.base import BaseCommand
 
-from replication_admin.trx import follow_loop
+from replication_admin.transactional.replication import follow_loop
 
 
 class Command(BaseCommand):

@@ -8,10 +8,10 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from replication_admin.actions.audit import Actor, record
-from replication_admin.actions.statements import execute
+from replication_admin.core.audit import Actor, record
 from replication_admin.engine.statements import StatementError
 from replication_admin.models import AuditEntry, Server
+from replication_admin.statements import execute
 
 OPERATE = "replication_admin.operate"
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.servers import do_rotate_passwords
+from replication_admin.core.audit import Actor
+from replication_admin.servers.actions import do_rotate_passwords
 
 
 class Command(BaseCommand):

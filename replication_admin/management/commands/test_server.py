@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from replication_admin.actions.audit import Actor
-from replication_admin.actions.servers import do_check_server
+from replication_admin.core.audit import Actor
 from replication_admin.models import Server
+from replication_admin.servers.actions import do_check_server
 
 
 class Command(BaseCommand):

@@ -1,0 +1,933 @@
+"""Bi-directional snapshot replication, control plane: objects on the servers, the initial copy and the
+sync (REPL_UPDATE_SNAPSHOT). Spark moves the rows (jobs.bidir_sync); every change to a replicated table
+happens here, in one transaction per apply that also records the replay log.
+
+A sync runs, for the publication's item: PULL from every subscriber in turn (its pending changes are
+applied on the publisher, conflicts decided by the resolver chain and kept in REPL_CONFLICT, then the
+pulled rows are consumed from the subscriber's log), then PUSH to every subscriber (the publisher's
+changes of the window that did not come from it). A pulled change applied on the publisher is logged
+there under its own origin, so PUSH sends it to the other subscribers and never back.
+
+Decisions and what they write on the publisher (`W` write a version, `D` delete, `N` nothing):
+1 subscriber wins: the incoming version (or its delete); 2 subscriber wins and the origin changes: the
+incoming row after the resolver's assignments, under a new publisher ROWGUID, so it reaches the
+originator too; 3 publisher wins and 5 ignore: the publisher's row is written again under a new
+publisher ROWGUID, so every subscriber, the originator included, converges on it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pyodbc
+from django.db import transaction
+from django.utils import timezone
+
+from jobs import bidir_sync as spark_bidir
+from jobs.session import get_spark
+from jobs.snapshot_refresh import Endpoint
+from replication_admin.core import connections
+from replication_admin.engine import bidir_sql as sql
+from replication_admin.engine import dialects
+from replication_admin.engine.compare import read_type
+from replication_admin.engine.refresh_sql import create_table_ddl, insert_rows_sql, rows_per_statement
+from replication_admin.engine.schema import TableInfo
+from replication_admin.engine.snapshot_log import rlog_name
+from replication_admin.engine.values import bind_value
+from replication_admin.models import (
+    ConflictBackup,
+    JobRun,
+    RegistryEntry,
+    Server,
+    SnapshotConflictResolver,
+    SnapshotLog,
+    SnapshotPublication,
+    SnapshotSubscription,
+)
+from replication_admin.snapshots.refresh import RETRYABLE, item_lock, run_each
+from replication_admin.snapshots.shapes import SnapshotError, find_table, lookup_table
+
+MAX_ATTEMPTS = 4
+DUPLICATE_KEY = ("23505", "1062", "UNIQUE constraint", "Duplicate entry")
+
+
+def item_name(server: Server, table: str) -> str:
+    return f"{server.name}.{table}"
+
+
+def lock_name(publication: SnapshotPublication) -> str:
+    return f"bidir:{publication.item}"
+
+
+def _endpoint(server: Server, readonly: bool = False) -> Endpoint:
+    return Endpoint(dialect=server.dialect, jdbc=connections.jdbc_endpoint(server, readonly=readonly))
+
+
+def _naive_utc(value: datetime) -> datetime:
+    return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
+
+
+def _aware(value) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.strip())
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def server_now(server: Server) -> datetime:
+    d = dialects.get(server.dialect)
+    with connections.connect(server, readonly=True) as conn:
+        value = conn.cursor().execute(sql.now_sql(d)).fetchone()[0]
+    return _naive_utc(_aware(value))  # type: ignore[arg-type]
+
+
+def publisher_table(publication: SnapshotPublication) -> TableInfo:
+    assert publication.server is not None
+    info = lookup_table(publication.server, publication.table)
+    if info is None:
+        raise SnapshotError(f"the published table {publication.table!r} no longer exists on {publication.server}")
+    if info.column(sql.ROWGUID_COLUMN) is None:
+        raise SnapshotError(
+            f"{publication.server}.{info.name} has no {sql.ROWGUID_COLUMN} column (was the table recreated after "
+            "it was published?); drop the publication and publish the table again"
+        )
+    return info
+
+
+def subscriber_table(publication: SnapshotPublication, server: Server) -> TableInfo:
+    info = lookup_table(server, publication.table)
+    if info is None:
+        raise SnapshotError(f"{publication.table!r} does not exist on the subscriber {server.name}")
+    return info
+
+
+def rplog(publication: SnapshotPublication, d) -> str:
+    assert publication.server is not None
+    return sql.replay_log_name(publication.server.name, publication.table, min(63, d.max_identifier))
+
+
+# --- objects ---------------------------------------------------------------------------------------------
+
+
+def run_with_undo(server: Server, statements: Sequence[str], undo: Sequence[str]) -> None:
+    """DDL one statement at a time (MariaDB commits each); on a failure, undo what was made."""
+    done = 0
+    try:
+        with connections.connect(server) as conn:
+            cursor = conn.cursor()
+            for statement in statements:
+                cursor.execute(statement)
+                done += 1
+    except pyodbc.Error as exc:
+        run_each(server, list(undo), ignore_errors=True)
+        raise SnapshotError(
+            f"creating the replication objects on {server.name} failed at step {done + 1}: "
+            f"{connections.driver_message(exc)}"
+        ) from None
+
+
+def _refuse_snapshot_log(server: Server, table: TableInfo) -> None:
+    if SnapshotLog.objects.filter(server=server, table=table.name).exists() or find_table(
+        server, rlog_name(table.name)
+    ):
+        raise SnapshotError(
+            f"{server.name}.{table.name} already has a snapshot log ({rlog_name(table.name)}); "
+            "drop it before publishing the table bi-directionally"
+        )
+
+
+def _with_rowguid(server: Server, table: TableInfo) -> tuple[TableInfo, list[str]]:
+    """The table with its ROWGUID column (added and filled when missing), and the DDL that did it."""
+    d = dialects.get(server.dialect)
+    try:
+        column = sql.check_rowguid(table)
+    except sql.BidirError as exc:
+        raise SnapshotError(str(exc)) from None
+    if column is not None:
+        return table, [sql.fill_rowguid_sql(d, table, server.name)]
+    return sql.table_with_rowguid(table), [sql.add_rowguid_ddl(d, table), sql.fill_rowguid_sql(d, table, server.name)]
+
+
+def create_objects(server: Server, table: TableInfo, publication: SnapshotPublication, publisher: bool) -> None:
+    d = dialects.get(server.dialect)
+    if not table.primary_key:
+        raise SnapshotError(f"{server.name}.{table.name} has no primary key; bi-directional replication needs one")
+    _refuse_snapshot_log(server, table)
+    table, rowguid_ddl = _with_rowguid(server, table)
+    try:
+        objects = sql.bidir_objects(d, table, server.name, publisher)
+        replay = sql.bidir_rplog_ddl(d, rplog(publication, d), table.schema)
+    except (sql.BidirError, ValueError) as exc:
+        raise SnapshotError(str(exc)) from None
+    run_with_undo(server, [*rowguid_ddl, *objects.create, replay], objects.drop)
+
+
+def drop_objects(server: Server, table_name: str, publication: SnapshotPublication, drop_table: bool = False) -> None:
+    d = dialects.get(server.dialect)
+    info = lookup_table(server, table_name)
+    if info is None:
+        return
+    statements = list(sql.bidir_objects(d, sql.table_with_rowguid(info), server.name, False).drop)
+    statements.append(f"DROP TABLE IF EXISTS {d.qualify(rplog(publication, d), info.schema)}")
+    for kind in ("BSIC", "BSIN", "BSAP", "BSPS"):
+        statements.append(f"DROP TABLE IF EXISTS {d.qualify(sql.work_table(d, kind, info.name), info.schema)}")
+    if drop_table:
+        statements.append(f"DROP TABLE IF EXISTS {d.qualify(info.name, info.schema)}")
+    run_each(server, statements, ignore_errors=True)
+
+
+def create_subscriber_table(publication: SnapshotPublication, server: Server) -> TableInfo:
+    """The subscriber's copy: created with the publisher's columns when missing, checked when present."""
+    pub_table = sql.table_with_rowguid(publisher_table(publication))
+    d = dialects.get(server.dialect)
+    existing = lookup_table(server, publication.table)
+    if existing is None:
+        columns = [(c.name, c.logical) for c in pub_table.columns]
+        keys = [k.name for k in pub_table.primary_key]
+        try:
+            ddl = create_table_ddl(d, publication.table, connections.table_schema(server), columns, keys)
+        except ValueError as exc:
+            raise SnapshotError(f"cannot create {publication.table!r} on {server.name}: {exc}") from None
+        run_with_undo(server, [ddl], [])
+        created = lookup_table(server, publication.table)
+        assert created is not None
+        return created
+    missing = [c.name for c in pub_table.columns if existing.column(c.name) is None and c.name != sql.ROWGUID_COLUMN]
+    if missing:
+        raise SnapshotError(
+            f"{server.name}.{existing.name} exists but lacks the publisher's column(s) {', '.join(missing)}"
+        )
+    pub_keys = [k.name.lower() for k in pub_table.primary_key]
+    if [k.name.lower() for k in existing.primary_key] != pub_keys:
+        raise SnapshotError(f"{server.name}.{existing.name} exists with another primary key than the publisher's")
+    return existing
+
+
+# --- helpers for moving rows -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Side:
+    server: Server
+    d: object
+    table: TableInfo
+    layout: sql.Layout
+    read_types: dict[str, str]
+
+    @classmethod
+    def of(cls, server: Server, table: TableInfo, layout: sql.Layout) -> Side:
+        d = dialects.get(server.dialect)
+        try:
+            own = layout.renamed(table)
+        except sql.BidirError as exc:
+            raise SnapshotError(f"{server.name}: {exc}") from None
+        types = {m.alias: read_type(d, m.logical) for m in own.moved}
+        return cls(server, d, table, own, types)
+
+    def qualify(self, name: str) -> str:
+        return self.d.qualify(name, self.table.schema)  # type: ignore[attr-defined]
+
+    def work(self, kind: str) -> str:
+        return sql.work_table(self.d, kind, self.table.name)  # type: ignore[arg-type]
+
+    def recreate(self, name: str, ddl: str) -> None:
+        run_each(self.server, [f"DROP TABLE IF EXISTS {self.qualify(name)}", ddl])
+
+    def drop(self, *names: str) -> None:
+        run_each(self.server, [f"DROP TABLE IF EXISTS {self.qualify(n)}" for n in names], ignore_errors=True)
+
+
+def _retryable(exc: Exception) -> bool:
+    text = " ".join(str(a) for a in exc.args)
+    return any(code in text for code in RETRYABLE)
+
+
+def _duplicate(exc: Exception) -> bool:
+    text = " ".join(str(a) for a in exc.args)
+    return any(code in text for code in DUPLICATE_KEY)
+
+
+class StaleDecisions(RuntimeError):
+    """A row changed on the publisher between reading it and applying: read and decide again."""
+
+
+def run_apply(server: Server, plan: sql.ApplyPlan, before: Sequence[str] = (), measure: str | None = None):
+    """One apply transaction. Returns the row of `measure` (run after `before`, inside the transaction)."""
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        with connections.connect(server, autocommit=False) as conn:
+            cursor = conn.cursor()
+            try:
+                measured = None
+                if plan.lock:
+                    cursor.execute(plan.lock).fetchall()
+                if measure:
+                    measured = tuple(cursor.execute(measure).fetchone())
+                for statement in [*before, plan.prelude]:
+                    cursor.execute(statement)
+                if plan.check and int(cursor.execute(plan.check).fetchone()[0]):
+                    conn.rollback()
+                    raise StaleDecisions("rows changed on the publisher while the sync decided")
+                for statement in plan.statements:
+                    cursor.execute(statement)
+                conn.commit()
+                return measured
+            except pyodbc.Error as exc:
+                conn.rollback()
+                if _duplicate(exc):
+                    raise StaleDecisions(f"a row appeared on {server.name} meanwhile") from None
+                if attempt < MAX_ATTEMPTS and _retryable(exc):
+                    continue
+                raise
+    return None
+
+
+def _insert_rows(server: Server, name: str, schema: str, d, columns: list[str], rows: list[list]) -> None:
+    if not rows:
+        return
+    per = rows_per_statement(len(columns))
+    with connections.connect(server, autocommit=False) as conn:
+        cursor = conn.cursor()
+        for start in range(0, len(rows), per):
+            chunk = rows[start : start + per]
+            statement = insert_rows_sql(d, name, schema, columns, len(chunk))
+            cursor.execute(statement, [v for row in chunk for v in row])
+        conn.commit()
+
+
+# --- initial copy (REPL_INIT_SNAPSHOT) -------------------------------------------------------------------
+
+
+def init_subscription(job: JobRun, reporter, spark_config) -> dict:
+    subscription = SnapshotSubscription.objects.get(pk=job.params["subscription"])
+    publication = SnapshotPublication.objects.select_related("server").get(
+        item=subscription.item, type=subscription.type
+    )
+    with item_lock(lock_name(publication), job), connections.reuse():
+        subscription.refresh_from_db()
+        per_commit = int(job.params.get("rows_per_commit") or subscription.init_rows_per_commit or 100)
+        assert publication.server is not None
+        pub_server = publication.server
+        sub_server = Server.objects.get(name=subscription.server)
+        pub_table = publisher_table(publication)
+        layout = sql.Layout.of(pub_table)
+        pub = Side.of(pub_server, pub_table, layout)
+        sub = Side.of(sub_server, subscriber_table(publication, sub_server), layout)
+        staging = sub.work("BSIC")
+        resume = subscription.init_state == "copying" and find_table(sub_server, staging) is not None
+        if not resume:
+            rows = _stage_init_copy(subscription, pub, sub, staging, per_commit, reporter, spark_config)
+        else:
+            rows = int(subscription.init_rows_total or 0)
+            reporter.log(f"resuming the initial copy after row number {subscription.init_bookmark}")
+        copied = _copy_chunks(subscription, sub, staging, per_commit, rows, reporter)
+        if _fetch(sub_server, sql.log_count_sql(sub.d, sub.table))[0][0]:  # type: ignore[arg-type]
+            run_each(
+                sub_server,
+                [
+                    sql.init_staging_key_index_sql(sub.d, sub.table, sub.layout, staging),  # type: ignore[arg-type]
+                    sql.init_cleanup_sql(sub.d, sub.table, sub.layout, staging),  # type: ignore[arg-type]
+                ],
+            )
+        sub.drop(staging)
+        SnapshotSubscription.objects.filter(pk=subscription.pk).update(
+            init_state="done",
+            init_rows_done=rows,
+            last_push_ts=subscription.init_started_at
+            if not resume
+            else SnapshotSubscription.objects.get(pk=subscription.pk).init_started_at,
+            last_pull_ts=timezone.now(),
+            last_error="",
+        )
+        SnapshotPublication.objects.filter(pk=publication.pk).update(last_ts=timezone.now())
+        reporter.progress(rows, max(rows, 1), f"copied {rows} row(s) to {sub_server.name}")
+        return {"mode": "init", "rows": rows, "inserted": copied, "rows_per_commit": per_commit, "resumed": resume}
+
+
+def _stage_init_copy(subscription, pub: Side, sub: Side, staging: str, per_commit: int, reporter, spark_config) -> int:
+    started = server_now(pub.server)
+    SnapshotSubscription.objects.filter(pk=subscription.pk).update(
+        init_state="staging",
+        init_rows_done=0,
+        init_rows_total=None,
+        init_bookmark=-1,
+        init_started_at=_aware(started),
+        init_rows_per_commit=per_commit,
+    )
+    subscription.init_started_at = _aware(started)
+    sub.recreate(staging, sql.init_staging_ddl(sub.d, staging, sub.table.schema, sub.layout))  # type: ignore[arg-type]
+    d = pub.d
+    items = ", ".join(f"t.{d.quote(m.dest)} AS {m.alias}" for m in pub.layout.moved)  # type: ignore[attr-defined]
+    select_sql = f"SELECT {items} FROM {pub.qualify(pub.table.name)} t"
+    key = pub.layout.keys[0].alias
+    partition = key if len(pub.layout.keys) == 1 and pub.read_types[key] == "BIGINT" else None
+    plan = spark_bidir.InitCopy(
+        source=_endpoint(pub.server, readonly=True),
+        select_sql=select_sql,
+        custom_schema=", ".join(f"{m.alias} {pub.read_types[m.alias]}" for m in pub.layout.moved),
+        partition_alias=partition,
+        moved=sub.layout.moved,
+        read_types=pub.read_types,
+        dest=_endpoint(sub.server),
+        staging_sql=sub.qualify(staging),
+    )
+    with reporter.phase("spark_session"):
+        spark = get_spark(spark_config)
+    reporter.progress(0, 1, f"reading {pub.server.name}.{pub.table.name} into {staging} on {sub.server.name}")
+    with reporter.phase("spark_copy"):
+        rows = spark_bidir.stage_copy(spark, plan, progress=reporter.spark_progress(0, 1, 2))
+    # The subscriber's copy starts from the publisher's rows: its own pending changes are discarded.
+    run_apply(
+        sub.server,
+        sql.ApplyPlan(
+            prelude=f"DELETE FROM {sub.qualify(rlog_name(sub.table.name))}",
+            lock=None,
+            check=None,
+            statements=(
+                f"DELETE FROM {sub.qualify(sub.table.name)}",
+                f"DELETE FROM {sub.qualify(rlog_name(sub.table.name))}",
+            ),
+        ),
+    )
+    SnapshotSubscription.objects.filter(pk=subscription.pk).update(init_state="copying", init_rows_total=rows)
+    subscription.init_bookmark = -1
+    return rows
+
+
+def _copy_chunks(subscription, sub: Side, staging: str, per_commit: int, total: int, reporter) -> int:
+    last_sql, insert_sql = sql.init_chunk_sql(sub.d, sub.table, sub.layout, staging, per_commit)  # type: ignore[arg-type]
+    bookmark = int(SnapshotSubscription.objects.get(pk=subscription.pk).init_bookmark)
+    done = int(SnapshotSubscription.objects.get(pk=subscription.pk).init_rows_done)
+    inserted = 0
+    reported = timezone.now()
+    with connections.connect(sub.server, autocommit=False) as conn:
+        cursor = conn.cursor()
+        while True:
+            row = cursor.execute(last_sql, [bookmark]).fetchone()
+            last = row[0] if row else None
+            if last is None:
+                conn.commit()
+                break
+            count = cursor.execute(insert_sql, [bookmark, int(last)]).rowcount
+            conn.commit()
+            inserted += max(count, 0)
+            done = min(total, done + per_commit)
+            bookmark = int(last)
+            now = timezone.now()
+            if (now - reported).total_seconds() >= 0.5:
+                reported = now
+                SnapshotSubscription.objects.filter(pk=subscription.pk).update(
+                    init_bookmark=bookmark, init_rows_done=done
+                )
+                reporter.progress(done, max(total, 1), f"copied {done} of {total} row(s), {per_commit} per commit")
+    SnapshotSubscription.objects.filter(pk=subscription.pk).update(init_bookmark=bookmark, init_rows_done=total)
+    return inserted
+
+
+# --- sync (REPL_UPDATE_SNAPSHOT) --------------------------------------------------------------------------
+
+
+def _resolver_types(layout: sql.Layout) -> dict[str, str]:
+    from replication_admin.engine.resolvers import spark_type
+
+    return {m.alias: spark_type(m.logical) for m in layout.moved}
+
+
+def _json(value):
+    from replication_admin.engine.resolvers import to_json_value
+
+    return to_json_value(value)
+
+
+def _from_json(value):
+    if isinstance(value, dict) and "hex" in value:
+        return bytes.fromhex(value["hex"])
+    return value
+
+
+def new_guid(server: Server) -> str:
+    return f"{server.name}@{uuid.uuid4()}"
+
+
+@dataclass
+class PullOutcome:
+    pulled: int = 0
+    conflicts: int = 0
+    replayed: int = 0
+
+
+def _resolver_columns(layout: sql.Layout):
+    from replication_admin.engine.resolvers import ResolverColumn, spark_type
+
+    return [ResolverColumn(m.dest, spark_type(m.logical), m.is_key) for m in layout.moved]
+
+
+def _chain(publication: SnapshotPublication):
+    from replication_admin.conflicts.actions import chain_for
+
+    return chain_for(publication.item)
+
+
+def _decide(spark, publication, pub: Side, conflicts: list[dict]) -> list[dict]:
+    """Conflict rows (typed, from Spark) -> decide_rows input -> decisions, keyed by change id."""
+    from jobs.resolve import decide_rows
+
+    inputs = []
+    for c in conflicts:
+        incoming = {m.dest: _json(c["n" + m.alias]) for m in pub.layout.moved}
+        if c["eff_op"] == "D":
+            incoming = {k.dest: incoming[k.dest] for k in pub.layout.keys}
+        published = None
+        if c["pub_present"] == 1:
+            published = {k.dest: _json(c["n" + k.alias]) for k in pub.layout.keys}
+            published.update({v.dest: _json(c["p" + v.alias]) for v in pub.layout.values})
+        inputs.append(
+            {
+                "key": c["change_id"],
+                "type": c["conflict"],
+                "pub": published,
+                "new": incoming,
+                "old": {sql.ROWGUID_COLUMN: c["old_guid"]},
+            }
+        )
+    decided = decide_rows(spark, inputs, _chain(publication), _resolver_columns(pub.layout))
+    return [{**i, **d} for i, d in zip(inputs, decided, strict=True)]
+
+
+def _conflict_actions(
+    publication, pub: Side, source: Server, conflicts: list[dict], decided: list[dict], job: JobRun
+) -> list[list]:
+    """The apply rows of the decided conflicts; their backups are saved first (a re-run updates them)."""
+    d = pub.d
+    guid_name = pub.layout.guid.dest
+    rows: list[list] = []
+    for c, decision in zip(conflicts, decided, strict=True):
+        code = int(decision["decision"])
+        published, incoming = decision["pub"], decision["new"]
+        if code == 1:
+            action, written = ("W", incoming) if c["eff_op"] != "D" else ("D" if published else "N", None)
+            winner, loser = (incoming if c["eff_op"] != "D" else None), published
+        elif code == 2:
+            written = {**(decision.get("final") or incoming), guid_name: new_guid(publication.server)}
+            action, winner, loser = "W", written, published
+        else:  # 3 publisher wins, 5 ignore: the publisher's version goes out again, to everyone
+            written = {**published, guid_name: new_guid(publication.server)} if published else None
+            action = "W" if published else "N"
+            winner, loser = written, incoming
+        ConflictBackup.objects.update_or_create(
+            item=publication.item,
+            source=source.name,
+            change_guid=c["change_id"],
+            defaults={
+                "kind": "snapshot",
+                "table_name": publication.table,
+                "publisher": publication.server.name,
+                "origin": sql.origin_of(c["change_id"]) or source.name,
+                "primary_key": {k.dest: incoming.get(k.dest) for k in pub.layout.keys},
+                "conflict_type": c["conflict"],
+                "operation": c["eff_op"],
+                "decision": code,
+                "resolver_id": decision.get("resolver_id"),
+                "resolver": decision.get("resolver") or "default",
+                "publisher_row": published,
+                "incoming_row": incoming,
+                "old_rowguid": c["old_guid"],
+                "winning_row": winner,
+                "losing_row": loser,
+                "note": decision.get("note") or "",
+                "job": job,
+            },
+        )
+        values = written or {}
+        key_values = [bind_value(_from_json(incoming[k.dest]), k.logical, d.name) for k in pub.layout.keys]  # type: ignore[attr-defined]
+        row = [
+            *key_values,
+            action,
+            int(c["pub_present"]),
+            published.get(guid_name) if published else None,
+            c["change_id"],
+            bind_value(c["snaptime"], sql.TIMESTAMP, d.name),  # type: ignore[attr-defined]
+        ]
+        row += [bind_value(_from_json(values.get(v.dest)), v.logical, d.name) for v in pub.layout.values]  # type: ignore[attr-defined]
+        rows.append(row)
+    return rows
+
+
+def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, reporter) -> PullOutcome:
+    outcome = PullOutcome()
+    d_pub, d_sub = pub.d, sub.d
+    if not _fetch(sub.server, sql.log_count_sql(d_sub, sub.table))[0][0]:  # type: ignore[arg-type]
+        # A subscriber's log holds only what it has not sent: empty, there is nothing to pull.
+        SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_pull_ts=timezone.now())
+        return outcome
+    keys_stage, apply_stage = pub.work("BSIN"), pub.work("BSAP")
+    replay = rplog(publication, d_pub)
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        pub.recreate(keys_stage, sql.incoming_staging_ddl(d_pub, keys_stage, pub.table.schema, pub.layout))  # type: ignore[arg-type]
+        pub.recreate(apply_stage, sql.apply_staging_ddl(d_pub, apply_stage, pub.table.schema, pub.layout))  # type: ignore[arg-type]
+        pub_rows_schema = ", ".join(
+            [
+                *(f"{k.alias} {pub.read_types[k.alias]}" for k in pub.layout.keys),
+                "change_id STRING",
+                "pub_present INT",
+                *(f"p{v.alias} {pub.read_types[v.alias]}" for v in pub.layout.values),
+            ]
+        )
+        plan = spark_bidir.PullPlan(
+            sub=_endpoint(sub.server, readonly=True),
+            pub=_endpoint(pub.server),
+            changes_sql=sql.pull_select(d_sub, sub.table, sub.layout, sub.server.name),  # type: ignore[arg-type]
+            changes_schema=sql.changes_schema(d_sub, sub.layout, sub.read_types),  # type: ignore[arg-type]
+            replayed_sql=sql.rplog_guids_select(d_pub, replay, pub.table.schema, sub.server.name, pub.server.name),  # type: ignore[arg-type]
+            keys_staging_sql=pub.qualify(keys_stage),
+            pub_rows_sql=sql.publisher_rows_select(d_pub, pub.table, pub.layout, keys_stage),  # type: ignore[arg-type]
+            pub_rows_schema=pub_rows_schema,
+            apply_staging_sql=pub.qualify(apply_stage),
+            keys=sub.layout.keys,
+            values=sub.layout.values,
+            sub_read_types=sub.read_types,
+            pub_read_types=pub.read_types,
+            resolver_types=_resolver_types(pub.layout),
+        )
+        # Keys are staged with the publisher's aliases: both layouts share them.
+        result = spark_bidir.pull_changes(spark, plan)
+        decided: list[dict] = []
+        outcome.replayed = len(result.replayed)
+        if result.staged:
+            decided = _decide(spark, publication, pub, result.conflicts) if result.conflicts else []
+            rows = _conflict_actions(publication, pub, sub.server, result.conflicts, decided, job)
+            _insert_rows(pub.server, apply_stage, pub.table.schema, d_pub, sql.staging_columns(pub.layout), rows)
+            apply = sql.apply_sql(
+                d_pub, pub.table, pub.layout, apply_stage, replay, sub.server.name, pub.server.name, guarded=True
+            )  # type: ignore[arg-type]
+            try:
+                run_apply(pub.server, apply)
+            except StaleDecisions as exc:
+                if attempt == MAX_ATTEMPTS:
+                    raise SnapshotError(f"pull from {sub.server.name}: {exc}, {MAX_ATTEMPTS} times in a row") from None
+                reporter.log(f"pull from {sub.server.name}: {exc}; reading again")
+                continue
+        outcome.pulled, outcome.conflicts = len(result.staged), len(result.conflicts)
+        consumed = [*result.replayed, *result.staged]
+        decisions = {c["change_id"]: int(d["decision"]) for c, d in zip(result.conflicts, decided, strict=True)}
+        as_is = {
+            change: (op, key)
+            for change, (op, conflict, key) in result.keys.items()
+            if conflict is None or decisions.get(change) == 1
+        }
+        _consume(sub, consumed, as_is)
+        _forget(pub, replay, sub.server.name, consumed)
+        break
+    pub.drop(keys_stage, apply_stage)
+    SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_pull_ts=timezone.now())
+    return outcome
+
+
+def _consume(sub: Side, change_ids: list[str], as_is: dict[str, tuple] | None = None) -> None:
+    """Remove pulled changes from the subscriber's log; a row changed again since has a new id and stays.
+
+    Such a row was changed on top of the pulled version: when the publisher took that version as it
+    was, the remaining log row is rebased on it (its OLD_ROWGUID becomes the pulled version), so the
+    next pull does not mistake the subscriber's newer change for a conflict with its own older one."""
+    if not change_ids:
+        return
+    d = sub.d
+    with connections.connect(sub.server, autocommit=False) as conn:
+        cursor = conn.cursor()
+        for start in range(0, len(change_ids), 1000):
+            chunk = change_ids[start : start + 1000]
+            cursor.execute(sql.consume_sql(d, sub.table, len(chunk)), chunk)  # type: ignore[arg-type]
+        if as_is:
+            pulled = {_key_text(key): (change, op) for change, (op, key) in as_is.items()}
+            for row in cursor.execute(sql.pending_keys_sql(d, sub.table)).fetchall():  # type: ignore[arg-type]
+                key = tuple(row[:-1])
+                match = pulled.get(_key_text(key))
+                if match is None:
+                    continue
+                change, op = match
+                values = [bind_value(v, k.logical, d.name) for v, k in zip(key, sub.layout.keys, strict=True)]  # type: ignore[attr-defined]
+                if op == "D":  # the row was deleted, then made again: an insert for the publisher
+                    cursor.execute(sql.rebase_sql(d, sub.table, inserted=True), [*values])  # type: ignore[arg-type]
+                else:
+                    cursor.execute(sql.rebase_sql(d, sub.table, inserted=False), [change, *values])  # type: ignore[arg-type]
+        conn.commit()
+
+
+def _key_text(key: tuple) -> tuple:
+    return tuple(str(v).strip() if v is not None else None for v in key)
+
+
+def _forget(pub: Side, replay: str, source: str, change_ids: list[str]) -> None:
+    """The publisher's replay-log rows of consumed changes: those ids are never read again."""
+    if not change_ids:
+        return
+    with connections.connect(pub.server, autocommit=False) as conn:
+        cursor = conn.cursor()
+        for start in range(0, len(change_ids), 1000):
+            chunk = change_ids[start : start + 1000]
+            cursor.execute(sql.rplog_forget_sql(pub.d, replay, pub.table.schema, source, len(chunk)), chunk)  # type: ignore[arg-type]
+        conn.commit()
+
+
+@dataclass
+class PushOutcome:
+    pushed: int = 0
+    waiting: int = 0
+
+
+def push(spark, publication, subscription, pub: Side, sub: Side, tolerance: int, purge_offset: int) -> PushOutcome:
+    d_pub, d_sub = pub.d, sub.d
+    stage = sub.work("BSPS")
+    replay = rplog(publication, d_sub)
+    last_push = subscription.last_push_ts or subscription.init_started_at or timezone.now()
+    since = _naive_utc(last_push) - timedelta(minutes=tolerance)
+    if _all_pushed(pub, sub, replay, since):
+        return PushOutcome()
+    sub.recreate(stage, sql.apply_staging_ddl(d_sub, stage, sub.table.schema, sub.layout))  # type: ignore[arg-type]
+    plan = spark_bidir.PushPlan(
+        pub=_endpoint(pub.server, readonly=True),
+        sub=_endpoint(sub.server),
+        changes_sql=sql.push_select(d_pub, pub.table, pub.layout, sub.server.name, since),  # type: ignore[arg-type]
+        changes_schema=sql.changes_schema(d_pub, pub.layout, pub.read_types),  # type: ignore[arg-type]
+        replayed_sql=sql.rplog_guids_select(
+            d_sub,
+            replay,
+            sub.table.schema,
+            pub.server.name,
+            sub.server.name,
+            since,  # type: ignore[arg-type]
+        ),
+        apply_staging_sql=sub.qualify(stage),
+        keys=sub.layout.keys,
+        values=sub.layout.values,
+        pub_read_types=pub.read_types,
+    )
+    result = spark_bidir.push_changes(spark, plan)
+    outcome = PushOutcome()
+    newest = result.newest
+    if result.staged:
+        apply = sql.apply_sql(
+            d_sub, sub.table, sub.layout, stage, replay, pub.server.name, sub.server.name, guarded=True
+        )  # type: ignore[arg-type]
+        count_sql, delete_sql = sql.pending_local_sql(d_sub, sub.table, sub.layout, stage)  # type: ignore[arg-type]
+        measured = run_apply(
+            sub.server,
+            sql.ApplyPlan(prelude=apply.prelude, lock=apply.lock, check=None, statements=apply.statements),
+            before=[delete_sql],
+            measure=count_sql,
+        )
+        waiting, oldest = (int(measured[0] or 0), measured[1]) if measured else (0, None)
+        outcome.pushed, outcome.waiting = result.staged - waiting, waiting
+        if waiting and oldest is not None:
+            # Changes held back for rows the subscriber changed stay inside the next window.
+            held = _naive_utc(_aware(oldest)) - timedelta(microseconds=1)  # type: ignore[arg-type]
+            newest = min(newest, held) if newest is not None else held
+    sub.drop(stage)
+    if newest is not None:
+        SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_push_ts=_aware(newest))
+        before = _naive_utc(_aware(newest)) - timedelta(minutes=purge_offset)  # type: ignore[arg-type]
+        run_each(
+            sub.server, [sql.rplog_purge_sql(d_sub, replay, sub.table.schema, pub.server.name, sub.server.name, before)]
+        )  # type: ignore[arg-type]
+    return outcome
+
+
+def _fetch(server: Server, query: str) -> list:
+    with connections.connect(server, readonly=True) as conn:
+        return conn.cursor().execute(query).fetchall()
+
+
+SMALL_WINDOW = 20_000
+
+
+def _all_pushed(pub: Side, sub: Side, replay: str, since: datetime) -> bool:
+    """True when every change PUSH would read is already in the subscriber's replay log: the usual case
+    for a sync with nothing new, which then costs two small queries instead of a Spark job."""
+    ids = _fetch(pub.server, sql.push_window_ids_sql(pub.d, pub.table, sub.server.name, since))  # type: ignore[arg-type]
+    if not ids:
+        return True
+    if len(ids) > SMALL_WINDOW:
+        return False
+    applied = _fetch(
+        sub.server,
+        sql.rplog_guids_select(sub.d, replay, sub.table.schema, pub.server.name, sub.server.name, since),  # type: ignore[arg-type]
+    )
+    return {r[0] for r in ids} <= {r[0] for r in applied}
+
+
+def sync_publication(job: JobRun, reporter, spark_config) -> dict:
+    publication = SnapshotPublication.objects.select_related("server").get(pk=job.params["publication"])
+    tolerance = RegistryEntry.get_int("snp_repl_tolerance_offset")
+    purge = max(RegistryEntry.get_int("snp_repl_purge_offset"), tolerance)
+    summary: dict = {"mode": "sync", "subscribers": {}}
+    errors: list[str] = []
+    with item_lock(lock_name(publication), job), connections.reuse():
+        assert publication.server is not None
+        pub_table = publisher_table(publication)
+        layout = sql.Layout.of(pub_table)
+        pub = Side.of(publication.server, pub_table, layout)
+        subscriptions = list(
+            SnapshotSubscription.objects.filter(item=publication.item, type=publication.type, init_state="done")
+        )
+        with reporter.phase("spark_session"):
+            spark = get_spark(spark_config)
+        sides: dict[int, Side] = {}
+        steps = max(2 * len(subscriptions), 1)
+        for n, subscription in enumerate(subscriptions):
+            reporter.progress(n, steps, f"pulling changes from {subscription.server}")
+            try:
+                server = Server.objects.get(name=subscription.server)
+                sides[subscription.pk] = Side.of(server, subscriber_table(publication, server), layout)
+                with reporter.phase(f"pull {subscription.server}"):
+                    got = pull(spark, publication, subscription, pub, sides[subscription.pk], job, reporter)
+                summary["subscribers"][subscription.server] = {
+                    "pulled": got.pulled,
+                    "conflicts": got.conflicts,
+                    "already_applied": got.replayed,
+                }
+            except (SnapshotError, pyodbc.Error, Server.DoesNotExist) as exc:
+                message = error_message(exc)
+                errors.append(f"pull from {subscription.server}: {message}")
+                SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_error=message)
+        for n, subscription in enumerate(subscriptions):
+            if subscription.pk not in sides:
+                continue
+            reporter.progress(len(subscriptions) + n, steps, f"pushing changes to {subscription.server}")
+            subscription.refresh_from_db()
+            try:
+                with reporter.phase(f"push {subscription.server}"):
+                    sent = push(spark, publication, subscription, pub, sides[subscription.pk], tolerance, purge)
+                entry = summary["subscribers"].setdefault(subscription.server, {})
+                entry.update({"pushed": sent.pushed, "waiting": sent.waiting})
+                SnapshotSubscription.objects.filter(pk=subscription.pk).update(
+                    last_sync_at=timezone.now(), last_error=""
+                )
+            except (SnapshotError, pyodbc.Error) as exc:
+                message = error_message(exc)
+                errors.append(f"push to {subscription.server}: {message}")
+                SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_error=message)
+    now = timezone.now()
+    SnapshotPublication.objects.filter(pk=publication.pk).update(
+        last_ts=now, last_sync_at=now, last_sync_error="; ".join(errors)
+    )
+    _notify(publication, job)
+    if errors:
+        raise SnapshotError("; ".join(errors))
+    reporter.progress(1, 1, "synchronised " + ", ".join(s.server for s in subscriptions) if subscriptions else "")
+    summary["conflicts"] = sum(v.get("conflicts", 0) for v in summary["subscribers"].values())
+    return summary
+
+
+def error_message(exc: Exception) -> str:
+    """What a person reads of an error: the driver's own message for database errors."""
+    return connections.driver_message(exc) if isinstance(exc, pyodbc.Error) else str(exc)
+
+
+def _notify(publication: SnapshotPublication, job: JobRun) -> None:
+    """E-mail the owners named by the resolvers that decided this run's conflicts."""
+    from django.core.mail import send_mail
+
+    addresses = dict(
+        SnapshotConflictResolver.objects.filter(table_name=publication.item)
+        .exclude(notify="")
+        .values_list("id", "notify")
+    )
+    if not addresses:
+        return
+    pending = ConflictBackup.objects.filter(job=job, notified=False, resolver_id__in=list(addresses))
+    by_address: dict[str, list[ConflictBackup]] = {}
+    for backup in pending:
+        by_address.setdefault(addresses[backup.resolver_id], []).append(backup)
+    for address, backups in by_address.items():
+        lines = [
+            f"- {b.get_conflict_type_display()} conflict on {b.primary_key} from {b.source}: "
+            f"{b.get_decision_display()} ({b.resolver})"
+            for b in backups
+        ]
+        send_mail(
+            f"[replication_admin] {len(backups)} conflict(s) on {publication.item}",
+            "The sync decided these conflicts; the losing versions are kept in the conflict inbox.\n\n"
+            + "\n".join(lines),
+            None,
+            [address],
+        )
+        ConflictBackup.objects.filter(pk__in=[b.pk for b in backups]).update(notified=True)
+
+
+def purge_replay_logs(publication: SnapshotPublication, subscription: SnapshotSubscription, server: Server) -> int:
+    offset = RegistryEntry.get_int("snp_repl_purge_offset")
+    assert publication.server is not None
+    pub_table = publisher_table(publication)
+    layout = sql.Layout.of(pub_table)
+    pub, sub = (
+        Side.of(publication.server, pub_table, layout),
+        Side.of(server, subscriber_table(publication, server), layout),
+    )
+    deleted = 0
+    if subscription.last_push_ts is not None:
+        before = _naive_utc(subscription.last_push_ts) - timedelta(minutes=offset)
+        purge = sql.rplog_purge_sql(
+            sub.d, rplog(publication, sub.d), sub.table.schema, pub.server.name, server.name, before
+        )  # type: ignore[arg-type]
+        with connections.connect(server) as conn:
+            deleted += max(conn.cursor().execute(purge).rowcount, 0)
+    with connections.connect(server, readonly=True) as conn:
+        oldest = (
+            conn.cursor()
+            .execute(
+                f"SELECT MIN({sub.d.quote('SNAPTIME')}) FROM {sub.qualify(rlog_name(sub.table.name))}"  # type: ignore[attr-defined]
+            )
+            .fetchone()[0]
+        )
+    pending_from = _naive_utc(_aware(oldest)) if oldest is not None else server_now(server)  # type: ignore[arg-type]
+    before = pending_from - timedelta(minutes=offset)
+    purge = sql.rplog_purge_sql(
+        pub.d, rplog(publication, pub.d), pub.table.schema, server.name, pub.server.name, before
+    )  # type: ignore[arg-type]
+    with connections.connect(publication.server) as conn:
+        deleted += max(conn.cursor().execute(purge).rowcount, 0)
+    return deleted
+
+
+# --- re-applying a losing version ----------------------------------------------------------------------
+
+
+def reapply_losing_version(backup: ConflictBackup) -> str:
+    """Write the losing version onto the publisher as a new change of the publisher's own; the next sync
+    sends it to every subscriber. A losing delete deletes the row."""
+    publication = SnapshotPublication.objects.select_related("server").filter(item=backup.item).first()
+    if publication is None or publication.server is None:
+        raise SnapshotError(f"the publication {backup.item} no longer exists")
+    pub_table = publisher_table(publication)
+    layout = sql.Layout.of(pub_table)
+    side = Side.of(publication.server, pub_table, layout)
+    d = side.d
+    q = d.quote  # type: ignore[attr-defined]
+    dst = side.qualify(pub_table.name)
+    loser = backup.losing_row
+    keys = backup.primary_key or {}
+    where = " AND ".join(f"{q(k.dest)} = ?" for k in side.layout.keys)
+    key_values = [bind_value(_from_json(keys.get(k.dest)), k.logical, d.name) for k in side.layout.keys]  # type: ignore[attr-defined]
+    with transaction.atomic(), connections.connect(publication.server, autocommit=False) as conn:
+        cursor = conn.cursor()
+        if not loser or (backup.operation == "D" and backup.decision in (3, 5)):
+            cursor.execute(f"DELETE FROM {dst} WHERE {where}", key_values)
+            message = f"deleted {keys} on {publication.server.name}"
+        else:
+            values = [v for v in side.layout.values if v.dest != side.layout.guid.dest]
+            data = [bind_value(_from_json(loser.get(v.dest)), v.logical, d.name) for v in values]  # type: ignore[attr-defined]
+            guid = new_guid(publication.server)
+            sets = ", ".join(f"{q(v.dest)} = ?" for v in values) + f", {q(side.layout.guid.dest)} = ?"
+            cursor.execute(f"UPDATE {dst} SET {sets} WHERE {where}", [*data, guid, *key_values])
+            if cursor.rowcount == 0:
+                columns = [*side.layout.keys, *values]
+                names = ", ".join(q(m.dest) for m in columns) + f", {q(side.layout.guid.dest)}"
+                marks = ", ".join("?" for _ in columns) + ", ?"
+                cursor.execute(f"INSERT INTO {dst} ({names}) VALUES ({marks})", [*key_values, *data, guid])
+            message = f"wrote the losing version of {keys} on {publication.server.name}; the next sync sends it on"
+        conn.commit()
+        ConflictBackup.objects.filter(pk=backup.pk).update(reapplied_at=timezone.now())
+    return message

@@ -1,0 +1,623 @@
+"""Bi-directional snapshot replication: publications, their subscribers, initial copies, syncs and the
+conflict resolver chain of each published table."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from replication_admin.bidir import actions as bidir
+from replication_admin.bidir.forms import (
+    COLUMN_CLASSES,
+    DropSubscriptionForm,
+    DryRunForm,
+    InitCopyForm,
+    PublicationForm,
+    ResolverEditForm,
+    ResolverForm,
+    SubscribeForm,
+    format_assignments,
+)
+from replication_admin.conflicts import actions as resolver_actions
+from replication_admin.core import connections
+from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.web import check_perm, denied, is_htmx, listing, render_page_or_partial
+from replication_admin.engine.resolvers import CODE_NAMES, DEFAULT_DECISION, ResolverError
+from replication_admin.models import (
+    JobRun,
+    ScheduledEvent,
+    SnapshotConflictResolver,
+    SnapshotPublication,
+    SnapshotSubscription,
+)
+from replication_admin.models.catalog import CR_TYPES
+from replication_admin.servers.forms import ScheduleForm
+from replication_admin.snapshots.shapes import SnapshotError
+from replication_admin.transactional import views as trx_views
+
+EDIT = "replication_admin.edit"
+OPERATE = "replication_admin.operate"
+ACTIVE_INIT_STATES = ("staging", "copying")
+
+
+def _publication(pk: int) -> SnapshotPublication:
+    return get_object_or_404(SnapshotPublication.objects.select_related("server"), pk=pk)
+
+
+def _refuse(request: HttpRequest, perm: str, action: str, target: str) -> HttpResponse | None:
+    """A 403 (recorded in the audit log as denied) when the user lacks `perm`; None when they hold it."""
+    if check_perm(request, perm, action, target):
+        return None
+    return denied(request, PermissionDenied(f"{request.user.get_username()} may not {action} (needs {perm})"))
+
+
+# --- publications ---------------------------------------------------------------------------------------
+
+
+PUBLICATION_SORTS = {
+    "item": "item",
+    "publisher": ("server_id", "table", "item"),
+    "subscribers": ("subscriber_count", "item"),
+    "last_ts": ("last_ts", "item"),
+    "last_sync": ("last_sync_at", "item"),
+}
+SUBSCRIPTION_SORTS = {
+    "server": ("server", "item"),
+    "item": ("item", "server"),
+    "init": ("init_state", "item", "server"),
+    "last_pull": ("last_pull_ts", "item", "server"),
+    "last_push": ("last_push_ts", "item", "server"),
+    "last_sync": ("last_sync_at", "item", "server"),
+}
+
+
+@require_GET
+def publication_list(request: HttpRequest) -> HttpResponse:
+    subscribers = (
+        SnapshotSubscription.objects.filter(item=OuterRef("item"), type=OuterRef("type"))
+        .order_by()
+        .values("item")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    publications = SnapshotPublication.objects.annotate(subscriber_count=Coalesce(Subquery(subscribers), 0))
+    pubs = listing(request, publications, sorts=PUBLICATION_SORTS, default="item",
+                   search=("item", "server__name", "table"))  # fmt: skip
+    shown = list(pubs.page)
+    names = {bidir.publication_event_name(p): p.pk for p in shown}
+    events = {names[e.name]: e for e in ScheduledEvent.objects.filter(name__in=names)}
+    pubs.page.object_list = [(p, events.get(p.pk)) for p in shown]
+    context = {"publications": pubs, "form": PublicationForm(), **trx_views.publication_list_context(request)}
+    return render(request, "replication_admin/publications.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+def publication_create(request: HttpRequest) -> HttpResponse:
+    form = PublicationForm(request.POST or None, initial=request.GET.dict())
+    if request.method == "POST":
+        if refused := _refuse(
+            request, EDIT, "bidir.publish", f"{request.POST.get('server', '')}.{request.POST.get('table', '')}"
+        ):
+            return refused
+        if form.is_valid():
+            try:
+                publication = bidir.do_create_publication(
+                    Actor.from_request(request), form.cleaned_data["server"], form.cleaned_data["table"].strip()
+                )
+            except PermissionDenied as exc:
+                return denied(request, exc)
+            except SnapshotError as exc:
+                form.add_error(None, str(exc))
+            else:
+                messages.success(request, f"Published {publication.item}. Add subscribers, then copy the rows to them.")
+                return redirect("publications-detail", pk=publication.pk)
+    return render(request, "replication_admin/bidir/publication_form.html", {"form": form})
+
+
+def _jobs(publication: SnapshotPublication, subscriptions: list[SnapshotSubscription]) -> list[JobRun]:
+    """The publication's latest syncs and initial copies, newest first."""
+    mine = Q(kind="bidir_sync", params__publication=publication.pk)
+    if subscriptions:
+        mine |= Q(kind="bidir_init", params__subscription__in=[s.pk for s in subscriptions])
+    return list(JobRun.objects.filter(mine).order_by("-id")[:20])
+
+
+def _subscription_rows(subscriptions: list[SnapshotSubscription], jobs: list[JobRun]) -> list[dict]:
+    """Each subscription with its initial copy's progress and its latest initial-copy job."""
+    latest: dict[int, JobRun] = {}
+    for job in jobs:
+        if job.kind == "bidir_init":
+            latest.setdefault(job.params.get("subscription"), job)
+    missing = [s.pk for s in subscriptions if s.pk not in latest]
+    if missing:
+        for job in JobRun.objects.filter(kind="bidir_init", params__subscription__in=missing).order_by("-id"):
+            latest.setdefault(job.params.get("subscription"), job)
+    rows = []
+    for sub in subscriptions:
+        total = sub.init_rows_total or 0
+        if sub.init_state == "done":
+            percent = 100
+        elif total:
+            percent = max(0, min(100, int(100 * sub.init_rows_done / total)))
+        else:
+            percent = 0
+        rows.append({"sub": sub, "percent": percent, "job": latest.get(sub.pk)})
+    return rows
+
+
+@require_GET
+def publication_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    publication = _publication(pk)
+    subscriptions = list(bidir.subscriptions_of(publication))
+    jobs = _jobs(publication, subscriptions)
+    rows = _subscription_rows(subscriptions, jobs)
+    active = any(r["sub"].init_state in ACTIVE_INIT_STATES for r in rows) or any(not j.finished for j in jobs)
+    event = ScheduledEvent.objects.filter(name=bidir.publication_event_name(publication)).first()
+    context = {
+        "publication": publication,
+        "rows": rows,
+        "jobs": jobs,
+        "active": active,
+        "event": event,
+        "schedule_form": ScheduleForm(initial={"every_minutes": event.interval if event else None}),
+        "subscribe_form": SubscribeForm(publication=publication),
+        "resolver_count": SnapshotConflictResolver.objects.filter(table_name=publication.item).count(),
+    }
+    return render_page_or_partial(request, "replication_admin/bidir/publication_detail.html", "subscribers", context)
+
+
+@require_http_methods(["GET", "POST"])
+def publication_drop(request: HttpRequest, pk: int) -> HttpResponse:
+    publication = _publication(pk)
+    if request.method == "POST":
+        if refused := _refuse(request, EDIT, "bidir.unpublish", publication.item):
+            return refused
+        try:
+            message = bidir.do_drop_publication(Actor.from_request(request), publication)
+        except PermissionDenied as exc:
+            return denied(request, exc)
+        except SnapshotError as exc:
+            messages.error(request, str(exc))
+            return redirect("publications-detail", pk=publication.pk)
+        messages.success(request, message)
+        return redirect("publications")
+    count = bidir.subscriptions_of(publication).count()
+    body = (
+        f"{publication.item} stops being published: its SYS_SNAPSHOT_PUB row, its resolvers and its schedule are "
+        "removed" + (f", and so are its {count} subscription(s)" if count else "") + ". The table on "
+        f"{publication.server_id} and the copies on the subscribers stay, with their rows."
+    )
+    return render(request, "replication_admin/confirm.html", {
+        "title": f"Drop publication {publication.item}?",
+        "body": body,
+        "action": "Drop publication",
+        "cancel_url": reverse("publications-detail", args=[publication.pk]),
+        "hidden": {},
+    })  # fmt: skip
+
+
+@require_POST
+def publication_sync(request: HttpRequest, pk: int) -> HttpResponse:
+    publication = _publication(pk)
+    if refused := _refuse(request, OPERATE, "job.bidir_sync", f"REPL_UPDATE_SNAPSHOT {publication.item}"):
+        return refused
+    try:
+        job = bidir.do_sync_publication(Actor.from_request(request), publication)
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    except SnapshotError as exc:
+        messages.error(request, str(exc))
+        return redirect("publications-detail", pk=publication.pk)
+    messages.success(request, f"Sync of {publication.item} started (job #{job.pk}).")
+    return redirect("publications-detail", pk=publication.pk)
+
+
+@require_POST
+def publication_schedule(request: HttpRequest, pk: int) -> HttpResponse:
+    publication = _publication(pk)
+    if refused := _refuse(request, OPERATE, "bidir.schedule", publication.item):
+        return refused
+    form = ScheduleForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The interval is a whole number of minutes, 1 to 525600 (empty to stop).")
+        return redirect("publications-detail", pk=publication.pk)
+    try:
+        event = bidir.do_schedule_publication(
+            Actor.from_request(request), publication, form.cleaned_data["every_minutes"]
+        )
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    except SnapshotError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Syncing every {event.interval} minute(s)." if event else "Schedule removed.")
+    return redirect("publications-detail", pk=publication.pk)
+
+
+@require_POST
+def publication_subscribe(request: HttpRequest, pk: int) -> HttpResponse:
+    publication = _publication(pk)
+    if refused := _refuse(request, EDIT, "bidir.subscribe", f"{request.POST.get('server', '')} <- {publication.item}"):
+        return refused
+    form = SubscribeForm(request.POST, publication=publication)
+    if not form.is_valid():
+        messages.error(request, "Choose a registered server that is neither the publisher nor already subscribed.")
+        return redirect("publications-detail", pk=publication.pk)
+    try:
+        sub = bidir.do_create_subscription(Actor.from_request(request), publication, form.cleaned_data["server"])
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    except SnapshotError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{sub.server} subscribed to {publication.item}. Start its initial copy next.")
+    return redirect("publications-detail", pk=publication.pk)
+
+
+# --- subscriptions --------------------------------------------------------------------------------------
+
+
+def _subscription(pk: int) -> tuple[SnapshotSubscription, SnapshotPublication | None]:
+    sub = get_object_or_404(SnapshotSubscription, pk=pk)
+    publication = SnapshotPublication.objects.filter(item=sub.item, type=sub.type).select_related("server").first()
+    return sub, publication
+
+
+def _back(sub: SnapshotSubscription, publication: SnapshotPublication | None) -> HttpResponse:
+    return redirect("publications-detail", pk=publication.pk) if publication else redirect("subscriptions")
+
+
+@require_GET
+def subscription_list(request: HttpRequest) -> HttpResponse:
+    subs = listing(request, SnapshotSubscription.objects.all(), sorts=SUBSCRIPTION_SORTS, default="item",
+                   search=("server", "item"))  # fmt: skip
+    shown = list(subs.page)
+    publications = dict(SnapshotPublication.objects.filter(item__in={s.item for s in shown}).values_list("item", "pk"))
+    subs.page.object_list = [(s, publications.get(s.item)) for s in shown]
+    context = {"snapshot_subscriptions": subs, **trx_views.subscription_list_context(request)}
+    return render(request, "replication_admin/subscriptions.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+def subscription_init(request: HttpRequest, pk: int) -> HttpResponse:
+    sub, publication = _subscription(pk)
+    if request.method == "GET":
+        return _init_confirm(request, sub, publication)
+    if refused := _refuse(request, OPERATE, "job.bidir_init", f"REPL_INIT_SNAPSHOT {sub.server} {sub.item}"):
+        return refused
+    form = InitCopyForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Rows per commit is a whole number from 1 to 10,000,000.")
+        return _back(sub, publication)
+    try:
+        job = bidir.do_init_subscription(
+            Actor.from_request(request), sub, rows_per_commit=form.cleaned_data["rows_per_commit"]
+        )
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    except SnapshotError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Initial copy to {sub.server} started (job #{job.pk}).")
+    return _back(sub, publication)
+
+
+def _init_confirm(
+    request: HttpRequest, sub: SnapshotSubscription, publication: SnapshotPublication | None
+) -> HttpResponse:
+    """GET: the confirmation page of a (new) initial copy, which empties the subscriber's table first."""
+    form = InitCopyForm(request.GET)
+    rows = form.cleaned_data["rows_per_commit"] if form.is_valid() else sub.init_rows_per_commit or 100
+    table = publication.table if publication and publication.table else sub.item
+    source = f"{publication.server_id}.{publication.table}" if publication else sub.item
+    body = (
+        f"Every row of the table {table} on {sub.server} is deleted, with its changes that no sync has collected "
+        f"yet, and the table is filled again with the rows of {source}, committing every {rows} rows. Changes "
+        f"made on {sub.server} since its last sync are lost."
+    )
+    return render(request, "replication_admin/confirm.html", {
+        "title": f"Copy {sub.item} to {sub.server} again?",
+        "body": body,
+        "action": "Start the initial copy",
+        "cancel_url": publication.get_absolute_url() if publication else reverse("subscriptions"),
+        "hidden": {"rows_per_commit": rows},
+    })  # fmt: skip
+
+
+@require_http_methods(["GET", "POST"])
+def subscription_drop(request: HttpRequest, pk: int) -> HttpResponse:
+    sub, publication = _subscription(pk)
+    form = DropSubscriptionForm(request.POST or request.GET or None)
+    drop_table = bool(form.is_valid() and form.cleaned_data["drop_table"])
+    if request.method == "POST":
+        if refused := _refuse(request, EDIT, "bidir.unsubscribe", f"{sub.server} <- {sub.item}"):
+            return refused
+        try:
+            message = bidir.do_drop_subscription(Actor.from_request(request), sub, drop_table=drop_table)
+        except PermissionDenied as exc:
+            return denied(request, exc)
+        except SnapshotError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, message)
+        return _back(sub, publication)
+    table = publication.table if publication and publication.table else sub.item
+    body = (
+        f"{sub.server} stops receiving {sub.item} and its changes are no longer collected"
+        + (
+            f"; its table {table} is dropped on {sub.server}, with its rows."
+            if drop_table
+            else f"; its table {table} stays."
+        )
+        + " Changes it made that no sync has collected yet are lost to the publisher."
+    )
+    return render(request, "replication_admin/confirm.html", {
+        "title": f"Drop the subscription of {sub.server} to {sub.item}{' and its table' if drop_table else ''}?",
+        "body": body,
+        "action": "Drop subscription" + (" and table" if drop_table else ""),
+        "cancel_url": publication.get_absolute_url() if publication else reverse("subscriptions"),
+        "hidden": {"drop_table": "on" if drop_table else ""},
+    })  # fmt: skip
+
+
+# --- resolvers ------------------------------------------------------------------------------------------
+
+
+def _columns(publication: SnapshotPublication) -> tuple[list, str]:
+    """The published table's columns as resolvers see them, or the reason they cannot be read."""
+    try:
+        return list(resolver_actions.table_columns(publication.server, publication.table)), ""
+    except (connections.ConnectionFailed, connections.TableNotFound, SnapshotError, ResolverError) as exc:
+        return [], str(exc)
+
+
+def _chains(publication: SnapshotPublication) -> list[dict]:
+    resolvers = list(
+        SnapshotConflictResolver.objects.filter(table_name=publication.item).order_by("type", "order", "id")
+    )
+    chains = []
+    for code, label in CR_TYPES:
+        chain = [r for r in resolvers if r.type == code]
+        for r in chain:
+            r.assignments_text = format_assignments(r.assignments)
+        chains.append({
+            "type": code, "label": label, "resolvers": chain,
+            "default": DEFAULT_DECISION[code], "default_label": CODE_NAMES[DEFAULT_DECISION[code]],
+        })  # fmt: skip
+    return chains
+
+
+def _resolver_context(request: HttpRequest, publication: SnapshotPublication, **extra) -> dict:
+    columns, columns_error = extra.pop("columns", None) or _columns(publication)
+    context = {
+        "publication": publication,
+        "chains": _chains(publication),
+        "columns": columns,
+        "columns_error": columns_error,
+        "codes": sorted(CODE_NAMES.items()),
+        "form": ResolverForm(column_names=[c.name for c in columns]),
+        **_dry_run_context(None),
+    }
+    context.update(extra)
+    return context
+
+
+def _dry_run_job(publication: SnapshotPublication, job_id: str | None) -> JobRun | None:
+    if not job_id or not job_id.isdigit():
+        return None
+    job = JobRun.objects.filter(pk=int(job_id), kind="resolver_dry_run").first()
+    return job if job is not None and job.params.get("item") == publication.item else None
+
+
+def _dry_run_context(job: JobRun | None, error: str = "") -> dict:
+    """A dry run's job and, once it succeeded, its rows with the codes named."""
+    rows = []
+    if job is not None and job.state == JobRun.State.SUCCEEDED and isinstance(job.result, dict):
+        for row in job.result.get("rows", []):
+            rows.append({
+                **row,
+                "recorded_label": CODE_NAMES.get(row.get("recorded_decision"), "?"),
+                "label": CODE_NAMES.get(row.get("decision"), "?"),
+            })  # fmt: skip
+    return {"dry_run": job, "dry_rows": rows, "dry_run_error": error}
+
+
+@require_GET
+def resolver_page(request: HttpRequest, pk: int) -> HttpResponse:
+    publication = _publication(pk)
+    dry_run = _dry_run_job(publication, request.GET.get("dry_run"))
+    if is_htmx(request) and dry_run is not None:
+        context = {"publication": publication, **_dry_run_context(dry_run)}
+        return render(request, "replication_admin/bidir/resolvers.html#dry-run", context)
+    context = _resolver_context(request, publication, **_dry_run_context(dry_run))
+    return render(request, "replication_admin/bidir/resolvers.html", context)
+
+
+def _editor(request: HttpRequest, publication: SnapshotPublication, **extra) -> HttpResponse:
+    """The resolver editor (chains and add form): only that part for htmx, else the whole page."""
+    context = _resolver_context(request, publication, **extra)
+    template = "replication_admin/bidir/resolvers.html"
+    return render(request, f"{template}#resolver-editor" if is_htmx(request) else template, context)
+
+
+def _error_field(form, text: str) -> str | None:
+    """The field an action's error message is about, to show it next to that field."""
+    lowered = text.lower()
+    cls = form.cleaned_data.get("resolver_class", "custom")
+    for words, field in (
+        (("e-mail",), "notify"),
+        (("resolver expression", "custom resolver needs an expression"), "expression"),
+        (("assign",), "assignments"),
+        (("column",), "column" if cls in COLUMN_CLASSES else None),
+        (("class",), "resolver_class"),
+        (("resolver type",), "type"),
+    ):
+        if any(w in lowered for w in words):
+            return field if field in form.fields else None
+    return None
+
+
+def _resolver_error(form, exc: Exception) -> None:
+    form.add_error(_error_field(form, str(exc)), str(exc))
+
+
+@require_POST
+def resolver_add(request: HttpRequest, pk: int) -> HttpResponse:
+    publication = _publication(pk)
+    if refused := _refuse(request, EDIT, "resolver.add", f"{publication.item} {request.POST.get('type', '')}"):
+        return refused
+    columns, columns_error = _columns(publication)
+    form = ResolverForm(request.POST, column_names=[c.name for c in columns])
+    if form.is_valid():
+        d = form.cleaned_data
+        custom = d["resolver_class"] == "custom"
+        try:
+            resolver = resolver_actions.do_add_resolver(
+                Actor.from_request(request), publication.item, columns, d["type"], d["resolver_class"],
+                order=d["order"], column=d["column"] or None,
+                expression=d["expression"] if custom else None,
+                assignments=d["assignments"] if custom else None,
+                notify=d["notify"] or "",
+            )  # fmt: skip
+        except PermissionDenied as exc:
+            return denied(request, exc)
+        except (ResolverError, SnapshotError) as exc:
+            _resolver_error(form, exc)
+        else:
+            note = f"Added {resolver.proc} to the {resolver.get_type_display()} chain."
+            if not is_htmx(request):
+                messages.success(request, note)
+                return redirect("publications-resolvers", pk=publication.pk)
+            return _editor(request, publication, columns=(columns, columns_error), saved=note)
+    return _editor(request, publication, columns=(columns, columns_error), form=form)
+
+
+def _resolver(pk: int) -> tuple[SnapshotConflictResolver, SnapshotPublication]:
+    resolver = get_object_or_404(SnapshotConflictResolver, pk=pk)
+    publication = SnapshotPublication.objects.filter(item=resolver.table_name).select_related("server").first()
+    if publication is None:
+        from django.http import Http404
+
+        raise Http404("The resolver's table is not published bi-directionally.")
+    return resolver, publication
+
+
+@require_http_methods(["GET", "POST"])
+def resolver_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    resolver, publication = _resolver(pk)
+    columns, columns_error = _columns(publication)
+    initial = {"expression": resolver.expression, "assignments": format_assignments(resolver.assignments),
+               "notify": resolver.notify}  # fmt: skip
+    form = ResolverEditForm(request.POST or None, initial=initial, column_names=[c.name for c in columns])
+    if request.method == "POST":
+        if refused := _refuse(request, EDIT, "resolver.update", f"{resolver.table_name} {resolver.proc}"):
+            return refused
+        if form.is_valid():
+            d = form.cleaned_data
+            try:
+                resolver_actions.do_update_resolver(
+                    Actor.from_request(request), resolver, d["expression"], d["assignments"], d["notify"] or "", columns
+                )
+            except PermissionDenied as exc:
+                return denied(request, exc)
+            except (ResolverError, SnapshotError) as exc:
+                _resolver_error(form, exc)
+            else:
+                messages.success(request, f"Saved {resolver.proc}.")
+                if is_htmx(request):
+                    response = HttpResponse(status=204)
+                    response["HX-Redirect"] = reverse("publications-resolvers", args=[publication.pk])
+                    return response
+                return redirect("publications-resolvers", pk=publication.pk)
+    context = {"publication": publication, "resolver": resolver, "form": form, "columns": columns,
+               "columns_error": columns_error, "codes": sorted(CODE_NAMES.items())}  # fmt: skip
+    template = "replication_admin/bidir/resolver_edit.html"
+    return render(request, f"{template}#edit-form" if is_htmx(request) else template, context)
+
+
+@require_POST
+def resolver_move(request: HttpRequest, pk: int) -> HttpResponse:
+    resolver, publication = _resolver(pk)
+    if refused := _refuse(request, EDIT, "resolver.move", f"{resolver.table_name} {resolver.proc}"):
+        return refused
+    direction = request.POST.get("direction", "")
+    if direction not in ("up", "down"):
+        return HttpResponse("direction is up or down", status=400)
+    try:
+        resolver_actions.do_move_resolver(Actor.from_request(request), resolver, direction)
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    except (ResolverError, SnapshotError) as exc:
+        messages.error(request, str(exc))
+    if is_htmx(request):
+        return _editor(request, publication)
+    return redirect("publications-resolvers", pk=publication.pk)
+
+
+@require_http_methods(["GET", "POST"])
+def resolver_remove(request: HttpRequest, pk: int) -> HttpResponse:
+    resolver, publication = _resolver(pk)
+    if request.method == "POST":
+        if refused := _refuse(request, EDIT, "resolver.remove", f"{resolver.table_name} {resolver.proc}"):
+            return refused
+        try:
+            resolver_actions.do_remove_resolver(Actor.from_request(request), resolver)
+        except PermissionDenied as exc:
+            return denied(request, exc)
+        except (ResolverError, SnapshotError) as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"Removed {resolver.proc}.")
+        return redirect("publications-resolvers", pk=publication.pk)
+    return render(request, "replication_admin/confirm.html", {
+        "title": f"Remove resolver {resolver.proc}?",
+        "body": f"The {resolver.get_type_display()} chain of {publication.item} no longer asks it; the resolvers "
+                "after it move up. Conflicts already recorded keep their decision.",
+        "action": "Remove resolver",
+        "cancel_url": reverse("publications-resolvers", args=[publication.pk]),
+        "hidden": {},
+    })  # fmt: skip
+
+
+@require_POST
+def resolver_dry_run(request: HttpRequest, pk: int) -> HttpResponse:
+    """Decide the recorded conflicts again with the chain as saved (or with the expression being edited added
+    at the end of its type's chain) and show which decisions would change."""
+    publication = _publication(pk)
+    if refused := _refuse(request, OPERATE, "job.resolver_dry_run", f"{publication.item} resolvers"):
+        return refused
+    form = DryRunForm(request.POST)
+    proposed = None
+    error = ""
+    if not form.is_valid():
+        error = "; ".join(" ".join(e) for e in form.errors.values())
+    elif (
+        request.POST.get("resolver_class", "custom") == "custom"
+        and form.cleaned_data["type"]
+        and form.cleaned_data["expression"].strip()
+    ):
+        d = form.cleaned_data
+        proposed = {"id": None, "name": "proposed", "cr_type": d["type"], "order": None,
+                    "expression": d["expression"], "assignments": d["assignments"]}  # fmt: skip
+    job = None
+    if not error:
+        try:
+            job = resolver_actions.do_start_dry_run(
+                Actor.from_request(request), publication.item, publication.server, publication.table, proposed=proposed
+            )
+        except PermissionDenied as exc:
+            return denied(request, exc)
+        except (ResolverError, SnapshotError) as exc:
+            error = str(exc)
+    if not is_htmx(request):
+        if error:
+            messages.error(request, f"Dry run not started: {error}")
+            return redirect("publications-resolvers", pk=publication.pk)
+        return redirect(reverse("publications-resolvers", args=[publication.pk]) + f"?dry_run={job.pk}")
+    context = {"publication": publication, **_dry_run_context(job, error)}
+    return render(request, "replication_admin/bidir/resolvers.html#dry-run", context)

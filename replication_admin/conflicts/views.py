@@ -1,0 +1,227 @@
+"""The conflict inbox: every row version that lost a conflict on a publisher (REPL_CONFLICT), to inspect,
+export and re-apply."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from datetime import UTC, date
+from typing import Any
+
+from django.contrib import messages
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods
+
+from replication_admin.bidir import actions as bidir
+from replication_admin.bidir.forms import ConflictFilterForm
+from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.web import (
+    Listing,
+    check_perm,
+    denied,
+    paginate,
+    per_day_counts,
+    render_page_or_partial,
+    sort_queryset,
+    stacked_bars,
+    text_filter,
+)
+from replication_admin.models import (
+    ConflictBackup,
+    SnapshotConflictResolver,
+    SnapshotPublication,
+    TransactionalConflictResolver,
+)
+from replication_admin.models.catalog import CR_TYPES
+from replication_admin.snapshots.shapes import SnapshotError
+
+OPERATE = "replication_admin.operate"
+TYPE_COLOURS = {"I": "#1565c0", "U": "#b26a00", "D": "#c62828"}
+LIST_FIELDS = (
+    "id", "kind", "created_at", "item", "table_name", "source", "origin", "conflict_type", "operation",
+    "decision", "resolver", "primary_key", "reapplied_at",
+)  # fmt: skip
+# Ties keep the newest (highest id) first when sorting descending, the oldest when ascending.
+CONFLICT_SORTS = {
+    "id": "id",
+    "created": "created_at",
+    "item": "item",
+    "table": "table_name",
+    "type": "conflict_type",
+    "operation": "operation",
+    "source": "source",
+    "decision": "decision",
+    "resolver": "resolver",
+}
+CONFLICT_SEARCH = ("item", "table_name", "source", "origin", "resolver")
+CSV_HEADER = [
+    "id", "created_at", "item", "table", "source", "origin", "type", "operation", "decision", "resolver",
+    "primary_key", "winning_row", "losing_row",
+]  # fmt: skip
+CSV_FIELDS = (
+    "id", "created_at", "item", "table_name", "source", "origin", "conflict_type", "operation", "decision",
+    "resolver", "primary_key", "winning_row", "losing_row",
+)  # fmt: skip
+
+
+def _filtered(request: HttpRequest) -> tuple[ConflictFilterForm, QuerySet[ConflictBackup], str]:
+    """The filter form (items offered: every publication and every item with conflicts) and what it and the
+    text filter select."""
+    items = set(SnapshotPublication.objects.values_list("item", flat=True))
+    items.update(ConflictBackup.objects.order_by("item").values_list("item", flat=True).distinct())
+    filters = ConflictFilterForm(request.GET, items=sorted(items))
+    conflicts, text = text_filter(request, filters.filter(ConflictBackup.objects.all()), CONFLICT_SEARCH)
+    return filters, conflicts, text
+
+
+def conflicts_per_day_figure(
+    conflicts: QuerySet[ConflictBackup], first: date | None = None, last: date | None = None
+) -> dict:
+    """Plotly figure (as a dict) of the conflicts per day, one stacked bar trace per conflict type, over the days
+    from `first` to `last` (by default those with conflicts)."""
+    series: dict[str, dict[str, int]] = {}
+    for day, conflict_type, n in per_day_counts(conflicts, "created_at", "conflict_type"):
+        series.setdefault(conflict_type, {})[day.isoformat()] = n
+    labels = dict(CR_TYPES)
+    traces = [
+        {
+            "type": "bar",
+            "name": f"{labels[code]} ({code})",
+            "x": list(series[code]),
+            "y": list(series[code].values()),
+            "marker": {"color": TYPE_COLOURS[code]},
+        }
+        for code in labels
+        if code in series
+    ]
+    return stacked_bars(traces, first, last)
+
+
+@require_GET
+def conflict_list(request: HttpRequest) -> HttpResponse:
+    filters, conflicts, text = _filtered(request)
+    ordered, sort = sort_queryset(request, conflicts.only(*LIST_FIELDS), CONFLICT_SORTS, "-created")
+    page = paginate(request, ordered)
+    query = request.GET.copy()
+    for name in ("page", "sort"):
+        query.pop(name, None)
+    context = {
+        "filters": filters,
+        "page": page,
+        "conflicts": Listing(page, sort, text),
+        "query": query.urlencode(),
+        "filtered": any(v for k, v in query.items()),
+        "any_conflicts": bool(page.object_list) or ConflictBackup.objects.exists(),
+        "figure": conflicts_per_day_figure(conflicts),
+    }
+    if not request.htmx:
+        publications = dict(SnapshotPublication.objects.values_list("item", "pk"))
+        context["snapshot_resolvers"] = [
+            (r, publications.get(r.table_name)) for r in SnapshotConflictResolver.objects.all()
+        ]
+        context["transactional_resolvers"] = TransactionalConflictResolver.objects.all()
+    return render_page_or_partial(request, "replication_admin/conflicts.html", "conflict-results", context)
+
+
+class _Echo:
+    """A file-like object that hands back what csv.writer writes, for streaming."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def _json(value: Any) -> str:
+    return "" if value is None else json.dumps(value, ensure_ascii=False, default=str)
+
+
+@require_GET
+def conflict_export(request: HttpRequest) -> StreamingHttpResponse:
+    """The conflicts the current filter selects, newest first, as CSV (streamed: any number of rows)."""
+    _, conflicts, _ = _filtered(request)
+    writer = csv.writer(_Echo())
+
+    def lines() -> Iterator[str]:
+        yield writer.writerow(CSV_HEADER)
+        for row in conflicts.values_list(*CSV_FIELDS).iterator(chunk_size=2000):
+            (pk, created, item, table, source, origin, ctype, operation, decision, resolver, key, won, lost) = row
+            yield writer.writerow([
+                pk, created.astimezone(UTC).isoformat(), item, table, source, origin, ctype, operation, decision,
+                resolver, _json(key), _json(won), _json(lost),
+            ])  # fmt: skip
+
+    response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="conflicts.csv"'
+    return response
+
+
+_ABSENT = object()
+
+
+def compare_rows(left: dict | None, right: dict | None) -> list[dict]:
+    """Every column of either row, in the left row's order then the right's, with whether the values differ."""
+    left, right = left or {}, right or {}
+    result = []
+    for name in dict.fromkeys([*left, *right]):
+        a, b = left.get(name, _ABSENT), right.get(name, _ABSENT)
+        result.append({
+            "name": name,
+            "left": None if a is _ABSENT else a, "left_absent": a is _ABSENT,
+            "right": None if b is _ABSENT else b, "right_absent": b is _ABSENT,
+            "differs": a != b,
+        })  # fmt: skip
+    return result
+
+
+@require_GET
+def conflict_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    conflict = get_object_or_404(ConflictBackup.objects.select_related("job"), pk=pk)
+    context = {
+        "conflict": conflict,
+        "versions": compare_rows(conflict.winning_row, conflict.losing_row),
+        "arrivals": compare_rows(conflict.publisher_row, conflict.incoming_row),
+        "publication": SnapshotPublication.objects.filter(item=conflict.item).first(),
+        "resolver_row": SnapshotConflictResolver.objects.filter(pk=conflict.resolver_id).first()
+        if conflict.resolver_id
+        else None,
+    }
+    return render(request, "replication_admin/conflicts/detail.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+def conflict_reapply(request: HttpRequest, pk: int) -> HttpResponse:
+    """Write the losing version onto the publisher as a new change; the next sync sends it everywhere."""
+    conflict = get_object_or_404(ConflictBackup, pk=pk)
+    if request.method == "POST":
+        if not check_perm(request, OPERATE, "conflict.reapply", f"conflict #{conflict.pk} ({conflict.item})"):
+            return denied(
+                request, PermissionDenied(f"{request.user.get_username()} may not re-apply (needs {OPERATE})")
+            )
+        try:
+            message = bidir.do_reapply_conflict(Actor.from_request(request), conflict)
+        except PermissionDenied as exc:
+            return denied(request, exc)
+        except SnapshotError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, message)
+        return redirect("conflicts-detail", pk=conflict.pk)
+    if conflict.reapplied_at:
+        messages.warning(request, f"Already re-applied by {conflict.reapplied_by or 'someone'}.")
+        return redirect("conflicts-detail", pk=conflict.pk)
+    key = ", ".join(f"{k}={v}" for k, v in (conflict.primary_key or {}).items())
+    body = (
+        f"The losing version of {conflict.table_name} ({key}) is written on the publisher {conflict.publisher} "
+        "as a new change, replacing the row there (or deleting it, when the losing version was a delete). "
+        "The next sync sends it to every subscriber."
+    )
+    return render(request, "replication_admin/confirm.html", {
+        "title": f"Re-apply the losing version of conflict #{conflict.pk}?",
+        "body": body,
+        "action": "Re-apply the losing version",
+        "cancel_url": reverse("conflicts-detail", args=[conflict.pk]),
+        "hidden": {},
+    })  # fmt: skip

@@ -1,0 +1,233 @@
+"""Small helpers shared by the views: htmx partial rendering, permission checks, and the sorting, text filter and
+pagination every list table shares (`listing`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Case, Count, DateField, Max, Min, Q, QuerySet, Value, When
+from django.db.models.functions import TruncDate
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.shortcuts import render
+from django.utils import timezone
+
+from replication_admin.core.audit import Actor, PermissionDenied, record
+from replication_admin.models import AuditEntry
+
+PAGE_SIZE = 50
+MAX_DAY_BUCKETS = 400  # past this many days per_day_counts lets the database truncate each row's time
+MAX_QUERY_LENGTH = 200  # longer text filters are cut: nobody types more, and LIKE over it is wasted work
+
+# A sort key's field or fields, in the order they sort by ("-field" sorts that field the other way round).
+SortFields = str | tuple[str, ...]
+
+
+def is_htmx(request: HttpRequest) -> bool:
+    """A request made by htmx that is not a history restore (which needs the whole page)."""
+    htmx = getattr(request, "htmx", None)
+    return bool(htmx) and not htmx.history_restore_request
+
+
+def render_page_or_partial(request: HttpRequest, template: str, partial: str, context: dict) -> HttpResponse:
+    """The whole page for a normal request, only `template#partial` for an htmx refresh."""
+    name = f"{template}#{partial}" if is_htmx(request) else template
+    return render(request, name, context)
+
+
+def paginate(request: HttpRequest, queryset, per_page: int = PAGE_SIZE, param: str = "page") -> Page:
+    return Paginator(queryset, per_page).get_page(request.GET.get(param))
+
+
+def _flip(field: str) -> str:
+    return field[1:] if field.startswith("-") else f"-{field}"
+
+
+def sort_queryset(
+    request: HttpRequest,
+    queryset: QuerySet,
+    allowed: Mapping[str, SortFields],
+    default: str,
+    param: str = "sort",
+) -> tuple[QuerySet, str]:
+    """`queryset` ordered by `?sort=key` (ascending) or `?sort=-key` (descending), and the sort applied.
+
+    `allowed` maps each public key to its field(s); a key it lacks falls back to `default`. The request only picks
+    a key: the fields come from `allowed`, so user input never reaches order_by. The primary key ends every
+    ordering, so pages do not overlap when the sorted values tie."""
+    sort = request.GET.get(param, "").strip()
+    if sort.removeprefix("-") not in allowed:
+        sort = default
+    descending = sort.startswith("-")
+    fields = allowed[sort.removeprefix("-")]
+    order = [fields] if isinstance(fields, str) else list(fields)
+    order.append("pk")
+    return queryset.order_by(*(_flip(f) if descending else f for f in order)), sort
+
+
+def text_filter(
+    request: HttpRequest, queryset: QuerySet, fields: Iterable[str], param: str = "q"
+) -> tuple[QuerySet, str]:
+    """The rows where any of `fields` contains `?q=` (case-insensitive), and the text searched for."""
+    text = request.GET.get(param, "").strip()[:MAX_QUERY_LENGTH]
+    if not text:
+        return queryset, ""
+    match = Q()
+    for field in fields:
+        match |= Q(**{f"{field}__icontains": text})
+    return queryset.filter(match), text
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One list table: its page of rows, the sort and text filter applied, and the names of its query parameters.
+    A page with two tables gives the second a prefix (`trx_sort`, `trx_q`, `trx_page`), so each sorts, filters
+    and pages on its own while the links keep the other's state."""
+
+    page: Page
+    sort: str
+    q: str
+    prefix: str = ""
+
+    @property
+    def sort_param(self) -> str:
+        return f"{self.prefix}sort"
+
+    @property
+    def q_param(self) -> str:
+        return f"{self.prefix}q"
+
+    @property
+    def page_param(self) -> str:
+        return f"{self.prefix}page"
+
+
+def listing(
+    request: HttpRequest,
+    queryset: QuerySet,
+    *,
+    sorts: Mapping[str, SortFields],
+    default: str,
+    search: Iterable[str] = (),
+    prefix: str = "",
+    per_page: int = PAGE_SIZE,
+) -> Listing:
+    """Text-filter, sort and paginate `queryset` from the request (see sort_queryset and text_filter)."""
+    queryset, text = text_filter(request, queryset, search, param=f"{prefix}q") if search else (queryset, "")
+    queryset, sort = sort_queryset(request, queryset, sorts, default, param=f"{prefix}sort")
+    return Listing(paginate(request, queryset, per_page, param=f"{prefix}page"), sort, text, prefix)
+
+
+def denied(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
+    return HttpResponseForbidden(f"Permission denied: {exc}")
+
+
+def check_perm(request: HttpRequest, perm: str, action: str, target: str = "") -> bool:
+    """True when the user holds `perm`; otherwise records the denial in the audit log."""
+    if request.user.has_perm(perm):
+        return True
+    record(Actor.from_request(request), action, target, AuditEntry.Outcome.DENIED, {"missing_permission": perm})
+    return False
+
+
+def _day_of(field: str, ends: list[tuple[date, datetime]]) -> Case | Value:
+    """The day of `field` among consecutive days, each with the midnight that ends it: a binary search in nested
+    CASEs, so each row is compared with a few midnights, not with every one."""
+    if len(ends) == 1:
+        return Value(ends[0][0])
+    half = len(ends) // 2
+    before = When(**{f"{field}__lt": ends[half - 1][1]}, then=_day_of(field, ends[:half]))
+    return Case(before, default=_day_of(field, ends[half:]), output_field=DateField())
+
+
+def per_day_counts(queryset: QuerySet, field: str, by: str) -> list[tuple[date, object, int]]:
+    """(local day, value of `by`, rows) for the rows of `queryset`, by day in the console's time zone then `by`.
+
+    The day of each row is found by comparing `field` with the midnights of the days spanned, in SQL: TruncDate
+    would do the same, but on SQLite it calls back into Python for every row, which is slow for thousands."""
+    queryset = queryset.filter(**{f"{field}__isnull": False})
+    span = queryset.aggregate(first=Min(field), last=Max(field))
+    if span["first"] is None:
+        return []
+    tz = timezone.get_current_timezone()
+    first, last = span["first"].astimezone(tz).date(), span["last"].astimezone(tz).date()
+    days = [first + timedelta(days=n) for n in range((last - first).days + 1)]
+    if len(days) > MAX_DAY_BUCKETS:
+        day = TruncDate(field)
+    else:
+        ends = [(d, timezone.make_aware(datetime.combine(d + timedelta(days=1), time.min), tz)) for d in days]
+        day = _day_of(field, ends)
+    rows = queryset.order_by().annotate(day=day).values("day", by).annotate(n=Count("pk")).order_by("day", by)
+    return [(r["day"], r[by], r["n"]) for r in rows]
+
+
+STAMP = "%Y-%m-%d %H:%M:%S"  # plotly reads it as a local time, so charts show the console's time zone
+DAY = timedelta(days=1)
+BAR_WIDTH = DAY.total_seconds() * 1000 * 0.8  # in ms on a date axis; plotly makes a lone bar a hairline
+
+
+def local_stamp(at: datetime) -> str:
+    """A time in the console's time zone, to the second."""
+    return timezone.localtime(at).strftime(STAMP)
+
+
+def _day_axis(first: date, last: date) -> dict:
+    """A date axis of whole days from `first` to `last`, each bar centred on its day (plotly otherwise zooms a
+    single day down to milliseconds)."""
+    axis = {
+        "type": "date",
+        "range": [
+            (datetime.combine(first, time.min) - DAY / 2).strftime(STAMP),
+            (datetime.combine(last, time.min) + DAY / 2).strftime(STAMP),
+        ],
+        "tickformat": "%b %d",
+    }
+    span = (last - first).days
+    if span <= 31:  # a label every day, or every other day when a day's label would not fit
+        axis["dtick"] = DAY.total_seconds() * 1000 * (1 if span <= 7 else 2)
+    return axis
+
+
+def stacked_bars(traces: list[dict], first: date | None = None, last: date | None = None) -> dict:
+    """A plotly figure of stacked bars per day (the job outcome and conflict charts), over the days from `first` to
+    `last` (by default those of the bars)."""
+    days = [date.fromisoformat(x) for trace in traces for x in trace["x"]]
+    first = first or min(days, default=None)
+    last = last or max(days, default=None)
+    for trace in traces:
+        trace.setdefault("width", BAR_WIDTH)
+    return {
+        "data": traces,
+        "layout": {
+            "barmode": "stack",
+            "height": 220,
+            "margin": {"l": 30, "r": 10, "t": 10, "b": 30},
+            "legend": {"orientation": "h"},
+            "xaxis": _day_axis(first, last) if first and last else {"type": "date"},
+        },
+    }
+
+
+def line_chart(traces: list[dict], y_title: str, since: datetime | None = None, until: datetime | None = None) -> dict:
+    """A plotly figure of lines over time (levels, lag, refresh durations), drawn from `since` to `until` when given;
+    otherwise over its points, widened to a minute at least (plotly otherwise zooms one point down to milliseconds)."""
+    xaxis: dict = {"type": "date"}
+    stamps = [x for trace in traces for x in trace["x"]]
+    if since is not None:
+        xaxis["range"] = [local_stamp(since), local_stamp(until or timezone.now())]
+    elif stamps:
+        first, last = (datetime.strptime(x, STAMP) for x in (min(stamps), max(stamps)))
+        spare = max(timedelta(seconds=60) - (last - first), timedelta()) / 2
+        xaxis["range"] = [(first - spare).strftime(STAMP), (last + spare).strftime(STAMP)]
+    return {
+        "data": traces,
+        "layout": {
+            "height": 240,
+            "margin": {"l": 50, "r": 10, "t": 10, "b": 30},
+            "legend": {"orientation": "h"},
+            "xaxis": xaxis,
+            "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
+        },
+    }

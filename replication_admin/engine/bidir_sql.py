@@ -1,0 +1,763 @@
+"""Bi-directional snapshot replication (pure SQL generation; no I/O here).
+
+Objects, as in "Objects created by bi-directional snapshot replication":
+
+- a `ROWGUID` column on the published table and on every subscriber's copy. Its value is
+  `<origin>@<uuid>`: the server that made the row's current version, and a fresh id. A BEFORE trigger
+  (PostgreSQL, MariaDB) or an AFTER trigger that rewrites the row (SQLite) gives every insert without a
+  ROWGUID, and every update that leaves it unchanged, a new `<this server>@<uuid>`. Replication writes
+  rows with the ROWGUID of the version it replays, so the version keeps its origin across servers.
+- an updateable snapshot log `RLOG_<table>`: the key columns, SNAPTIME, DMLTYPE, RLOG_ROWGUID (the
+  change's id: the new ROWGUID, or a fresh `<origin>@<uuid>` for a delete) and OLD_ROWGUID (the version
+  the change was made on).
+- a replay log `RPLOG_<publisher>_<table>` with SOURCE and TARGET on every node: which changes of which
+  source have been applied here, written in the same transaction as the changes.
+
+The triggers differ by role. The publisher logs every change, whoever made it, because it fans each
+change out to the other subscribers (PUSH skips the change's origin, so nothing echoes back). A
+subscriber logs only its own changes: its log holds exactly what it has not yet sent, until a sync
+consumes it. Consecutive local changes of one row keep the first OLD_ROWGUID (the version the
+publisher knows) and merge their types (insert + update stays an insert, delete + insert of a row
+the publisher had is an update), so conflict detection compares with what the publisher really has.
+
+Deletes that replication replays are done in two steps: the row's ROWGUID is first set to
+`del:<change id>`, then the row is deleted. The update step is never logged; the delete is logged by
+the publisher under the change id (keeping its origin) and not at all by a subscriber.
+
+The reference assumes primary keys of published tables never change; the triggers enforce it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from replication_admin.engine.dialects import Dialect
+from replication_admin.engine.refresh_sql import Moved, timestamp_literal
+from replication_admin.engine.schema import Column, TableInfo
+from replication_admin.engine.snapshot_log import (
+    DMLTYPE,
+    ROWGUID,
+    TIMESTAMP,
+    SnapshotLogError,
+    SnapshotLogObjects,
+    bounded_name,
+    key_columns,
+    rlog_key,
+    rlog_name,
+    rplog_name,
+)
+from replication_admin.engine.types import LogicalType
+
+ROWGUID_COLUMN = "ROWGUID"
+OLD_ROWGUID = "OLD_ROWGUID"
+DELETE_MARK = "del:"
+SERVER_NAME = LogicalType("varchar", length=128)
+ACTION = LogicalType("varchar", length=1)
+FLAG = LogicalType("integer")
+ROWNUM = LogicalType("bigint")
+
+
+class BidirError(SnapshotLogError):
+    """A table cannot take part in bi-directional replication as asked."""
+
+
+def origin_of(guid: str | None) -> str | None:
+    """The server a ROWGUID or change id names as its origin."""
+    if not guid:
+        return None
+    if guid.startswith(DELETE_MARK):
+        guid = guid[len(DELETE_MARK) :]
+    origin, sep, _ = guid.rpartition("@")
+    return origin if sep else None
+
+
+def replay_log_name(publisher: str, table: str, limit: int = 63) -> str:
+    return rplog_name(publisher, table, limit)
+
+
+def check_rowguid(table: TableInfo) -> Column | None:
+    """The table's ROWGUID column, if it has one (refusing one that cannot hold `<origin>@<uuid>`)."""
+    column = table.column(ROWGUID_COLUMN)
+    if column is None:
+        return None
+    if column.pk_position:
+        raise BidirError(f"{table.name}.{column.name} is part of the primary key; ROWGUID must be a plain column")
+    if column.logical.kind not in {"varchar", "nvarchar", "long_varchar", "long_nvarchar", "other"}:
+        raise BidirError(f"{table.name}.{column.name} is {column.declared}; ROWGUID must be a character column")
+    return column
+
+
+def add_rowguid_ddl(d: Dialect, table: TableInfo) -> str:
+    column = f"{d.quote(ROWGUID_COLUMN)} {d.render_type(ROWGUID)}"
+    return f"ALTER TABLE {d.qualify(table.name, table.schema)} ADD COLUMN {column}"
+
+
+def new_guid_sql(d: Dialect, origin: str) -> str:
+    """An SQL expression giving a fresh `<origin>@<uuid>`."""
+    prefix = d.literal(origin + "@")
+    if d.name == "postgresql":
+        return f"({prefix} || gen_random_uuid()::text)"
+    if d.name == "mysql":
+        return f"CONCAT({prefix}, UUID())"
+    return f"({prefix} || lower(hex(randomblob(16))))"
+
+
+def fill_rowguid_sql(d: Dialect, table: TableInfo, origin: str) -> str:
+    """Give every row without a ROWGUID one of this server's (done before the triggers exist)."""
+    guid = d.quote(ROWGUID_COLUMN)
+    return f"UPDATE {d.qualify(table.name, table.schema)} SET {guid} = {new_guid_sql(d, origin)} WHERE {guid} IS NULL"
+
+
+def updateable_rlog_ddl(d: Dialect, table: TableInfo) -> list[str]:
+    keys = key_columns(table)
+    name = rlog_name(table.name)
+    if len(name) > d.max_identifier:
+        raise BidirError(f"snapshot log table {name!r} would be longer than {d.label}'s limit")
+    cols = [f"{d.quote(rlog_key(k.name))} {d.render_type(k.logical)} NOT NULL" for k in keys]
+    cols += [
+        f"{d.quote('SNAPTIME')} {d.render_type(TIMESTAMP)} NOT NULL",
+        f"{d.quote('DMLTYPE')} {d.render_type(DMLTYPE)} NOT NULL",
+        f"{d.quote('RLOG_ROWGUID')} {d.render_type(ROWGUID)} NOT NULL",
+        f"{d.quote(OLD_ROWGUID)} {d.render_type(ROWGUID)}",
+        f"PRIMARY KEY ({', '.join(d.quote(rlog_key(k.name)) for k in keys)})",
+    ]
+    qualified = d.qualify(name, table.schema)
+    index = d.quote(bounded_name(name + "_SNAPTIME", d.max_identifier))
+    return [
+        f"CREATE TABLE {qualified} ({', '.join(cols)})",
+        f"CREATE INDEX {index} ON {qualified} ({d.quote('SNAPTIME')})",
+    ]
+
+
+def trigger_names(d: Dialect, table: str) -> dict[str, str]:
+    names = {op: f"{table}_{op}_log" for op in ("I", "U", "D")}
+    if d.name == "postgresql":
+        names["G"] = f"{table}_G_log"
+    elif d.name == "mysql":
+        names["GI"] = f"{table}_GI_log"
+        names["GU"] = f"{table}_GU_log"
+    for name in names.values():
+        if len(name) > d.max_identifier:
+            raise BidirError(f"trigger {name!r} would be longer than {d.label}'s {d.max_identifier}-character limit")
+    return names
+
+
+def _is_local(d: Dialect, expr: str, local: str) -> str:
+    prefix = local + "@"
+    if d.name == "mysql":
+        return f"LEFT({expr}, {len(prefix)}) = {d.literal(prefix)}"
+    return f"substr({expr}, 1, {len(prefix)}) = {d.literal(prefix)}"
+
+
+def _is_mark(d: Dialect, expr: str) -> str:
+    if d.name == "mysql":
+        return f"LEFT({expr}, 4) = '{DELETE_MARK}'"
+    return f"substr({expr}, 1, 4) = '{DELETE_MARK}'"
+
+
+def _unmark(d: Dialect, expr: str) -> str:
+    return f"SUBSTRING({expr}, 5)" if d.name == "mysql" else f"substr({expr}, 5)"
+
+
+@dataclass(frozen=True)
+class _Log:
+    """How one dialect writes a row into the updateable log."""
+
+    d: Dialect
+    table: TableInfo
+    publisher: bool
+
+    @property
+    def rlog(self) -> str:
+        return self.d.qualify(rlog_name(self.table.name), self.table.schema)
+
+    def columns(self) -> str:
+        d = self.d
+        names = [*(rlog_key(k.name) for k in key_columns(self.table)), "SNAPTIME", "DMLTYPE", "RLOG_ROWGUID"]
+        return ", ".join(d.quote(n) for n in [*names, OLD_ROWGUID])
+
+    def now(self) -> str:
+        return {
+            "postgresql": "(now() AT TIME ZONE 'UTC')",
+            "mysql": "UTC_TIMESTAMP(6)",
+        }.get(self.d.name, "strftime('%Y-%m-%d %H:%M:%f', 'now') || '000'")
+
+    def values(self, ref: str, op: str, guid: str, old: str) -> str:
+        keys = [f"{ref}.{self.d.quote(k.name)}" for k in key_columns(self.table)]
+        return ", ".join([*keys, self.now(), op, guid, old])
+
+    def on_conflict(self) -> str:
+        """What a second change of a key does to its log row."""
+        d = self.d
+        q = d.quote
+        if self.d.name == "mysql":
+            ex = lambda c: f"VALUES({q(c)})"  # noqa: E731
+            cur = q
+        else:
+            ex = lambda c: f"excluded.{q(c)}"  # noqa: E731
+            cur = lambda c: f"{self.rlog}.{q(c)}"  # noqa: E731
+        if self.publisher:
+            merged_type = ex("DMLTYPE")
+            keep_old = [f"{q(OLD_ROWGUID)} = {ex(OLD_ROWGUID)}"]
+        else:
+            merged_type = (
+                f"CASE WHEN {cur('DMLTYPE')} = 'I' AND {ex('DMLTYPE')} = 'U' THEN 'I' "
+                f"WHEN {cur('DMLTYPE')} = 'D' AND {ex('DMLTYPE')} = 'I' "
+                f"THEN CASE WHEN {cur(OLD_ROWGUID)} IS NULL THEN 'I' ELSE 'U' END "
+                f"ELSE {ex('DMLTYPE')} END"
+            )
+            keep_old = []  # the first change's OLD_ROWGUID is the version the publisher has
+        # MariaDB evaluates assignments left to right: DMLTYPE first, while the old values are intact.
+        sets = [f"{q('DMLTYPE')} = {merged_type}", f"{q('SNAPTIME')} = {ex('SNAPTIME')}"]
+        sets += [f"{q('RLOG_ROWGUID')} = {ex('RLOG_ROWGUID')}", *keep_old]
+        if d.name == "mysql":
+            return "ON DUPLICATE KEY UPDATE " + ", ".join(sets)
+        conflict = ", ".join(q(rlog_key(k.name)) for k in key_columns(self.table))
+        return f"ON CONFLICT ({conflict}) DO UPDATE SET " + ", ".join(sets)
+
+    def upsert(self, ref: str, op: str, guid: str, old: str) -> str:
+        values = self.values(ref, f"'{op}'", guid, old)
+        if self.d.name == "sqlite":
+            # `SELECT ... WHERE true` keeps SQLite's parser from reading ON CONFLICT as a join clause.
+            return f"INSERT INTO {self.rlog} ({self.columns()}) SELECT {values} WHERE true {self.on_conflict()};"
+        return f"INSERT INTO {self.rlog} ({self.columns()}) VALUES ({values}) {self.on_conflict()};"
+
+
+def _key_error(table: TableInfo) -> str:
+    return f"the primary key of {table.name} is replicated bi-directionally and cannot be updated"
+
+
+def _postgresql(d: Dialect, table: TableInfo, local: str, publisher: bool) -> tuple[list[str], list[str]]:
+    names = trigger_names(d, table.name)
+    log = _Log(d, table, publisher)
+    src = d.qualify(table.name, table.schema)
+    schema = table.schema or "public"
+    g = d.quote(ROWGUID_COLUMN)
+    keys = key_columns(table)
+    old_key = ", ".join(f"OLD.{d.quote(k.name)}" for k in keys)
+    new_key = ", ".join(f"NEW.{d.quote(k.name)}" for k in keys)
+    fresh = new_guid_sql(d, local)
+    logs = "TRUE" if publisher else _is_local(d, f"NEW.{g}", local)
+    deleted_by_replay = (
+        f"{log.upsert('OLD', 'D', _unmark(d, f'OLD.{g}'), 'NULL')}" if publisher else "NULL;"
+    )  # a subscriber does not log what replication deletes
+    bodies = {
+        names["G"]: (
+            "BEFORE INSERT OR UPDATE",
+            f"IF TG_OP = 'UPDATE' AND ROW({old_key}) IS DISTINCT FROM ROW({new_key}) THEN "
+            f"RAISE EXCEPTION {d.literal(_key_error(table))}; END IF; "
+            f"IF TG_OP = 'INSERT' THEN IF NEW.{g} IS NULL THEN NEW.{g} := {fresh}; END IF; "
+            f"ELSIF NEW.{g} IS NOT DISTINCT FROM OLD.{g} THEN NEW.{g} := {fresh}; END IF; RETURN NEW;",
+        ),
+        names["I"]: (
+            "AFTER INSERT",
+            f"IF {logs} THEN {log.upsert('NEW', 'I', f'NEW.{g}', 'NULL')} END IF; RETURN NULL;",
+        ),
+        names["U"]: (
+            "AFTER UPDATE",
+            f"IF NOT ({_is_mark(d, f'NEW.{g}')}) AND {logs} THEN "
+            f"{log.upsert('NEW', 'U', f'NEW.{g}', f'OLD.{g}')} END IF; RETURN NULL;",
+        ),
+        names["D"]: (
+            "AFTER DELETE",
+            f"IF {_is_mark(d, f'OLD.{g}')} THEN {deleted_by_replay} "
+            f"ELSE {log.upsert('OLD', 'D', fresh, f'OLD.{g}')} END IF; RETURN NULL;",
+        ),
+    }
+    create, drop = [], []
+    for name, (when, body) in bodies.items():
+        function = d.qualify(name, schema)
+        text = f"BEGIN {body} END"
+        tag = "$bidir$"
+        while tag in text:
+            tag = tag[:-1] + "x$"
+        create.append(f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS {tag} {text} {tag}")
+        create.append(f"CREATE TRIGGER {d.quote(name)} {when} ON {src} FOR EACH ROW EXECUTE FUNCTION {function}()")
+        drop.append(f"DROP TRIGGER IF EXISTS {d.quote(name)} ON {src}")
+        drop.append(f"DROP FUNCTION IF EXISTS {function}()")
+    return create, drop
+
+
+def _mysql(d: Dialect, table: TableInfo, local: str, publisher: bool) -> tuple[list[str], list[str]]:
+    names = trigger_names(d, table.name)
+    log = _Log(d, table, publisher)
+    src = d.qualify(table.name)
+    g = d.quote(ROWGUID_COLUMN)
+    keys = key_columns(table)
+    same_key = " AND ".join(f"OLD.{d.quote(k.name)} <=> NEW.{d.quote(k.name)}" for k in keys)
+    fresh = new_guid_sql(d, local)
+    logs = "TRUE" if publisher else _is_local(d, f"NEW.{g}", local)
+    message = d.literal(_key_error(table)[:120])
+    replay_delete = log.upsert("OLD", "D", _unmark(d, f"OLD.{g}"), "NULL") if publisher else "DO 0;"
+    create = [
+        f"CREATE TRIGGER {d.quote(names['GI'])} BEFORE INSERT ON {src} FOR EACH ROW "
+        f"BEGIN IF NEW.{g} IS NULL THEN SET NEW.{g} = {fresh}; END IF; END",
+        f"CREATE TRIGGER {d.quote(names['GU'])} BEFORE UPDATE ON {src} FOR EACH ROW BEGIN "
+        f"IF NOT ({same_key}) THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = {message}; END IF; "
+        f"IF NEW.{g} <=> OLD.{g} THEN SET NEW.{g} = {fresh}; END IF; END",
+        f"CREATE TRIGGER {d.quote(names['I'])} AFTER INSERT ON {src} FOR EACH ROW "
+        f"BEGIN IF {logs} THEN {log.upsert('NEW', 'I', f'NEW.{g}', 'NULL')} END IF; END",
+        f"CREATE TRIGGER {d.quote(names['U'])} AFTER UPDATE ON {src} FOR EACH ROW "
+        f"BEGIN IF NOT ({_is_mark(d, f'NEW.{g}')}) AND {logs} THEN "
+        f"{log.upsert('NEW', 'U', f'NEW.{g}', f'OLD.{g}')} END IF; END",
+        f"CREATE TRIGGER {d.quote(names['D'])} AFTER DELETE ON {src} FOR EACH ROW "
+        f"BEGIN IF {_is_mark(d, f'OLD.{g}')} THEN {replay_delete} "
+        f"ELSE {log.upsert('OLD', 'D', fresh, f'OLD.{g}')} END IF; END",
+    ]
+    drop = [f"DROP TRIGGER IF EXISTS {d.quote(n)}" for n in names.values()]
+    return create, drop
+
+
+def _sqlite(d: Dialect, table: TableInfo, local: str, publisher: bool) -> tuple[list[str], list[str]]:
+    names = trigger_names(d, table.name)
+    log = _Log(d, table, publisher)
+    src = d.qualify(table.name)
+    g = d.quote(ROWGUID_COLUMN)
+    keys = key_columns(table)
+    fresh = new_guid_sql(d, local)
+    same_key = " AND ".join(f"OLD.{d.quote(k.name)} IS NEW.{d.quote(k.name)}" for k in keys)
+    where_new = " AND ".join(f"{d.quote(k.name)} = NEW.{d.quote(k.name)}" for k in keys)
+
+    def logs(expr: str) -> str:
+        return "1" if publisher else _is_local(d, expr, local)
+
+    # SQLite cannot change NEW in a trigger: the row is updated after the fact. That nested UPDATE
+    # fires the update trigger (not this one: recursive triggers are off), which logs the insert.
+    insert_log = (
+        log.upsert("NEW", "I", f"NEW.{g}", "NULL")
+        .rstrip(";")
+        .replace(" WHERE true ", f" WHERE NEW.{g} IS NOT NULL AND {logs(f'NEW.{g}')} ")
+    )
+    row = f"(SELECT {g} FROM {src} WHERE {where_new})"
+    op = f"CASE WHEN OLD.{g} IS NULL THEN 'I' ELSE 'U' END"
+    update_log = (
+        f"INSERT INTO {log.rlog} ({log.columns()}) SELECT {log.values('NEW', op, row, f'OLD.{g}')} "
+        f"WHERE NOT ({_is_mark(d, row)}) AND {logs(row)} {log.on_conflict()}"
+    )
+    delete_replayed = (
+        log.upsert("OLD", "D", _unmark(d, f"OLD.{g}"), "NULL")
+        .rstrip(";")
+        .replace(" WHERE true ", f" WHERE {_is_mark(d, f'OLD.{g}')} ")
+    )
+    delete_local = (
+        log.upsert("OLD", "D", fresh, f"OLD.{g}")
+        .rstrip(";")
+        .replace(" WHERE true ", f" WHERE NOT ({_is_mark(d, f'OLD.{g}')}) ")
+    )
+    create = [
+        f"CREATE TRIGGER {d.quote(names['I'])} AFTER INSERT ON {src} BEGIN "
+        f"UPDATE {src} SET {g} = {fresh} WHERE NEW.{g} IS NULL AND {where_new}; {insert_log}; END",
+        f"CREATE TRIGGER {d.quote(names['U'])} AFTER UPDATE ON {src} BEGIN "
+        f"SELECT RAISE(ABORT, {d.literal(_key_error(table))}) WHERE NOT ({same_key}); "
+        f"UPDATE {src} SET {g} = {fresh} WHERE NEW.{g} IS OLD.{g} AND {where_new}; {update_log}; END",
+        f"CREATE TRIGGER {d.quote(names['D'])} AFTER DELETE ON {src} BEGIN "
+        + (f"{delete_replayed}; " if publisher else "")
+        + f"{delete_local}; END",
+    ]
+    drop = [f"DROP TRIGGER IF EXISTS {d.quote(n)}" for n in names.values()]
+    return create, drop
+
+
+_TRIGGERS = {"postgresql": _postgresql, "mysql": _mysql, "sqlite": _sqlite}
+
+
+def bidir_objects(d: Dialect, table: TableInfo, local: str, publisher: bool) -> SnapshotLogObjects:
+    """The updateable snapshot log and triggers of `table` on server `local` (publisher or subscriber).
+
+    `table` must already have its ROWGUID column."""
+    key_columns(table)
+    if check_rowguid(table) is None:
+        raise BidirError(f"{table.name} has no {ROWGUID_COLUMN} column yet")
+    if d.name not in _TRIGGERS:
+        raise BidirError(f"bi-directional replication runs on SQLite, PostgreSQL and MariaDB, not {d.label}")
+    create, drop = _TRIGGERS[d.name](d, table, local, publisher)
+    names = tuple(trigger_names(d, table.name).values())
+    drop.append(f"DROP TABLE IF EXISTS {d.qualify(rlog_name(table.name), table.schema)}")
+    functions = names if d.name == "postgresql" else ()
+    return SnapshotLogObjects(
+        rlog_name(table.name),
+        names,
+        functions=functions,
+        create=tuple(updateable_rlog_ddl(d, table) + create),
+        drop=tuple(drop),
+    )
+
+
+def bidir_rplog_ddl(d: Dialect, name: str, schema: str = "") -> str:
+    """The bi-directional replay log: which change (RLOG_ROWGUID) of which SOURCE was applied to TARGET."""
+    q = d.quote
+    cols = [
+        f"{q('SOURCE')} {d.render_type(SERVER_NAME)} NOT NULL",
+        f"{q('TARGET')} {d.render_type(SERVER_NAME)} NOT NULL",
+        f"{q('RLOG_ROWGUID')} {d.render_type(ROWGUID)} NOT NULL",
+        f"{q('SNAPTIME')} {d.render_type(TIMESTAMP)} NOT NULL",
+        f"PRIMARY KEY ({q('SOURCE')}, {q('TARGET')}, {q('RLOG_ROWGUID')})",
+    ]
+    return f"CREATE TABLE IF NOT EXISTS {d.qualify(name, schema)} ({', '.join(cols)})"
+
+
+# --- the rows that move ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The published table's columns under safe aliases: k0.. keys, v0.. the others (ROWGUID among them)."""
+
+    keys: tuple[Moved, ...]
+    values: tuple[Moved, ...]
+
+    @classmethod
+    def of(cls, table: TableInfo) -> Layout:
+        keys = tuple(Moved(f"k{i}", c.name, c.name, c.logical) for i, c in enumerate(key_columns(table)))
+        values = tuple(Moved(f"v{i}", c.name, c.name, c.logical) for i, c in enumerate(table.non_key_columns))
+        return cls(keys, values)
+
+    @property
+    def moved(self) -> tuple[Moved, ...]:
+        return self.keys + self.values
+
+    @property
+    def guid(self) -> Moved:
+        return next(m for m in self.values if m.dest.upper() == ROWGUID_COLUMN)
+
+    def renamed(self, table: TableInfo) -> Layout:
+        """The same aliases over another server's copy (column names as that server spells them)."""
+
+        def real(m: Moved) -> Moved:
+            column = table.column(m.dest)
+            if column is None:
+                raise BidirError(f"{table.name} has no column {m.dest!r}")
+            return Moved(m.alias, column.name, column.name, column.logical)
+
+        return Layout(tuple(real(m) for m in self.keys), tuple(real(m) for m in self.values))
+
+
+def _sel(d: Dialect, ref: str, m: Moved) -> str:
+    return f"{ref}.{d.quote(m.dest)} AS {m.alias}"
+
+
+def changes_select(d: Dialect, table: TableInfo, layout: Layout, where: str) -> str:
+    """Log rows joined to the current rows: keys, op, change id, OLD_ROWGUID, SNAPTIME, present, values."""
+    src = d.qualify(table.name, table.schema)
+    rlog = d.qualify(rlog_name(table.name), table.schema)
+    join = " AND ".join(f"t.{d.quote(k.dest)} = r.{d.quote(rlog_key(k.dest))}" for k in layout.keys)
+    items = [f"r.{d.quote(rlog_key(k.dest))} AS {k.alias}" for k in layout.keys]
+    items += [
+        f"r.{d.quote('DMLTYPE')} AS op",
+        f"r.{d.quote('RLOG_ROWGUID')} AS change_id",
+        f"r.{d.quote(OLD_ROWGUID)} AS old_guid",
+        f"r.{d.quote('SNAPTIME')} AS snaptime",
+        f"CASE WHEN t.{d.quote(layout.keys[0].dest)} IS NULL THEN 0 ELSE 1 END AS present",
+    ]
+    items += [_sel(d, "t", v) for v in layout.values]
+    return f"SELECT {', '.join(items)} FROM {rlog} r LEFT JOIN {src} t ON {join} WHERE {where}"
+
+
+def pull_select(d: Dialect, table: TableInfo, layout: Layout, subscriber: str) -> str:
+    """A subscriber's pending changes (its log holds only its own, but say so anyway)."""
+    return changes_select(d, table, layout, _is_local(d, f"r.{d.quote('RLOG_ROWGUID')}", subscriber))
+
+
+def push_select(d: Dialect, table: TableInfo, layout: Layout, subscriber: str, since: datetime) -> str:
+    """The publisher's changes of the window that did not come from `subscriber`."""
+    where = (
+        f"r.{d.quote('SNAPTIME')} >= {timestamp_literal(d, since)} "
+        f"AND NOT ({_is_local(d, 'r.' + d.quote('RLOG_ROWGUID'), subscriber)})"
+    )
+    return changes_select(d, table, layout, where)
+
+
+def push_window_ids_sql(d: Dialect, table: TableInfo, subscriber: str, since: datetime) -> str:
+    """The change ids PUSH would read for `subscriber` (to skip Spark when all are already applied)."""
+    rlog = d.qualify(rlog_name(table.name), table.schema)
+    guid = d.quote("RLOG_ROWGUID")
+    return (
+        f"SELECT r.{guid} FROM {rlog} r WHERE r.{d.quote('SNAPTIME')} >= {timestamp_literal(d, since)} "
+        f"AND NOT ({_is_local(d, 'r.' + guid, subscriber)})"
+    )
+
+
+def log_count_sql(d: Dialect, table: TableInfo) -> str:
+    return f"SELECT COUNT(*) FROM {d.qualify(rlog_name(table.name), table.schema)}"
+
+
+def changes_schema(d: Dialect, layout: Layout, read_types: dict[str, str]) -> str:
+    snaptime = "STRING" if d.name == "sqlite" else "TIMESTAMP"
+    parts = [f"{k.alias} {read_types[k.alias]}" for k in layout.keys]
+    parts += ["op STRING", "change_id STRING", "old_guid STRING", f"snaptime {snaptime}", "present INT"]
+    parts += [f"{v.alias} {read_types[v.alias]}" for v in layout.values]
+    return ", ".join(parts)
+
+
+def rplog_guids_select(
+    d: Dialect, rplog: str, schema: str, source: str, target: str, since: datetime | None = None
+) -> str:
+    q = d.quote
+    window = f" AND {q('SNAPTIME')} >= {timestamp_literal(d, since)}" if since is not None else ""
+    return (
+        f"SELECT {q('RLOG_ROWGUID')} AS change_id FROM {d.qualify(rplog, schema)} "
+        f"WHERE {q('SOURCE')} = {d.literal(source)} AND {q('TARGET')} = {d.literal(target)}{window}"
+    )
+
+
+def rplog_forget_sql(d: Dialect, rplog: str, schema: str, source: str, rows: int) -> str:
+    """Replay-log rows of pulled changes the subscriber's log no longer holds: never read again."""
+    q = d.quote
+    return (
+        f"DELETE FROM {d.qualify(rplog, schema)} WHERE {q('SOURCE')} = {d.literal(source)} "
+        f"AND {q('RLOG_ROWGUID')} IN ({', '.join(['?'] * rows)})"
+    )
+
+
+def rplog_purge_sql(d: Dialect, rplog: str, schema: str, source: str, target: str, before: datetime) -> str:
+    """Replay-log rows older than any window a push will read again (LAST_PUSH_TS - purge offset)."""
+    q = d.quote
+    return (
+        f"DELETE FROM {d.qualify(rplog, schema)} WHERE {q('SOURCE')} = {d.literal(source)} "
+        f"AND {q('TARGET')} = {d.literal(target)} AND {q('SNAPTIME')} < {timestamp_literal(d, before)}"
+    )
+
+
+def incoming_staging_ddl(d: Dialect, name: str, schema: str, layout: Layout) -> str:
+    """Changes pulled from a subscriber, staged on the publisher to be looked up against its rows."""
+    cols = [f"{k.alias} {d.render_type(k.logical)} NOT NULL" for k in layout.keys]
+    cols += [f"change_id {d.render_type(ROWGUID)} NOT NULL", f"PRIMARY KEY ({', '.join(k.alias for k in layout.keys)})"]
+    return f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)})"
+
+
+def publisher_rows_select(d: Dialect, table: TableInfo, layout: Layout, staging: str) -> str:
+    """The publisher's current rows for the staged keys (p-prefixed aliases), present or not."""
+    src = d.qualify(table.name, table.schema)
+    stg = d.qualify(staging, table.schema)
+    join = " AND ".join(f"t.{d.quote(k.dest)} = s.{k.alias}" for k in layout.keys)
+    items = [*(f"s.{k.alias} AS {k.alias}" for k in layout.keys), "s.change_id AS change_id"]
+    items.append(f"CASE WHEN t.{d.quote(layout.keys[0].dest)} IS NULL THEN 0 ELSE 1 END AS pub_present")
+    items += [f"t.{d.quote(v.dest)} AS p{v.alias}" for v in layout.values]
+    return f"SELECT {', '.join(items)} FROM {stg} s LEFT JOIN {src} t ON {join}"
+
+
+def apply_staging_ddl(d: Dialect, name: str, schema: str, layout: Layout) -> str:
+    """What to do with each change: W write the values (insert or update), D delete, N nothing.
+
+    `exp_present` / `exp_guid` say which version of the row the decision was made on (checked under lock
+    before anything is written); `change_id` and `snaptime` go to the replay log."""
+    cols = [f"{k.alias} {d.render_type(k.logical)} NOT NULL" for k in layout.keys]
+    cols += [
+        f"action {d.render_type(ACTION)} NOT NULL",
+        f"exp_present {d.render_type(FLAG)}",
+        f"exp_guid {d.render_type(ROWGUID)}",
+        f"change_id {d.render_type(ROWGUID)} NOT NULL",
+        f"snaptime {d.render_type(TIMESTAMP)} NOT NULL",
+    ]
+    cols += [f"{v.alias} {d.render_type(v.logical)}" for v in layout.values]
+    return f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)})"
+
+
+def staging_columns(layout: Layout) -> list[str]:
+    return (
+        [k.alias for k in layout.keys]
+        + ["action", "exp_present", "exp_guid", "change_id", "snaptime"]
+        + [v.alias for v in layout.values]
+    )
+
+
+def _same(d: Dialect, a: str, b: str) -> str:
+    if d.name == "postgresql":
+        return f"{a} IS NOT DISTINCT FROM {b}"
+    if d.name == "mysql":
+        return f"{a} <=> {b}"
+    return f"{a} IS {b}"
+
+
+def _update_join(d: Dialect, dst: str, stg: str, layout: Layout, sets: list[tuple[str, str]], where: str) -> str:
+    """UPDATE the table from the staging rows matched by key (`t` is the table, `s` the staging row)."""
+    on = " AND ".join(f"t.{d.quote(k.dest)} = s.{k.alias}" for k in layout.keys)
+    if d.name == "mysql":
+        assignments = ", ".join(f"t.{d.quote(c)} = {e}" for c, e in sets)
+        return f"UPDATE {dst} t JOIN {stg} s ON {on} SET {assignments} WHERE {where}"
+    assignments = ", ".join(f"{d.quote(c)} = {e}" for c, e in sets)
+    if d.name == "postgresql":
+        return f"UPDATE {dst} AS t SET {assignments} FROM {stg} s WHERE {on} AND {where}"
+    return f"UPDATE {dst} AS t SET {assignments} FROM {stg} s WHERE {on} AND {where}"
+
+
+@dataclass(frozen=True)
+class ApplyPlan:
+    """One apply transaction: `prelude` drops staged changes the replay log lists; `lock` takes the
+    rows' locks; `check` must count 0 (decisions made on a version of a row that is no longer there);
+    `statements` delete (mark, then delete), write (update the rows that differ, insert the missing) and
+    record every staged change in the replay log."""
+
+    prelude: str
+    lock: str | None
+    check: str | None
+    statements: tuple[str, ...]
+
+
+def apply_sql(
+    d: Dialect, table: TableInfo, layout: Layout, staging: str, rplog: str, source: str, target: str, guarded: bool
+) -> ApplyPlan:
+    q = d.quote
+    schema = table.schema
+    dst = d.qualify(table.name, schema)
+    stg = d.qualify(staging, schema)
+    rpl = d.qualify(rplog, schema)
+    on = " AND ".join(f"t.{q(k.dest)} = s.{k.alias}" for k in layout.keys)
+    first_key = q(layout.keys[0].dest)
+    g = layout.guid
+    statements: list[str] = []
+    replayed = (
+        f"SELECT r.{q('RLOG_ROWGUID')} FROM {rpl} r WHERE r.{q('SOURCE')} = {d.literal(source)} "
+        f"AND r.{q('TARGET')} = {d.literal(target)}"
+    )
+    prelude = f"DELETE FROM {stg} WHERE change_id IN ({replayed})"
+    lock = check = None
+    if guarded:
+        if d.name == "postgresql":
+            lock = f"SELECT 1 FROM {dst} t JOIN {stg} s ON {on} FOR UPDATE OF t"
+        elif d.name == "mysql":
+            lock = f"SELECT 1 FROM {dst} t JOIN {stg} s ON {on} FOR UPDATE"
+        check = (
+            f"SELECT COUNT(*) FROM {stg} s LEFT JOIN {dst} t ON {on} WHERE NOT ("
+            f"(s.exp_present = 1 AND t.{first_key} IS NOT NULL AND {_same(d, f't.{q(g.dest)}', 's.exp_guid')}) "
+            f"OR (s.exp_present = 0 AND t.{first_key} IS NULL))"
+        )
+    mark = f"CONCAT('{DELETE_MARK}', s.change_id)" if d.name == "mysql" else f"('{DELETE_MARK}' || s.change_id)"
+    statements.append(_update_join(d, dst, stg, layout, [(g.dest, mark)], "s.action = 'D'"))
+    if d.name == "postgresql":
+        statements.append(f"DELETE FROM {dst} AS t USING {stg} s WHERE {on} AND s.action = 'D'")
+    elif d.name == "mysql":
+        statements.append(f"DELETE t FROM {dst} t JOIN {stg} s ON {on} WHERE s.action = 'D'")
+    else:
+        cols = ", ".join(q(k.dest) for k in layout.keys)
+        aliases = ", ".join(k.alias for k in layout.keys)
+        statements.append(f"DELETE FROM {dst} WHERE ({cols}) IN (SELECT {aliases} FROM {stg} WHERE action = 'D')")
+    sets = [(v.dest, f"s.{v.alias}") for v in layout.values]
+    differs = f"NOT ({_same(d, f't.{q(g.dest)}', f's.{g.alias}')})"
+    statements.append(_update_join(d, dst, stg, layout, sets, f"s.action = 'W' AND {differs}"))
+    columns = ", ".join(q(m.dest) for m in layout.moved)
+    aliases = ", ".join(f"s.{m.alias}" for m in layout.moved)
+    missing = f"NOT EXISTS (SELECT 1 FROM {dst} t WHERE {on})"
+    statements.append(f"INSERT INTO {dst} ({columns}) SELECT {aliases} FROM {stg} s WHERE s.action = 'W' AND {missing}")
+    rp_cols = ", ".join(q(c) for c in ("SOURCE", "TARGET", "RLOG_ROWGUID", "SNAPTIME"))
+    rp_select = f"SELECT {d.literal(source)}, {d.literal(target)}, change_id, snaptime FROM {stg}"
+    if d.name == "postgresql":
+        statements.append(f"INSERT INTO {rpl} ({rp_cols}) {rp_select} ON CONFLICT DO NOTHING")
+    elif d.name == "mysql":
+        statements.append(f"INSERT IGNORE INTO {rpl} ({rp_cols}) {rp_select}")
+    else:
+        statements.append(f"INSERT OR IGNORE INTO {rpl} ({rp_cols}) {rp_select}")
+    return ApplyPlan(prelude, lock, check, tuple(statements))
+
+
+def pending_local_sql(d: Dialect, table: TableInfo, layout: Layout, staging: str) -> tuple[str, str]:
+    """(count and oldest SNAPTIME of, delete of) pushed changes whose row the subscriber changed since
+    the last pull: they wait, and the subscriber's change meets the publisher's version at the next pull."""
+    rlog = d.qualify(rlog_name(table.name), table.schema)
+    stg = d.qualify(staging, table.schema)
+    match = " AND ".join(f"r.{d.quote(rlog_key(k.dest))} = s.{k.alias}" for k in layout.keys)
+    pending = f"EXISTS (SELECT 1 FROM {rlog} r WHERE {match})"
+    if d.name == "mysql":
+        # MariaDB runs `IN (SELECT ...)` of a DELETE once per staged row; the join form uses the log's key.
+        delete = f"DELETE s FROM {stg} s WHERE {pending}"
+    else:
+        own = " AND ".join(f"r.{d.quote(rlog_key(k.dest))} = {stg}.{k.alias}" for k in layout.keys)
+        delete = f"DELETE FROM {stg} WHERE EXISTS (SELECT 1 FROM {rlog} r WHERE {own})"
+    return f"SELECT COUNT(*), MIN(s.snaptime) FROM {stg} s WHERE {pending}", delete
+
+
+def consume_sql(d: Dialect, table: TableInfo, rows: int) -> str:
+    """Delete pulled log rows from a subscriber's log, by change id (a row changed since stays)."""
+    rlog = d.qualify(rlog_name(table.name), table.schema)
+    return f"DELETE FROM {rlog} WHERE {d.quote('RLOG_ROWGUID')} IN ({', '.join(['?'] * rows)})"
+
+
+def pending_keys_sql(d: Dialect, table: TableInfo) -> str:
+    keys = [d.quote(rlog_key(k.name)) for k in key_columns(table)]
+    return f"SELECT {', '.join(keys)}, {d.quote('RLOG_ROWGUID')} FROM {d.qualify(rlog_name(table.name), table.schema)}"
+
+
+def rebase_sql(d: Dialect, table: TableInfo, inserted: bool) -> str:
+    """A pending log row made on top of a version the publisher has just taken: based on that version
+    (parameters: the version's id, then the key), or, when the publisher deleted the row, an insert."""
+    rlog = d.qualify(rlog_name(table.name), table.schema)
+    where = " AND ".join(f"{d.quote(rlog_key(k.name))} = ?" for k in key_columns(table))
+    if inserted:
+        return f"UPDATE {rlog} SET {d.quote('DMLTYPE')} = 'I', {d.quote(OLD_ROWGUID)} = NULL WHERE {where}"
+    dml = d.quote("DMLTYPE")
+    return (
+        f"UPDATE {rlog} SET {dml} = CASE WHEN {dml} = 'D' THEN 'D' ELSE 'U' END, {d.quote(OLD_ROWGUID)} = ? "
+        f"WHERE {where}"
+    )
+
+
+# --- initial copy ------------------------------------------------------------------------------------------
+
+
+def init_staging_ddl(d: Dialect, name: str, schema: str, layout: Layout) -> str:
+    cols = [f"rn {d.render_type(ROWNUM)} NOT NULL"]
+    cols += [f"{m.alias} {d.render_type(m.logical)}" for m in layout.moved]
+    cols.append("PRIMARY KEY (rn)")
+    return f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)})"
+
+
+def init_chunk_sql(d: Dialect, table: TableInfo, layout: Layout, staging: str, rows: int) -> tuple[str, str]:
+    """(the last row number of the next chunk after ?, the insert of rows after ? up to ?).
+
+    Rows whose key the subscriber already has (a chunk committed before an interruption, or a row
+    inserted locally meanwhile) are skipped, so a chunk can be run again."""
+    stg = d.qualify(staging, table.schema)
+    dst = d.qualify(table.name, table.schema)
+    last = f"SELECT MAX(rn) FROM (SELECT rn FROM {stg} WHERE rn > ? ORDER BY rn LIMIT {int(rows)}) c"
+    on = " AND ".join(f"t.{d.quote(k.dest)} = s.{k.alias}" for k in layout.keys)
+    columns = ", ".join(d.quote(m.dest) for m in layout.moved)
+    aliases = ", ".join(f"s.{m.alias}" for m in layout.moved)
+    insert = (
+        f"INSERT INTO {dst} ({columns}) SELECT {aliases} FROM {stg} s WHERE s.rn > ? AND s.rn <= ? "
+        f"AND NOT EXISTS (SELECT 1 FROM {dst} t WHERE {on})"
+    )
+    return last, insert
+
+
+def init_staging_key_index_sql(d: Dialect, table: TableInfo, layout: Layout, staging: str) -> str:
+    """An index on the staged keys, so the clean-up below looks rows up instead of scanning the copy."""
+    name = d.quote(bounded_name(f"{staging}_keys", d.max_identifier))
+    return f"CREATE INDEX {name} ON {d.qualify(staging, table.schema)} ({', '.join(k.alias for k in layout.keys)})"
+
+
+def init_cleanup_sql(d: Dialect, table: TableInfo, layout: Layout, staging: str) -> str:
+    """Log rows the copy itself caused (rows of this subscriber's own origin coming back on a
+    re-initialisation): they are the publisher's versions, not local changes."""
+    rlog = d.qualify(rlog_name(table.name), table.schema)
+    stg = d.qualify(staging, table.schema)
+    match = " AND ".join(f"s.{k.alias} = {rlog}.{d.quote(rlog_key(k.dest))}" for k in layout.keys)
+    return (
+        f"DELETE FROM {rlog} WHERE EXISTS (SELECT 1 FROM {stg} s WHERE {match} "
+        f"AND s.{layout.guid.alias} = {rlog}.{d.quote('RLOG_ROWGUID')})"
+    )
+
+
+def now_sql(d: Dialect) -> str:
+    """The server's clock in UTC, the way its log triggers stamp SNAPTIME."""
+    if d.name == "postgresql":
+        return "SELECT CAST(now() AT TIME ZONE 'UTC' AS timestamp)"
+    if d.name == "mysql":
+        return "SELECT UTC_TIMESTAMP(6)"
+    return "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now') || '000'"
+
+
+def work_table(d: Dialect, kind: str, table: str) -> str:
+    """Per-table work tables: BSIN (pulled keys), BSAP (apply), BSPS (push), BSIC (initial copy)."""
+    return bounded_name(f"{kind}_{table}", d.max_identifier)
+
+
+def table_with_rowguid(table: TableInfo, rowguid: LogicalType = ROWGUID) -> TableInfo:
+    if table.column(ROWGUID_COLUMN) is not None:
+        return table
+    return TableInfo(table.name, (*table.columns, Column(ROWGUID_COLUMN, "varchar(255)", rowguid)), table.schema)
+
+
+def literal_list(d: Dialect, values: Sequence[str]) -> str:
+    return ", ".join(d.literal(v) for v in values)

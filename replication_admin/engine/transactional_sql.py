@@ -1,0 +1,898 @@
+"""Transactional replication (pure SQL generation and row decoding; no I/O here).
+
+A publication (an account of SYS_REPL_ACCOUNTS) keeps its log in the publisher's database:
+
+- `RTSEQ_<account>`: one row, N = how many transactions the publication has. N never wraps; the
+  level a subscriber sees is levels.level_of(N) (1 .. 0x7fffffff, then 1 again).
+- `RTTX_<account>`: one row per replicated transaction: TXID (the database's id of the writing
+  transaction), N (its place in the publication), ORIGIN (the server that made the change) and AT
+  (UTC, when it was numbered).
+- `RTLOG_<account>`: the transaction's entries in the order they were made: SEQ, TXID, TBL, OP and
+  the row images NEW / OLD as JSON. OP is I/U/D for a row, T for a REPL_TEXT call (NEW = the
+  statement and its arguments) and C for a published table's creating statement (NEW = its
+  columns and primary key), so a subscriber creates the table before its data arrives.
+
+Triggers `<table>_I`, `<table>_U`, `<table>_D` (the reference's names) write the entries inside the
+writing transaction. How a transaction gets its N decides the order subscribers replay in, and it must
+be commit order:
+
+- PostgreSQL: the first entry of a transaction inserts its RTTX row (TXID = pg_current_xact_id()).
+  A deferred constraint trigger on RTTX runs at commit time and numbers the transaction by
+  incrementing RTSEQ. The RTSEQ row stays locked until the commit ends, so the next transaction
+  can only be numbered after this one is committed (or rolled back, which also undoes its number):
+  numbers follow commit order with no gaps, and writers only queue for the moment of commit.
+- MariaDB has no deferred triggers, and no transaction id a trigger can read reliably
+  (information_schema.INNODB_TRX is a cache refreshed at most every 0.1 s). The first entry of a
+  transaction locks the RTSEQ row and takes the next number, recording its connection (and origin)
+  there; later entries of the same connection join that number while it is still open. The lock
+  makes other writers to the publication wait until this transaction ends, so numbers follow commit
+  order. A reader closes the current number (NOWAIT: only when no writer holds the counter) before
+  it reads it; a writer that finds the number closed, or taken by another connection, takes a new
+  one. Transactions that one connection commits back to back, with no read of the log between them,
+  therefore share a number: they are replayed together, in order, atomically.
+- SQLite has one writer at a time. Entries are written without a number; the sequencer (run by the
+  console under BEGIN IMMEDIATE, i.e. holding the write lock) numbers everything written since its
+  last pass in SEQ order, one transaction per run of entries with the same origin. Transactions
+  committed between two passes therefore share a number: they are replayed together, atomically.
+
+Changes that replication itself applies are either not captured (`nolog`: a subscriber replaying its
+publisher) or captured with the origin they came from (a publisher replaying an updateable
+subscriber, so the other subscribers get them and the originator does not). PostgreSQL keeps that in
+transaction-local settings, MariaDB in session variables, SQLite in the one-row table RTCTX.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+from replication_admin.engine import levels
+from replication_admin.engine.compare import family_of
+from replication_admin.engine.dialects import Dialect
+from replication_admin.engine.schema import TableInfo
+from replication_admin.engine.snapshot_log import bounded_name, key_columns
+from replication_admin.engine.types import LogicalType
+from replication_admin.engine.values import bind_value
+
+SERVER = LogicalType("varchar", length=128)
+TABLE = LogicalType("varchar", length=320)
+OP = LogicalType("varchar", length=1)
+COUNT = LogicalType("bigint")
+IMAGE = LogicalType("long_varchar")
+TIMESTAMP = LogicalType("timestamp")
+CONTEXT_TABLE = "RTCTX"
+LEVEL_TABLE = "RTLEVEL"
+TEXT_TABLE = "REPL_TEXT"
+NOLOG_SETTING = "repladmin.nolog"
+ORIGIN_SETTING = "repladmin.origin"
+
+
+class TrxError(ValueError):
+    """A table or publication cannot be replicated transactionally as asked."""
+
+
+@dataclass(frozen=True)
+class LogNames:
+    seq: str
+    tx: str
+    log: str
+
+
+def log_names(d: Dialect, account: str) -> LogNames:
+    limit = d.max_identifier
+    return LogNames(
+        seq=bounded_name(f"RTSEQ_{account}", limit),
+        tx=bounded_name(f"RTTX_{account}", limit),
+        log=bounded_name(f"RTLOG_{account}", limit),
+    )
+
+
+def trigger_names(table: str, limit: int) -> dict[str, str]:
+    return {op: bounded_name(f"{table}_{op}", limit) for op in ("I", "U", "D")}
+
+
+def _now(d: Dialect) -> str:
+    return {
+        "postgresql": "(clock_timestamp() AT TIME ZONE 'UTC')",
+        "mysql": "UTC_TIMESTAMP(6)",
+    }.get(d.name, "strftime('%Y-%m-%d %H:%M:%f', 'now') || '000'")
+
+
+def _col(d: Dialect, name: str, logical: LogicalType, extra: str = "") -> str:
+    return f"{d.quote(name)} {d.render_type(logical)}{extra}"
+
+
+def _serial(d: Dialect) -> str:
+    if d.name == "postgresql":
+        return f"{d.quote('SEQ')} bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+    if d.name == "mysql":
+        return f"{d.quote('SEQ')} bigint NOT NULL AUTO_INCREMENT PRIMARY KEY"
+    return f"{d.quote('SEQ')} INTEGER PRIMARY KEY AUTOINCREMENT"
+
+
+def log_ddl(d: Dialect, account: str, schema: str = "") -> list[str]:
+    """The publication's log tables (and PostgreSQL's commit-time numbering)."""
+    names = log_names(d, account)
+    q = d.quote
+    seq, tx, log = (d.qualify(n, schema) for n in (names.seq, names.tx, names.log))
+    tx_n = "" if d.name == "postgresql" else " NOT NULL"
+    ddl = [
+        f"CREATE TABLE {seq} ({q('ID')} integer NOT NULL PRIMARY KEY, {_col(d, 'N', COUNT, ' NOT NULL')}, "
+        f"{_col(d, 'CONN', COUNT)}, {_col(d, 'ORIGIN', SERVER)})",
+        f"INSERT INTO {seq} ({q('ID')}, {q('N')}) VALUES (1, 0)",
+        f"CREATE TABLE {tx} ({_col(d, 'TXID', COUNT, ' NOT NULL PRIMARY KEY')}, {_col(d, 'N', COUNT, tx_n)}, "
+        f"{_col(d, 'ORIGIN', SERVER)}, {_col(d, 'AT', TIMESTAMP)})",
+        f"CREATE UNIQUE INDEX {q(bounded_name(names.tx + '_N', d.max_identifier))} ON {tx} ({q('N')})",
+        f"CREATE TABLE {log} ({_serial(d)}, {_col(d, 'TXID', COUNT)}, {_col(d, 'TBL', TABLE, ' NOT NULL')}, "
+        f"{_col(d, 'OP', OP, ' NOT NULL')}, {_col(d, 'NEW', IMAGE)}, {_col(d, 'OLD', IMAGE)}, "
+        f"{_col(d, 'ORIGIN', SERVER)})",
+        f"CREATE INDEX {q(bounded_name(names.log + '_TXID', d.max_identifier))} ON {log} ({q('TXID')})",
+    ]
+    if d.name == "postgresql":
+        function = d.qualify(bounded_name(f"{names.tx}_number", d.max_identifier), schema or "public")
+        body = (
+            f"DECLARE n bigint; BEGIN UPDATE {seq} SET {q('N')} = {q('N')} + 1 RETURNING {q('N')} INTO n; "
+            f"UPDATE {tx} SET {q('N')} = n, {q('AT')} = {_now(d)} WHERE {q('TXID')} = NEW.{q('TXID')}; "
+            "RETURN NULL; END"
+        )
+        ddl += [
+            f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $rt$ {body} $rt$",
+            f"CREATE CONSTRAINT TRIGGER {q(bounded_name(names.tx + '_number', d.max_identifier))} "
+            f"AFTER INSERT ON {tx} DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {function}()",
+        ]
+    return ddl
+
+
+def drop_log_ddl(d: Dialect, account: str, schema: str = "") -> list[str]:
+    names = log_names(d, account)
+    drops = [f"DROP TABLE IF EXISTS {d.qualify(n, schema)}" for n in (names.log, names.tx, names.seq)]
+    if d.name == "postgresql":
+        function = d.qualify(bounded_name(f"{names.tx}_number", d.max_identifier), schema or "public")
+        drops.append(f"DROP FUNCTION IF EXISTS {function}()")
+    return drops
+
+
+def context_ddl(d: Dialect, schema: str = "") -> list[str]:
+    """SQLite's replay context (PostgreSQL and MariaDB keep it in settings / session variables)."""
+    if d.name != "sqlite":
+        return []
+    q = d.quote
+    table = d.qualify(CONTEXT_TABLE, schema)
+    return [
+        f"CREATE TABLE IF NOT EXISTS {table} ({q('ID')} integer NOT NULL PRIMARY KEY, "
+        f"{q('NOLOG')} integer NOT NULL DEFAULT 0, {q('ORIGIN')} varchar(128))",
+        f"INSERT OR IGNORE INTO {table} ({q('ID')}, {q('NOLOG')}) VALUES (1, 0)",
+    ]
+
+
+def replay_context_sql(d: Dialect, nolog: bool, origin: str | None, schema: str = "") -> list[str]:
+    """Statements that open an apply transaction: what the capture triggers should do with its changes."""
+    if d.name == "postgresql":
+        return [
+            f"SELECT set_config('{NOLOG_SETTING}', {d.literal('on' if nolog else '')}, true), "
+            f"set_config('{ORIGIN_SETTING}', {d.literal(origin or '')}, true)"
+        ]
+    if d.name == "mysql":
+        return [f"SET @repladmin_nolog = {1 if nolog else 'NULL'}, @repladmin_origin = {_opt_literal(d, origin)}"]
+    q = d.quote
+    return [
+        f"UPDATE {d.qualify(CONTEXT_TABLE, schema)} SET {q('NOLOG')} = {1 if nolog else 0}, "
+        f"{q('ORIGIN')} = {_opt_literal(d, origin)}"
+    ]
+
+
+def reset_context_sql(d: Dialect, schema: str = "") -> list[str]:
+    """Run before committing an apply transaction (MariaDB's variables outlive transactions)."""
+    if d.name == "mysql":
+        return ["SET @repladmin_nolog = NULL, @repladmin_origin = NULL"]
+    if d.name == "sqlite":
+        q = d.quote
+        return [f"UPDATE {d.qualify(CONTEXT_TABLE, schema)} SET {q('NOLOG')} = 0, {q('ORIGIN')} = NULL"]
+    return []
+
+
+def _opt_literal(d: Dialect, value: str | None) -> str:
+    return "NULL" if value is None else d.literal(value)
+
+
+# --- capture triggers -------------------------------------------------------------------------------------
+
+
+def _json_value(d: Dialect, ref: str, column) -> str:
+    """A column as a JSON value in the row image (binary as hex: JSON has no bytes)."""
+    expr = f"{ref}.{d.quote(column.name)}"
+    family = family_of(column.logical)
+    if family == "binary":
+        return f"HEX({expr})" if d.name == "mysql" else f"hex({expr})"
+    if d.name == "mysql" and family == "boolean":
+        return f"({expr} <> 0)"
+    return expr
+
+
+def _image(d: Dialect, table: TableInfo, ref: str) -> str:
+    if d.name == "postgresql":
+        return f"to_jsonb({ref})::text"
+    pairs = []
+    for column in table.columns:
+        pairs += [d.literal(column.name), _json_value(d, ref, column)]
+    # MariaDB and SQLite take at most a few hundred arguments; wide tables are merged in parts.
+    parts = [pairs[i : i + 200] for i in range(0, len(pairs), 200)]
+    objects = [("JSON_OBJECT" if d.name == "mysql" else "json_object") + f"({', '.join(p)})" for p in parts]
+    if len(objects) == 1:
+        return objects[0]
+    return ("JSON_MERGE_PATCH" if d.name == "mysql" else "json_patch") + f"({', '.join(objects)})"
+
+
+def _entry(d: Dialect, names: LogNames, schema: str, table: str, op: str, new: str, old: str, local: str) -> str:
+    """The trigger statements that log one entry for the current transaction."""
+    q = d.quote
+    seq, tx, log = (d.qualify(n, schema) for n in (names.seq, names.tx, names.log))
+    entry_cols = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
+    tbl = d.literal(table)
+    if d.name == "postgresql":
+        txid = "pg_current_xact_id()::text::bigint"
+        origin = f"coalesce(nullif(current_setting('{ORIGIN_SETTING}', true), ''), {d.literal(local)})"
+        return (
+            f"IF coalesce(current_setting('{NOLOG_SETTING}', true), '') <> 'on' THEN "
+            f"INSERT INTO {tx} ({q('TXID')}, {q('ORIGIN')}) VALUES ({txid}, {origin}) "
+            f"ON CONFLICT ({q('TXID')}) DO NOTHING; "
+            f"INSERT INTO {log} ({entry_cols}) VALUES ({txid}, {tbl}, '{op}', {new}, {old}); END IF;"
+        )
+    if d.name == "mysql":
+        origin = f"COALESCE(@repladmin_origin, {d.literal(local)})"
+        return (
+            "IF @repladmin_nolog IS NULL THEN "
+            f"SELECT {q('N')}, {q('CONN')}, {q('ORIGIN')} INTO @repladmin_n, @repladmin_conn, @repladmin_from "
+            f"FROM {seq} WHERE {q('ID')} = 1 FOR UPDATE; "
+            f"IF NOT (@repladmin_conn <=> CONNECTION_ID()) OR NOT (@repladmin_from <=> {origin}) THEN "
+            "SET @repladmin_n = @repladmin_n + 1; "
+            f"UPDATE {seq} SET {q('N')} = @repladmin_n, {q('CONN')} = CONNECTION_ID(), {q('ORIGIN')} = {origin} "
+            f"WHERE {q('ID')} = 1; "
+            f"INSERT INTO {tx} ({q('TXID')}, {q('N')}, {q('ORIGIN')}, {q('AT')}) "
+            f"VALUES (@repladmin_n, @repladmin_n, {origin}, {_now(d)}); END IF; "
+            f"INSERT INTO {log} ({entry_cols}) VALUES (@repladmin_n, {tbl}, '{op}', {new}, {old}); END IF;"
+        )
+    ctx = d.qualify(CONTEXT_TABLE, schema)
+    return (
+        f"INSERT INTO {log} ({entry_cols}, {q('ORIGIN')}) SELECT NULL, {tbl}, '{op}', {new}, {old}, "
+        f"coalesce((SELECT {q('ORIGIN')} FROM {ctx}), {d.literal(local)}) "
+        f"WHERE coalesce((SELECT {q('NOLOG')} FROM {ctx}), 0) = 0;"
+    )
+
+
+@dataclass(frozen=True)
+class CaptureObjects:
+    triggers: tuple[str, ...]
+    create: tuple[str, ...]
+    drop: tuple[str, ...]
+
+
+def capture_objects(d: Dialect, account: str, table: TableInfo, local: str) -> CaptureObjects:
+    """The I/U/D triggers that log a published table's changes into the account's log."""
+    key_columns(table)  # refuses a table without a primary key
+    names = log_names(d, account)
+    schema = table.schema
+    triggers = trigger_names(table.name, d.max_identifier)
+    src = d.qualify(table.name, schema)
+    new, old = _image(d, table, "NEW"), _image(d, table, "OLD")
+    bodies = {
+        "I": ("AFTER INSERT", _entry(d, names, schema, table.name, "I", new, "NULL", local)),
+        "U": ("AFTER UPDATE", _entry(d, names, schema, table.name, "U", new, old, local)),
+        "D": ("AFTER DELETE", _entry(d, names, schema, table.name, "D", "NULL", old, local)),
+    }
+    create: list[str] = []
+    drop: list[str] = []
+    for op, (when, body) in bodies.items():
+        name = triggers[op]
+        if d.name == "postgresql":
+            function = d.qualify(name, schema or "public")
+            create.append(
+                f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $rt$ BEGIN {body} "
+                "RETURN NULL; END $rt$"
+            )
+            create.append(f"CREATE TRIGGER {d.quote(name)} {when} ON {src} FOR EACH ROW EXECUTE FUNCTION {function}()")
+            drop += [f"DROP TRIGGER IF EXISTS {d.quote(name)} ON {src}", f"DROP FUNCTION IF EXISTS {function}()"]
+        elif d.name == "mysql":
+            create.append(f"CREATE TRIGGER {d.quote(name)} {when} ON {src} FOR EACH ROW BEGIN {body} END")
+            drop.append(f"DROP TRIGGER IF EXISTS {d.quote(name)}")
+        else:
+            create.append(f"CREATE TRIGGER {d.quote(name)} {when} ON {src} FOR EACH ROW BEGIN {body} END")
+            drop.append(f"DROP TRIGGER IF EXISTS {d.quote(name)}")
+    return CaptureObjects(tuple(triggers.values()), tuple(create), tuple(drop))
+
+
+def text_table_ddl(d: Dialect, schema: str = "") -> list[str]:
+    """REPL_TEXT for applications: inserting (ACCOUNT, STMT, ARGS) logs a call in that transaction."""
+    return [
+        f"CREATE TABLE IF NOT EXISTS {d.qualify(TEXT_TABLE, schema)} ({_serial(d)}, "
+        f"{_col(d, 'ACCOUNT', SERVER, ' NOT NULL')}, {_col(d, 'STMT', IMAGE, ' NOT NULL')}, {_col(d, 'ARGS', IMAGE)})"
+    ]
+
+
+def text_capture_objects(d: Dialect, account: str, local: str, schema: str = "") -> CaptureObjects:
+    """A trigger on REPL_TEXT that logs the account's calls (one trigger per publication)."""
+    names = log_names(d, account)
+    name = bounded_name(f"{names.log}_T", d.max_identifier)
+    table = d.qualify(TEXT_TABLE, schema)
+    q = d.quote
+    if d.name == "postgresql":
+        new = f"jsonb_build_object('stmt', NEW.{q('STMT')}, 'args', coalesce(NEW.{q('ARGS')}, '[]')::jsonb)::text"
+    elif d.name == "mysql":
+        new = f"JSON_OBJECT('stmt', NEW.{q('STMT')}, 'args', JSON_EXTRACT(COALESCE(NEW.{q('ARGS')}, '[]'), '$'))"
+    else:
+        new = f"json_object('stmt', NEW.{q('STMT')}, 'args', json(coalesce(NEW.{q('ARGS')}, '[]')))"
+    body = _entry(d, names, schema, "", "T", new, "NULL", local)
+    if d.name == "postgresql":
+        function = d.qualify(name, schema or "public")
+        create = [
+            f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $rt$ BEGIN {body} RETURN NULL; END $rt$",
+            f"CREATE TRIGGER {q(name)} AFTER INSERT ON {table} FOR EACH ROW "
+            f"WHEN (NEW.{q('ACCOUNT')} = {d.literal(account)}) EXECUTE FUNCTION {function}()",
+        ]
+        drop = [f"DROP TRIGGER IF EXISTS {q(name)} ON {table}", f"DROP FUNCTION IF EXISTS {function}()"]
+    elif d.name == "mysql":
+        create = [
+            f"CREATE TRIGGER {q(name)} AFTER INSERT ON {table} FOR EACH ROW BEGIN "
+            f"IF NEW.{q('ACCOUNT')} = {d.literal(account)} THEN {body} END IF; END"
+        ]
+        drop = [f"DROP TRIGGER IF EXISTS {q(name)}"]
+    else:
+        create = [
+            f"CREATE TRIGGER {q(name)} AFTER INSERT ON {table} FOR EACH ROW "
+            f"WHEN NEW.{q('ACCOUNT')} = {d.literal(account)} BEGIN {body} END"
+        ]
+        drop = [f"DROP TRIGGER IF EXISTS {q(name)}"]
+    return CaptureObjects((name,), tuple(create), tuple(drop))
+
+
+# --- appending entries from the console (REPL_TEXT, creating statements) ------------------------------------
+
+
+def append_entry_sql(d: Dialect, account: str, op: str, table: str, new: str, local: str, schema: str = "") -> list:
+    """(statement, parameters) that log one entry as a transaction of its own, run in one transaction.
+
+    The same bookkeeping as the triggers; on SQLite the sequencer numbers the entry afterwards."""
+    names = log_names(d, account)
+    q = d.quote
+    seq, tx, log = (d.qualify(n, schema) for n in (names.seq, names.tx, names.log))
+    columns = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
+    if d.name == "postgresql":
+        txid = "pg_current_xact_id()::text::bigint"
+        return [
+            (f"INSERT INTO {tx} ({q('TXID')}, {q('ORIGIN')}) VALUES ({txid}, ?)", [local]),
+            (f"INSERT INTO {log} ({columns}) VALUES ({txid}, ?, ?, ?, NULL)", [table, op, new]),
+        ]
+    if d.name == "mysql":
+        # A console entry is always a transaction of its own: it takes the next number and closes it.
+        return [
+            (f"UPDATE {seq} SET {q('N')} = {q('N')} + 1, {q('CONN')} = NULL WHERE {q('ID')} = 1", []),
+            (f"SET @repladmin_n = (SELECT {q('N')} FROM {seq} WHERE {q('ID')} = 1)", []),
+            (
+                f"INSERT INTO {tx} ({q('TXID')}, {q('N')}, {q('ORIGIN')}, {q('AT')}) "
+                f"VALUES (@repladmin_n, @repladmin_n, ?, {_now(d)})",
+                [local],
+            ),
+            (f"INSERT INTO {log} ({columns}) VALUES (@repladmin_n, ?, ?, ?, NULL)", [table, op, new]),
+        ]
+    return [(f"INSERT INTO {log} ({columns}, {q('ORIGIN')}) VALUES (NULL, ?, ?, ?, NULL, ?)", [table, op, new, local])]
+
+
+# --- the SQLite sequencer -----------------------------------------------------------------------------------
+
+
+def unnumbered_sql(d: Dialect, account: str, schema: str = "") -> str:
+    names = log_names(d, account)
+    q = d.quote
+    return (
+        f"SELECT {q('SEQ')}, {q('ORIGIN')} FROM {d.qualify(names.log, schema)} "
+        f"WHERE {q('TXID')} IS NULL ORDER BY {q('SEQ')}"
+    )
+
+
+def runs_of_origin(rows: Sequence[tuple[int, str | None]]) -> list[tuple[int, int, str | None]]:
+    """(first SEQ, last SEQ, origin) for each run of consecutive entries with the same origin."""
+    runs: list[tuple[int, int, str | None]] = []
+    for seq, origin in rows:
+        if runs and runs[-1][2] == origin:
+            runs[-1] = (runs[-1][0], seq, origin)
+        else:
+            runs.append((seq, seq, origin))
+    return runs
+
+
+def number_run_sql(d: Dialect, account: str, schema: str = "") -> list[str]:
+    """Parameters: (n, n, origin) for RTTX, then (n, first, last) for RTLOG, then (n,) for RTSEQ."""
+    names = log_names(d, account)
+    q = d.quote
+    return [
+        f"INSERT INTO {d.qualify(names.tx, schema)} ({q('TXID')}, {q('N')}, {q('ORIGIN')}, {q('AT')}) "
+        f"VALUES (?, ?, ?, {_now(d)})",
+        f"UPDATE {d.qualify(names.log, schema)} SET {q('TXID')} = ? "
+        f"WHERE {q('TXID')} IS NULL AND {q('SEQ')} BETWEEN ? AND ?",
+        f"UPDATE {d.qualify(names.seq, schema)} SET {q('N')} = ? WHERE {q('ID')} = 1",
+    ]
+
+
+# --- reading the log ----------------------------------------------------------------------------------------
+
+
+def count_sql(d: Dialect, account: str, schema: str = "") -> str:
+    names = log_names(d, account)
+    return f"SELECT {d.quote('N')} FROM {d.qualify(names.seq, schema)} WHERE {d.quote('ID')} = 1"
+
+
+def close_sql(d: Dialect, account: str, schema: str = "") -> list[str]:
+    """MariaDB: end the current number so no later transaction of its connection joins it (run in one
+    transaction; the first statement fails at once when a writer holds the counter)."""
+    names = log_names(d, account)
+    q = d.quote
+    seq = d.qualify(names.seq, schema)
+    return [
+        f"SELECT {q('N')}, {q('CONN')} FROM {seq} WHERE {q('ID')} = 1 FOR UPDATE NOWAIT",
+        f"UPDATE {seq} SET {q('CONN')} = NULL WHERE {q('ID')} = 1",
+    ]
+
+
+def counter_sql(d: Dialect, account: str, schema: str = "") -> str:
+    names = log_names(d, account)
+    q = d.quote
+    return f"SELECT {q('N')}, {q('CONN')} FROM {d.qualify(names.seq, schema)} WHERE {q('ID')} = 1"
+
+
+def entries_sql(d: Dialect, account: str, schema: str = "") -> str:
+    """Entries of the transactions with after < N <= upto, in replay order. Parameters: after, upto."""
+    names = log_names(d, account)
+    q = d.quote
+    tx, log = d.qualify(names.tx, schema), d.qualify(names.log, schema)
+    return (
+        f"SELECT t.{q('N')}, t.{q('ORIGIN')}, t.{q('AT')}, l.{q('SEQ')}, l.{q('TBL')}, l.{q('OP')}, "
+        f"l.{q('NEW')}, l.{q('OLD')} FROM {tx} t JOIN {log} l ON l.{q('TXID')} = t.{q('TXID')} "
+        f"WHERE t.{q('N')} > ? AND t.{q('N')} <= ? ORDER BY t.{q('N')}, l.{q('SEQ')}"
+    )
+
+
+def oldest_count_sql(d: Dialect, account: str, schema: str = "") -> str:
+    names = log_names(d, account)
+    return f"SELECT MIN({d.quote('N')}) FROM {d.qualify(names.tx, schema)}"
+
+
+def purge_sql(d: Dialect, account: str, schema: str = "") -> list[str]:
+    """Drop the log of transactions numbered at or below a count. Parameter: the count (twice)."""
+    names = log_names(d, account)
+    q = d.quote
+    tx, log = d.qualify(names.tx, schema), d.qualify(names.log, schema)
+    if d.name == "mysql":
+        delete_log = f"DELETE l FROM {log} l JOIN {tx} t ON l.{q('TXID')} = t.{q('TXID')} WHERE t.{q('N')} <= ?"
+    else:
+        delete_log = f"DELETE FROM {log} WHERE {q('TXID')} IN (SELECT {q('TXID')} FROM {tx} WHERE {q('N')} <= ?)"
+    return [delete_log, f"DELETE FROM {tx} WHERE {q('N')} <= ?"]
+
+
+# --- the subscriber's level ---------------------------------------------------------------------------------
+
+
+def level_table_ddl(d: Dialect, schema: str = "") -> str:
+    q = d.quote
+    return (
+        f"CREATE TABLE IF NOT EXISTS {d.qualify(LEVEL_TABLE, schema)} ({_col(d, 'SERVER', SERVER, ' NOT NULL')}, "
+        f"{_col(d, 'ACCOUNT', SERVER, ' NOT NULL')}, {_col(d, 'LVL', COUNT, ' NOT NULL')}, "
+        f"{_col(d, 'N', COUNT, ' NOT NULL')}, {_col(d, 'AT', TIMESTAMP)}, PRIMARY KEY ({q('SERVER')}, {q('ACCOUNT')}))"
+    )
+
+
+def level_read_sql(d: Dialect, schema: str = "") -> str:
+    q = d.quote
+    return (
+        f"SELECT {q('LVL')}, {q('N')} FROM {d.qualify(LEVEL_TABLE, schema)} "
+        f"WHERE {q('SERVER')} = ? AND {q('ACCOUNT')} = ?"
+    )
+
+
+def level_advance_sql(d: Dialect, schema: str = "") -> str:
+    """Move the level from an expected count to a new one. Parameters: level, count, server, account,
+    expected count. Zero rows updated means another apply got there first."""
+    q = d.quote
+    return (
+        f"UPDATE {d.qualify(LEVEL_TABLE, schema)} SET {q('LVL')} = ?, {q('N')} = ?, {q('AT')} = {_now(d)} "
+        f"WHERE {q('SERVER')} = ? AND {q('ACCOUNT')} = ? AND {q('N')} = ?"
+    )
+
+
+def level_set_sql(d: Dialect, schema: str = "") -> list[str]:
+    """Set a level outright (initial copy). Parameters: server, account; then level, count, server, account."""
+    q = d.quote
+    table = d.qualify(LEVEL_TABLE, schema)
+    return [
+        f"DELETE FROM {table} WHERE {q('SERVER')} = ? AND {q('ACCOUNT')} = ?",
+        f"INSERT INTO {table} ({q('LVL')}, {q('N')}, {q('AT')}, {q('SERVER')}, {q('ACCOUNT')}) "
+        f"VALUES (?, ?, {_now(d)}, ?, ?)",
+    ]
+
+
+# --- decoding entries and applying them ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Entry:
+    seq: int
+    table: str
+    op: str
+    new: dict | None
+    old: dict | None
+
+
+@dataclass
+class Transaction:
+    count: int  # N on the publisher
+    origin: str | None
+    at: object
+    entries: list[Entry]
+
+    @property
+    def level(self) -> int:
+        return levels.level_of(self.count)
+
+
+def load_image(text: str | None) -> dict | None:
+    if text is None:
+        return None
+    value = json.loads(text, parse_float=Decimal)
+    if not isinstance(value, dict):
+        raise TrxError(f"a log entry holds {type(value).__name__}, not a row")
+    return value
+
+
+def group_transactions(rows: Sequence[Sequence]) -> list[Transaction]:
+    """Rows of entries_sql, in order, as transactions."""
+    out: list[Transaction] = []
+    for n, origin, at, seq, tbl, op, new, old in rows:
+        n = int(n)
+        if not out or out[-1].count != n:
+            out.append(Transaction(n, origin, at, []))
+        out[-1].entries.append(Entry(int(seq), tbl, op, load_image(new), load_image(old)))
+    return out
+
+
+def _decode(value, logical: LogicalType, dest_dialect: str):
+    """A JSON value of a row image as the destination stores it."""
+    if value is None:
+        return None
+    family = family_of(logical)
+    if family == "binary":
+        text = str(value)
+        if text.startswith("\\x"):
+            text = text[2:]
+        return bytes.fromhex(text)
+    if family == "decimal" and isinstance(value, Decimal):
+        return str(value)
+    if family == "timestamp" and isinstance(value, str):
+        value = value.replace("T", " ")
+    return bind_value(value, logical, dest_dialect)
+
+
+def _image_value(image: dict, name: str):
+    """A column's value in a row image; names match case-insensitively (MariaDB and SQLite fold case)."""
+    if name in image:
+        return image[name]
+    folded = [v for k, v in image.items() if k.lower() == name.lower()]
+    return folded[0] if folded else None
+
+
+def row_values(image: dict, table: TableInfo, dest_dialect: str) -> list:
+    """The image's values in the order of `table`'s columns."""
+    return [_decode(_image_value(image, c.name), c.logical, dest_dialect) for c in table.columns]
+
+
+def upsert_sql(d: Dialect, table: TableInfo, rows: int) -> str:
+    """Insert rows or, when the key exists, overwrite them (parameters: every column, per row)."""
+    q = d.quote
+    names = [c.name for c in table.columns]
+    keys = [k.name for k in key_columns(table)]
+    one = "(" + ", ".join("?" for _ in names) + ")"
+    head = f"INSERT INTO {d.qualify(table.name, table.schema)} ({', '.join(q(n) for n in names)}) VALUES "
+    values = ", ".join(one for _ in range(rows))
+    others = [n for n in names if n not in keys]
+    if d.name == "mysql":
+        sets = ", ".join(f"{q(n)} = VALUES({q(n)})" for n in (others or keys[:1]))
+        return f"{head}{values} ON DUPLICATE KEY UPDATE {sets}"
+    action = "DO UPDATE SET " + ", ".join(f"{q(n)} = excluded.{q(n)}" for n in others) if others else "DO NOTHING"
+    return f"{head}{values} ON CONFLICT ({', '.join(q(k) for k in keys)}) {action}"
+
+
+def delete_sql(d: Dialect, table: TableInfo) -> str:
+    keys = key_columns(table)
+    where = " AND ".join(f"{d.quote(k.name)} = ?" for k in keys)
+    return f"DELETE FROM {d.qualify(table.name, table.schema)} WHERE {where}"
+
+
+def key_values(image: dict, table: TableInfo, dest_dialect: str) -> list:
+    return [_decode(_image_value(image, k.name), k.logical, dest_dialect) for k in key_columns(table)]
+
+
+# --- the creating statement of a published table -----------------------------------------------------------
+
+
+def table_definition(table: TableInfo) -> str:
+    """What a 'C' entry carries: the columns with their logical types and the primary key."""
+    columns = [
+        {
+            "name": c.name,
+            "kind": c.logical.kind,
+            "length": c.logical.length,
+            "precision": c.logical.precision,
+            "scale": c.logical.scale,
+            "nullable": c.nullable,
+        }
+        for c in table.columns
+    ]
+    return json.dumps({"table": table.name, "columns": columns, "key": [k.name for k in table.primary_key]})
+
+
+def definition_columns(definition: dict) -> tuple[list[tuple[str, LogicalType]], list[str]]:
+    columns = [
+        (c["name"], LogicalType(c["kind"], length=c.get("length"), precision=c.get("precision"), scale=c.get("scale")))
+        for c in definition["columns"]
+    ]
+    return columns, list(definition["key"])
+
+
+# --- REPL_TEXT replay ---------------------------------------------------------------------------------------
+
+
+def text_call(d: Dialect, statement: str) -> str:
+    """A logged call as the subscriber's dialect runs it: Virtuoso writes `proc (?, ?)`; PostgreSQL and
+    MariaDB run procedures with CALL. Anything else is run as written."""
+    stripped = statement.strip().rstrip(";").strip()
+    head = stripped.split("(", 1)[0].strip()
+    words = head.split()
+    if len(words) == 1 and "(" in stripped and words[0].upper() not in {"SELECT", "CALL", "INSERT", "UPDATE", "DELETE"}:
+        return f"CALL {stripped}"
+    return stripped
+
+
+# --- updateable publications: ROWGUID -------------------------------------------------------------------------
+
+ROWGUID_COLUMN = "ROWGUID"
+UPDATEABLE_DIALECTS = ("postgresql", "mysql")  # those whose BEFORE triggers can set ROWGUID before a row is logged
+
+
+def _replaying(d: Dialect) -> str:
+    """True inside an apply transaction (its rows carry the ROWGUID of the version they replay)."""
+    if d.name == "postgresql":
+        return (
+            f"(coalesce(current_setting('{NOLOG_SETTING}', true), '') = 'on' "
+            f"OR coalesce(current_setting('{ORIGIN_SETTING}', true), '') <> '')"
+        )
+    return "(@repladmin_nolog IS NOT NULL OR @repladmin_origin IS NOT NULL)"
+
+
+def rowguid_objects(d: Dialect, table: TableInfo, local: str) -> CaptureObjects:
+    """BEFORE triggers that give every local insert, and every local update that leaves ROWGUID alone,
+    a new `<server>@<uuid>`; rows replication writes keep the ROWGUID they carry."""
+    from replication_admin.engine.bidir_sql import new_guid_sql
+
+    if d.name not in UPDATEABLE_DIALECTS:
+        raise TrxError(
+            f"updateable transactional publications need PostgreSQL or MariaDB; {d.label} cannot set ROWGUID "
+            "before a row is logged"
+        )
+    g = d.quote(ROWGUID_COLUMN)
+    src = d.qualify(table.name, table.schema)
+    fresh = new_guid_sql(d, local)
+    name = bounded_name(f"{table.name}_G", d.max_identifier)
+    if d.name == "postgresql":
+        function = d.qualify(name, table.schema or "public")
+        body = (
+            f"IF NOT {_replaying(d)} AND (TG_OP = 'INSERT' AND NEW.{g} IS NULL OR "
+            f"TG_OP = 'UPDATE' AND NEW.{g} IS NOT DISTINCT FROM OLD.{g}) THEN NEW.{g} := {fresh}; END IF; "
+            "RETURN NEW;"
+        )
+        return CaptureObjects(
+            (name,),
+            (
+                f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $rt$ BEGIN {body} END $rt$",
+                f"CREATE TRIGGER {d.quote(name)} BEFORE INSERT OR UPDATE ON {src} FOR EACH ROW "
+                f"EXECUTE FUNCTION {function}()",
+            ),
+            (f"DROP TRIGGER IF EXISTS {d.quote(name)} ON {src}", f"DROP FUNCTION IF EXISTS {function}()"),
+        )
+    insert_name = bounded_name(f"{table.name}_GI", d.max_identifier)
+    update_name = bounded_name(f"{table.name}_GU", d.max_identifier)
+    return CaptureObjects(
+        (insert_name, update_name),
+        (
+            f"CREATE TRIGGER {d.quote(insert_name)} BEFORE INSERT ON {src} FOR EACH ROW BEGIN "
+            f"IF NOT {_replaying(d)} AND NEW.{g} IS NULL THEN SET NEW.{g} = {fresh}; END IF; END",
+            f"CREATE TRIGGER {d.quote(update_name)} BEFORE UPDATE ON {src} FOR EACH ROW BEGIN "
+            f"IF NOT {_replaying(d)} AND NEW.{g} <=> OLD.{g} THEN SET NEW.{g} = {fresh}; END IF; END",
+        ),
+        (f"DROP TRIGGER IF EXISTS {d.quote(insert_name)}", f"DROP TRIGGER IF EXISTS {d.quote(update_name)}"),
+    )
+
+
+def push_account(account: str) -> str:
+    """The subscriber-side log of an updateable subscription (Virtuoso's "!ACCT" push-back account)."""
+    return "!" + account
+
+
+def retag_origin_sql(d: Dialect, account: str, origin: str, schema: str = "") -> list[str]:
+    """Give the current transaction's log another origin (a pushed transaction with a conflict goes back
+    to its originator too, so it ends with the publisher's decision)."""
+    names = log_names(d, account)
+    q = d.quote
+    tx, seq = d.qualify(names.tx, schema), d.qualify(names.seq, schema)
+    if d.name == "postgresql":
+        current = "pg_current_xact_id()::text::bigint"
+        return [f"UPDATE {tx} SET {q('ORIGIN')} = {d.literal(origin)} WHERE {q('TXID')} = {current}"]
+    return [
+        f"UPDATE {tx} SET {q('ORIGIN')} = {d.literal(origin)} WHERE {q('N')} = @repladmin_n",
+        f"UPDATE {seq} SET {q('CONN')} = NULL WHERE {q('ID')} = 1",
+    ]
+
+
+def row_select_sql(d: Dialect, table: TableInfo, lock: bool = True) -> str:
+    keys = key_columns(table)
+    where = " AND ".join(f"{d.quote(k.name)} = ?" for k in keys)
+    cols = ", ".join(d.quote(c.name) for c in table.columns)
+    return f"SELECT {cols} FROM {d.qualify(table.name, table.schema)} WHERE {where}" + (" FOR UPDATE" if lock else "")
+
+
+def touch_sql(d: Dialect, table: TableInfo) -> str:
+    """Give a publisher row a new ROWGUID so its current version is logged again. Parameters: the
+    new ROWGUID, then the key."""
+    keys = key_columns(table)
+    where = " AND ".join(f"{d.quote(k.name)} = ?" for k in keys)
+    return f"UPDATE {d.qualify(table.name, table.schema)} SET {d.quote(ROWGUID_COLUMN)} = ? WHERE {where}"
+
+
+# --- published procedures (PostgreSQL publishers) ---------------------------------------------------------------
+
+PROC_TABLE = "RTPROC"
+EVENT_TRIGGER = "repladmin_procedures"
+WRAPPING_SETTING = "repladmin.wrapping"
+CALLS, DEFINITION = 1, 2
+
+
+def append_function(d: Dialect, account: str, schema: str = "") -> str:
+    return d.qualify(bounded_name(f"{log_names(d, account).log}_append", d.max_identifier), schema or "public")
+
+
+def append_function_ddl(d: Dialect, account: str, local: str, schema: str = "") -> tuple[list[str], list[str]]:
+    """PostgreSQL: a function that logs one entry for the current transaction (used by the wrappers of
+    published procedures and by the definition tracker)."""
+    names = log_names(d, account)
+    q = d.quote
+    tx, log = d.qualify(names.tx, schema), d.qualify(names.log, schema)
+    txid = "pg_current_xact_id()::text::bigint"
+    origin = f"coalesce(nullif(current_setting('{ORIGIN_SETTING}', true), ''), {d.literal(local)})"
+    function = append_function(d, account, schema)
+    body = (
+        f"BEGIN IF coalesce(current_setting('{NOLOG_SETTING}', true), '') <> 'on' THEN "
+        f"INSERT INTO {tx} ({q('TXID')}, {q('ORIGIN')}) VALUES ({txid}, {origin}) "
+        f"ON CONFLICT ({q('TXID')}) DO NOTHING; "
+        f"INSERT INTO {log} ({q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}) "
+        f"VALUES ({txid}, p_tbl, p_op, p_new, NULL); END IF; END"
+    )
+    return (
+        [
+            f"CREATE FUNCTION {function}(p_op text, p_tbl text, p_new text) RETURNS void LANGUAGE plpgsql "
+            f"AS $rt$ {body} $rt$"
+        ],
+        [f"DROP FUNCTION IF EXISTS {function}(text, text, text)"],
+    )
+
+
+def proc_table_ddl(d: Dialect, schema: str = "") -> list[str]:
+    q = d.quote
+    return [
+        f"CREATE TABLE IF NOT EXISTS {d.qualify(PROC_TABLE, schema)} ({q('NAME')} varchar(320) PRIMARY KEY, "
+        f"{q('ACCOUNT')} varchar(128) NOT NULL, {q('OPTIONS')} integer NOT NULL, {q('IDENT')} text NOT NULL, "
+        f"{q('BODY')} varchar(320), {q('BODY_IDENT')} text, {q('WRAPPER')} text, {q('APPEND')} text NOT NULL, "
+        f"{q('DEF')} text NOT NULL)"
+    ]
+
+
+def event_trigger_ddl(d: Dialect, schema: str = "") -> tuple[list[str], list[str]]:
+    """PostgreSQL: when a published procedure is created again (CREATE OR REPLACE replaces its wrapper),
+    move the new body under the wrapper, put the wrapper back and log the new definition."""
+    q = d.quote
+    table = d.qualify(PROC_TABLE, schema)
+    function = d.qualify("repladmin_procedure_changed", schema or "public")
+    body = f"""
+DECLARE r record; p record; def text;
+BEGIN
+  IF coalesce(current_setting('{WRAPPING_SETTING}', true), '') = 'on' THEN RETURN; END IF;
+  FOR r IN SELECT * FROM pg_event_trigger_ddl_commands() WHERE object_type IN ('procedure', 'function') LOOP
+    FOR p IN SELECT * FROM {table} WHERE {q("IDENT")} = r.object_identity LOOP
+      PERFORM set_config('{WRAPPING_SETTING}', 'on', true);
+      def := pg_get_functiondef(r.objid);
+      IF p.{q("WRAPPER")} IS NOT NULL THEN
+        EXECUTE 'DROP PROCEDURE IF EXISTS ' || p.{q("BODY_IDENT")};
+        EXECUTE 'ALTER PROCEDURE ' || r.object_identity || ' RENAME TO ' || quote_ident(p.{q("BODY")});
+        EXECUTE p.{q("WRAPPER")};
+      END IF;
+      UPDATE {table} SET {q("DEF")} = def WHERE {q("NAME")} = p.{q("NAME")};
+      IF p.{q("OPTIONS")} IN (2, 3) THEN
+        EXECUTE 'SELECT ' || p.{q("APPEND")} || '($1, $2, $3)'
+          USING 'P', '', json_build_object('name', p.{q("NAME")}, 'definition', def)::text;
+      END IF;
+      PERFORM set_config('{WRAPPING_SETTING}', '', true);
+    END LOOP;
+  END LOOP;
+END"""
+    return (
+        [
+            f"CREATE OR REPLACE FUNCTION {function}() RETURNS event_trigger LANGUAGE plpgsql AS $rt$ {body} $rt$",
+            f"DROP EVENT TRIGGER IF EXISTS {EVENT_TRIGGER}",
+            f"CREATE EVENT TRIGGER {EVENT_TRIGGER} ON ddl_command_end "
+            f"WHEN TAG IN ('CREATE PROCEDURE', 'CREATE FUNCTION') EXECUTE FUNCTION {function}()",
+        ],
+        [f"DROP EVENT TRIGGER IF EXISTS {EVENT_TRIGGER}", f"DROP FUNCTION IF EXISTS {function}()"],
+    )
+
+
+@dataclass(frozen=True)
+class Procedure:
+    name: str  # as it is called
+    schema: str
+    arguments: str  # pg_get_function_arguments: "i integer, d text"
+    names: tuple[str, ...]
+    types: tuple[str, ...]
+    definition: str
+
+    @property
+    def identity(self) -> str:
+        return f"{self.schema}.{self.name}({', '.join(self.types)})" if self.schema else self.name
+
+    def body_name(self, d: Dialect) -> str:
+        return bounded_name(f"{self.name}__repl", d.max_identifier)
+
+
+def procedure_sql() -> str:
+    """PostgreSQL: a procedure's signature and definition (parameters: schema, name)."""
+    return (
+        "SELECT p.oid, p.prokind, pg_get_function_arguments(p.oid), p.proargnames, "
+        "array_to_string(ARRAY(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) t), ','), "
+        "coalesce(array_to_string(p.proargmodes, ','), ''), pg_get_functiondef(p.oid) "
+        "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = ? AND p.proname = ?"
+    )
+
+
+def wrapper_ddl(d: Dialect, proc: Procedure, account: str, schema: str = "") -> str:
+    """The procedure callers call: it logs the call (name, arguments and their types), then runs the real
+    body with logging off (the reference: what a published procedure does is not logged itself)."""
+    q = d.quote
+    args = ", ".join(q(n) for n in proc.names)
+    types = ", ".join(d.literal(t) for t in proc.types)
+    stmt = d.literal(f"{proc.name} ({', '.join('?' for _ in proc.names)})")
+    entry = (
+        f"json_build_object('stmt', {stmt}, 'args', json_build_array({args}), 'types', json_build_array({types}))::text"
+        if proc.names
+        else f"json_build_object('stmt', {stmt}, 'args', json_build_array())::text"
+    )
+    target = d.qualify(proc.name, schema or proc.schema)
+    body = d.qualify(proc.body_name(d), schema or proc.schema)
+    return (
+        f"CREATE PROCEDURE {target}({proc.arguments}) LANGUAGE plpgsql AS $rt$ "
+        f"DECLARE prev text := coalesce(current_setting('{NOLOG_SETTING}', true), ''); BEGIN "
+        f"PERFORM {append_function(d, account, schema or proc.schema)}('T', '', {entry}); "
+        f"PERFORM set_config('{NOLOG_SETTING}', 'on', true); CALL {body}({args}); "
+        f"PERFORM set_config('{NOLOG_SETTING}', prev, true); END $rt$"
+    )
+
+
+def typed_call(d: Dialect, statement: str, types: Sequence[str] | None) -> str:
+    """A logged call for the subscriber: PostgreSQL resolves procedures by argument type, so the
+    publisher's types are written as casts."""
+    call = text_call(d, statement)
+    if d.name != "postgresql" or not types:
+        return call
+    parts = call.split("?")
+    if len(parts) - 1 != len(types):
+        return call
+    out = parts[0]
+    for piece, kind in zip(parts[1:], types, strict=True):
+        out += f"CAST(? AS {kind})" + piece
+    return out

@@ -1,0 +1,186 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from replication_admin.core import connections
+from replication_admin.core.audit import Actor, PermissionDenied, record
+from replication_admin.core.web import check_perm, denied, listing, render_page_or_partial
+from replication_admin.engine import dialects
+from replication_admin.models import AuditEntry, Server
+from replication_admin.servers import actions as server_actions
+from replication_admin.servers.forms import ServerForm
+
+SERVER_SORTS = {
+    "name": "name",
+    "dialect": ("dialect", "name"),
+    "location": ("host", "database", "name"),
+    "status": ("last_check_ok", "name"),
+    "checked": ("last_check_at", "name"),
+}
+SERVER_LIST_FIELDS = (
+    "id", "name", "dialect", "host", "port", "database", "schema", "user", "odbc_dsn", "last_check_at",
+    "last_check_ok", "last_check_error",
+)  # fmt: skip
+
+
+@require_GET
+def server_list(request: HttpRequest) -> HttpResponse:
+    servers = Server.objects.only(*SERVER_LIST_FIELDS)
+    dialect = request.GET.get("dialect", "")
+    if dialect in dict(Server.DIALECTS):
+        servers = servers.filter(dialect=dialect)
+    else:
+        dialect = ""
+    servers_listing = listing(
+        request, servers, sorts=SERVER_SORTS, default="name",
+        search=("name", "host", "database", "odbc_dsn", "description"),
+    )  # fmt: skip
+    context = {
+        "servers": servers_listing,
+        "dialect": dialect,
+        "dialects": Server.DIALECTS,
+        "filtered": bool(servers_listing.q or dialect),
+    }
+    return render_page_or_partial(request, "replication_admin/servers.html", "server-rows", context)
+
+
+@require_http_methods(["GET", "POST"])
+def server_add(request: HttpRequest) -> HttpResponse:
+    if not check_perm(request, "replication_admin.edit", "server.register"):
+        return HttpResponseForbidden("You need the edit permission to register servers.")
+    form = ServerForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            server = server_actions.do_register_server(Actor.from_request(request), form.server_data())
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(request, f"Server {server.name} registered.")
+            return redirect("servers-detail", name=server.name)
+    return render(request, "replication_admin/server_form.html", {"form": form, "server": None})
+
+
+@require_http_methods(["GET", "POST"])
+def server_edit(request: HttpRequest, name: str) -> HttpResponse:
+    server = get_object_or_404(Server, name=name)
+    if not check_perm(request, "replication_admin.edit", "server.update", server.name):
+        return HttpResponseForbidden("You need the edit permission to change servers.")
+    form = ServerForm(request.POST or None, instance=server)
+    if request.method == "POST" and form.is_valid():
+        try:
+            server = server_actions.do_update_server(Actor.from_request(request), server, form.server_data())
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(request, f"Server {server.name} saved.")
+            return redirect("servers-detail", name=server.name)
+    return render(request, "replication_admin/server_form.html", {"form": form, "server": server})
+
+
+@require_POST
+def server_test_form(request: HttpRequest) -> HttpResponse:
+    """htmx: test the connection described by the form's current values, without saving anything."""
+    existing = Server.objects.filter(name=request.GET.get("server", "")).first()
+    if not check_perm(request, "replication_admin.edit", "server.test", request.POST.get("name", "")):
+        return HttpResponseForbidden("You need the edit permission to test new connections.")
+    form = ServerForm(request.POST, instance=existing)
+    if not form.is_valid():
+        errors = "; ".join(
+            f"{'' if field == '__all__' else field + ': '}{' '.join(msgs)}" for field, msgs in form.errors.items()
+        )
+        result = connections.CheckResult(ok=False, message=f"Fix the form first: {errors}", reason="invalid")
+    else:
+        candidate = server_actions.transient_server(form.validated, existing)
+        result = connections.test_connection(candidate)
+        record(
+            Actor.from_request(request),
+            "server.test",
+            form.validated.name,
+            AuditEntry.Outcome.OK if result.ok else AuditEntry.Outcome.ERROR,
+            {"message": result.message, "unsaved": True},
+        )
+    return render(request, "replication_admin/server_form.html#connection-result", {"result": result})
+
+
+@require_POST
+def server_check(request: HttpRequest, name: str) -> HttpResponse:
+    """htmx: test a registered server and store the outcome."""
+    server = get_object_or_404(Server, name=name)
+    try:
+        result = server_actions.do_check_server(Actor.from_request(request), server)
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    if request.htmx:
+        return render(request, "replication_admin/server_detail.html#status", {"server": server, "result": result})
+    messages.info(request, result.message)
+    return redirect("servers-detail", name=server.name)
+
+
+@require_GET
+def server_detail(request: HttpRequest, name: str) -> HttpResponse:
+    server = get_object_or_404(Server, name=name)
+    return render(request, "replication_admin/server_detail.html", {"server": server})
+
+
+@require_GET
+def server_tables(request: HttpRequest, name: str) -> HttpResponse:
+    """The server's tables with their primary keys (loaded by htmx after the page, or alone)."""
+    server = get_object_or_404(Server, name=name)
+    tables: list = []
+    error = ""
+    try:
+        with connections.connect(server, readonly=True) as conn:
+            sql, params = dialects.get(server.dialect).tables_sql(server.schema)
+            names = [row[0] for row in conn.cursor().execute(sql, params).fetchall()]
+            for table in names[:500]:
+                info = connections.describe_table(server, table, conn=conn)
+                tables.append(info)
+    except connections.ConnectionFailed as exc:
+        error = str(exc) + (f" ({exc.detail})" if exc.detail else "")
+    context = {"server": server, "tables": tables, "error": error}
+    return render_page_or_partial(request, "replication_admin/server_tables.html", "tables", context)
+
+
+@require_GET
+def server_table(request: HttpRequest, name: str, table: str) -> HttpResponse:
+    server = get_object_or_404(Server, name=name)
+    error = ""
+    info = None
+    try:
+        info = connections.describe_table(server, table)
+    except (connections.ConnectionFailed, connections.TableNotFound) as exc:
+        error = str(exc)
+    return render(
+        request,
+        "replication_admin/server_table.html",
+        {"server": server, "table": info, "error": error, "table_name": table},
+    )
+
+
+@require_http_methods(["GET", "POST"])
+def server_delete(request: HttpRequest, name: str) -> HttpResponse:
+    server = get_object_or_404(Server, name=name)
+    if request.method == "POST":
+        try:
+            server_actions.do_delete_server(Actor.from_request(request), server)
+        except PermissionDenied as exc:
+            return denied(request, exc)
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
+            return redirect("servers-detail", name=name)
+        messages.success(request, f"Server {name} removed from the registry.")
+        return redirect("servers")
+    return render(
+        request,
+        "replication_admin/confirm.html",
+        {
+            "title": f"Remove server {server.name}?",
+            "body": "The registration and its stored password are deleted. Nothing on the server itself changes.",
+            "action": "Remove server",
+            "cancel_url": server.get_absolute_url(),
+        },
+    )

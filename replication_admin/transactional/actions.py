@@ -1,0 +1,486 @@
+"""Transactional replication actions: every change of publications and subscriptions, used alike by the
+statement language, the console and the scheduler. Preconditions fail with the reference's messages."""
+
+from __future__ import annotations
+
+import json
+
+from django.db import transaction
+from django.utils import timezone
+
+from replication_admin.core.audit import Actor, record, require
+from replication_admin.core.jobs import do_start_job
+from replication_admin.engine import levels
+from replication_admin.models import (
+    DeclaredServer,
+    JobRun,
+    ReplAccount,
+    ReplSubscriber,
+    ScheduledEvent,
+    Server,
+    TpGrant,
+    TpItem,
+)
+from replication_admin.snapshots.shapes import SnapshotError, lookup_table
+from replication_admin.transactional import replication as trx
+
+EDIT = "replication_admin.edit"
+OPERATE = "replication_admin.operate"
+TABLE, PROCEDURE = 2, 3
+
+
+def _failed(actor: Actor, action: str, target: str, error: Exception) -> None:
+    from replication_admin.models import AuditEntry
+
+    record(actor, action, target, AuditEntry.Outcome.ERROR, {"error": str(error)})
+
+
+def _guarded(actor: Actor, action: str, target: str):
+    """Context: a SnapshotError raised inside is recorded in the audit log, then passed on."""
+
+    class Guard:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, kind, exc, tb):
+            if exc is not None and isinstance(exc, SnapshotError):
+                _failed(actor, action, target, exc)
+            return False
+
+    return Guard()
+
+
+def publication(server: Server, account: str) -> ReplAccount:
+    row = ReplAccount.objects.filter(server=server.name, account=account).first()
+    if row is None:
+        raise trx.TrxError(f"publication {account!r} does not exist on {server.name}")
+    return row
+
+
+# --- publisher side ------------------------------------------------------------------------------------------
+
+
+def do_publish(
+    actor: Actor, server: Server, account: str, log_file: str | None, updateable: bool, sync_user: str | None
+) -> ReplAccount:
+    """REPL_PUBLISH: the publication and its log (RTSEQ_, RTTX_, RTLOG_) in the publisher's database."""
+    target = f"{server.name}/{account}"
+    require(actor, EDIT, "trx.publish", target)
+    with _guarded(actor, "trx.publish", target):
+        if ReplAccount.objects.filter(server=server.name, account=account).exists():
+            raise trx.TrxError(f"The publication '{account}' already exists on {server.name}")
+        trx.create_log(server, account)
+    now = timezone.now()
+    with transaction.atomic():
+        row = ReplAccount.objects.create(
+            server=server.name,
+            account=account,
+            is_updateable=1 if updateable else 0,
+            sync_user=sync_user,
+            log_file=log_file or f"{account}.log",
+            log_started_at=now,
+            created_at=now,
+        )
+        record(actor, "trx.publish", target, detail={"log": row.log_file, "updateable": updateable})
+    return row
+
+
+def do_unpublish(actor: Actor, account: ReplAccount) -> str:
+    """REPL_UNPUBLISH: triggers and log go; subscribers keep their copies and are unsubscribed."""
+    target = f"{account.server}/{account.account}"
+    require(actor, EDIT, "trx.unpublish", target)
+    server = trx.server_named(account.server)
+    for item in trx.table_items(account):
+        trx.drop_capture(server, account.account, trx.item_table(item.item))
+    for item in TpItem.objects.filter(server=account.server, acct=account.account, type=PROCEDURE):
+        trx.unpublish_procedure(server, trx.item_table(item.item))
+    trx.drop_log(server, account.account)
+    with transaction.atomic():
+        TpItem.objects.filter(server=account.server, acct=account.account).delete()
+        TpGrant.objects.filter(acct=account.account).delete()
+        subscribers = ReplSubscriber.objects.filter(server=account.server, account=account.account)
+        names = [s.subscriber for s in subscribers]
+        subscribers.delete()
+        ScheduledEvent.objects.filter(name__in=[schedule_event_name(n, account) for n in names]).delete()
+        ScheduledEvent.objects.filter(name=purge_event_name(account)).delete()
+        account.delete()
+        record(actor, "trx.unpublish", target)
+    return f"dropped the publication {target}"
+
+
+def do_pub_add(
+    actor: Actor, account: ReplAccount, item: str, item_type: int, is_copy: int, options: int | None
+) -> TpItem:
+    """REPL_PUB_ADD: a table gets its I/U/D triggers and its creating statement goes into the log first."""
+    target = f"{account.server}/{account.account}: {item}"
+    require(actor, EDIT, "trx.pub_add", target)
+    server = trx.server_named(account.server)
+    with _guarded(actor, "trx.pub_add", target):
+        if item_type == PROCEDURE:
+            return _pub_add_procedure(actor, account, server, item, is_copy, options or 3, target)
+        name = trx.item_table(item)
+        info = trx.describe(server, name)
+        if any(
+            i.item == item or trx.item_table(i.item) == info.name
+            for i in TpItem.objects.filter(server=account.server, type=TABLE)
+        ):
+            raise trx.TrxError(f"table {info.name!r} is already published on {server.name}")
+        if not info.primary_key:
+            raise trx.TrxError(f"table {info.name!r} has no primary key; a published table needs one")
+        trx.add_capture(server, account.account, info, updateable=bool(account.is_updateable))
+        info = trx.describe(server, info.name)  # with its ROWGUID column when the publication is updateable
+        try:
+            trx.append_entry(server, account.account, "C", info.name, trx.sql.table_definition(info))
+        except Exception:
+            trx.drop_capture(server, account.account, info.name)
+            raise
+    with transaction.atomic():
+        row = TpItem.objects.create(
+            server=account.server, acct=account.account, type=TABLE, item=item, options=None, is_copy=is_copy
+        )
+        record(actor, "trx.pub_add", target)
+    return row
+
+
+def _pub_add_procedure(
+    actor: Actor, account: ReplAccount, server: Server, item: str, is_copy: int, options: int, target: str
+) -> TpItem:
+    if account.is_updateable:
+        raise trx.TrxError(
+            "procedure calls cannot be replicated bi-directionally; "
+            "publish them in a publication that is not updateable"
+        )
+    name = trx.item_table(item)
+    if TpItem.objects.filter(server=account.server, type=PROCEDURE, item=item).exists():
+        raise trx.TrxError(f"procedure {name!r} is already published on {server.name}")
+    trx.publish_procedure(server, account.account, name, options)
+    with transaction.atomic():
+        row = TpItem.objects.create(
+            server=account.server, acct=account.account, type=PROCEDURE, item=item, options=options, is_copy=is_copy
+        )
+        record(actor, "trx.pub_add", target, detail={"options": options})
+    return row
+
+
+def find_item(account: ReplAccount, item: str, item_type: int) -> TpItem:
+    row = TpItem.objects.filter(server=account.server, acct=account.account, type=item_type, item=item).first()
+    if row is None:
+        name = trx.item_table(item)
+        row = (
+            next((i for i in trx.table_items(account) if trx.item_table(i.item) == name), None)
+            if item_type == TABLE
+            else None
+        )
+    if row is None:
+        raise trx.TrxError(f"'{item}' is not an item of the publication {account.account}")
+    return row
+
+
+def do_pub_remove(actor: Actor, account: ReplAccount, item: TpItem, drop: bool = False) -> str:
+    target = f"{account.server}/{account.account}: {item.item}"
+    require(actor, EDIT, "trx.pub_remove", target)
+    server = trx.server_named(account.server)
+    if item.type == PROCEDURE:
+        trx.unpublish_procedure(server, trx.item_table(item.item))
+    else:
+        trx.drop_capture(server, account.account, trx.item_table(item.item))
+    with transaction.atomic():
+        item.delete()
+        record(actor, "trx.pub_remove", target, detail={"drop": drop})
+    return f"removed {item.item} from {account.account}"
+
+
+def do_grant(actor: Actor, account: ReplAccount, grantee: str) -> str:
+    require(actor, EDIT, "trx.grant", f"{account.account} -> {grantee}")
+    with transaction.atomic():
+        TpGrant.objects.get_or_create(acct=account.account, grantee=grantee)
+        record(actor, "trx.grant", f"{account.account} -> {grantee}")
+    return f"{grantee} may subscribe to {account.account}"
+
+
+def do_revoke(actor: Actor, account: ReplAccount, grantee: str) -> str:
+    require(actor, EDIT, "trx.revoke", f"{account.account} -> {grantee}")
+    with transaction.atomic():
+        deleted, _ = TpGrant.objects.filter(acct=account.account, grantee=grantee).delete()
+        record(actor, "trx.revoke", f"{account.account} -> {grantee}")
+    if not deleted:
+        raise trx.TrxError(f"{grantee} has no grant on {account.account}")
+    return f"{grantee} may no longer subscribe to {account.account}"
+
+
+def do_repl_text(actor: Actor, account: ReplAccount, statement: str, args: tuple) -> int:
+    """REPL_TEXT: log a statement (a procedure call) with its arguments as a transaction of its own."""
+    target = f"{account.server}/{account.account}"
+    require(actor, EDIT, "trx.text", target)
+    server = trx.server_named(account.server)
+    trx.append_entry(server, account.account, "T", "", json.dumps({"stmt": statement, "args": list(args)}))
+    count = trx.publisher_count(server, account.account)
+    record(actor, "trx.text", target, detail={"statement": statement, "level": levels.level_of(count)})
+    return levels.level_of(count)
+
+
+def do_new_log(actor: Actor, account: ReplAccount, log_file: str) -> str:
+    """REPL_NEW_LOG: a new log segment starts at the current level (purging works segment by segment)."""
+    target = f"{account.server}/{account.account}"
+    require(actor, EDIT, "trx.new_log", target)
+    count = trx.publisher_count(trx.server_named(account.server), account.account)
+    with transaction.atomic():
+        ReplAccount.objects.filter(pk=account.pk).update(
+            log_file=log_file, log_started_at=timezone.now(), log_start_level=levels.level_of(count)
+        )
+        record(actor, "trx.new_log", target, detail={"log": log_file, "level": levels.level_of(count)})
+    return f"{account.account} logs into {log_file} from level {levels.level_of(count)}"
+
+
+# --- subscriber side -----------------------------------------------------------------------------------------
+
+
+def do_declare_server(actor: Actor, context: Server, name: str, dsn: str, address: str | None) -> DeclaredServer:
+    """REPL_SERVER: `context` learns where the publisher `name` is (it must be registered here)."""
+    require(actor, EDIT, "trx.server", f"{context.name}: {name}")
+    server = Server.objects.filter(name=name).first()
+    if server is None:
+        raise trx.TrxError(f"server {name!r} is not registered on this console; register it first")
+    with transaction.atomic():
+        row, _ = DeclaredServer.objects.update_or_create(
+            subscriber=context.name, server=server.name, defaults={"dsn": dsn, "address": address or dsn}
+        )
+        record(actor, "trx.server", f"{context.name}: {name}", detail={"dsn": dsn, "address": address})
+    return row
+
+
+def do_subscribe(
+    actor: Actor,
+    subscriber: Server,
+    publisher_name: str,
+    account_name: str,
+    dav_user: str | None = None,
+    dav_group: str | None = None,
+    replay_user: str | None = None,
+) -> ReplSubscriber:
+    """REPL_SUBSCRIBE, with the reference's preconditions and messages."""
+    target = f"{subscriber.name} <- {publisher_name}/{account_name}"
+    require(actor, EDIT, "trx.subscribe", target)
+    with _guarded(actor, "trx.subscribe", target):
+        if publisher_name == subscriber.name:
+            raise trx.TrxError("publication and subscription servers have identical names.")
+        if not DeclaredServer.objects.filter(subscriber=subscriber.name, server=publisher_name).exists():
+            raise trx.TrxError("Publishing server must be declared with REPL_SERVER before subscribing")
+        account = ReplAccount.objects.filter(server=publisher_name, account=account_name).first()
+        if account is None:
+            raise trx.TrxError(f"{publisher_name} has no publication '{account_name}'")
+        if ReplSubscriber.objects.filter(
+            server=publisher_name, account=account_name, subscriber=subscriber.name, subscribed=True
+        ).exists():
+            raise trx.TrxError(f"The subscription '{account_name}' already exist")
+        grants = TpGrant.objects.filter(acct=account_name)
+        if grants.exists() and not grants.filter(grantee__in=[subscriber.name, actor.username]).exists():
+            raise trx.TrxError(f"{subscriber.name} has no grant on the publication '{account_name}'")
+        for item in trx.table_items(account):
+            if lookup_table(subscriber, trx.item_table(item.item)) is not None:
+                raise trx.TrxError(f"The table '{item.item}' already exists")
+        trx.ensure_level_table(subscriber)
+    with transaction.atomic():
+        row, _ = ReplSubscriber.objects.update_or_create(
+            server=publisher_name,
+            account=account_name,
+            subscriber=subscriber.name,
+            defaults={
+                "subscribed": True,
+                "level": 0,
+                "valid": 1,
+                "count": 0,
+                "state": ReplSubscriber.OFF,
+                "init_state": "none",
+                "dav_user": dav_user or "",
+                "dav_group": dav_group or "",
+                "replay_user": replay_user or "",
+                "created_at": timezone.now(),
+            },
+        )
+        record(actor, "trx.subscribe", target)
+    return row
+
+
+def find_subscription(subscriber: Server, publisher_name: str, account_name: str) -> ReplSubscriber:
+    return trx.subscription(subscriber.name, publisher_name, account_name)
+
+
+def do_unsubscribe(actor: Actor, sub: ReplSubscriber, item: str | None = None) -> str:
+    target = f"{sub.subscriber} <- {sub.server}/{sub.account}"
+    require(actor, EDIT, "trx.unsubscribe", target)
+    if item is not None:
+        raise trx.TrxError(
+            "a subscription is dropped as a whole on this console; call REPL_UNSUBSCRIBE without an item"
+        )
+    with transaction.atomic():
+        ScheduledEvent.objects.filter(name=schedule_event_name(sub.subscriber, sub)).delete()
+        sub.delete()
+        record(actor, "trx.unsubscribe", target)
+    return f"{sub.subscriber} no longer subscribes to {sub.server}/{sub.account}"
+
+
+def do_init_copy(actor: Actor, sub: ReplSubscriber, sync: bool | None = None) -> JobRun:
+    return do_start_job(
+        actor,
+        "trx_init",
+        f"{sub.subscriber} <- {sub.server}/{sub.account}",
+        {"subscription": sub.pk},
+        perm=OPERATE,
+        sync=sync,
+    )
+
+
+def do_sync(actor: Actor, sub: ReplSubscriber, sync: bool | None = None) -> JobRun:
+    return do_start_job(
+        actor,
+        "trx_sync",
+        f"{sub.subscriber} <- {sub.server}/{sub.account}",
+        {"subscription": sub.pk},
+        perm=OPERATE,
+        sync=sync,
+    )
+
+
+def do_follow(actor: Actor, sub: ReplSubscriber, follow: bool) -> None:
+    """SYNC_REPL turns in-sync mode on; REPL_DISCONNECT turns it off."""
+    require(
+        actor, OPERATE, "trx.follow" if follow else "trx.disconnect", f"{sub.subscriber} <- {sub.server}/{sub.account}"
+    )
+    with transaction.atomic():
+        updates: dict = {"follow": follow}
+        if not follow:
+            updates["state"] = ReplSubscriber.DISCONNECTED
+        ReplSubscriber.objects.filter(pk=sub.pk).update(**updates)
+        record(actor, "trx.follow" if follow else "trx.disconnect", f"{sub.subscriber} <- {sub.server}/{sub.account}")
+
+
+def do_mark_valid(actor: Actor, sub: ReplSubscriber, valid: bool) -> str:
+    """Set Valid / Set Invalid: an invalid subscriber's sync requests are refused."""
+    target = f"{sub.subscriber} <- {sub.server}/{sub.account}"
+    require(actor, OPERATE, "trx.mark_valid" if valid else "trx.mark_invalid", target)
+    with transaction.atomic():
+        ReplSubscriber.objects.filter(pk=sub.pk).update(valid=1 if valid else 0)
+        record(actor, "trx.mark_valid" if valid else "trx.mark_invalid", target)
+    return f"{sub.subscriber} is marked {'valid' if valid else 'invalid'} for {sub.server}/{sub.account}"
+
+
+def subscriptions_of(server: Server):
+    return ReplSubscriber.objects.filter(subscriber=server.name, subscribed=True).order_by("server", "account")
+
+
+def schedule_event_name(subscriber: str, account) -> str:
+    return f"repl_{account.server}_{account.account}@{subscriber}"
+
+
+def purge_event_name(account: ReplAccount) -> str:
+    return f"repl_purge_{account.server}_{account.account}"
+
+
+def do_sub_schedule(actor: Actor, sub: ReplSubscriber, interval: int) -> str:
+    """SUB_SCHEDULE: sync this subscription every `interval` minutes (0 removes the schedule)."""
+    target = f"{sub.subscriber} <- {sub.server}/{sub.account}"
+    require(actor, OPERATE, "trx.schedule", target)
+    name = schedule_event_name(sub.subscriber, sub)
+    with transaction.atomic():
+        if interval <= 0:
+            ScheduledEvent.objects.filter(name=name).delete()
+            record(actor, "trx.schedule", target, detail={"interval": 0})
+            return f"{target} is no longer scheduled"
+        literal = lambda v: "'" + v.replace("'", "''") + "'"  # noqa: E731
+        statement = f"REPL_SYNC ({literal(sub.server)}, {literal(sub.account)})"
+        ScheduledEvent.objects.update_or_create(
+            name=name,
+            defaults={
+                "start": timezone.now(),
+                "sql": statement,
+                "server": sub.subscriber,
+                "interval": interval,
+                "disabled": 0,
+            },
+        )
+        record(actor, "trx.schedule", target, detail={"interval": interval})
+    return f"{target} syncs every {interval} minute(s)"
+
+
+def do_purge(actor: Actor, account: ReplAccount) -> int:
+    """repl_purge: drop the log of transactions every valid subscriber has applied (and of those more
+    than REPL_MAX_DELTA behind the publisher, which no subscriber can ask for any more)."""
+    target = f"{account.server}/{account.account}"
+    require(actor, OPERATE, "trx.purge", target)
+    server = trx.server_named(account.server)
+    count = trx.publisher_count(server, account.account)
+    subscribers = ReplSubscriber.objects.filter(server=account.server, account=account.account, subscribed=True)
+    applied = [s.count for s in subscribers if s.valid]
+    upto = min([count, *applied])
+    upto = max(upto, count - levels.REPL_MAX_DELTA)
+    deleted = trx.purge_log(server, account.account, upto)
+    now = timezone.now()
+    with transaction.atomic():
+        ReplAccount.objects.filter(pk=account.pk).update(purged_upto=upto, last_purge_at=now)
+        schedule_purger(ReplAccount.objects.get(pk=account.pk))
+        record(actor, "trx.purge", target, detail={"upto_level": levels.level_of(upto), "transactions": deleted})
+    return deleted
+
+
+def schedule_purger(account: ReplAccount) -> ScheduledEvent | None:
+    """The purger's event from P_MONTH / P_DAY / P_WDAY / P_TIME (none when P_TIME is NULL)."""
+    name = purge_event_name(account)
+    when = levels.next_purge(timezone.localtime(), account.p_month, account.p_day, account.p_wday, account.p_time)
+    if when is None:
+        ScheduledEvent.objects.filter(name=name).delete()
+        return None
+    literal = lambda v: "'" + v.replace("'", "''") + "'"  # noqa: E731
+    interval = {"yearly": 525600, "monthly": 43200, "weekly": 10080, "daily": 1440}[
+        levels.purge_kind(account.p_month, account.p_day, account.p_wday, account.p_time) or "daily"
+    ]
+    event, _ = ScheduledEvent.objects.update_or_create(
+        name=name,
+        defaults={
+            "start": when,
+            "sql": f"REPL_PURGE ({literal(account.server)}, {literal(account.account)})",
+            "interval": interval,
+            "last_completed": None,
+            "disabled": 0,
+        },
+    )
+    return event
+
+
+def status(sub: ReplSubscriber) -> tuple[int, int]:
+    """REPL_STATUS: (level, state) as the subscriber's own database and this console know them."""
+    position = trx.subscriber_position(trx.server_named(sub.subscriber), sub.server, sub.account)
+    level = position[0] if position else 0
+    return level, sub.state
+
+
+def do_set_purger(
+    actor: Actor, account: ReplAccount, p_month: int | None, p_day: int | None, p_wday: int | None, p_time
+) -> ScheduledEvent | None:
+    """The purger form: store P_MONTH / P_DAY / P_WDAY / P_TIME and (re)schedule repl_purge."""
+    target = f"{account.server}/{account.account}"
+    require(actor, EDIT, "trx.purger", target)
+    with transaction.atomic():
+        ReplAccount.objects.filter(pk=account.pk).update(p_month=p_month, p_day=p_day, p_wday=p_wday, p_time=p_time)
+        event = schedule_purger(ReplAccount.objects.get(pk=account.pk))
+        record(
+            actor,
+            "trx.purger",
+            target,
+            detail={"p_month": p_month, "p_day": p_day, "p_wday": p_wday, "p_time": str(p_time) if p_time else None},
+        )
+    return event
+
+
+def lag_of(sub: ReplSubscriber, account: ReplAccount) -> int | None:
+    """Transactions the subscriber is behind the publisher (None when its level is not valid)."""
+    return levels.lag(sub.level, levels.level_of(max(account.count, sub.count)))
+
+
+def published_table(server: Server, table: str):
+    """A table published transactionally on `server` (REPL_ADD_CR names one)."""
+    info = trx.describe(server, trx.item_table(table))
+    for item in TpItem.objects.filter(server=server.name, type=TABLE):
+        if trx.item_table(item.item) == info.name:
+            return info
+    raise trx.TrxError(f"{server.name}.{info.name} is not in a transactional publication")

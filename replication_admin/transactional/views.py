@@ -1,0 +1,714 @@
+"""Transactional replication: publications (SYS_REPL_ACCOUNTS) with their items, grants, log and purger, and
+subscriptions (SYS_REPL_SUBSCRIBERS) with their level, lag, validity, gaps, schedule and in-sync mode."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+import pyodbc
+from django.contrib import messages
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.connections import ConnectionFailed
+from replication_admin.core.web import check_perm, denied, is_htmx, line_chart, listing, local_stamp
+from replication_admin.engine.schedule import EventTimes, next_run
+from replication_admin.models import (
+    JobRun,
+    LevelSample,
+    ReplAccount,
+    ReplSubscriber,
+    ScheduledEvent,
+    Server,
+    SkippedTransaction,
+    TpGrant,
+    TpItem,
+)
+from replication_admin.snapshots.shapes import SnapshotError
+from replication_admin.transactional import actions as trx_actions
+from replication_admin.transactional.forms import (
+    MONTHS,
+    WEEKDAYS,
+    AddTableForm,
+    GrantForm,
+    NewLogForm,
+    PublishForm,
+    PurgerForm,
+    RemoveItemForm,
+    SubScheduleForm,
+    SubscribeForm,
+)
+
+EDIT = "replication_admin.edit"
+OPERATE = "replication_admin.operate"
+ACTION_ERRORS = (SnapshotError, ConnectionFailed, pyodbc.Error)
+SAMPLES_PER_SUBSCRIBER = 500
+PUBLICATION_TEMPLATE = "replication_admin/trx/publication_detail.html"
+SUBSCRIPTION_TEMPLATE = "replication_admin/trx/subscription_detail.html"
+
+
+# --- helpers ---------------------------------------------------------------------------------------------
+
+
+def _refuse(request: HttpRequest, perm: str, action: str, target: str) -> HttpResponse | None:
+    """A 403 (recorded in the audit log as denied) when the user lacks `perm`; None when they hold it."""
+    if check_perm(request, perm, action, target):
+        return None
+    return denied(request, PermissionDenied(f"{request.user.get_username()} may not {action} (needs {perm})"))
+
+
+def _attempt(request: HttpRequest, call: Callable[[Actor], str | None]) -> HttpResponse | None:
+    """Run an action as the signed-in user: its note or its error becomes a message; a 403 if refused."""
+    try:
+        note = call(Actor.from_request(request))
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    except ACTION_ERRORS as exc:
+        messages.error(request, str(exc))
+    else:
+        if note:
+            messages.success(request, note)
+    return None
+
+
+def _form_errors(form) -> str:
+    """A form's errors on one line, each after its field's label (for a message)."""
+    parts = []
+    for name, errors in form.errors.items():
+        field = form.fields.get(name)
+        parts.append(f"{field.label}: {' '.join(errors)}" if field is not None else " ".join(errors))
+    return "; ".join(parts)
+
+
+def _account(server: str, account: str) -> ReplAccount:
+    return get_object_or_404(ReplAccount, server=server, account=account)
+
+
+def _subscription(subscriber: str, server: str, account: str) -> ReplSubscriber:
+    return get_object_or_404(ReplSubscriber, subscriber=subscriber, server=server, account=account)
+
+
+def _sub_target(sub: ReplSubscriber) -> str:
+    return f"{sub.subscriber} <- {sub.server}/{sub.account}"
+
+
+def _acct_target(account: ReplAccount) -> str:
+    return f"{account.server}/{account.account}"
+
+
+def event_next_run(event: ScheduledEvent | None) -> datetime | None:
+    if event is None:
+        return None
+    times = EventTimes(event.name, event.start, event.interval, event.last_completed, event.disabled)
+    return next_run(times, timezone.now())
+
+
+def purger_summary(account: ReplAccount) -> str:
+    """P_MONTH / P_DAY / P_WDAY / P_TIME for people, e.g. 'weekly on Sunday at 03:00'."""
+    if account.p_time is None:
+        return "off"
+    at = account.p_time.strftime("%H:%M")
+    if account.p_month is not None:
+        return f"yearly on {account.p_day or 1} {dict(MONTHS)[account.p_month]} at {at}"
+    if account.p_day is not None:
+        return f"monthly on day {account.p_day} at {at}"
+    if account.p_wday is not None:
+        return f"weekly on {dict(WEEKDAYS)[account.p_wday]} at {at}"
+    return f"daily at {at}"
+
+
+def status_of(sub: ReplSubscriber) -> tuple[str, str]:
+    """The subscription's state for people, with its badge class."""
+    if not sub.subscribed:
+        return "not subscribed", ""
+    if sub.init_state in ("staging", "copying"):
+        return "copying", "running"
+    if sub.init_state != "done":
+        return "not copied", "warn"
+    css = {sub.IN_SYNC: "ok", sub.SYNCING: "running", sub.DISCONNECTED: "bad"}.get(sub.state, "")
+    return sub.get_state_display(), css
+
+
+def level_figures(server: str, account: str, subscribers: Iterable[str]) -> tuple[dict, dict]:
+    """The level chart (one line per subscriber, and the publisher's level) and the lag chart, from the
+    latest REPL_LEVEL_HISTORY samples of each subscriber."""
+    level_traces: list[dict] = []
+    lag_traces: list[dict] = []
+    publisher: dict[str, int] = {}
+    for name in subscribers:
+        samples = list(
+            LevelSample.objects.filter(server=server, account=account, subscriber=name).order_by("-at")[
+                :SAMPLES_PER_SUBSCRIBER
+            ]
+        )[::-1]
+        if not samples:
+            continue
+        x = [local_stamp(s.at) for s in samples]
+        line = {"type": "scatter", "mode": "lines+markers", "name": name, "x": x}
+        level_traces.append({**line, "y": [s.level for s in samples]})
+        lag_traces.append({**line, "y": [s.lag for s in samples]})
+        publisher.update(zip(x, (s.publisher_level for s in samples), strict=True))
+    if publisher:
+        xs = sorted(publisher)
+        level_traces.append({
+            "type": "scatter", "mode": "lines", "name": f"{server} (publisher)", "x": xs,
+            "y": [publisher[x] for x in xs], "line": {"dash": "dot"},
+        })  # fmt: skip
+    return line_chart(level_traces, "level"), line_chart(lag_traces, "lag (transactions)")
+
+
+def _jobs(subs: list[ReplSubscriber]) -> list[JobRun]:
+    """The latest initial copies and syncs of these subscriptions, newest first."""
+    if not subs:
+        return []
+    return list(
+        JobRun.objects.filter(
+            kind__in=["trx_init", "trx_sync"], params__subscription__in=[s.pk for s in subs]
+        ).order_by("-id")[:20]
+    )
+
+
+def _gaps(subs: list[ReplSubscriber]) -> dict[str, list[SkippedTransaction]]:
+    """The skipped transactions of each subscriber of one publication, in one query (not one per subscriber)."""
+    gaps: dict[str, list[SkippedTransaction]] = {sub.subscriber: [] for sub in subs}
+    if subs:
+        for gap in SkippedTransaction.objects.filter(server=subs[0].server, account=subs[0].account,
+                                                     subscriber__in=list(gaps)):  # fmt: skip
+            gaps[gap.subscriber].append(gap)
+    return gaps
+
+
+def _subscriber_rows(account: ReplAccount, subs: list[ReplSubscriber], jobs: list[JobRun]) -> list[dict]:
+    latest: dict[int, JobRun] = {}
+    for job in jobs:
+        latest.setdefault(job.params.get("subscription"), job)
+    gaps = _gaps(subs)
+    rows = []
+    for sub in subs:
+        label, css = status_of(sub)
+        rows.append({
+            "sub": sub, "lag": trx_actions.lag_of(sub, account), "status": label, "status_css": css,
+            "gaps": gaps[sub.subscriber], "job": latest.get(sub.pk),
+        })  # fmt: skip
+    return rows
+
+
+# --- list pages (their sections on /publications/ and /subscriptions/) -------------------------------------
+
+
+TRX_PUBLICATION_SORTS = {
+    "publisher": ("server", "account"),
+    "account": ("account", "server"),
+    "level": ("level", "server", "account"),
+    "updateable": ("is_updateable", "server", "account"),
+    "log": ("log_file", "server", "account"),
+}
+TRX_SUBSCRIPTION_SORTS = {
+    "subscriber": ("subscriber", "server", "account"),
+    "publication": ("server", "account", "subscriber"),
+    "state": ("init_state", "state", "subscriber"),
+    "level": ("level", "subscriber"),
+    "valid": ("valid", "subscriber"),
+    "last_sync": ("last_sync_at", "subscriber"),
+}
+
+
+def _of_accounts(queryset, accounts: Iterable, server: str = "server", account: str = "account"):
+    """The rows of `queryset` that may belong to these publications (exact pairs are matched by the caller)."""
+    return queryset.filter(**{f"{server}__in": {a.server for a in accounts},
+                              f"{account}__in": {a.account for a in accounts}})  # fmt: skip
+
+
+def publication_list_context(request: HttpRequest) -> dict:
+    """The transactional section of the publications page (its own sort, filter and page: `trx_` parameters)."""
+    accounts = listing(request, ReplAccount.objects.all(), sorts=TRX_PUBLICATION_SORTS, default="publisher",
+                       search=("server", "account", "log_file"), prefix="trx_")  # fmt: skip
+    shown = list(accounts.page)
+    items = {
+        (r["server"], r["acct"]): r["n"]
+        for r in _of_accounts(TpItem.objects, shown, account="acct").values("server", "acct").annotate(n=Count("id"))
+        .order_by()
+    }  # fmt: skip
+    subscribers = {
+        (r["server"], r["account"]): r["n"]
+        for r in _of_accounts(ReplSubscriber.objects.filter(subscribed=True), shown).values("server", "account")
+        .annotate(n=Count("id")).order_by()
+    }  # fmt: skip
+    accounts.page.object_list = [
+        {"account": a, "items": items.get((a.server, a.account), 0),
+         "subscribers": subscribers.get((a.server, a.account), 0), "purger": purger_summary(a)}
+        for a in shown
+    ]  # fmt: skip
+    return {"trx_publications": accounts, "trx_form": PublishForm()}
+
+
+def subscription_list_context(request: HttpRequest) -> dict:
+    """The transactional section of the subscriptions page (its own sort, filter and page: `trx_` parameters)."""
+    subs = listing(request, ReplSubscriber.objects.filter(subscribed=True), sorts=TRX_SUBSCRIPTION_SORTS,
+                   default="subscriber", search=("subscriber", "server", "account"), prefix="trx_")  # fmt: skip
+    shown = list(subs.page)
+    names = {trx_actions.schedule_event_name(s.subscriber, s): s.pk for s in shown}
+    events = {names[e.name]: e for e in ScheduledEvent.objects.filter(name__in=names)}
+    rows = []
+    for sub in shown:
+        label, css = status_of(sub)
+        event = events.get(sub.pk)
+        rows.append({"sub": sub, "status": label, "status_css": css, "event": event,
+                     "next_run": event_next_run(event)})  # fmt: skip
+    subs.page.object_list = rows
+    return {
+        "trx_subscriptions": subs,
+        "trx_subscribe_form": SubscribeForm(),
+        "accounts": ReplAccount.objects.only("server", "account"),
+    }
+
+
+# --- publications ----------------------------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+def publication_create(request: HttpRequest) -> HttpResponse:
+    form = PublishForm(request.POST or None, initial=request.GET.dict())
+    if request.method == "POST":
+        target = f"{request.POST.get('server', '')}/{request.POST.get('account', '')}"
+        if refused := _refuse(request, EDIT, "trx.publish", target):
+            return refused
+        if form.is_valid():
+            d = form.cleaned_data
+            try:
+                account = trx_actions.do_publish(
+                    Actor.from_request(request), d["server"], d["account"], d["log_file"].strip() or None,
+                    d["updateable"], d["sync_user"].strip() or None,
+                )  # fmt: skip
+            except PermissionDenied as exc:
+                return denied(request, exc)
+            except ACTION_ERRORS as exc:
+                form.add_error(None, str(exc))
+            else:
+                messages.success(request, f"Published {account.account} on {account.server}. Add its tables next.")
+                return redirect(account)
+    return render(request, "replication_admin/trx/publication_form.html", {"form": form, "section": "publications"})
+
+
+def _publication_context(request: HttpRequest, account: ReplAccount) -> dict:
+    subs = list(ReplSubscriber.objects.filter(server=account.server, account=account.account).order_by("subscriber"))
+    jobs = _jobs(subs)
+    event = ScheduledEvent.objects.filter(name=trx_actions.purge_event_name(account)).first()
+    level_figure, lag_figure = level_figures(account.server, account.account, [s.subscriber for s in subs])
+    taken = {s.subscriber for s in subs if s.subscribed}
+    return {
+        "section": "publications",
+        "htmx": is_htmx(request),
+        "account": account,
+        "items": TpItem.objects.filter(server=account.server, acct=account.account),
+        "grants": TpGrant.objects.filter(acct=account.account),
+        "rows": _subscriber_rows(account, subs, jobs),
+        "jobs": jobs,
+        "active": any(not j.finished for j in jobs),
+        "purge_event": event,
+        "purge_next": event_next_run(event),
+        "purger": purger_summary(account),
+        "level_figure": level_figure,
+        "lag_figure": lag_figure,
+        "add_form": AddTableForm(),
+        "grant_form": GrantForm(),
+        "new_log_form": NewLogForm(),
+        "purger_form": PurgerForm(
+            initial=PurgerForm.initial_for(account.p_month, account.p_day, account.p_wday, account.p_time)
+        ),
+        "candidates": Server.objects.exclude(name=account.server).exclude(name__in=taken),
+    }
+
+
+def _publication_page(request: HttpRequest, account: ReplAccount) -> HttpResponse:
+    template = f"{PUBLICATION_TEMPLATE}#subscribers" if is_htmx(request) else PUBLICATION_TEMPLATE
+    return render(request, template, _publication_context(request, account))
+
+
+@require_GET
+def publication_detail(request: HttpRequest, server: str, account: str) -> HttpResponse:
+    return _publication_page(request, _account(server, account))
+
+
+@require_POST
+def publication_add_item(request: HttpRequest, server: str, account: str) -> HttpResponse:
+    acct = _account(server, account)
+    if refused := _refuse(request, EDIT, "trx.pub_add", f"{_acct_target(acct)}: {request.POST.get('item', '')}"):
+        return refused
+    form = AddTableForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Not added: {_form_errors(form)}")
+        return redirect(acct)
+    d = form.cleaned_data
+
+    def add(actor: Actor) -> str:
+        row = trx_actions.do_pub_add(actor, acct, d["item"], trx_actions.TABLE, 1 if d["is_copy"] else 0, None)
+        return f"Added the table {row.item} to {acct.account}; its changes are logged from now on."
+
+    return _attempt(request, add) or redirect(acct)
+
+
+@require_http_methods(["GET", "POST"])
+def publication_remove_item(request: HttpRequest, server: str, account: str) -> HttpResponse:
+    acct = _account(server, account)
+    if request.method == "GET":
+        return _remove_item_confirm(request, acct)
+    form = RemoveItemForm(request.POST)
+    pk = form.cleaned_data["item"] if form.is_valid() else None
+    item = TpItem.objects.filter(pk=pk, server=acct.server, acct=acct.account).first()
+    if refused := _refuse(request, EDIT, "trx.pub_remove", f"{_acct_target(acct)}: {item.item if item else ''}"):
+        return refused
+    if item is None:
+        messages.error(request, "That item is not part of the publication.")
+        return redirect(acct)
+    return _attempt(request, lambda actor: trx_actions.do_pub_remove(actor, acct, item)) or redirect(acct)
+
+
+def _remove_item_confirm(request: HttpRequest, acct: ReplAccount) -> HttpResponse:
+    """GET: the confirmation page of removing the item `?item=` (its SYS_TP_ITEM id) from the publication."""
+    form = RemoveItemForm(request.GET)
+    pk = form.cleaned_data["item"] if form.is_valid() else None
+    item = TpItem.objects.filter(pk=pk, server=acct.server, acct=acct.account).first()
+    if item is None:
+        messages.error(request, "That item is not part of the publication.")
+        return redirect(acct)
+    body = (
+        f"{item.item} is removed from {acct.account} on {acct.server}: its SYS_TP_ITEM row is deleted and the "
+        f"triggers that log its changes are dropped, so its changes are no longer sent to the subscribers. The "
+        f"table and its rows stay, on {acct.server} and on the subscribers."
+    )
+    return render(request, "replication_admin/confirm.html", {
+        "section": "publications",
+        "title": f"Remove {item.item} from the publication {acct.account} on {acct.server}?",
+        "body": body,
+        "action": "Remove item",
+        "cancel_url": acct.get_absolute_url(),
+        "hidden": {"item": item.pk},
+    })  # fmt: skip
+
+
+@require_POST
+def publication_grant(request: HttpRequest, server: str, account: str) -> HttpResponse:
+    acct = _account(server, account)
+    if refused := _refuse(request, EDIT, "trx.grant", f"{account} -> {request.POST.get('grantee', '')}"):
+        return refused
+    form = GrantForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Name the server or user to grant the publication to.")
+        return redirect(acct)
+    return _attempt(request, lambda a: trx_actions.do_grant(a, acct, form.cleaned_data["grantee"])) or redirect(acct)
+
+
+@require_http_methods(["GET", "POST"])
+def publication_revoke(request: HttpRequest, server: str, account: str) -> HttpResponse:
+    acct = _account(server, account)
+    if request.method == "GET":
+        return _revoke_confirm(request, acct)
+    if refused := _refuse(request, EDIT, "trx.revoke", f"{account} -> {request.POST.get('grantee', '')}"):
+        return refused
+    form = GrantForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Name the grantee to revoke.")
+        return redirect(acct)
+    return _attempt(request, lambda a: trx_actions.do_revoke(a, acct, form.cleaned_data["grantee"])) or redirect(acct)
+
+
+def _revoke_confirm(request: HttpRequest, acct: ReplAccount) -> HttpResponse:
+    """GET: the confirmation page of revoking the grant of `?grantee=`."""
+    grant = TpGrant.objects.filter(acct=acct.account, grantee=request.GET.get("grantee", "").strip()).first()
+    if grant is None:
+        messages.error(request, "That grantee has no grant on the publication.")
+        return redirect(acct)
+    others = TpGrant.objects.filter(acct=acct.account).exclude(pk=grant.pk).exists()
+    body = (
+        f"The SYS_TP_GRANT row of {grant.grantee} on {acct.account} is deleted: {grant.grantee} may no longer "
+        "subscribe to it"
+        + ("" if others else " (with no grant left, any server may subscribe)")
+        + ". A subscription it already has stays."
+    )
+    return render(request, "replication_admin/confirm.html", {
+        "section": "publications",
+        "title": f"Revoke the grant of {grant.grantee} on {acct.account} ({acct.server})?",
+        "body": body,
+        "action": "Revoke grant",
+        "cancel_url": acct.get_absolute_url(),
+        "hidden": {"grantee": grant.grantee},
+    })  # fmt: skip
+
+
+@require_POST
+def publication_new_log(request: HttpRequest, server: str, account: str) -> HttpResponse:
+    acct = _account(server, account)
+    if refused := _refuse(request, EDIT, "trx.new_log", _acct_target(acct)):
+        return refused
+    form = NewLogForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Name the new log file.")
+        return redirect(acct)
+    return _attempt(request, lambda a: trx_actions.do_new_log(a, acct, form.cleaned_data["log_file"])) or redirect(acct)
+
+
+@require_POST
+def publication_purger(request: HttpRequest, server: str, account: str) -> HttpResponse:
+    acct = _account(server, account)
+    if refused := _refuse(request, EDIT, "trx.purger", _acct_target(acct)):
+        return refused
+    form = PurgerForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Purger not saved: {_form_errors(form)}")
+        return redirect(acct)
+    d = form.cleaned_data
+
+    def save(actor: Actor) -> str:
+        event = trx_actions.do_set_purger(actor, acct, d["p_month"], d["p_day"], d["p_wday"], d["p_time"])
+        if event is None:
+            return f"The log of {acct.account} is no longer purged on a schedule."
+        acct.refresh_from_db()
+        return f"The log of {acct.account} is purged {purger_summary(acct)}; next run {local_stamp(event.start)}."
+
+    return _attempt(request, save) or redirect(acct)
+
+
+@require_http_methods(["GET", "POST"])
+def publication_purge(request: HttpRequest, server: str, account: str) -> HttpResponse:
+    acct = _account(server, account)
+    if request.method == "GET":
+        body = (
+            f"The logged transactions of {acct.account} on {acct.server} that every valid subscriber has applied "
+            "(and those too far behind the publisher for any subscriber to ask for) are deleted from its log. "
+            "A subscriber marked invalid that still needs them will have to be re-initialised."
+        )
+        return render(request, "replication_admin/confirm.html", {
+            "section": "publications",
+            "title": f"Purge the log of {acct.account} on {acct.server}?",
+            "body": body,
+            "action": "Purge now",
+            "cancel_url": acct.get_absolute_url(),
+            "hidden": {},
+        })  # fmt: skip
+    if refused := _refuse(request, OPERATE, "trx.purge", _acct_target(acct)):
+        return refused
+
+    def purge(actor: Actor) -> str:
+        deleted = trx_actions.do_purge(actor, acct)
+        return f"Purged {deleted} transaction(s) from the log of {acct.account}."
+
+    return _attempt(request, purge) or redirect(acct)
+
+
+@require_http_methods(["GET", "POST"])
+def publication_drop(request: HttpRequest, server: str, account: str) -> HttpResponse:
+    acct = _account(server, account)
+    if request.method == "POST":
+        if refused := _refuse(request, EDIT, "trx.unpublish", _acct_target(acct)):
+            return refused
+        if response := _attempt(request, lambda actor: trx_actions.do_unpublish(actor, acct)):
+            return response
+        return redirect(acct) if ReplAccount.objects.filter(pk=acct.pk).exists() else redirect("publications")
+    count = ReplSubscriber.objects.filter(server=acct.server, account=acct.account).count()
+    body = (
+        f"{acct.account} stops being published on {acct.server}: the triggers on its tables and its log "
+        f"(RTSEQ_, RTTX_, RTLOG_) are dropped, with its items, grants and purger"
+        + (f", and its {count} subscriber(s) are unsubscribed" if count else "")
+        + ". The tables on the publisher and the subscribers' copies stay, with their rows."
+    )
+    return render(request, "replication_admin/confirm.html", {
+        "section": "publications",
+        "title": f"Unpublish {acct.account} on {acct.server}?",
+        "body": body,
+        "action": "Unpublish",
+        "cancel_url": acct.get_absolute_url(),
+        "hidden": {},
+    })  # fmt: skip
+
+
+# --- subscriptions ---------------------------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+def subscription_create(request: HttpRequest) -> HttpResponse:
+    form = SubscribeForm(request.POST or None, initial=request.GET.dict())
+    if request.method == "POST":
+        target = f"{request.POST.get('subscriber', '')} <- {request.POST.get('publisher', '')}/" + request.POST.get(
+            "account", ""
+        )
+        if refused := _refuse(request, EDIT, "trx.subscribe", target):
+            return refused
+        if form.is_valid():
+            d = form.cleaned_data
+            actor = Actor.from_request(request)
+            try:
+                trx_actions.do_declare_server(actor, d["subscriber"], d["publisher"].name, d["publisher"].name, None)
+                sub = trx_actions.do_subscribe(actor, d["subscriber"], d["publisher"].name, d["account"])
+            except PermissionDenied as exc:
+                return denied(request, exc)
+            except ACTION_ERRORS as exc:
+                form.add_error(None, str(exc))
+            else:
+                messages.success(request, f"{sub.subscriber} subscribes to {sub.server}/{sub.account}. "
+                                          "Run its initial copy next.")  # fmt: skip
+                return redirect(sub)
+    context = {"form": form, "section": "subscriptions", "accounts": ReplAccount.objects.all()}
+    return render(request, "replication_admin/trx/subscription_form.html", context)
+
+
+def _subscription_context(request: HttpRequest, sub: ReplSubscriber) -> dict:
+    account = ReplAccount.objects.filter(server=sub.server, account=sub.account).first()
+    jobs = _jobs([sub])
+    event = ScheduledEvent.objects.filter(name=trx_actions.schedule_event_name(sub.subscriber, sub)).first()
+    level_figure, lag_figure = level_figures(sub.server, sub.account, [sub.subscriber])
+    label, css = status_of(sub)
+    return {
+        "section": "subscriptions",
+        "htmx": is_htmx(request),
+        "sub": sub,
+        "account": account,
+        "lag": trx_actions.lag_of(sub, account) if account else None,
+        "status": label,
+        "status_css": css,
+        "gaps": _gaps([sub])[sub.subscriber],
+        "jobs": jobs,
+        "active": any(not j.finished for j in jobs),
+        "event": event,
+        "next_run": event_next_run(event),
+        "schedule_form": SubScheduleForm(initial={"minutes": event.interval if event else 0}),
+        "level_figure": level_figure,
+        "lag_figure": lag_figure,
+    }
+
+
+def _subscription_page(request: HttpRequest, sub: ReplSubscriber) -> HttpResponse:
+    template = f"{SUBSCRIPTION_TEMPLATE}#status" if is_htmx(request) else SUBSCRIPTION_TEMPLATE
+    return render(request, template, _subscription_context(request, sub))
+
+
+@require_GET
+def subscription_detail(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
+    return _subscription_page(request, _subscription(subscriber, server, account))
+
+
+def _back(request: HttpRequest, sub: ReplSubscriber) -> HttpResponse:
+    """Where a subscription's button was pressed: its publication's page or its own (htmx: only the part)."""
+    if request.POST.get("back") == "publication":
+        account = ReplAccount.objects.filter(server=sub.server, account=sub.account).first()
+        if account is not None:
+            return _publication_page(request, account) if is_htmx(request) else redirect(account)
+    if not ReplSubscriber.objects.filter(pk=sub.pk).exists():
+        return redirect("subscriptions")
+    sub.refresh_from_db()
+    return _subscription_page(request, sub) if is_htmx(request) else redirect(sub)
+
+
+@require_POST
+def subscription_valid(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
+    sub = _subscription(subscriber, server, account)
+    if request.POST.get("valid") not in ("0", "1"):
+        return HttpResponseBadRequest("valid is 0 or 1")
+    valid = request.POST["valid"] == "1"
+    if refused := _refuse(request, OPERATE, "trx.mark_valid" if valid else "trx.mark_invalid", _sub_target(sub)):
+        return refused
+    return _attempt(request, lambda actor: trx_actions.do_mark_valid(actor, sub, valid)) or _back(request, sub)
+
+
+@require_http_methods(["GET", "POST"])
+def subscription_init(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
+    sub = _subscription(subscriber, server, account)
+    if request.method == "GET":
+        tables = list(TpItem.objects.filter(server=sub.server, acct=sub.account, type=trx_actions.TABLE)
+                      .values_list("item", flat=True))  # fmt: skip
+        body = (
+            f"The published tables of {sub.server}/{sub.account} ({', '.join(tables) or 'none yet'}) are copied "
+            f"to {sub.subscriber} again: the content of each copy on {sub.subscriber} is replaced with the "
+            f"publisher's rows (rows only {sub.subscriber} has are deleted) and its level is set to the "
+            "publisher's. Changes made on the subscriber that no sync has sent yet are lost."
+        )
+        return render(request, "replication_admin/confirm.html", {
+            "section": "subscriptions",
+            "title": f"Re-initialise {sub.subscriber} from {sub.server}/{sub.account}?",
+            "body": body,
+            "action": "Re-initialise",
+            "cancel_url": sub.get_absolute_url(),
+            "hidden": {"back": request.GET.get("back", "")},
+        })  # fmt: skip
+    if refused := _refuse(request, OPERATE, "job.trx_init", _sub_target(sub)):
+        return refused
+
+    def start(actor: Actor) -> str:
+        job = trx_actions.do_init_copy(actor, sub)
+        return f"Initial copy of {sub.server}/{sub.account} to {sub.subscriber} started (job #{job.pk})."
+
+    return _attempt(request, start) or _back(request, sub)
+
+
+@require_POST
+def subscription_sync(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
+    sub = _subscription(subscriber, server, account)
+    if refused := _refuse(request, OPERATE, "job.trx_sync", _sub_target(sub)):
+        return refused
+
+    def start(actor: Actor) -> str:
+        job = trx_actions.do_sync(actor, sub)
+        return f"Sync of {sub.subscriber} from {sub.server}/{sub.account} started (job #{job.pk})."
+
+    return _attempt(request, start) or _back(request, sub)
+
+
+@require_POST
+def subscription_follow(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
+    sub = _subscription(subscriber, server, account)
+    if request.POST.get("follow") not in ("0", "1"):
+        return HttpResponseBadRequest("follow is 0 or 1")
+    follow = request.POST["follow"] == "1"
+    if refused := _refuse(request, OPERATE, "trx.follow" if follow else "trx.disconnect", _sub_target(sub)):
+        return refused
+
+    def change(actor: Actor) -> str:
+        trx_actions.do_follow(actor, sub, follow)
+        if follow:
+            job = trx_actions.do_sync(actor, sub)
+            return f"{sub.subscriber} follows {sub.server}/{sub.account} in sync (catching up: job #{job.pk})."
+        return f"{sub.subscriber} is disconnected from {sub.server}/{sub.account}; it syncs only when asked."
+
+    return _attempt(request, change) or _back(request, sub)
+
+
+@require_POST
+def subscription_schedule(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
+    sub = _subscription(subscriber, server, account)
+    if refused := _refuse(request, OPERATE, "trx.schedule", _sub_target(sub)):
+        return refused
+    form = SubScheduleForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The interval is a whole number of minutes, 0 to 525600 (0 removes the schedule).")
+        return _back(request, sub)
+    minutes = form.cleaned_data["minutes"]
+    return _attempt(request, lambda actor: trx_actions.do_sub_schedule(actor, sub, minutes)) or _back(request, sub)
+
+
+@require_http_methods(["GET", "POST"])
+def subscription_drop(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
+    sub = _subscription(subscriber, server, account)
+    if request.method == "POST":
+        if refused := _refuse(request, EDIT, "trx.unsubscribe", _sub_target(sub)):
+            return refused
+        if response := _attempt(request, lambda actor: trx_actions.do_unsubscribe(actor, sub)):
+            return response
+        return redirect(sub) if ReplSubscriber.objects.filter(pk=sub.pk).exists() else redirect("subscriptions")
+    body = (
+        f"{sub.subscriber} stops receiving the transactions of {sub.server}/{sub.account}; its schedule is removed. "
+        f"The tables on {sub.subscriber} stay, with their rows."
+    )
+    return render(request, "replication_admin/confirm.html", {
+        "section": "subscriptions",
+        "title": f"Unsubscribe {sub.subscriber} from {sub.server}/{sub.account}?",
+        "body": body,
+        "action": "Unsubscribe",
+        "cancel_url": reverse("trx-subscriptions-detail", args=[sub.subscriber, sub.server, sub.account]),
+        "hidden": {},
+    })  # fmt: skip

@@ -1,0 +1,127 @@
+"""Forms of the setup wizard's steps: each validates its own fields; replication_admin.wizard checks the choices
+against the servers."""
+
+from __future__ import annotations
+
+from django import forms
+
+from replication_admin.engine.resolvers import CLASSES
+from replication_admin.engine.schema import TableInfo
+from replication_admin.models import Server
+from replication_admin.servers.forms import ServerForm
+from replication_admin.wizard.plan import CR_TYPES, MODES, SNAPSHOT_MODES
+
+# Tables the replication itself keeps; never offered for publishing.
+OWN_TABLE_PREFIXES = ("rlog_", "rplog_", "rtlog_", "rtseq_", "rttx_", "rtctx", "repl_", "urplog_", "sys_")
+
+
+class ServerStepForm(forms.Form):
+    """Pick a registered server or describe a new one (the new fields are a ServerForm with prefix "new")."""
+
+    use = forms.ChoiceField(
+        choices=[("existing", "A registered server"), ("new", "Register a new server")],
+        widget=forms.RadioSelect,
+        initial="existing",
+    )
+    existing = forms.ModelChoiceField(
+        queryset=Server.objects.order_by("name"), to_field_name="name", required=False, empty_label="choose a server"
+    )
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("use") == "existing" and not cleaned.get("existing"):
+            self.add_error("existing", "Choose a registered server, or register a new one.")
+        return cleaned
+
+
+def new_server_form(data=None, initial: dict | None = None) -> ServerForm:
+    # Not required in the browser's eyes: the fields are ignored while a registered server is chosen.
+    form = ServerForm(data, prefix="new", initial=initial or None, use_required_attribute=False)
+    form.fields["password"].help_text = "Kept encrypted until the last step registers the server."
+    return form
+
+
+class ModeForm(forms.Form):
+    mode = forms.ChoiceField(
+        choices=[(key, label) for key, label, _ in MODES], widget=forms.RadioSelect, label="Replication mode"
+    )
+
+
+def offered_tables(names: list[str]) -> list[str]:
+    return sorted((n for n in names if not n.lower().startswith(OWN_TABLE_PREFIXES)), key=str.lower)
+
+
+class TablesForm(forms.Form):
+    tables = forms.MultipleChoiceField(
+        widget=forms.CheckboxSelectMultiple,
+        error_messages={"required": "Choose at least one table."},
+        label="Tables on the publisher",
+    )
+    dest_table = forms.CharField(
+        max_length=255, required=False, label="Destination table", help_text="On the subscriber; empty: the same name"
+    )
+    columns = forms.MultipleChoiceField(
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        label="Columns",
+        help_text="Key columns are always copied; none ticked: every column",
+    )
+    condition = forms.CharField(
+        max_length=4000, required=False, help_text="Which rows, e.g. price > 1 (one boolean expression, no subqueries)"
+    )
+    account = forms.CharField(
+        max_length=128, required=False, label="Publication name", help_text="The account, e.g. shop"
+    )
+    rows_per_commit = forms.IntegerField(
+        min_value=1, max_value=10_000_000, initial=1000, required=False, label="Rows per commit (initial copy)"
+    )
+
+    def __init__(self, *args, mode: str, tables: list[str], info: TableInfo | None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.mode = mode
+        self.fields["tables"].choices = [(t, t) for t in tables]
+        if mode in SNAPSHOT_MODES:  # one table: radio buttons posting one value
+            self.fields["tables"] = forms.ChoiceField(
+                choices=self.fields["tables"].choices, widget=forms.RadioSelect, label="Table on the publisher",
+                help_text="A snapshot copies one table", error_messages={"required": "Choose a table."},
+            )  # fmt: skip
+        self.fields["columns"].choices = [(c.name, c.name) for c in (info.columns if info else ()) if not c.pk_position]
+        self.key_columns = [c.name for c in info.columns if c.pk_position] if info else []
+
+    def clean_tables(self) -> list[str]:
+        value = self.cleaned_data["tables"]
+        return [value] if isinstance(value, str) else list(value)
+
+
+RESOLVER_CHOICES = [("", "no resolver: the default rule")] + [
+    (cls, {"pub_wins": "publisher wins", "sub_wins": "subscriber wins"}.get(cls, f"{cls} of a column"))
+    for cls in CLASSES
+    if cls != "custom"
+]
+
+
+class ResolversForm(forms.Form):
+    def __init__(self, *args, columns: list[str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for cr_type, label in CR_TYPES:
+            self.fields[f"cls_{cr_type}"] = forms.ChoiceField(
+                choices=RESOLVER_CHOICES, required=False, label=f"{label.capitalize()} conflicts"
+            )
+            self.fields[f"column_{cr_type}"] = forms.ChoiceField(
+                choices=[("", "—")] + [(c, c) for c in columns], required=False, label="column (min, max, ave, add)"
+            )
+
+    def resolvers(self) -> dict[str, dict]:
+        d = self.cleaned_data
+        return {
+            cr_type: {"cls": d.get(f"cls_{cr_type}", ""), "column": d.get(f"column_{cr_type}", "")}
+            for cr_type, _ in CR_TYPES
+            if d.get(f"cls_{cr_type}")
+        }
+
+
+class ScheduleStepForm(forms.Form):
+    schedule_minutes = forms.IntegerField(
+        min_value=0, max_value=525_600, initial=0, label="Every N minutes",
+        help_text="0: no schedule (refresh or sync by hand, or with the statement console)",
+    )  # fmt: skip
