@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from replication_admin.bidir import actions as bidir_actions
 from replication_admin.core.audit import Actor, PermissionDenied, record
+from replication_admin.core.errors import ReplicationError
 from replication_admin.engine import statements as st
 from replication_admin.models import AuditEntry, JobRun, Server
 from replication_admin.snapshots import actions as snap
-from replication_admin.snapshots.shapes import SnapshotError
 
 
 @dataclass
@@ -358,7 +358,7 @@ def execute(actor: Actor, text: str, context: Server | None = None, wait: bool =
         shown = shown_text(statement)
         try:
             outcome = run_statement(actor, statement, context, wait)
-        except (SnapshotError, StatementFailed, PermissionDenied, ValueError) as exc:
+        except (ReplicationError, StatementFailed, PermissionDenied, ValueError) as exc:
             if isinstance(exc, StatementFailed):
                 record(actor, "statement", shown, AuditEntry.Outcome.ERROR, {"error": str(exc)})
             outcomes.append(Outcome(shown, False, str(exc)))

@@ -173,7 +173,7 @@ def spark():
     """The process's one SparkSession (the same one the jobs use when run in sync mode)."""
     require_spark()
     from jobs.session import get_spark
-    from replication_admin.tasks import spark_config
+    from replication_admin.core.spark import spark_config
 
     return get_spark(spark_config())
 

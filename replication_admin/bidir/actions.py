@@ -9,7 +9,11 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from replication_admin.bidir import sync as bidir
+from replication_admin.bidir.runs import BidirInit, BidirSync, InitParams, SyncParams
+from replication_admin.bidir.sync import BidirError
 from replication_admin.core.audit import Actor, record, require
+from replication_admin.core.errors import ReplicationError
+from replication_admin.core.introspection import require_table
 from replication_admin.core.jobs import do_start_job
 from replication_admin.engine.statements import Name
 from replication_admin.models import (
@@ -22,7 +26,6 @@ from replication_admin.models import (
     SnapshotPublication,
     SnapshotSubscription,
 )
-from replication_admin.snapshots.shapes import SnapshotError, require_table
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
@@ -39,7 +42,7 @@ def find_publication(item: str) -> SnapshotPublication:
     if publication is None:
         publication = SnapshotPublication.objects.select_related("server").filter(item__iexact=item).first()
     if publication is None:
-        raise SnapshotError(f"{item} is not published for bi-directional snapshot replication")
+        raise BidirError(f"{item} is not published for bi-directional snapshot replication")
     return publication
 
 
@@ -54,7 +57,7 @@ def subscriptions_of(publication: SnapshotPublication) -> QuerySet[SnapshotSubsc
 def find_subscription(publication: SnapshotPublication, server: Server) -> SnapshotSubscription:
     subscription = subscriptions_of(publication).filter(server=server.name).first()
     if subscription is None:
-        raise SnapshotError(f"{server.name} does not subscribe to {publication.item}")
+        raise BidirError(f"{server.name} does not subscribe to {publication.item}")
     return subscription
 
 
@@ -70,12 +73,12 @@ def do_create_publication(actor: Actor, server: Server, table: str) -> SnapshotP
         info = require_table(server, table)
         item = bidir.item_name(server, info.name)
         if SnapshotPublication.objects.filter(item=item, type=TABLE).exists():
-            raise SnapshotError(f"{item} is already published")
+            raise BidirError(f"{item} is already published")
         if SnapshotSubscription.objects.filter(server=server.name, item__endswith=f".{info.name}").exists():
-            raise SnapshotError(f"{server.name}.{info.name} is a subscriber's copy; it cannot also be published")
+            raise BidirError(f"{server.name}.{info.name} is a subscriber's copy; it cannot also be published")
         publication = SnapshotPublication(item=item, type=TABLE, server=server, table=info.name)
         bidir.create_objects(server, info, publication, publisher=True)
-    except SnapshotError as exc:
+    except ReplicationError as exc:
         _failed(actor, "bidir.publish", target, exc)
         raise
     with transaction.atomic():
@@ -115,14 +118,14 @@ def do_create_subscription(actor: Actor, publication: SnapshotPublication, serve
     require(actor, EDIT, "bidir.subscribe", target)
     try:
         if publication.server_id == server.name:
-            raise SnapshotError(f"{server.name} is the publisher of {publication.item}; it cannot subscribe to it")
+            raise BidirError(f"{server.name} is the publisher of {publication.item}; it cannot subscribe to it")
         if subscriptions_of(publication).filter(server=server.name).exists():
-            raise SnapshotError(f"{server.name} already subscribes to {publication.item}")
+            raise BidirError(f"{server.name} already subscribes to {publication.item}")
         if SnapshotPublication.objects.filter(server=server, table__iexact=publication.table).exists():
-            raise SnapshotError(f"{server.name}.{publication.table} is itself published; it cannot subscribe")
+            raise BidirError(f"{server.name}.{publication.table} is itself published; it cannot subscribe")
         info = bidir.create_subscriber_table(publication, server)
         bidir.create_objects(server, info, publication, publisher=False)
-    except SnapshotError as exc:
+    except ReplicationError as exc:
         _failed(actor, "bidir.subscribe", target, exc)
         raise
     with transaction.atomic():
@@ -152,12 +155,12 @@ def do_init_subscription(
 ) -> JobRun:
     """REPL_INIT_SNAPSHOT: copy the publisher's rows to the subscriber, committing every N rows."""
     if not 1 <= int(rows_per_commit) <= 10_000_000:
-        raise SnapshotError("rows per commit must be between 1 and 10,000,000")
+        raise BidirError("rows per commit must be between 1 and 10,000,000")
     return do_start_job(
         actor,
-        "bidir_init",
+        BidirInit,
         f"REPL_INIT_SNAPSHOT {subscription.server} {subscription.item} ({rows_per_commit} rows per commit)",
-        {"subscription": subscription.pk, "rows_per_commit": int(rows_per_commit)},
+        InitParams(subscription=subscription.pk, rows_per_commit=int(rows_per_commit)),
         sync=sync,
     )
 
@@ -165,7 +168,7 @@ def do_init_subscription(
 def do_sync_publication(actor: Actor, publication: SnapshotPublication, sync: bool | None = None) -> JobRun:
     """REPL_UPDATE_SNAPSHOT: pull every subscriber's changes, resolve conflicts, push to every subscriber."""
     return do_start_job(
-        actor, "bidir_sync", f"REPL_UPDATE_SNAPSHOT {publication.item}", {"publication": publication.pk}, sync=sync
+        actor, BidirSync, f"REPL_UPDATE_SNAPSHOT {publication.item}", SyncParams(publication=publication.pk), sync=sync
     )
 
 
@@ -181,7 +184,7 @@ def do_schedule_publication(
             record(actor, "bidir.schedule", publication.item, detail={"every_minutes": None})
             return None
         if every_minutes < 1 or every_minutes > 525600:
-            raise SnapshotError("the interval is 1 to 525600 minutes")
+            raise BidirError("the interval is 1 to 525600 minutes")
         assert publication.server is not None
         quoted = str(Name(publication.table, publication.server.name))  # as the statement language reads it
         literal = "'" + quoted.replace("'", "''") + "'"
@@ -198,24 +201,9 @@ def do_schedule_publication(
     return event
 
 
-def do_reapply_conflict(actor: Actor, backup: ConflictBackup) -> str:
-    target = f"conflict #{backup.pk} ({backup.item})"
-    require(actor, OPERATE, "conflict.reapply", target)
-    if backup.reapplied_at is not None:
-        raise SnapshotError(f"conflict #{backup.pk} was already re-applied on {backup.reapplied_at:%Y-%m-%d %H:%M}")
-    try:
-        if backup.kind == "transactional":
-            from replication_admin.transactional import replication as trx
-
-            message = trx.reapply_losing_version(backup)
-        else:
-            message = bidir.reapply_losing_version(backup)
-    except SnapshotError as exc:
-        _failed(actor, "conflict.reapply", target, exc)
-        raise
-    ConflictBackup.objects.filter(pk=backup.pk).update(reapplied_by=actor.username)
-    record(actor, "conflict.reapply", target, detail={"message": message})
-    return message
+def reapply_losing_version(backup: ConflictBackup) -> str:
+    """The conflict inbox's re-apply of a bi-directional conflict's losing version (on the publisher)."""
+    return bidir.reapply_losing_version(backup)
 
 
 def do_purge_urplogs(actor: Actor) -> int:

@@ -17,23 +17,35 @@ publisher ROWGUID, so every subscriber, the originator included, converges on it
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pyodbc
+from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
 from jobs import bidir_sync as spark_bidir
-from jobs.session import get_spark
-from jobs.snapshot_refresh import Endpoint
 from replication_admin.core import connections
+from replication_admin.core.conflicts import decide, new_guid, resolver_chain
+from replication_admin.core.errors import ReplicationError
+from replication_admin.core.introspection import find_table, lookup_table
+from replication_admin.core.locks import item_lock
+from replication_admin.core.spark import endpoint, spark_session
+from replication_admin.core.times import aware, naive_utc
+from replication_admin.core.transactions import (
+    error_message,
+    is_duplicate_key,
+    is_retryable,
+    run_each,
+    run_with_undo,
+)
 from replication_admin.engine import bidir_sql as sql
 from replication_admin.engine import dialects
 from replication_admin.engine.compare import read_type
 from replication_admin.engine.refresh_sql import create_table_ddl, insert_rows_sql, rows_per_statement
+from replication_admin.engine.resolvers import ResolverColumn, spark_type, to_json_value
 from replication_admin.engine.schema import TableInfo
 from replication_admin.engine.snapshot_log import rlog_name
 from replication_admin.engine.values import bind_value
@@ -47,11 +59,12 @@ from replication_admin.models import (
     SnapshotPublication,
     SnapshotSubscription,
 )
-from replication_admin.snapshots.refresh import RETRYABLE, item_lock, run_each
-from replication_admin.snapshots.shapes import SnapshotError, find_table, lookup_table
 
 MAX_ATTEMPTS = 4
-DUPLICATE_KEY = ("23505", "1062", "UNIQUE constraint", "Duplicate entry")
+
+
+class BidirError(ReplicationError):
+    """A bi-directional replication request that cannot be carried out; the message says why."""
 
 
 def item_name(server: Server, table: str) -> str:
@@ -62,36 +75,20 @@ def lock_name(publication: SnapshotPublication) -> str:
     return f"bidir:{publication.item}"
 
 
-def _endpoint(server: Server, readonly: bool = False) -> Endpoint:
-    return Endpoint(dialect=server.dialect, jdbc=connections.jdbc_endpoint(server, readonly=readonly))
-
-
-def _naive_utc(value: datetime) -> datetime:
-    return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
-
-
-def _aware(value) -> datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value.strip())
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
-
-
 def server_now(server: Server) -> datetime:
     d = dialects.get(server.dialect)
     with connections.connect(server, readonly=True) as conn:
         value = conn.cursor().execute(sql.now_sql(d)).fetchone()[0]
-    return _naive_utc(_aware(value))  # type: ignore[arg-type]
+    return naive_utc(aware(value))  # type: ignore[arg-type]
 
 
 def publisher_table(publication: SnapshotPublication) -> TableInfo:
     assert publication.server is not None
     info = lookup_table(publication.server, publication.table)
     if info is None:
-        raise SnapshotError(f"the published table {publication.table!r} no longer exists on {publication.server}")
+        raise BidirError(f"the published table {publication.table!r} no longer exists on {publication.server}")
     if info.column(sql.ROWGUID_COLUMN) is None:
-        raise SnapshotError(
+        raise BidirError(
             f"{publication.server}.{info.name} has no {sql.ROWGUID_COLUMN} column (was the table recreated after "
             "it was published?); drop the publication and publish the table again"
         )
@@ -101,7 +98,7 @@ def publisher_table(publication: SnapshotPublication) -> TableInfo:
 def subscriber_table(publication: SnapshotPublication, server: Server) -> TableInfo:
     info = lookup_table(server, publication.table)
     if info is None:
-        raise SnapshotError(f"{publication.table!r} does not exist on the subscriber {server.name}")
+        raise BidirError(f"{publication.table!r} does not exist on the subscriber {server.name}")
     return info
 
 
@@ -113,28 +110,11 @@ def rplog(publication: SnapshotPublication, d) -> str:
 # --- objects ---------------------------------------------------------------------------------------------
 
 
-def run_with_undo(server: Server, statements: Sequence[str], undo: Sequence[str]) -> None:
-    """DDL one statement at a time (MariaDB commits each); on a failure, undo what was made."""
-    done = 0
-    try:
-        with connections.connect(server) as conn:
-            cursor = conn.cursor()
-            for statement in statements:
-                cursor.execute(statement)
-                done += 1
-    except pyodbc.Error as exc:
-        run_each(server, list(undo), ignore_errors=True)
-        raise SnapshotError(
-            f"creating the replication objects on {server.name} failed at step {done + 1}: "
-            f"{connections.driver_message(exc)}"
-        ) from None
-
-
 def _refuse_snapshot_log(server: Server, table: TableInfo) -> None:
     if SnapshotLog.objects.filter(server=server, table=table.name).exists() or find_table(
         server, rlog_name(table.name)
     ):
-        raise SnapshotError(
+        raise BidirError(
             f"{server.name}.{table.name} already has a snapshot log ({rlog_name(table.name)}); "
             "drop it before publishing the table bi-directionally"
         )
@@ -146,7 +126,7 @@ def _with_rowguid(server: Server, table: TableInfo) -> tuple[TableInfo, list[str
     try:
         column = sql.check_rowguid(table)
     except sql.BidirError as exc:
-        raise SnapshotError(str(exc)) from None
+        raise BidirError(str(exc)) from None
     if column is not None:
         return table, [sql.fill_rowguid_sql(d, table, server.name)]
     return sql.table_with_rowguid(table), [sql.add_rowguid_ddl(d, table), sql.fill_rowguid_sql(d, table, server.name)]
@@ -155,14 +135,14 @@ def _with_rowguid(server: Server, table: TableInfo) -> tuple[TableInfo, list[str
 def create_objects(server: Server, table: TableInfo, publication: SnapshotPublication, publisher: bool) -> None:
     d = dialects.get(server.dialect)
     if not table.primary_key:
-        raise SnapshotError(f"{server.name}.{table.name} has no primary key; bi-directional replication needs one")
+        raise BidirError(f"{server.name}.{table.name} has no primary key; bi-directional replication needs one")
     _refuse_snapshot_log(server, table)
     table, rowguid_ddl = _with_rowguid(server, table)
     try:
         objects = sql.bidir_objects(d, table, server.name, publisher)
         replay = sql.bidir_rplog_ddl(d, rplog(publication, d), table.schema)
     except (sql.BidirError, ValueError) as exc:
-        raise SnapshotError(str(exc)) from None
+        raise BidirError(str(exc)) from None
     run_with_undo(server, [*rowguid_ddl, *objects.create, replay], objects.drop)
 
 
@@ -191,19 +171,19 @@ def create_subscriber_table(publication: SnapshotPublication, server: Server) ->
         try:
             ddl = create_table_ddl(d, publication.table, connections.table_schema(server), columns, keys)
         except ValueError as exc:
-            raise SnapshotError(f"cannot create {publication.table!r} on {server.name}: {exc}") from None
+            raise BidirError(f"cannot create {publication.table!r} on {server.name}: {exc}") from None
         run_with_undo(server, [ddl], [])
         created = lookup_table(server, publication.table)
         assert created is not None
         return created
     missing = [c.name for c in pub_table.columns if existing.column(c.name) is None and c.name != sql.ROWGUID_COLUMN]
     if missing:
-        raise SnapshotError(
+        raise BidirError(
             f"{server.name}.{existing.name} exists but lacks the publisher's column(s) {', '.join(missing)}"
         )
     pub_keys = [k.name.lower() for k in pub_table.primary_key]
     if [k.name.lower() for k in existing.primary_key] != pub_keys:
-        raise SnapshotError(f"{server.name}.{existing.name} exists with another primary key than the publisher's")
+        raise BidirError(f"{server.name}.{existing.name} exists with another primary key than the publisher's")
     return existing
 
 
@@ -224,7 +204,7 @@ class Side:
         try:
             own = layout.renamed(table)
         except sql.BidirError as exc:
-            raise SnapshotError(f"{server.name}: {exc}") from None
+            raise BidirError(f"{server.name}: {exc}") from None
         types = {m.alias: read_type(d, m.logical) for m in own.moved}
         return cls(server, d, table, own, types)
 
@@ -239,16 +219,6 @@ class Side:
 
     def drop(self, *names: str) -> None:
         run_each(self.server, [f"DROP TABLE IF EXISTS {self.qualify(n)}" for n in names], ignore_errors=True)
-
-
-def _retryable(exc: Exception) -> bool:
-    text = " ".join(str(a) for a in exc.args)
-    return any(code in text for code in RETRYABLE)
-
-
-def _duplicate(exc: Exception) -> bool:
-    text = " ".join(str(a) for a in exc.args)
-    return any(code in text for code in DUPLICATE_KEY)
 
 
 class StaleDecisions(RuntimeError):
@@ -277,9 +247,9 @@ def run_apply(server: Server, plan: sql.ApplyPlan, before: Sequence[str] = (), m
                 return measured
             except pyodbc.Error as exc:
                 conn.rollback()
-                if _duplicate(exc):
+                if is_duplicate_key(exc):
                     raise StaleDecisions(f"a row appeared on {server.name} meanwhile") from None
-                if attempt < MAX_ATTEMPTS and _retryable(exc):
+                if attempt < MAX_ATTEMPTS and is_retryable(exc):
                     continue
                 raise
     return None
@@ -301,14 +271,14 @@ def _insert_rows(server: Server, name: str, schema: str, d, columns: list[str], 
 # --- initial copy (REPL_INIT_SNAPSHOT) -------------------------------------------------------------------
 
 
-def init_subscription(job: JobRun, reporter, spark_config) -> dict:
-    subscription = SnapshotSubscription.objects.get(pk=job.params["subscription"])
+def init_subscription(job: JobRun, reporter, subscription_id: int, rows_per_commit: int | None = None) -> dict:
+    subscription = SnapshotSubscription.objects.get(pk=subscription_id)
     publication = SnapshotPublication.objects.select_related("server").get(
         item=subscription.item, type=subscription.type
     )
     with item_lock(lock_name(publication), job), connections.reuse():
         subscription.refresh_from_db()
-        per_commit = int(job.params.get("rows_per_commit") or subscription.init_rows_per_commit or 100)
+        per_commit = int(rows_per_commit or subscription.init_rows_per_commit or 100)
         assert publication.server is not None
         pub_server = publication.server
         sub_server = Server.objects.get(name=subscription.server)
@@ -319,7 +289,7 @@ def init_subscription(job: JobRun, reporter, spark_config) -> dict:
         staging = sub.work("BSIC")
         resume = subscription.init_state == "copying" and find_table(sub_server, staging) is not None
         if not resume:
-            rows = _stage_init_copy(subscription, pub, sub, staging, per_commit, reporter, spark_config)
+            rows = _stage_init_copy(subscription, pub, sub, staging, per_commit, reporter)
         else:
             rows = int(subscription.init_rows_total or 0)
             reporter.log(f"resuming the initial copy after row number {subscription.init_bookmark}")
@@ -347,17 +317,17 @@ def init_subscription(job: JobRun, reporter, spark_config) -> dict:
         return {"mode": "init", "rows": rows, "inserted": copied, "rows_per_commit": per_commit, "resumed": resume}
 
 
-def _stage_init_copy(subscription, pub: Side, sub: Side, staging: str, per_commit: int, reporter, spark_config) -> int:
+def _stage_init_copy(subscription, pub: Side, sub: Side, staging: str, per_commit: int, reporter) -> int:
     started = server_now(pub.server)
     SnapshotSubscription.objects.filter(pk=subscription.pk).update(
         init_state="staging",
         init_rows_done=0,
         init_rows_total=None,
         init_bookmark=-1,
-        init_started_at=_aware(started),
+        init_started_at=aware(started),
         init_rows_per_commit=per_commit,
     )
-    subscription.init_started_at = _aware(started)
+    subscription.init_started_at = aware(started)
     sub.recreate(staging, sql.init_staging_ddl(sub.d, staging, sub.table.schema, sub.layout))  # type: ignore[arg-type]
     d = pub.d
     items = ", ".join(f"t.{d.quote(m.dest)} AS {m.alias}" for m in pub.layout.moved)  # type: ignore[attr-defined]
@@ -365,17 +335,17 @@ def _stage_init_copy(subscription, pub: Side, sub: Side, staging: str, per_commi
     key = pub.layout.keys[0].alias
     partition = key if len(pub.layout.keys) == 1 and pub.read_types[key] == "BIGINT" else None
     plan = spark_bidir.InitCopy(
-        source=_endpoint(pub.server, readonly=True),
+        source=endpoint(pub.server, readonly=True),
         select_sql=select_sql,
         custom_schema=", ".join(f"{m.alias} {pub.read_types[m.alias]}" for m in pub.layout.moved),
         partition_alias=partition,
         moved=sub.layout.moved,
         read_types=pub.read_types,
-        dest=_endpoint(sub.server),
+        dest=endpoint(sub.server),
         staging_sql=sub.qualify(staging),
     )
     with reporter.phase("spark_session"):
-        spark = get_spark(spark_config)
+        spark = spark_session()
     reporter.progress(0, 1, f"reading {pub.server.name}.{pub.table.name} into {staging} on {sub.server.name}")
     with reporter.phase("spark_copy"):
         rows = spark_bidir.stage_copy(spark, plan, progress=reporter.spark_progress(0, 1, 2))
@@ -431,25 +401,13 @@ def _copy_chunks(subscription, sub: Side, staging: str, per_commit: int, total: 
 
 
 def _resolver_types(layout: sql.Layout) -> dict[str, str]:
-    from replication_admin.engine.resolvers import spark_type
-
     return {m.alias: spark_type(m.logical) for m in layout.moved}
-
-
-def _json(value):
-    from replication_admin.engine.resolvers import to_json_value
-
-    return to_json_value(value)
 
 
 def _from_json(value):
     if isinstance(value, dict) and "hex" in value:
         return bytes.fromhex(value["hex"])
     return value
-
-
-def new_guid(server: Server) -> str:
-    return f"{server.name}@{uuid.uuid4()}"
 
 
 @dataclass
@@ -459,31 +417,21 @@ class PullOutcome:
     replayed: int = 0
 
 
-def _resolver_columns(layout: sql.Layout):
-    from replication_admin.engine.resolvers import ResolverColumn, spark_type
-
+def _resolver_columns(layout: sql.Layout) -> list[ResolverColumn]:
     return [ResolverColumn(m.dest, spark_type(m.logical), m.is_key) for m in layout.moved]
 
 
-def _chain(publication: SnapshotPublication):
-    from replication_admin.conflicts.actions import chain_for
-
-    return chain_for(publication.item)
-
-
-def _decide(spark, publication, pub: Side, conflicts: list[dict]) -> list[dict]:
+def _decide(publication, pub: Side, conflicts: list[dict]) -> list[dict]:
     """Conflict rows (typed, from Spark) -> decide_rows input -> decisions, keyed by change id."""
-    from jobs.resolve import decide_rows
-
     inputs = []
     for c in conflicts:
-        incoming = {m.dest: _json(c["n" + m.alias]) for m in pub.layout.moved}
+        incoming = {m.dest: to_json_value(c["n" + m.alias]) for m in pub.layout.moved}
         if c["eff_op"] == "D":
             incoming = {k.dest: incoming[k.dest] for k in pub.layout.keys}
         published = None
         if c["pub_present"] == 1:
-            published = {k.dest: _json(c["n" + k.alias]) for k in pub.layout.keys}
-            published.update({v.dest: _json(c["p" + v.alias]) for v in pub.layout.values})
+            published = {k.dest: to_json_value(c["n" + k.alias]) for k in pub.layout.keys}
+            published.update({v.dest: to_json_value(c["p" + v.alias]) for v in pub.layout.values})
         inputs.append(
             {
                 "key": c["change_id"],
@@ -493,7 +441,7 @@ def _decide(spark, publication, pub: Side, conflicts: list[dict]) -> list[dict]:
                 "old": {sql.ROWGUID_COLUMN: c["old_guid"]},
             }
         )
-    decided = decide_rows(spark, inputs, _chain(publication), _resolver_columns(pub.layout))
+    decided = decide(inputs, resolver_chain(publication.item), _resolver_columns(pub.layout))
     return [{**i, **d} for i, d in zip(inputs, decided, strict=True)]
 
 
@@ -511,10 +459,10 @@ def _conflict_actions(
             action, written = ("W", incoming) if c["eff_op"] != "D" else ("D" if published else "N", None)
             winner, loser = (incoming if c["eff_op"] != "D" else None), published
         elif code == 2:
-            written = {**(decision.get("final") or incoming), guid_name: new_guid(publication.server)}
+            written = {**(decision.get("final") or incoming), guid_name: new_guid(publication.server.name)}
             action, winner, loser = "W", written, published
         else:  # 3 publisher wins, 5 ignore: the publisher's version goes out again, to everyone
-            written = {**published, guid_name: new_guid(publication.server)} if published else None
+            written = {**published, guid_name: new_guid(publication.server.name)} if published else None
             action = "W" if published else "N"
             winner, loser = written, incoming
         ConflictBackup.objects.update_or_create(
@@ -577,8 +525,8 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
             ]
         )
         plan = spark_bidir.PullPlan(
-            sub=_endpoint(sub.server, readonly=True),
-            pub=_endpoint(pub.server),
+            sub=endpoint(sub.server, readonly=True),
+            pub=endpoint(pub.server),
             changes_sql=sql.pull_select(d_sub, sub.table, sub.layout, sub.server.name),  # type: ignore[arg-type]
             changes_schema=sql.changes_schema(d_sub, sub.layout, sub.read_types),  # type: ignore[arg-type]
             replayed_sql=sql.rplog_guids_select(d_pub, replay, pub.table.schema, sub.server.name, pub.server.name),  # type: ignore[arg-type]
@@ -597,7 +545,7 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
         decided: list[dict] = []
         outcome.replayed = len(result.replayed)
         if result.staged:
-            decided = _decide(spark, publication, pub, result.conflicts) if result.conflicts else []
+            decided = _decide(publication, pub, result.conflicts) if result.conflicts else []
             rows = _conflict_actions(publication, pub, sub.server, result.conflicts, decided, job)
             _insert_rows(pub.server, apply_stage, pub.table.schema, d_pub, sql.staging_columns(pub.layout), rows)
             apply = sql.apply_sql(
@@ -607,7 +555,7 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
                 run_apply(pub.server, apply)
             except StaleDecisions as exc:
                 if attempt == MAX_ATTEMPTS:
-                    raise SnapshotError(f"pull from {sub.server.name}: {exc}, {MAX_ATTEMPTS} times in a row") from None
+                    raise BidirError(f"pull from {sub.server.name}: {exc}, {MAX_ATTEMPTS} times in a row") from None
                 reporter.log(f"pull from {sub.server.name}: {exc}; reading again")
                 continue
         outcome.pulled, outcome.conflicts = len(result.staged), len(result.conflicts)
@@ -683,13 +631,13 @@ def push(spark, publication, subscription, pub: Side, sub: Side, tolerance: int,
     stage = sub.work("BSPS")
     replay = rplog(publication, d_sub)
     last_push = subscription.last_push_ts or subscription.init_started_at or timezone.now()
-    since = _naive_utc(last_push) - timedelta(minutes=tolerance)
+    since = naive_utc(last_push) - timedelta(minutes=tolerance)
     if _all_pushed(pub, sub, replay, since):
         return PushOutcome()
     sub.recreate(stage, sql.apply_staging_ddl(d_sub, stage, sub.table.schema, sub.layout))  # type: ignore[arg-type]
     plan = spark_bidir.PushPlan(
-        pub=_endpoint(pub.server, readonly=True),
-        sub=_endpoint(sub.server),
+        pub=endpoint(pub.server, readonly=True),
+        sub=endpoint(sub.server),
         changes_sql=sql.push_select(d_pub, pub.table, pub.layout, sub.server.name, since),  # type: ignore[arg-type]
         changes_schema=sql.changes_schema(d_pub, pub.layout, pub.read_types),  # type: ignore[arg-type]
         replayed_sql=sql.rplog_guids_select(
@@ -723,12 +671,12 @@ def push(spark, publication, subscription, pub: Side, sub: Side, tolerance: int,
         outcome.pushed, outcome.waiting = result.staged - waiting, waiting
         if waiting and oldest is not None:
             # Changes held back for rows the subscriber changed stay inside the next window.
-            held = _naive_utc(_aware(oldest)) - timedelta(microseconds=1)  # type: ignore[arg-type]
+            held = naive_utc(aware(oldest)) - timedelta(microseconds=1)  # type: ignore[arg-type]
             newest = min(newest, held) if newest is not None else held
     sub.drop(stage)
     if newest is not None:
-        SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_push_ts=_aware(newest))
-        before = _naive_utc(_aware(newest)) - timedelta(minutes=purge_offset)  # type: ignore[arg-type]
+        SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_push_ts=aware(newest))
+        before = naive_utc(aware(newest)) - timedelta(minutes=purge_offset)  # type: ignore[arg-type]
         run_each(
             sub.server, [sql.rplog_purge_sql(d_sub, replay, sub.table.schema, pub.server.name, sub.server.name, before)]
         )  # type: ignore[arg-type]
@@ -758,8 +706,8 @@ def _all_pushed(pub: Side, sub: Side, replay: str, since: datetime) -> bool:
     return {r[0] for r in ids} <= {r[0] for r in applied}
 
 
-def sync_publication(job: JobRun, reporter, spark_config) -> dict:
-    publication = SnapshotPublication.objects.select_related("server").get(pk=job.params["publication"])
+def sync_publication(job: JobRun, reporter, publication_id: int) -> dict:
+    publication = SnapshotPublication.objects.select_related("server").get(pk=publication_id)
     tolerance = RegistryEntry.get_int("snp_repl_tolerance_offset")
     purge = max(RegistryEntry.get_int("snp_repl_purge_offset"), tolerance)
     summary: dict = {"mode": "sync", "subscribers": {}}
@@ -773,7 +721,7 @@ def sync_publication(job: JobRun, reporter, spark_config) -> dict:
             SnapshotSubscription.objects.filter(item=publication.item, type=publication.type, init_state="done")
         )
         with reporter.phase("spark_session"):
-            spark = get_spark(spark_config)
+            spark = spark_session()
         sides: dict[int, Side] = {}
         steps = max(2 * len(subscriptions), 1)
         for n, subscription in enumerate(subscriptions):
@@ -788,7 +736,7 @@ def sync_publication(job: JobRun, reporter, spark_config) -> dict:
                     "conflicts": got.conflicts,
                     "already_applied": got.replayed,
                 }
-            except (SnapshotError, pyodbc.Error, Server.DoesNotExist) as exc:
+            except (BidirError, pyodbc.Error, Server.DoesNotExist) as exc:
                 message = error_message(exc)
                 errors.append(f"pull from {subscription.server}: {message}")
                 SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_error=message)
@@ -805,7 +753,7 @@ def sync_publication(job: JobRun, reporter, spark_config) -> dict:
                 SnapshotSubscription.objects.filter(pk=subscription.pk).update(
                     last_sync_at=timezone.now(), last_error=""
                 )
-            except (SnapshotError, pyodbc.Error) as exc:
+            except (BidirError, pyodbc.Error) as exc:
                 message = error_message(exc)
                 errors.append(f"push to {subscription.server}: {message}")
                 SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_error=message)
@@ -815,21 +763,14 @@ def sync_publication(job: JobRun, reporter, spark_config) -> dict:
     )
     _notify(publication, job)
     if errors:
-        raise SnapshotError("; ".join(errors))
+        raise BidirError("; ".join(errors))
     reporter.progress(1, 1, "synchronised " + ", ".join(s.server for s in subscriptions) if subscriptions else "")
     summary["conflicts"] = sum(v.get("conflicts", 0) for v in summary["subscribers"].values())
     return summary
 
 
-def error_message(exc: Exception) -> str:
-    """What a person reads of an error: the driver's own message for database errors."""
-    return connections.driver_message(exc) if isinstance(exc, pyodbc.Error) else str(exc)
-
-
 def _notify(publication: SnapshotPublication, job: JobRun) -> None:
     """E-mail the owners named by the resolvers that decided this run's conflicts."""
-    from django.core.mail import send_mail
-
     addresses = dict(
         SnapshotConflictResolver.objects.filter(table_name=publication.item)
         .exclude(notify="")
@@ -868,7 +809,7 @@ def purge_replay_logs(publication: SnapshotPublication, subscription: SnapshotSu
     )
     deleted = 0
     if subscription.last_push_ts is not None:
-        before = _naive_utc(subscription.last_push_ts) - timedelta(minutes=offset)
+        before = naive_utc(subscription.last_push_ts) - timedelta(minutes=offset)
         purge = sql.rplog_purge_sql(
             sub.d, rplog(publication, sub.d), sub.table.schema, pub.server.name, server.name, before
         )  # type: ignore[arg-type]
@@ -882,7 +823,7 @@ def purge_replay_logs(publication: SnapshotPublication, subscription: SnapshotSu
             )
             .fetchone()[0]
         )
-    pending_from = _naive_utc(_aware(oldest)) if oldest is not None else server_now(server)  # type: ignore[arg-type]
+    pending_from = naive_utc(aware(oldest)) if oldest is not None else server_now(server)  # type: ignore[arg-type]
     before = pending_from - timedelta(minutes=offset)
     purge = sql.rplog_purge_sql(
         pub.d, rplog(publication, pub.d), pub.table.schema, server.name, pub.server.name, before
@@ -900,7 +841,7 @@ def reapply_losing_version(backup: ConflictBackup) -> str:
     sends it to every subscriber. A losing delete deletes the row."""
     publication = SnapshotPublication.objects.select_related("server").filter(item=backup.item).first()
     if publication is None or publication.server is None:
-        raise SnapshotError(f"the publication {backup.item} no longer exists")
+        raise BidirError(f"the publication {backup.item} no longer exists")
     pub_table = publisher_table(publication)
     layout = sql.Layout.of(pub_table)
     side = Side.of(publication.server, pub_table, layout)
@@ -919,7 +860,7 @@ def reapply_losing_version(backup: ConflictBackup) -> str:
         else:
             values = [v for v in side.layout.values if v.dest != side.layout.guid.dest]
             data = [bind_value(_from_json(loser.get(v.dest)), v.logical, d.name) for v in values]  # type: ignore[attr-defined]
-            guid = new_guid(publication.server)
+            guid = new_guid(publication.server.name)
             sets = ", ".join(f"{q(v.dest)} = ?" for v in values) + f", {q(side.layout.guid.dest)} = ?"
             cursor.execute(f"UPDATE {dst} SET {sets} WHERE {where}", [*data, guid, *key_values])
             if cursor.rowcount == 0:

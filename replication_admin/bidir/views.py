@@ -26,6 +26,7 @@ from replication_admin.bidir.forms import (
 from replication_admin.conflicts import actions as resolver_actions
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.errors import ReplicationError
 from replication_admin.core.web import check_perm, denied, is_htmx, listing, render_page_or_partial
 from replication_admin.engine.resolvers import CODE_NAMES, DEFAULT_DECISION, ResolverError
 from replication_admin.models import (
@@ -37,7 +38,6 @@ from replication_admin.models import (
 )
 from replication_admin.models.catalog import CR_TYPES
 from replication_admin.servers.forms import ScheduleForm
-from replication_admin.snapshots.shapes import SnapshotError
 from replication_admin.transactional import views as trx_views
 
 EDIT = "replication_admin.edit"
@@ -111,7 +111,7 @@ def publication_create(request: HttpRequest) -> HttpResponse:
                 )
             except PermissionDenied as exc:
                 return denied(request, exc)
-            except SnapshotError as exc:
+            except ReplicationError as exc:
                 form.add_error(None, str(exc))
             else:
                 messages.success(request, f"Published {publication.item}. Add subscribers, then copy the rows to them.")
@@ -181,7 +181,7 @@ def publication_drop(request: HttpRequest, pk: int) -> HttpResponse:
             message = bidir.do_drop_publication(Actor.from_request(request), publication)
         except PermissionDenied as exc:
             return denied(request, exc)
-        except SnapshotError as exc:
+        except ReplicationError as exc:
             messages.error(request, str(exc))
             return redirect("publications-detail", pk=publication.pk)
         messages.success(request, message)
@@ -210,7 +210,7 @@ def publication_sync(request: HttpRequest, pk: int) -> HttpResponse:
         job = bidir.do_sync_publication(Actor.from_request(request), publication)
     except PermissionDenied as exc:
         return denied(request, exc)
-    except SnapshotError as exc:
+    except ReplicationError as exc:
         messages.error(request, str(exc))
         return redirect("publications-detail", pk=publication.pk)
     messages.success(request, f"Sync of {publication.item} started (job #{job.pk}).")
@@ -232,7 +232,7 @@ def publication_schedule(request: HttpRequest, pk: int) -> HttpResponse:
         )
     except PermissionDenied as exc:
         return denied(request, exc)
-    except SnapshotError as exc:
+    except ReplicationError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Syncing every {event.interval} minute(s)." if event else "Schedule removed.")
@@ -252,7 +252,7 @@ def publication_subscribe(request: HttpRequest, pk: int) -> HttpResponse:
         sub = bidir.do_create_subscription(Actor.from_request(request), publication, form.cleaned_data["server"])
     except PermissionDenied as exc:
         return denied(request, exc)
-    except SnapshotError as exc:
+    except ReplicationError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"{sub.server} subscribed to {publication.item}. Start its initial copy next.")
@@ -300,7 +300,7 @@ def subscription_init(request: HttpRequest, pk: int) -> HttpResponse:
         )
     except PermissionDenied as exc:
         return denied(request, exc)
-    except SnapshotError as exc:
+    except ReplicationError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Initial copy to {sub.server} started (job #{job.pk}).")
@@ -341,7 +341,7 @@ def subscription_drop(request: HttpRequest, pk: int) -> HttpResponse:
             message = bidir.do_drop_subscription(Actor.from_request(request), sub, drop_table=drop_table)
         except PermissionDenied as exc:
             return denied(request, exc)
-        except SnapshotError as exc:
+        except ReplicationError as exc:
             messages.error(request, str(exc))
         else:
             messages.success(request, message)
@@ -372,7 +372,7 @@ def _columns(publication: SnapshotPublication) -> tuple[list, str]:
     """The published table's columns as resolvers see them, or the reason they cannot be read."""
     try:
         return list(resolver_actions.table_columns(publication.server, publication.table)), ""
-    except (connections.ConnectionFailed, connections.TableNotFound, SnapshotError, ResolverError) as exc:
+    except (connections.ConnectionFailed, connections.TableNotFound, ReplicationError, ResolverError) as exc:
         return [], str(exc)
 
 
@@ -486,7 +486,7 @@ def resolver_add(request: HttpRequest, pk: int) -> HttpResponse:
             )  # fmt: skip
         except PermissionDenied as exc:
             return denied(request, exc)
-        except (ResolverError, SnapshotError) as exc:
+        except (ResolverError, ReplicationError) as exc:
             _resolver_error(form, exc)
         else:
             note = f"Added {resolver.proc} to the {resolver.get_type_display()} chain."
@@ -525,7 +525,7 @@ def resolver_edit(request: HttpRequest, pk: int) -> HttpResponse:
                 )
             except PermissionDenied as exc:
                 return denied(request, exc)
-            except (ResolverError, SnapshotError) as exc:
+            except (ResolverError, ReplicationError) as exc:
                 _resolver_error(form, exc)
             else:
                 messages.success(request, f"Saved {resolver.proc}.")
@@ -552,7 +552,7 @@ def resolver_move(request: HttpRequest, pk: int) -> HttpResponse:
         resolver_actions.do_move_resolver(Actor.from_request(request), resolver, direction)
     except PermissionDenied as exc:
         return denied(request, exc)
-    except (ResolverError, SnapshotError) as exc:
+    except (ResolverError, ReplicationError) as exc:
         messages.error(request, str(exc))
     if is_htmx(request):
         return _editor(request, publication)
@@ -569,7 +569,7 @@ def resolver_remove(request: HttpRequest, pk: int) -> HttpResponse:
             resolver_actions.do_remove_resolver(Actor.from_request(request), resolver)
         except PermissionDenied as exc:
             return denied(request, exc)
-        except (ResolverError, SnapshotError) as exc:
+        except (ResolverError, ReplicationError) as exc:
             messages.error(request, str(exc))
         else:
             messages.success(request, f"Removed {resolver.proc}.")
@@ -612,7 +612,7 @@ def resolver_dry_run(request: HttpRequest, pk: int) -> HttpResponse:
             )
         except PermissionDenied as exc:
             return denied(request, exc)
-        except (ResolverError, SnapshotError) as exc:
+        except (ResolverError, ReplicationError) as exc:
             error = str(exc)
     if not is_htmx(request):
         if error:

@@ -3,26 +3,32 @@ remove, and dry runs that decide recorded conflicts again with a saved or propos
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
 from django.db.models import Max
 
+from replication_admin.bidir import actions as bidir_actions
+from replication_admin.conflicts.chains import (
+    DRY_RUN_LIMIT,
+    ConflictError,
+    proposed_params,
+    proposed_spec,
+    table_columns,
+)
+from replication_admin.conflicts.runs import DryRunParams, ResolverDryRun
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor, record, require
+from replication_admin.core.conflicts import resolver_chain
+from replication_admin.core.errors import ReplicationError
 from replication_admin.core.jobs import do_start_job
 from replication_admin.engine.resolvers import (
     CLASSES,
     CR_TYPES,
-    ResolverColumn,
     ResolverError,
-    ResolverSpec,
     find_column,
     generated_resolver,
     resolver_proc_name,
-    spark_type,
     validate_assignments,
     validate_expression,
 )
@@ -34,13 +40,11 @@ from replication_admin.models import (
     SnapshotConflictResolver,
     TransactionalConflictResolver,
 )
-from replication_admin.snapshots.shapes import SnapshotError
+from replication_admin.transactional import actions as trx_actions
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
 ORDER_STEP = 10
-DRY_RUN_LIMIT = 200
-MAX_DRY_RUN_LIMIT = 5000
 
 
 def _failed(actor: Actor, action: str, target: str, error: Exception) -> None:
@@ -49,15 +53,6 @@ def _failed(actor: Actor, action: str, target: str, error: Exception) -> None:
 
 def _is_transactional(model) -> bool:
     return issubclass(model, TransactionalConflictResolver)
-
-
-def table_columns(server: Server, table: str) -> list[ResolverColumn]:
-    """The table's columns as resolvers see them (name, Spark type, part of the primary key)."""
-    try:
-        info = connections.describe_table(server, table)
-    except connections.TableNotFound as exc:
-        raise SnapshotError(str(exc)) from None
-    return [ResolverColumn(c.name, spark_type(c.logical), bool(c.pk_position)) for c in info.columns]
 
 
 def _notify(notify: str | None) -> str:
@@ -177,7 +172,7 @@ def do_add_resolver(
             )
     except ResolverError as exc:
         _failed(actor, "resolver.add", target, exc)
-        raise SnapshotError(str(exc)) from None
+        raise ConflictError(str(exc)) from None
     return resolver
 
 
@@ -194,7 +189,7 @@ def do_update_resolver(actor: Actor, resolver, expression: str, assignments: dic
         notify = _notify(notify)
     except ResolverError as exc:
         _failed(actor, "resolver.update", target, exc)
-        raise SnapshotError(str(exc)) from None
+        raise ConflictError(str(exc)) from None
     before = {"expression": resolver.expression, "assignments": resolver.assignments, "notify": resolver.notify}
     changed = checked != resolver.expression or checked_assignments != (resolver.assignments or {})
     with transaction.atomic():
@@ -234,13 +229,13 @@ def do_move_resolver(actor: Actor, resolver, direction: str):
     if direction not in ("up", "down"):
         error = ResolverError(f"direction must be up or down, not {direction!r}")
         _failed(actor, "resolver.move", target, error)
-        raise SnapshotError(str(error))
+        raise ConflictError(str(error))
     model = type(resolver)
     with transaction.atomic():
         chain = _siblings(resolver)
         position = next((i for i, r in enumerate(chain) if r.pk == resolver.pk), None)
         if position is None:
-            raise SnapshotError(f"resolver {resolver.proc} no longer exists")
+            raise ConflictError(f"resolver {resolver.proc} no longer exists")
         other = position - 1 if direction == "up" else position + 1
         if other < 0 or other >= len(chain):
             return model.objects.get(pk=resolver.pk)
@@ -277,156 +272,26 @@ def do_remove_resolver(actor: Actor, resolver) -> str:
     return f"removed {resolver.proc} from {resolver.table_name}"
 
 
-def _spec(resolver) -> ResolverSpec:
-    return ResolverSpec(
-        id=resolver.pk,
-        name=resolver.proc,
-        cr_type=resolver.type,
-        order=resolver.order,
-        expression=resolver.expression or "0",
-        assignments=dict(resolver.assignments or {}),
-    )
-
-
-def chain_for(table_name: str, model=SnapshotConflictResolver) -> list[ResolverSpec]:
-    """Every resolver of the table (all types), in CR_ORDER then CR_ID order."""
-    return [_spec(r) for r in model.objects.filter(table_name=table_name).order_by("order", "id")]
-
-
-def conflict_input(backup: ConflictBackup) -> dict:
-    """A recorded conflict as decide_rows takes it."""
-    incoming = backup.incoming_row
-    if incoming is None and isinstance(backup.primary_key, dict):
-        incoming = dict(backup.primary_key)
-    return {
-        "key": backup.pk,
-        "type": backup.conflict_type,
-        "pub": backup.publisher_row,
-        "new": incoming,
-        "old": {"ROWGUID": backup.old_rowguid},
-    }
-
-
 # --- dry runs ------------------------------------------------------------------------------------------
-
-
-def _proposed_params(proposed) -> dict | None:
-    if proposed is None:
-        return None
-    if isinstance(proposed, ResolverSpec):
-        data = asdict(proposed)
-        return {
-            "id": data["id"],
-            "name": data["name"],
-            "cr_type": data["cr_type"],
-            "order": data["order"],
-            "expression": data["expression"],
-            "assignments": data["assignments"],
-        }
-    if not isinstance(proposed, dict):
-        raise SnapshotError("a proposed resolver is a mapping of id, cr_type, order, expression, assignments")
-    return dict(proposed)
-
-
-def _proposed_spec(proposed: dict, saved: list[ResolverSpec], columns) -> ResolverSpec:
-    """The proposed resolver, checked; it keeps the saved resolver's name when it replaces one."""
-    cr_type = proposed.get("cr_type") or proposed.get("type")
-    rid = proposed.get("id")
-    replaced = next((s for s in saved if rid is not None and s.id == rid), None)
-    if rid is not None and replaced is None:
-        raise ResolverError(f"resolver {rid} does not exist for this table")
-    if cr_type is None and replaced is not None:
-        cr_type = replaced.cr_type
-    if cr_type not in CR_TYPES:
-        raise ResolverError(f"the proposed resolver's type must be I, U or D, not {cr_type!r}")
-    expression = validate_expression(proposed.get("expression") or "", columns, cr_type)
-    assignments = validate_assignments(proposed.get("assignments") or {}, columns, cr_type)
-    order = proposed.get("order")
-    if order is None:
-        order = replaced.order if replaced else max((s.order for s in saved if s.cr_type == cr_type), default=0) + 1
-    name = replaced.name if replaced else (proposed.get("name") or "proposed")
-    return ResolverSpec(rid, name, cr_type, int(order), expression, assignments)
 
 
 def do_start_dry_run(actor: Actor, item: str, server, table: str, proposed=None, sync: bool | None = None) -> JobRun:
     """Queue a dry run: the latest recorded conflicts of `item` decided again by its chain, with `proposed`
     (an unsaved resolver, or an edited one with its id) in it."""
     server_name = server.name if isinstance(server, Server) else str(server)
-    params = {"item": item, "server": server_name, "table": table, "limit": DRY_RUN_LIMIT}
-    proposal = _proposed_params(proposed)
+    proposal = proposed_params(proposed)
     if proposal is not None:
         require(actor, OPERATE, "job.resolver_dry_run", f"{item} resolvers")
         try:
             server_row = server if isinstance(server, Server) else Server.objects.get(name=server_name)
             columns = table_columns(server_row, table)
-            _proposed_spec(proposal, chain_for(item), columns)
+            proposed_spec(proposal, resolver_chain(item), columns)
         except Server.DoesNotExist:
-            raise SnapshotError(f"server {server_name!r} is not registered") from None
+            raise ConflictError(f"server {server_name!r} is not registered") from None
         except (ResolverError, connections.ConnectionFailed) as exc:
-            raise SnapshotError(str(exc)) from None
-        params["proposed"] = proposal
-    return do_start_job(actor, "resolver_dry_run", f"{item} resolvers", params, perm=OPERATE, sync=sync)
-
-
-def run_resolver_dry_run(job: JobRun, reporter) -> dict:
-    """The job: decide the latest recorded conflicts of an item again, as a sync would now."""
-    from jobs.session import get_spark
-    from replication_admin.tasks import spark_config
-
-    params = job.params or {}
-    item = params.get("item") or ""
-    model = TransactionalConflictResolver if params.get("kind") == "transactional" else SnapshotConflictResolver
-    try:
-        limit = max(1, min(int(params.get("limit") or DRY_RUN_LIMIT), MAX_DRY_RUN_LIMIT))
-    except (TypeError, ValueError):
-        raise SnapshotError(f"the limit must be a number, not {params.get('limit')!r}") from None
-    with reporter.phase("introspect"):
-        server = Server.objects.filter(name=params.get("server")).first()
-        if server is None:
-            raise SnapshotError(f"server {params.get('server')!r} is not registered")
-        columns = table_columns(server, params.get("table") or "")
-    chain = chain_for(item, model)
-    try:
-        if params.get("proposed"):
-            proposed = _proposed_spec(params["proposed"], chain, columns)
-            chain = [s for s in chain if proposed.id is None or s.id != proposed.id] + [proposed]
-            reporter.log(f"trying {proposed.name} ({proposed.cr_type}, order {proposed.order}): {proposed.expression}")
-    except ResolverError as exc:
-        raise SnapshotError(str(exc)) from None
-    kind = "transactional" if _is_transactional(model) else "snapshot"
-    backups = list(ConflictBackup.objects.filter(item=item, kind=kind).order_by("-created_at", "-id")[:limit])
-    reporter.log(f"{len(backups)} recorded conflict(s) of {item}, {len(chain)} resolver(s)")
-    decided: list[dict] = []
-    if backups:
-        with reporter.phase("spark_session"):
-            spark = get_spark(spark_config())
-        from jobs.resolve import decide_rows
-
-        with reporter.phase("spark_job"):
-            try:
-                decided = decide_rows(spark, [conflict_input(b) for b in backups], chain, columns)
-            except ResolverError as exc:
-                raise SnapshotError(str(exc)) from None
-    rows = []
-    for backup, decision in zip(backups, decided, strict=True):
-        same = decision["decision"] == backup.decision
-        rows.append(
-            {
-                "conflict": backup.pk,
-                "type": backup.conflict_type,
-                "recorded_decision": backup.decision,
-                "recorded_resolver": backup.resolver,
-                "decision": decision["decision"],
-                "resolver": decision["resolver"],
-                "resolver_id": decision["resolver_id"],
-                "final": decision["final"],
-                "note": decision["note"],
-                "same": same,
-            }
-        )
-    changed = sum(1 for r in rows if not r["same"])
-    reporter.progress(len(rows), max(len(rows), 1), f"{changed} of {len(rows)} decision(s) would change")
-    return {"rows": rows, "changed": changed, "conflicts": len(rows), "item": item}
+            raise ConflictError(str(exc)) from None
+    params = DryRunParams(item=item, server=server_name, table=table, limit=DRY_RUN_LIMIT, proposed=proposal)
+    return do_start_job(actor, ResolverDryRun, f"{item} resolvers", params, perm=OPERATE, sync=sync)
 
 
 def check_definition(cls: str, cr_type: str, column: str | None, columns, transactional: bool) -> None:
@@ -437,3 +302,21 @@ def check_definition(cls: str, cr_type: str, column: str | None, columns, transa
 
 def free_suffix(model, table_name: str, cr_type: str, cls: str, column: str | None) -> str:
     return _suffix(model, table_name, cr_type, cls, column)
+
+
+def do_reapply_conflict(actor: Actor, backup: ConflictBackup) -> str:
+    target = f"conflict #{backup.pk} ({backup.item})"
+    require(actor, OPERATE, "conflict.reapply", target)
+    if backup.reapplied_at is not None:
+        raise ConflictError(f"conflict #{backup.pk} was already re-applied on {backup.reapplied_at:%Y-%m-%d %H:%M}")
+    try:
+        if backup.kind == "transactional":
+            message = trx_actions.reapply_losing_version(backup)
+        else:
+            message = bidir_actions.reapply_losing_version(backup)
+    except ReplicationError as exc:
+        _failed(actor, "conflict.reapply", target, exc)
+        raise
+    ConflictBackup.objects.filter(pk=backup.pk).update(reapplied_by=actor.username)
+    record(actor, "conflict.reapply", target, detail={"message": message})
+    return message

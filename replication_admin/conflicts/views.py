@@ -16,9 +16,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from replication_admin.bidir import actions as bidir
 from replication_admin.bidir.forms import ConflictFilterForm
+from replication_admin.conflicts import actions as resolver_actions
 from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.errors import ReplicationError
 from replication_admin.core.web import (
     Listing,
     check_perm,
@@ -37,7 +38,6 @@ from replication_admin.models import (
     TransactionalConflictResolver,
 )
 from replication_admin.models.catalog import CR_TYPES
-from replication_admin.snapshots.shapes import SnapshotError
 
 OPERATE = "replication_admin.operate"
 TYPE_COLOURS = {"I": "#1565c0", "U": "#b26a00", "D": "#c62828"}
@@ -201,10 +201,10 @@ def conflict_reapply(request: HttpRequest, pk: int) -> HttpResponse:
                 request, PermissionDenied(f"{request.user.get_username()} may not re-apply (needs {OPERATE})")
             )
         try:
-            message = bidir.do_reapply_conflict(Actor.from_request(request), conflict)
+            message = resolver_actions.do_reapply_conflict(Actor.from_request(request), conflict)
         except PermissionDenied as exc:
             return denied(request, exc)
-        except SnapshotError as exc:
+        except ReplicationError as exc:
             messages.error(request, str(exc))
         else:
             messages.success(request, message)

@@ -1,12 +1,15 @@
-"""Acknowledging alerts (operators): the alert leaves the dashboard; the same trouble later opens a new one."""
+"""Console actions: acknowledging alerts (the alert leaves the dashboard; the same trouble later opens a new
+one) and starting compares of two tables or of a snapshot with its source."""
 
 from __future__ import annotations
 
 from django.db import transaction
 from django.utils import timezone
 
+from replication_admin.console.runs import Compare, CompareParams
 from replication_admin.core.audit import Actor, record, require
-from replication_admin.models import Alert
+from replication_admin.core.jobs import do_start_job
+from replication_admin.models import Alert, JobRun, Server, Snapshot
 
 
 def do_acknowledge_alert(actor: Actor, alert: Alert) -> str:
@@ -18,3 +21,22 @@ def do_acknowledge_alert(actor: Actor, alert: Alert) -> str:
         )
         record(actor, "alert.acknowledge", target)
     return f"acknowledged: {alert}" if done else f"{alert} was already acknowledged"
+
+
+def do_start_compare(actor: Actor, left: Server, left_table: str, right: Server, right_table: str) -> JobRun:
+    target = f"{left.name}.{left_table} ↔ {right.name}.{right_table}"
+    params = CompareParams(
+        left_server=left.name, left_table=left_table, right_server=right.name, right_table=right_table
+    )
+    return do_start_job(actor, Compare, target, params)
+
+
+def do_compare_snapshot(actor: Actor, snapshot: Snapshot, sync: bool | None = None) -> JobRun:
+    """Compare a snapshot's destination with its source query."""
+    params = CompareParams(
+        snapshot=snapshot.name,
+        left_server=snapshot.source_server_id,
+        right_server=snapshot.dest_server_id,
+        right_table=snapshot.dest_table,
+    )
+    return do_start_job(actor, Compare, f"{snapshot.name} ↔ its source", params, sync=sync)

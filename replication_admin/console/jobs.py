@@ -5,13 +5,14 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from replication_admin.console import actions as console_actions
 from replication_admin.core import connections
 from replication_admin.core import jobs as job_actions
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.web import denied, listing, render_page_or_partial
-from replication_admin.models import JobRun, Server
+from replication_admin.models import JobRun, Server, Snapshot
 from replication_admin.servers.forms import CompareForm, JobFilterForm
 
 JOB_SORTS = {
@@ -97,7 +98,7 @@ def compare_start(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             d = form.cleaned_data
             try:
-                job = job_actions.do_start_compare(
+                job = console_actions.do_start_compare(
                     Actor.from_request(request),
                     d["left_server"],
                     d["left_table"],
@@ -111,6 +112,17 @@ def compare_start(request: HttpRequest) -> HttpResponse:
             else:
                 return redirect("jobs-detail", pk=job.pk)
     return render(request, "replication_admin/compare_form.html", {"form": form, "servers": Server.objects.all()})
+
+
+@require_POST
+def snapshot_compare(request: HttpRequest, name: str) -> HttpResponse:
+    """Compare a snapshot's destination with its source query; the job's page follows it."""
+    snapshot = get_object_or_404(Snapshot, name=name)
+    try:
+        job = console_actions.do_compare_snapshot(Actor.from_request(request), snapshot)
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    return redirect("jobs-detail", pk=job.pk)
 
 
 @require_GET

@@ -1,22 +1,235 @@
-"""Queueing and cancelling background jobs."""
+"""Background jobs: one JobRunner lifecycle (start → run → finish) for every kind, a registry by kind,
+typed frozen parameters per kind, and queueing and cancelling.
+
+A feature declares its kinds in its `runs.py`:
+
+    @register
+    class SnapshotRefresh(JobRunner[RefreshParams]):
+        kind = "snapshot_refresh"
+        label = "Refresh a snapshot"
+        params_type = RefreshParams
+
+        def run(self) -> dict: ...
+
+and starts one with `do_start_job(actor, SnapshotRefresh, target, RefreshParams(...))`. The django-q2 task
+(`replication_admin.tasks.run_job`) hands the job's id to `execute`, which owns the JobRun's state: a
+redelivered or cancelled job is left as it is, a failure is stored as one line (the trace goes to the
+job's log) and raises an alert.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import os
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, ClassVar, Generic, Self, TypeVar
+
+import pyodbc
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.urls import reverse
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from replication_admin.core import connections
+from replication_admin.core.alerts import safely_raise
 from replication_admin.core.audit import Actor, record, require
-from replication_admin.models import AuditEntry, JobRun, Server
+from replication_admin.core.errors import ReplicationError
+from replication_admin.engine.queries import QueryError
+from replication_admin.models import AuditEntry, JobRun
 
-JOB_KINDS = {
-    "compare": "Compare tables",
-    "snapshot_refresh": "Refresh a snapshot",
-    "snapshot_repair": "Repair a snapshot",
-    "bidir_init": "Initial copy to a subscriber",
-    "bidir_sync": "Sync a bi-directional publication",
-}
+log = logging.getLogger(__name__)
+
+OPERATE = "replication_admin.operate"
+
+
+class JobCancelled(Exception):
+    pass
+
+
+class JobError(ReplicationError):
+    """An expected failure with a message meant for the person who started the job."""
+
+
+@dataclasses.dataclass(frozen=True)
+class JobParams:
+    """A job kind's parameters: stored as JSON on the JobRun, read back typed."""
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Self:
+        data = data or {}
+        names = {f.name for f in dataclasses.fields(cls)}
+        missing = [
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.name not in data and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
+        if missing:
+            raise JobError(f"the job has no {', '.join(missing)} parameter")
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def as_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+P = TypeVar("P", bound=JobParams)
+
+
+class Reporter:
+    """Progress, log lines and phase timings of one JobRun, written as it goes."""
+
+    MIN_INTERVAL = 0.25  # seconds between progress writes; the page polls every second
+
+    def __init__(self, job: JobRun) -> None:
+        self.job = job
+        self.timings: dict[str, float] = {}
+        self._last_write = 0.0
+
+    def log(self, line: str) -> None:
+        stamp = timezone.now().strftime("%H:%M:%S")
+        self.job.log += f"[{stamp}] {line}\n"
+        JobRun.objects.filter(pk=self.job.pk).update(log=self.job.log)
+
+    def progress(self, done: int, total: int, message: str = "") -> None:
+        state = JobRun.objects.filter(pk=self.job.pk).values_list("state", flat=True).first()
+        if state == JobRun.State.CANCELLED:
+            raise JobCancelled()
+        now = time.monotonic()
+        if message:
+            self.log(message)
+        if now - self._last_write < self.MIN_INTERVAL and done < total and not message:
+            return
+        self._last_write = now
+        JobRun.objects.filter(pk=self.job.pk).update(
+            progress_done=done, progress_total=total, message=message[:500] if message else self.job.message
+        )
+
+    def spark_progress(self, base: float, span: float, steps: int) -> Callable[[int, int], None] | None:
+        """A callback for Spark's task progress, mapped into steps [base, base + span] of `steps`.
+
+        It runs on the progress thread, which has its own database connection. When the job runs inside
+        the caller's transaction (sync mode in a transaction), that connection would wait on it, so live
+        progress is skipped there; a job that has finished is never written to by a late report."""
+        if settings.JOBS_SYNC or connection.in_atomic_block:
+            return None
+        job_id = self.job.pk
+
+        def report(done: int, total: int) -> None:
+            fraction = done / total if total else 0.0
+            JobRun.objects.filter(pk=job_id, state=JobRun.State.RUNNING).update(
+                progress_done=int(100 * (base + span * fraction)), progress_total=100 * steps
+            )
+            connection.close()
+
+        return report
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.timings[name] = round(time.monotonic() - started, 4)
+
+
+class JobRunner(Generic[P]):
+    """One kind of background job. Subclasses set kind, label and params_type and implement run()."""
+
+    kind: ClassVar[str]
+    label: ClassVar[str]
+    params_type: ClassVar[type[JobParams]]
+
+    def __init__(self, job: JobRun, reporter: Reporter) -> None:
+        self.job = job
+        self.reporter = reporter
+        self.params: P = self.params_type.from_json(job.params)  # type: ignore[assignment]
+
+    def run(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+RUNNERS: dict[str, type[JobRunner[Any]]] = {}
+
+
+def register(runner: type[JobRunner[P]]) -> type[JobRunner[P]]:
+    """Make a job kind runnable (a class decorator in each feature's runs.py)."""
+    if runner.kind in RUNNERS and RUNNERS[runner.kind] is not runner:
+        raise ValueError(f"job kind {runner.kind!r} is registered twice")
+    RUNNERS[runner.kind] = runner
+    return runner
+
+
+def kind_label(kind: str) -> str:
+    runner = RUNNERS.get(kind)
+    return runner.label if runner is not None else kind
+
+
+# --- the lifecycle ---------------------------------------------------------------------------------------
+
+
+def _expected(exc: Exception) -> str | None:
+    """The message for failures a person can act on; None for the unexpected ones (logged with trace)."""
+    if isinstance(exc, ReplicationError | QueryError | connections.ConnectionFailed):
+        return str(exc)
+    if isinstance(exc, pyodbc.Error):
+        return f"database error: {connections.driver_message(exc)}"
+    return None
+
+
+def _start(job_id: int) -> JobRun | None:
+    """Claim a queued job for this process; None when it is not queued (redelivered, cancelled, gone)."""
+    claimed = JobRun.objects.filter(pk=job_id, state=JobRun.State.QUEUED).update(
+        state=JobRun.State.RUNNING, started_at=timezone.now(), worker_pid=os.getpid()
+    )
+    if not claimed:
+        return None
+    job = JobRun.objects.get(pk=job_id)
+    JobRun.objects.filter(pk=job_id).update(attempts=job.attempts + 1)
+    return job
+
+
+def _finish(job: JobRun, reporter: Reporter, started: float, **fields: Any) -> None:
+    reporter.timings["total"] = round(time.monotonic() - started, 4)
+    JobRun.objects.filter(pk=job.pk, state=JobRun.State.RUNNING).update(
+        finished_at=timezone.now(), timings=reporter.timings, **fields
+    )
+
+
+def execute(job_id: int) -> str:
+    """Run one JobRun through its kind's runner: start → run → finish."""
+    started = time.monotonic()
+    job = _start(job_id)
+    if job is None:
+        state = JobRun.objects.filter(pk=job_id).values_list("state", flat=True).first()
+        return f"job {job_id} not run: {state or 'missing'}"
+    reporter = Reporter(job)
+    try:
+        runner_type = RUNNERS.get(job.kind)
+        if runner_type is None:
+            raise JobError(f"unknown job kind {job.kind!r}")
+        result = runner_type(job, reporter).run()
+    except JobCancelled:
+        reporter.timings["total"] = round(time.monotonic() - started, 4)
+        JobRun.objects.filter(pk=job_id).update(timings=reporter.timings)
+        return f"job {job_id} cancelled"
+    except Exception as exc:
+        expected = _expected(exc)
+        message = expected if expected is not None else f"{type(exc).__name__}: {exc}"
+        if expected is None:
+            log.exception("job %s failed", job_id)
+            reporter.log(traceback.format_exc())
+        _finish(job, reporter, started, state=JobRun.State.FAILED, error=message[:10000], message="failed")
+        safely_raise("job_failed", f"{job.kind} {job.target}", message[:2000], reverse("jobs-detail", args=[job_id]))
+        return f"job {job_id} failed"
+    _finish(job, reporter, started, state=JobRun.State.SUCCEEDED, result=result, message="done")
+    return f"job {job_id} succeeded"
+
+
+# --- queueing --------------------------------------------------------------------------------------------
 
 
 def enqueue(job: JobRun, sync: bool | None = None) -> None:
@@ -44,55 +257,31 @@ def enqueue(job: JobRun, sync: bool | None = None) -> None:
 
 def do_start_job(
     actor: Actor,
-    kind: str,
+    runner: type[JobRunner[P]],
     target: str,
-    params: dict,
-    perm: str = "replication_admin.operate",
+    params: P,
+    perm: str = OPERATE,
     sync: bool | None = None,
 ) -> JobRun:
+    """Queue a job of `runner`'s kind (audited under the actor's name)."""
+    kind = runner.kind
     require(actor, perm, f"job.{kind}", target)
+    data = params.as_json()
     with transaction.atomic():
         job = JobRun.objects.create(
             kind=kind,
             target=target,
-            params=params,
+            params=data,
             created_by=actor.user if actor.user is not None and actor.user.is_authenticated else None,
         )
-        record(actor, f"job.{kind}", target, detail={"job": job.pk, **params})
+        record(actor, f"job.{kind}", target, detail={"job": job.pk, **data})
     enqueue(job, sync=sync)
     return JobRun.objects.get(pk=job.pk) if sync or (sync is None and settings.JOBS_SYNC) else job
 
 
-def do_start_compare(actor: Actor, left: Server, left_table: str, right: Server, right_table: str) -> JobRun:
-    target = f"{left.name}.{left_table} ↔ {right.name}.{right_table}"
-    return do_start_job(
-        actor,
-        "compare",
-        target,
-        {
-            "left_server": left.name,
-            "left_table": left_table,
-            "right_server": right.name,
-            "right_table": right_table,
-        },
-    )
-
-
-def do_compare_snapshot(actor: Actor, snapshot, sync: bool | None = None) -> JobRun:
-    """Compare a snapshot's destination with its source query."""
-    target = f"{snapshot.name} ↔ its source"
-    params = {
-        "snapshot": snapshot.name,
-        "left_server": snapshot.source_server_id,
-        "right_server": snapshot.dest_server_id,
-        "right_table": snapshot.dest_table,
-    }
-    return do_start_job(actor, "compare", target, params, sync=sync)
-
-
 def do_cancel_job(actor: Actor, job: JobRun) -> bool:
     """Cancel a queued job, or ask a running one to stop at its next progress report."""
-    require(actor, "replication_admin.operate", "job.cancel", str(job))
+    require(actor, OPERATE, "job.cancel", str(job))
     with transaction.atomic():
         updated = JobRun.objects.filter(pk=job.pk, state__in=[JobRun.State.QUEUED, JobRun.State.RUNNING]).update(
             state=JobRun.State.CANCELLED, finished_at=timezone.now(), message="cancelled by " + actor.username

@@ -11,7 +11,10 @@ from django.utils import timezone
 
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor, record, require
+from replication_admin.core.errors import ReplicationError
+from replication_admin.core.introspection import find_table, lookup_table, require_table
 from replication_admin.core.jobs import do_start_job
+from replication_admin.core.shapes import check_destination, destination_ddl, inc_shape, noninc_shape
 from replication_admin.engine import dialects
 from replication_admin.engine.refresh_sql import timestamp_literal
 from replication_admin.engine.snapshot_log import SnapshotLogError, rlog_name, rplog_name, snapshot_log
@@ -25,17 +28,8 @@ from replication_admin.models import (
     Snapshot,
     SnapshotLog,
 )
-from replication_admin.snapshots.shapes import (
-    SnapshotError,
-    check_destination,
-    destination_ddl,
-    find_table,
-    inc_shape,
-    lookup_table,
-    noninc_shape,
-    require_table,
-    snapshot_name,
-)
+from replication_admin.snapshots.runs import RefreshParams, RepairParams, SnapshotRefresh, SnapshotRepair
+from replication_admin.snapshots.shapes import SnapshotError, snapshot_name
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
@@ -80,7 +74,7 @@ def do_create_snapshot_log(actor: Actor, server: Server, table: str) -> Snapshot
             raise SnapshotError(f"table {rlog_name(info.name)!r} already exists on {server.name}; drop it first")
         objects = snapshot_log(dialects.get(server.dialect), info)
         _run_ddl(server, list(objects.create), list(objects.drop))
-    except (SnapshotError, SnapshotLogError, connections.ConnectionFailed) as exc:
+    except (ReplicationError, SnapshotLogError, connections.ConnectionFailed) as exc:
         _failed(actor, "snapshot_log.create", f"{server.name}.{table}", exc)
         raise SnapshotError(str(exc)) from None
     with transaction.atomic():
@@ -125,7 +119,7 @@ def do_drop_snapshot_log(actor: Actor, server: Server, table: str) -> str:
             cursor = conn.cursor()
             for statement in objects.drop:
                 cursor.execute(statement)
-    except (SnapshotError, SnapshotLogError, connections.ConnectionFailed, connections.TableNotFound) as exc:
+    except (ReplicationError, SnapshotLogError, connections.ConnectionFailed, connections.TableNotFound) as exc:
         _failed(actor, "snapshot_log.drop", f"{server.name}.{table}", exc)
         raise SnapshotError(str(exc)) from None
     except pyodbc.Error as exc:
@@ -220,7 +214,7 @@ def do_create_noninc_snapshot(actor: Actor, source: Server, query: str, dest: Se
         servers = frozenset(Server.objects.values_list("name", flat=True))
         shape = noninc_shape(source, query, servers)
         real, created = _create_destination(dest, table, shape)
-    except (SnapshotError, connections.ConnectionFailed) as exc:
+    except (ReplicationError, connections.ConnectionFailed) as exc:
         _failed(actor, "snapshot.create", name, exc)
         raise SnapshotError(str(exc)) from None
     snapshot = Snapshot(
@@ -250,7 +244,7 @@ def do_create_inc_snapshot(
             raise SnapshotError("a snapshot cannot be its own source table")
         shape = inc_shape(source, info, columns, condition)
         real, created = _create_destination(dest, table, shape)
-    except (SnapshotError, connections.ConnectionFailed) as exc:
+    except (ReplicationError, connections.ConnectionFailed) as exc:
         _failed(actor, "snapshot.create", name, exc)
         raise SnapshotError(str(exc)) from None
     snapshot = Snapshot(
@@ -299,8 +293,8 @@ def do_refresh_snapshot(
 ) -> JobRun:
     mode = " as nonincremental" if nonincremental else ""
     return do_start_job(
-        actor, "snapshot_refresh", f"UPDATE SNAPSHOT {snapshot.name}{mode}",
-        {"snapshot": snapshot.name, "nonincremental": nonincremental}, sync=sync,
+        actor, SnapshotRefresh, f"UPDATE SNAPSHOT {snapshot.name}{mode}",
+        RefreshParams(snapshot=snapshot.name, nonincremental=nonincremental), sync=sync,
     )  # fmt: skip
 
 
@@ -329,4 +323,6 @@ def do_schedule_snapshot(actor: Actor, snapshot: Snapshot, every_minutes: int | 
 
 def do_repair_snapshot(actor: Actor, snapshot: Snapshot, sync: bool | None = None) -> JobRun:
     """Fix exactly the destination rows that differ from the source query (found as compare finds them)."""
-    return do_start_job(actor, "snapshot_repair", f"repair {snapshot.name}", {"snapshot": snapshot.name}, sync=sync)
+    return do_start_job(
+        actor, SnapshotRepair, f"repair {snapshot.name}", RepairParams(snapshot=snapshot.name), sync=sync
+    )

@@ -13,147 +13,34 @@ each committed batch. Without a snapshot log, or before the first refresh, the r
 
 from __future__ import annotations
 
-import os
-import socket
-import time
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pyodbc
 from django.conf import settings
-from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from jobs import snapshot_refresh as spark_refresh
-from jobs.session import get_spark
+from jobs.repair import stage_repair
 from replication_admin.core import connections
+from replication_admin.core.introspection import find_table, lookup_table
+from replication_admin.core.locks import item_lock
+from replication_admin.core.shapes import SourceShape, moved_columns
+from replication_admin.core.spark import endpoint, spark_session
+from replication_admin.core.times import aware, naive_utc
+from replication_admin.core.transactions import run_each, run_in_transaction, scalar
 from replication_admin.engine import dialects
 from replication_admin.engine import refresh_sql as sql
 from replication_admin.engine.compare import plan_compare, read_type
 from replication_admin.engine.refresh_sql import Moved
 from replication_admin.engine.snapshot_log import rlog_name, rplog_ddl
-from replication_admin.models import JobRun, RegistryEntry, ReplLock, Server, Snapshot, SnapshotLog
-from replication_admin.snapshots.shapes import (
-    SnapshotError,
-    SourceShape,
-    find_table,
-    lookup_table,
-    moved_columns,
-    shape_of,
-)
-
-RETRYABLE = ("40001", "40P01", "1213", "1205", "deadlock", "database is locked")
-MAX_RETRIES = 5
-
-
-class LockBusy(RuntimeError):
-    pass
-
-
-def _alive(lock: ReplLock) -> bool:
-    if lock.job_id is not None:
-        state = JobRun.objects.filter(pk=lock.job_id).values_list("state", flat=True).first()
-        if state in JobRun.FINISHED or state is None:
-            return False
-    if lock.host != socket.gethostname():
-        return True
-    try:
-        os.kill(lock.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-@contextmanager
-def item_lock(name: str, job: JobRun | None):
-    """Hold `name` while applying; a lock left by a dead process is taken over."""
-    with transaction.atomic():
-        current = ReplLock.objects.select_for_update().filter(name=name).first()
-        if current is not None and current.pid != os.getpid():
-            if _alive(current):
-                raise LockBusy(f"{name} is being applied by job #{current.job_id} (pid {current.pid})")
-            # Its process is gone: say so on the job it left running, then take the item over.
-            JobRun.objects.filter(pk=current.job_id, state=JobRun.State.RUNNING).update(
-                state=JobRun.State.FAILED,
-                finished_at=timezone.now(),
-                error=f"the worker (pid {current.pid} on {current.host}) died during the run; "
-                f"job #{job.pk if job else '-'} took over and re-applied what was missing",
-            )
-        try:
-            ReplLock.objects.update_or_create(
-                name=name, defaults={"job": job, "pid": os.getpid(), "host": socket.gethostname()}
-            )
-        except IntegrityError:
-            raise LockBusy(f"{name} is being applied by another job") from None
-    try:
-        yield
-    finally:
-        ReplLock.objects.filter(name=name, pid=os.getpid()).delete()
-
-
-def _retryable(exc: Exception) -> bool:
-    text = " ".join(str(a) for a in exc.args)
-    return any(code in text for code in RETRYABLE)
-
-
-def run_in_transaction(server: Server, statements: list, attempts: int = MAX_RETRIES) -> None:
-    """Run statements (SQL text, or (SQL, parameters)) in one transaction on a server; deadlocks and
-    lock timeouts roll back and are retried from the start."""
-    for attempt in range(1, attempts + 1):
-        with connections.connect(server, autocommit=False) as conn:
-            cursor = conn.cursor()
-            try:
-                for statement in statements:
-                    if isinstance(statement, tuple):
-                        cursor.execute(statement[0], statement[1])
-                    else:
-                        cursor.execute(statement)
-                conn.commit()
-                return
-            except pyodbc.Error as exc:
-                conn.rollback()
-                if attempt < attempts and _retryable(exc):
-                    time.sleep(0.2 * attempt)
-                    continue
-                raise
-
-
-def run_each(server: Server, statements: list[str], ignore_errors: bool = False) -> None:
-    with connections.connect(server) as conn:
-        cursor = conn.cursor()
-        for statement in statements:
-            try:
-                cursor.execute(statement)
-            except pyodbc.Error:
-                if not ignore_errors:
-                    raise
-
-
-def scalar(server: Server, query: str, params: list | None = None):
-    with connections.connect(server, readonly=True) as conn:
-        row = conn.cursor().execute(query, params or []).fetchone()
-        return row[0] if row else None
-
-
-def _endpoint(server: Server, readonly: bool = False) -> spark_refresh.Endpoint:
-    return spark_refresh.Endpoint(dialect=server.dialect, jdbc=connections.jdbc_endpoint(server, readonly=readonly))
+from replication_admin.engine.values import bind_value
+from replication_admin.models import JobRun, RegistryEntry, Server, Snapshot, SnapshotLog
+from replication_admin.snapshots.shapes import SnapshotError, shape_of
 
 
 def _spark_safe(d, name: str) -> bool:
     # Spark quotes column names in its INSERT without escaping the quote character.
     return d.quote_char not in name
-
-
-def _aware(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
-
-
-def _naive_utc(value: datetime) -> datetime:
-    return value.astimezone(UTC).replace(tzinfo=None)
 
 
 def snapshot_log_for(snapshot: Snapshot) -> SnapshotLog | None:
@@ -174,12 +61,10 @@ def ensure_rplog(dest: Server, log: SnapshotLog) -> None:
     )
 
 
-def _job_snapshot(job: JobRun) -> Snapshot:
-    snapshot = (
-        Snapshot.objects.select_related("source_server", "dest_server").filter(name=job.params["snapshot"]).first()
-    )
+def _snapshot_named(name: str) -> Snapshot:
+    snapshot = Snapshot.objects.select_related("source_server", "dest_server").filter(name=name).first()
     if snapshot is None:
-        raise SnapshotError(f"snapshot {job.params['snapshot']} does not exist")
+        raise SnapshotError(f"snapshot {name} does not exist")
     return snapshot
 
 
@@ -202,7 +87,7 @@ def _destination(snapshot: Snapshot, shape: SourceShape):
 # --- full refresh ----------------------------------------------------------------------------------------
 
 
-def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter, spark_config) -> dict:
+def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter) -> dict:
     dest, d, schema, real, dest_info, moved = _destination(snapshot, shape)
     src_d = dialects.get(shape.server.dialect)
     source_types = dict(shape.output)
@@ -213,13 +98,13 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter, spark_config)
     if log is not None and rlog_present(shape):
         # Read before copying: changes made during the copy are replayed by the next incremental run.
         with reporter.phase("spark_session"):
-            spark = get_spark(spark_config)
+            spark = spark_session()
         assert shape.table is not None
         new_last_ts = spark_refresh.max_snaptime(
-            spark, _endpoint(shape.server, readonly=True), sql.max_snaptime_select(src_d, shape.table)
+            spark, endpoint(shape.server, readonly=True), sql.max_snaptime_select(src_d, shape.table)
         )
         if new_last_ts is None:
-            new_last_ts = _naive_utc(timezone.now())
+            new_last_ts = naive_utc(timezone.now())
         ensure_rplog(dest, log)
 
     staging = sql.staging_name(d, real, "RSTG")
@@ -234,9 +119,9 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter, spark_config)
         run_each(dest, [sql.guid_staging_ddl(d, guids, schema)])
         spark_refresh.stage_log_guids(
             spark,
-            _endpoint(shape.server, readonly=True),
+            endpoint(shape.server, readonly=True),
             sql.log_guids_select(src_d, shape.table, since),
-            _endpoint(dest),
+            endpoint(dest),
             d.qualify(guids, schema),
         )
     dependents = int(scalar(dest, *sql.dependents_sql(d, real, schema)) or 0)
@@ -258,20 +143,20 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter, spark_config)
     key_moves = [m for m in moved if m.is_key]
     partition = key_moves[0].alias if len(key_moves) == 1 and read_types[key_moves[0].alias] == "BIGINT" else None
     plan = spark_refresh.FullCopy(
-        source=_endpoint(shape.server, readonly=True),
+        source=endpoint(shape.server, readonly=True),
         select_sql=select_sql,
         custom_schema=", ".join(f"{m.alias} {read_types[m.alias]}" for m in moved),
         partition_alias=partition,
         moved=moved,
         read_types=read_types,
-        dest=_endpoint(dest),
+        dest=endpoint(dest),
         staging_sql=d.qualify(staging, schema),
         staging_columns=staging_columns,
     )
     try:
         if spark is None:
             with reporter.phase("spark_session"):
-                spark = get_spark(spark_config)
+                spark = spark_session()
         with reporter.phase("spark_copy"):
             rows = spark_refresh.full_copy(spark, plan, progress=reporter.spark_progress(1, 3, 4))
         reporter.progress(3, 4, f"{rows} rows staged; replacing the content of {real}")
@@ -295,7 +180,7 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter, spark_config)
         run_each(dest, drops, ignore_errors=True)
     updates = {"last_upd_bm": None}
     if new_last_ts is not None:
-        updates["last_ts"] = _aware(new_last_ts)
+        updates["last_ts"] = aware(new_last_ts)
     Snapshot.objects.filter(pk=snapshot.pk).update(**updates)
     reporter.progress(4, 4, f"replaced {real} with {rows} rows")
     return {
@@ -309,18 +194,18 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter, spark_config)
 # --- incremental refresh ---------------------------------------------------------------------------------
 
 
-def incremental_refresh(snapshot: Snapshot, shape: SourceShape, log: SnapshotLog, reporter, spark_config) -> dict:
+def incremental_refresh(snapshot: Snapshot, shape: SourceShape, log: SnapshotLog, reporter) -> dict:
     dest, d, schema, real, _dest_info, moved = _destination(snapshot, shape)
     assert shape.table is not None
     src_d = dialects.get(shape.server.dialect)
     tolerance = RegistryEntry.get_int("snp_repl_tolerance_offset")
     assert snapshot.last_ts is not None
-    since = _naive_utc(snapshot.last_ts) - timedelta(minutes=tolerance)
+    since = naive_utc(snapshot.last_ts) - timedelta(minutes=tolerance)
     try:
         window_rows = int(scalar(shape.server, sql.window_count_sql(src_d, shape.table, since)) or 0)
     except pyodbc.Error:
         reporter.log("the snapshot log table is missing on the source: refreshing non-incrementally")
-        return full_refresh(snapshot, shape, reporter, spark_config)
+        return full_refresh(snapshot, shape, reporter)
     ensure_rplog(dest, log)
     if window_rows <= settings.REFRESH_SMALL_WINDOW:
         return small_increment(snapshot, shape, log, moved, real, since, window_rows, reporter)
@@ -339,19 +224,19 @@ def incremental_refresh(snapshot: Snapshot, shape: SourceShape, log: SnapshotLog
         assert column is not None
         read_types[m.alias] = read_type(src_d, column.logical)
     plan = spark_refresh.IncrementLoad(
-        source=_endpoint(shape.server, readonly=True),
+        source=endpoint(shape.server, readonly=True),
         window_sql=sql.log_window_select(src_d, shape.table, moved, shape.condition_sql, since),
         window_schema=sql.log_window_schema(src_d, moved, shape.table),
         moved=moved,
         read_types=read_types,
-        dest=_endpoint(dest),
+        dest=endpoint(dest),
         rplog_sql=sql.rplog_select(d, log.rplog, schema, real, since),
         staging_sql=d.qualify(staging, schema),
     )
     reporter.progress(0, 1, f"reading the log window ({window_rows} rows) from {since:%Y-%m-%d %H:%M:%S} UTC on Spark")
     try:
         with reporter.phase("spark_session"):
-            spark = get_spark(spark_config)
+            spark = spark_session()
         with reporter.phase("spark_load"):
             batches = spark_refresh.load_increment(spark, plan, progress=None)
         total = sum(b.rows for b in batches)
@@ -364,7 +249,7 @@ def incremental_refresh(snapshot: Snapshot, shape: SourceShape, log: SnapshotLog
                     sql.apply_increment_sql(d, real, schema, staging, log.rplog, real, moved, batch.number),
                 )
                 applied += batch.rows
-                newest = _aware(batch.last_snaptime)
+                newest = aware(batch.last_snaptime)
                 current = Snapshot.objects.filter(pk=snapshot.pk).values_list("last_ts", flat=True).first()
                 if current is None or newest > current:
                     Snapshot.objects.filter(pk=snapshot.pk).update(last_ts=newest)
@@ -382,30 +267,29 @@ def incremental_refresh(snapshot: Snapshot, shape: SourceShape, log: SnapshotLog
     }
 
 
-def refresh_snapshot(job: JobRun, reporter, spark_config) -> dict:
-    snapshot = _job_snapshot(job)
+def refresh_snapshot(job: JobRun, reporter, name: str, nonincremental: bool = False) -> dict:
+    snapshot = _snapshot_named(name)
     with item_lock(f"snapshot:{snapshot.name}", job), connections.reuse():
         snapshot.refresh_from_db()
         shape = shape_of(snapshot)
-        if snapshot.is_incremental is not None and not job.params.get("nonincremental"):
+        if snapshot.is_incremental is not None and not nonincremental:
             log = snapshot_log_for(snapshot)
             if log is None:
                 reporter.log("no snapshot log on the source table: refreshing non-incrementally")
             elif snapshot.last_ts is None:
                 reporter.log("first refresh of an incremental snapshot: copying everything")
             else:
-                return incremental_refresh(snapshot, shape, log, reporter, spark_config)
-        return full_refresh(snapshot, shape, reporter, spark_config)
+                return incremental_refresh(snapshot, shape, log, reporter)
+        return full_refresh(snapshot, shape, reporter)
 
 
 # --- repair ---------------------------------------------------------------------------------------------
 
 
-def repair_snapshot(job: JobRun, reporter, spark_config) -> dict:
+def repair_snapshot(job: JobRun, reporter, name: str) -> dict:
     """Make the destination equal to the snapshot's source query by fixing only the rows that differ."""
-    from jobs.repair import stage_repair
 
-    snapshot = _job_snapshot(job)
+    snapshot = _snapshot_named(name)
     with item_lock(f"snapshot:{snapshot.name}", job):
         shape = shape_of(snapshot)
         dest, d, schema, real, dest_info, _moved = _destination(snapshot, shape)
@@ -427,15 +311,15 @@ def repair_snapshot(job: JobRun, reporter, spark_config) -> dict:
         )
         try:
             with reporter.phase("spark_session"):
-                spark = get_spark(spark_config)
+                spark = spark_session()
             reporter.progress(1, 3, "finding the rows that differ")
             with reporter.phase("spark_diff"):
                 counts = stage_repair(
                     spark,
                     plan,
                     moved,
-                    _endpoint(shape.server, readonly=True),
-                    _endpoint(dest),
+                    endpoint(shape.server, readonly=True),
+                    endpoint(dest),
                     d.qualify(staging, schema),
                     progress=reporter.spark_progress(1, 1, 3),
                 )
@@ -453,7 +337,6 @@ def small_increment(
     snapshot: Snapshot, shape: SourceShape, log: SnapshotLog, moved, real: str, since, window_rows: int, reporter
 ) -> dict:
     """A log window small enough to apply without Spark: the same reads, the same one-transaction apply."""
-    from replication_admin.engine.values import bind_value
 
     assert shape.table is not None
     dest = snapshot.dest_server
@@ -514,8 +397,8 @@ def small_increment(
         run_in_transaction(dest, statements)
     newest = max(_parse_snaptime(r[width]) for r in pending)
     current = Snapshot.objects.filter(pk=snapshot.pk).values_list("last_ts", flat=True).first()
-    if current is None or _aware(newest) > current:
-        Snapshot.objects.filter(pk=snapshot.pk).update(last_ts=_aware(newest))
+    if current is None or aware(newest) > current:
+        Snapshot.objects.filter(pk=snapshot.pk).update(last_ts=aware(newest))
     reporter.progress(1, 1, f"applied {len(pending)} change(s) in one transaction")
     return {
         "mode": "incremental",

@@ -10,15 +10,14 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from replication_admin.console.status_api import last_refreshes
 from replication_admin.core import connections
-from replication_admin.core import jobs as job_actions
 from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.errors import ReplicationError
 from replication_admin.core.web import check_perm, denied, listing
 from replication_admin.engine.snapshot_log import rlog_name
 from replication_admin.engine.statements import StatementError
 from replication_admin.models import JobRun, ScheduledEvent, Server, Snapshot, SnapshotLog
 from replication_admin.servers.forms import ScheduleForm, SnapshotForm, StatementForm
 from replication_admin.snapshots import actions as snap
-from replication_admin.snapshots.shapes import SnapshotError
 from replication_admin.statements import execute
 
 OPERATE = "replication_admin.operate"
@@ -86,7 +85,7 @@ def snapshot_create(request: HttpRequest) -> HttpResponse:
             job = snap.do_refresh_snapshot(actor, snapshot, nonincremental=d["kind"] != "incremental")
         except PermissionDenied as exc:
             return denied(request, exc)
-        except SnapshotError as exc:
+        except ReplicationError as exc:
             form.add_error(None, str(exc))
         else:
             messages.success(request, f"Snapshot {snapshot.name} created; the first refresh is running.")
@@ -118,11 +117,6 @@ def _start(request: HttpRequest, name: str, start) -> HttpResponse:
 def snapshot_refresh(request: HttpRequest, name: str) -> HttpResponse:
     full = request.POST.get("mode") == "full"
     return _start(request, name, lambda actor, s: snap.do_refresh_snapshot(actor, s, nonincremental=full))
-
-
-@require_POST
-def snapshot_compare(request: HttpRequest, name: str) -> HttpResponse:
-    return _start(request, name, job_actions.do_compare_snapshot)
 
 
 @require_http_methods(["GET", "POST"])
@@ -169,7 +163,7 @@ def snapshot_drop(request: HttpRequest, name: str) -> HttpResponse:
             message = snap.do_drop_snapshot(Actor.from_request(request), snapshot, with_delete)
         except PermissionDenied as exc:
             return denied(request, exc)
-        except SnapshotError as exc:
+        except ReplicationError as exc:
             messages.error(request, str(exc))
             return redirect("snapshots-detail", name=name)
         messages.success(request, message)
@@ -246,7 +240,7 @@ def snapshot_log_action(request: HttpRequest, server: str, action: str) -> HttpR
             return HttpResponse(status=404)
     except PermissionDenied as exc:
         return denied(request, exc)
-    except SnapshotError as exc:
+    except ReplicationError as exc:
         messages.error(request, str(exc))
     return redirect("snapshots-logs", server=srv.name)
 

@@ -9,9 +9,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from replication_admin.core.audit import Actor, record, require
+from replication_admin.core.errors import ReplicationError
+from replication_admin.core.introspection import lookup_table
 from replication_admin.core.jobs import do_start_job
 from replication_admin.engine import levels
 from replication_admin.models import (
+    ConflictBackup,
     DeclaredServer,
     JobRun,
     ReplAccount,
@@ -21,8 +24,8 @@ from replication_admin.models import (
     TpGrant,
     TpItem,
 )
-from replication_admin.snapshots.shapes import SnapshotError, lookup_table
 from replication_admin.transactional import replication as trx
+from replication_admin.transactional.runs import SubscriptionParams, TrxInit, TrxSync
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
@@ -36,14 +39,14 @@ def _failed(actor: Actor, action: str, target: str, error: Exception) -> None:
 
 
 def _guarded(actor: Actor, action: str, target: str):
-    """Context: a SnapshotError raised inside is recorded in the audit log, then passed on."""
+    """Context: a ReplicationError raised inside is recorded in the audit log, then passed on."""
 
     class Guard:
         def __enter__(self):
             return self
 
         def __exit__(self, kind, exc, tb):
-            if exc is not None and isinstance(exc, SnapshotError):
+            if exc is not None and isinstance(exc, ReplicationError):
                 _failed(actor, action, target, exc)
             return False
 
@@ -323,9 +326,9 @@ def do_unsubscribe(actor: Actor, sub: ReplSubscriber, item: str | None = None) -
 def do_init_copy(actor: Actor, sub: ReplSubscriber, sync: bool | None = None) -> JobRun:
     return do_start_job(
         actor,
-        "trx_init",
+        TrxInit,
         f"{sub.subscriber} <- {sub.server}/{sub.account}",
-        {"subscription": sub.pk},
+        SubscriptionParams(subscription=sub.pk),
         perm=OPERATE,
         sync=sync,
     )
@@ -334,9 +337,9 @@ def do_init_copy(actor: Actor, sub: ReplSubscriber, sync: bool | None = None) ->
 def do_sync(actor: Actor, sub: ReplSubscriber, sync: bool | None = None) -> JobRun:
     return do_start_job(
         actor,
-        "trx_sync",
+        TrxSync,
         f"{sub.subscriber} <- {sub.server}/{sub.account}",
-        {"subscription": sub.pk},
+        SubscriptionParams(subscription=sub.pk),
         perm=OPERATE,
         sync=sync,
     )
@@ -484,3 +487,8 @@ def published_table(server: Server, table: str):
         if trx.item_table(item.item) == info.name:
             return info
     raise trx.TrxError(f"{server.name}.{info.name} is not in a transactional publication")
+
+
+def reapply_losing_version(backup: ConflictBackup) -> str:
+    """The conflict inbox's re-apply of a transactional conflict's losing version (on the publisher)."""
+    return trx.reapply_losing_version(backup)

@@ -13,7 +13,6 @@ in RTLEVEL (so the subscriber goes on) and in REPL_SKIPPED_TX (so the gap shows 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import time
@@ -23,13 +22,31 @@ from dataclasses import dataclass, field
 import pyodbc
 from django.utils import timezone
 
-from replication_admin.bidir.sync import error_message, run_with_undo
+from jobs import snapshot_refresh as spark_refresh
 from replication_admin.core import connections
-from replication_admin.engine import dialects, levels
+from replication_admin.core.alerts import safely_raise
+from replication_admin.core.conflicts import decide, default_decision, json_row, new_guid, resolver_chain
+from replication_admin.core.errors import ReplicationError
+from replication_admin.core.introspection import lookup_table
+from replication_admin.core.locks import item_lock
+from replication_admin.core.shapes import inc_shape, moved_columns
+from replication_admin.core.spark import spark_session
+from replication_admin.core.transactions import (
+    error_message,
+    is_retryable,
+    run_each,
+    run_in_transaction,
+    run_with_undo,
+    with_retries,
+)
+from replication_admin.engine import bidir_sql, dialects, levels, refresh_sql
 from replication_admin.engine import transactional_sql as sql
+from replication_admin.engine.compare import read_type
 from replication_admin.engine.refresh_sql import create_table_ddl
+from replication_admin.engine.resolvers import DEFAULT_DECISION, ResolverColumn, spark_type
 from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.models import (
+    ConflictBackup,
     LevelSample,
     RegistryEntry,
     ReplAccount,
@@ -37,20 +54,13 @@ from replication_admin.models import (
     Server,
     SkippedTransaction,
     TpItem,
+    TransactionalConflictResolver,
 )
-from replication_admin.snapshots.refresh import RETRYABLE, run_each
-from replication_admin.snapshots.shapes import SnapshotError, lookup_table
 
 log = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 5
-CONNECTION_LOST = (
-    "08S01", "08001", "08003", "08006", "57P01", "server has gone away", "Lost connection",
-    "terminating connection", "server closed the connection", "no connection to the server",
-)  # fmt: skip
 
-
-class TrxError(SnapshotError):
+class TrxError(ReplicationError):
     """A transactional replication request that cannot be carried out; the message says why."""
 
 
@@ -143,8 +153,6 @@ def add_capture(
     statements: list[str] = []
     undo: list[str] = []
     if updateable:
-        from replication_admin.engine import bidir_sql
-
         try:
             guid = sql.rowguid_objects(d, table, local)
             if bidir_sql.check_rowguid(table) is None:
@@ -170,38 +178,10 @@ def drop_capture(server: Server, account: str, table_name: str) -> None:
     run_each(server, drops, ignore_errors=True)
 
 
-def with_retries(server: Server, work: Callable):
-    """Run work(cursor) in one transaction on `server` and commit it. Deadlocks, lock timeouts and lost
-    connections roll back and run the work again on a new connection; any other error propagates."""
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        with connections.connect(server, autocommit=False) as conn:
-            cursor = conn.cursor()
-            try:
-                result = work(cursor)
-                conn.commit()
-                return result
-            except pyodbc.Error as exc:
-                with contextlib.suppress(pyodbc.Error):
-                    conn.rollback()  # a lost connection cannot roll back; its transaction is gone anyway
-                if attempt < MAX_ATTEMPTS and retryable(exc):
-                    time.sleep(0.1 * attempt)
-                    continue
-                raise
-    raise AssertionError("unreachable")
-
-
-def run_transaction(server: Server, statements: Sequence[tuple[str, list]]) -> None:
-    def work(cursor) -> None:
-        for text, params in statements:
-            cursor.execute(text, params) if params else cursor.execute(text)
-
-    with_retries(server, work)
-
-
 def append_entry(server: Server, account: str, op: str, table: str, payload: str) -> None:
     """Log one entry (a REPL_TEXT call, a creating statement) as a transaction of its own."""
     d = _d(server)
-    run_transaction(server, sql.append_entry_sql(d, account, op, table, payload, server.name, schema_of(server)))
+    run_in_transaction(server, sql.append_entry_sql(d, account, op, table, payload, server.name, schema_of(server)))
     sequence(server, account)
 
 
@@ -249,7 +229,7 @@ def publisher_count(server: Server, account: str) -> int:
             return int(count)
         except pyodbc.Error as exc:
             conn.rollback()
-            if not retryable(exc):
+            if not is_retryable(exc):
                 raise
     # A writer holds the counter: its number may still grow, the ones before it are complete.
     with connections.connect(server) as conn:
@@ -283,7 +263,7 @@ def purge_log(server: Server, account: str, upto: int) -> int:
             .execute(f"SELECT COUNT(*) FROM {d.qualify(names.tx, schema)} WHERE {q('N')} <= ?", [upto])
             .fetchone()[0]
         )
-    run_transaction(server, [(text, [upto]) for text in sql.purge_sql(d, account, schema)])
+    run_in_transaction(server, [(text, [upto]) for text in sql.purge_sql(d, account, schema)])
     return int(before)
 
 
@@ -322,11 +302,6 @@ def set_subscriber_position(sub: Server, publisher: str, account: str, count: in
 
 
 # --- applying transactions on a subscriber ------------------------------------------------------------------
-
-
-def retryable(exc: Exception) -> bool:
-    text = " ".join(str(a) for a in exc.args)
-    return any(code in text for code in (*RETRYABLE, *CONNECTION_LOST))
 
 
 @dataclass
@@ -473,7 +448,7 @@ def skip_transaction(target: Target, txn: sql.Transaction, expected: int, error:
         count=txn.count,
         defaults={"level": txn.level, "error": error[:4000], "entries": json.loads(json.dumps(entries, default=str))},
     )
-    run_transaction(
+    run_in_transaction(
         target.server,
         [
             (
@@ -539,8 +514,6 @@ def check_request(sub: ReplSubscriber, level: int, pub_level: int, pub_count: in
             "(REPL_INIT_COPY) and mark it valid before it syncs again"
         )
     if not ok:
-        from replication_admin.core.alerts import safely_raise
-
         message = f"{sub.subscriber} is no longer valid for {sub.server}/{sub.account}: {reason}"
         safely_raise(
             "subscriber_invalid", f"{sub.subscriber} <- {sub.server}/{sub.account}", message, sub.get_absolute_url()
@@ -568,7 +541,7 @@ def sync_once(
     count = levels.count_of(level, pub_level, pub_count)
     if count != _own_count:
         # Seen from this publisher's log the level means another count (the log was renumbered).
-        run_transaction(
+        run_in_transaction(
             sub_server,
             [
                 (
@@ -662,8 +635,6 @@ def record_position(sub: ReplSubscriber, count: int, pub_count: int, force: bool
     threshold = ReplAccount.objects.filter(server=sub.server, account=sub.account).values_list("alert_lag", flat=True)
     behind = pub_count - count
     if threshold and threshold[0] is not None and behind > threshold[0]:
-        from replication_admin.core.alerts import safely_raise
-
         safely_raise(
             "lag",
             f"{sub.subscriber} <- {sub.server}/{sub.account}",
@@ -710,17 +681,10 @@ def create_subscriber_table(pub_server: Server, sub_server: Server, name: str) -
     return describe(sub_server, source.name)
 
 
-def init_copy(job, reporter, spark_config) -> dict:
+def init_copy(job, reporter, subscription_id: int) -> dict:
     """Copy every published table to the subscriber and set its level to the publisher's level read
     before the copy: the sync replays what changed during the copy (replays are idempotent)."""
-    from jobs import snapshot_refresh as spark_refresh
-    from jobs.session import get_spark
-    from replication_admin.engine import refresh_sql
-    from replication_admin.engine.compare import read_type
-    from replication_admin.snapshots.refresh import item_lock
-    from replication_admin.snapshots.shapes import inc_shape, moved_columns
-
-    sub = ReplSubscriber.objects.get(pk=job.params["subscription"])
+    sub = ReplSubscriber.objects.get(pk=subscription_id)
     acct = publication(sub.server, sub.account)
     pub_server, sub_server = server_named(sub.server), server_named(sub.subscriber)
     with item_lock(lock_name(sub), job), connections.reuse():
@@ -768,7 +732,7 @@ def init_copy(job, reporter, spark_config) -> dict:
                 )
                 if spark is None:
                     with reporter.phase("spark_session"):
-                        spark = get_spark(spark_config)
+                        spark = spark_session()
                 with reporter.phase("spark_copy"):
                     copied[dest.name] = spark_refresh.full_copy(spark, plan)
                 reporter.progress(done + 1, len(items) + 1, f"staged {copied[dest.name]} row(s) of {dest.name}")
@@ -789,7 +753,7 @@ def init_copy(job, reporter, spark_config) -> dict:
             statements += set_subscriber_position(sub_server, sub.server, sub.account, count)
             statements += [(s, []) for s in sql.reset_context_sql(d, schema)]
             with reporter.phase("apply"):
-                run_transaction(sub_server, statements)
+                run_in_transaction(sub_server, statements)
         finally:
             run_each(
                 sub_server, [f"DROP TABLE IF EXISTS {d.qualify(s, schema)}" for _, s, _ in staged], ignore_errors=True
@@ -810,10 +774,8 @@ def lock_name(sub: ReplSubscriber) -> str:
     return f"trx:{sub.subscriber}:{sub.server}:{sub.account}"
 
 
-def sync_job(job, reporter) -> dict:
-    from replication_admin.snapshots.refresh import item_lock
-
-    sub = ReplSubscriber.objects.get(pk=job.params["subscription"])
+def sync_subscription(job, reporter, subscription_id: int) -> dict:
+    sub = ReplSubscriber.objects.get(pk=subscription_id)
     with item_lock(lock_name(sub), job), connections.reuse():
         set_state(sub, ReplSubscriber.SYNCING)
         try:
@@ -899,13 +861,7 @@ def setup_push(sub: ReplSubscriber, acct: ReplAccount) -> None:
         add_capture(sub_server, push_acct, table, updateable=True)
     ensure_level_table(pub_server)
     count = publisher_count(sub_server, push_acct)
-    run_transaction(pub_server, set_subscriber_position(pub_server, sub.subscriber, push_acct, count))
-
-
-def _json_row(values: dict) -> dict:
-    from replication_admin.engine.resolvers import to_json_value
-
-    return {k: to_json_value(v) for k, v in values.items()}
+    run_in_transaction(pub_server, set_subscriber_position(pub_server, sub.subscriber, push_acct, count))
 
 
 def _classify(op: str, current: dict | None, old: dict | None) -> str | None:
@@ -920,115 +876,152 @@ def _classify(op: str, current: dict | None, old: dict | None) -> str | None:
     return None
 
 
-DEFAULT_DECISION = {"I": 3, "U": 3, "D": 5}
+class _Undecided(Exception):
+    """Conflicts met inside a push transaction that resolvers must decide: the transaction is rolled back,
+    they are decided together in one Spark job (outside any open transaction), and it runs again."""
+
+    def __init__(self, conflicts: list[tuple[TableInfo, dict]]) -> None:
+        super().__init__(f"{len(conflicts)} conflict(s) to decide")
+        self.conflicts = conflicts
 
 
-def _decide(acct: ReplAccount, table: TableInfo, ctype: str, current, incoming, old) -> dict:
-    from replication_admin.conflicts.actions import chain_for
-    from replication_admin.engine.resolvers import ResolverColumn, spark_type
-    from replication_admin.models import TransactionalConflictResolver
+MAX_DECISION_ROUNDS = 5  # a row that keeps changing while its conflict is decided is read and decided again
 
-    chain = [r for r in chain_for(f"{acct.server}.{table.name}", TransactionalConflictResolver) if r.cr_type == ctype]
-    if not chain:
-        return {"decision": DEFAULT_DECISION[ctype], "resolver": "default", "resolver_id": None, "final": None}
-    from jobs.resolve import decide_rows
-    from jobs.session import get_spark
-    from replication_admin.tasks import spark_config
 
-    columns = [ResolverColumn(c.name, spark_type(c.logical), bool(c.pk_position)) for c in table.columns]
-    conflict = {"key": "c", "type": ctype, "pub": current, "new": incoming, "old": old or {}}
-    return decide_rows(get_spark(spark_config()), [conflict], chain, columns)[0]
+def _decide_all(pending: list[tuple[TableInfo, dict]], chains: dict[str, list], decisions: dict[str, dict]) -> None:
+    """Decide every pending conflict, one Spark job per table, and remember each decision with its input."""
+    by_table: dict[str, tuple[TableInfo, list[dict]]] = {}
+    for table, conflict in pending:
+        by_table.setdefault(table.name, (table, []))[1].append(conflict)
+    for name, (table, conflicts) in by_table.items():
+        columns = [ResolverColumn(c.name, spark_type(c.logical), bool(c.pk_position)) for c in table.columns]
+        for conflict, decision in zip(conflicts, decide(conflicts, chains[name], columns), strict=True):
+            decisions[conflict["key"]] = {"input": conflict, **decision}
 
 
 def _current(cursor, d, table: TableInfo, key: list) -> dict | None:
     row = cursor.execute(sql.row_select_sql(d, table), key).fetchone()
-    return None if row is None else _json_row(dict(zip([c.name for c in table.columns], row, strict=True)))
+    return None if row is None else json_row(dict(zip([c.name for c in table.columns], row, strict=True)))
 
 
 def push_transaction(
     acct: ReplAccount, pub_server: Server, tables: dict[str, TableInfo], subscriber: str, txn, expected: int
 ) -> int:
     """Replay one of the subscriber's transactions on the publisher, deciding conflicts, in one publisher
-    transaction that also records how far the subscriber's log has been pushed."""
-    import uuid
+    transaction that also records how far the subscriber's log has been pushed. Conflicts that resolvers
+    decide are decided in one batch between two attempts, never while the publisher transaction is open;
+    an attempt applies a decision only to the very versions it was made for."""
+    chains = {name: resolver_chain(f"{acct.server}.{name}", TransactionalConflictResolver) for name in tables}
+    decisions: dict[str, dict] = {}
+    for _ in range(MAX_DECISION_ROUNDS):
+        try:
+            return with_retries(
+                pub_server,
+                lambda cursor: _push_work(
+                    cursor, acct, pub_server, tables, subscriber, txn, expected, chains, decisions
+                ),
+            )
+        except _Undecided as undecided:
+            _decide_all(undecided.conflicts, chains, decisions)
+    raise TrxError(
+        f"{subscriber}'s transaction {txn.count}: rows kept changing on {acct.server} while its conflicts were "
+        f"decided ({MAX_DECISION_ROUNDS} times); the next sync tries again"
+    )
 
-    from replication_admin.models import ConflictBackup
 
+def _push_work(
+    cursor,
+    acct: ReplAccount,
+    pub_server: Server,
+    tables: dict[str, TableInfo],
+    subscriber: str,
+    txn,
+    expected: int,
+    chains: dict[str, list],
+    decisions: dict[str, dict],
+) -> int:
     d = _d(pub_server)
     schema = schema_of(pub_server)
     push_acct = sql.push_account(acct.account)
     guid = sql.ROWGUID_COLUMN
-
-    def work(cursor) -> int:
-        for statement in sql.replay_context_sql(d, False, subscriber, schema):
-            cursor.execute(statement)
-        conflicted = False
-        for entry in txn.entries:
-            if entry.op not in ("I", "U", "D") or entry.table not in tables:
-                continue  # calls and other tables are not replicated back
-            table = tables[entry.table]
-            image = entry.new if entry.op != "D" else entry.old
-            key = sql.key_values(image, table, d.name)
-            current = _current(cursor, d, table, key)
-            incoming = _json_row(entry.new) if entry.new else None
-            old = _json_row(entry.old) if entry.old else None
-            ctype = _classify(entry.op, current, old)
-            if ctype is None:
-                _write(cursor, d, table, entry.op, entry.new, key)
-                continue
-            conflicted = True
-            decision = _decide(acct, table, ctype, current, incoming, old)
-            code = int(decision["decision"]) or DEFAULT_DECISION[ctype]
-            fresh = f"{acct.server}@{uuid.uuid4()}"
-            if code == 1:
-                _write(cursor, d, table, entry.op, entry.new, key)
-                winner, loser = incoming, current
-            elif code == 2 and entry.op != "D":
-                final = {**(decision.get("final") or incoming), guid: fresh}
-                _write(cursor, d, table, "U", final, key)
-                winner, loser = final, current
-            else:  # the publisher's version stands and goes out again, to the originator too
-                if current is not None:
-                    cursor.execute(sql.touch_sql(d, table), [fresh, *key])
-                winner, loser = current, incoming or old
-                code = code if code in (3, 5) else DEFAULT_DECISION[ctype]
-            ConflictBackup.objects.update_or_create(
-                item=f"{acct.server}.{table.name}",
-                source=subscriber,
-                change_guid=f"{subscriber}:{txn.count}:{entry.seq}",
-                defaults={
-                    "kind": "transactional",
-                    "table_name": table.name,
-                    "publisher": acct.server,
-                    "origin": txn.origin or subscriber,
-                    "primary_key": {k.name: v for k, v in zip(table.primary_key, key, strict=True)},
-                    "conflict_type": ctype,
-                    "operation": entry.op,
-                    "decision": code,
-                    "resolver_id": decision.get("resolver_id"),
-                    "resolver": decision.get("resolver") or "default",
-                    "publisher_row": current,
-                    "incoming_row": incoming or old,
-                    "old_rowguid": (old or {}).get(guid),
-                    "winning_row": winner,
-                    "losing_row": loser,
-                    "note": decision.get("note") or "",
-                },
-            )
-        if conflicted:
-            for statement in sql.retag_origin_sql(d, acct.account, acct.server, schema):
-                cursor.execute(statement)
-        cursor.execute(
-            sql.level_advance_sql(d, schema),
-            [levels.level_of(txn.count), txn.count, subscriber, push_acct, expected],
+    for statement in sql.replay_context_sql(d, False, subscriber, schema):
+        cursor.execute(statement)
+    conflicted = False
+    undecided: list[tuple[TableInfo, dict]] = []
+    for entry in txn.entries:
+        if entry.op not in ("I", "U", "D") or entry.table not in tables:
+            continue  # calls and other tables are not replicated back
+        table = tables[entry.table]
+        image = entry.new if entry.op != "D" else entry.old
+        key = sql.key_values(image, table, d.name)
+        current = _current(cursor, d, table, key)
+        incoming = json_row(entry.new) if entry.new else None
+        old = json_row(entry.old) if entry.old else None
+        ctype = _classify(entry.op, current, old)
+        if ctype is None:
+            _write(cursor, d, table, entry.op, entry.new, key)
+            continue
+        conflicted = True
+        change = f"{subscriber}:{txn.count}:{entry.seq}"
+        conflict = {"key": change, "type": ctype, "pub": current, "new": incoming, "old": old or {}}
+        if not any(spec.cr_type == ctype for spec in chains[table.name]):
+            decision = default_decision(conflict)
+        elif change in decisions and decisions[change]["input"] == conflict:
+            decision = decisions[change]
+        else:
+            undecided.append((table, conflict))
+            continue
+        code = int(decision["decision"]) or DEFAULT_DECISION[ctype]
+        fresh = new_guid(acct.server)
+        if code == 1:
+            _write(cursor, d, table, entry.op, entry.new, key)
+            winner, loser = incoming, current
+        elif code == 2 and entry.op != "D":
+            final = {**(decision.get("final") or incoming), guid: fresh}
+            _write(cursor, d, table, "U", final, key)
+            winner, loser = final, current
+        else:  # the publisher's version stands and goes out again, to the originator too
+            if current is not None:
+                cursor.execute(sql.touch_sql(d, table), [fresh, *key])
+            winner, loser = current, incoming or old
+            code = code if code in (3, 5) else DEFAULT_DECISION[ctype]
+        ConflictBackup.objects.update_or_create(
+            item=f"{acct.server}.{table.name}",
+            source=subscriber,
+            change_guid=change,
+            defaults={
+                "kind": "transactional",
+                "table_name": table.name,
+                "publisher": acct.server,
+                "origin": txn.origin or subscriber,
+                "primary_key": {k.name: v for k, v in zip(table.primary_key, key, strict=True)},
+                "conflict_type": ctype,
+                "operation": entry.op,
+                "decision": code,
+                "resolver_id": decision.get("resolver_id"),
+                "resolver": decision.get("resolver") or "default",
+                "publisher_row": current,
+                "incoming_row": incoming or old,
+                "old_rowguid": (old or {}).get(guid),
+                "winning_row": winner,
+                "losing_row": loser,
+                "note": decision.get("note") or "",
+            },
         )
-        if cursor.rowcount != 1:
-            raise LevelMoved(f"{acct.server} has already taken {subscriber}'s transaction {txn.count}")
-        for statement in sql.reset_context_sql(d, schema):
+    if undecided:
+        raise _Undecided(undecided)
+    if conflicted:
+        for statement in sql.retag_origin_sql(d, acct.account, acct.server, schema):
             cursor.execute(statement)
-        return txn.count
-
-    return with_retries(pub_server, work)
+    cursor.execute(
+        sql.level_advance_sql(d, schema),
+        [levels.level_of(txn.count), txn.count, subscriber, push_acct, expected],
+    )
+    if cursor.rowcount != 1:
+        raise LevelMoved(f"{acct.server} has already taken {subscriber}'s transaction {txn.count}")
+    for statement in sql.reset_context_sql(d, schema):
+        cursor.execute(statement)
+    return txn.count
 
 
 def _write(cursor, d, table: TableInfo, op: str, image: dict | None, key: list) -> None:
@@ -1134,7 +1127,7 @@ def publish_procedure(server: Server, account: str, name: str, options: int) -> 
             ],
         )
     )
-    run_transaction(server, statements)
+    run_in_transaction(server, statements)
 
 
 def unpublish_procedure(server: Server, name: str) -> None:
@@ -1158,7 +1151,7 @@ def unpublish_procedure(server: Server, name: str) -> None:
             (f"ALTER PROCEDURE {d.qualify(body, schema or 'public')} RENAME TO {q(name)}", []),
         ]
     statements.append((f"DELETE FROM {table} WHERE {q('NAME')} = ?", [name]))
-    run_transaction(server, statements)
+    run_in_transaction(server, statements)
 
 
 def procedure_definitions(server: Server, account: str) -> list[tuple[str, str]]:
@@ -1186,21 +1179,17 @@ def procedure_definitions(server: Server, account: str) -> list[tuple[str, str]]
 def reapply_losing_version(backup) -> str:
     """Conflict inbox, transactional: write the losing version on the publisher as a change of its own
     (a new ROWGUID of the publisher's), so the next syncs send it to every subscriber, its originator too."""
-    import uuid
-
-    from replication_admin.models import ConflictBackup
-
     server = server_named(backup.publisher)
     table = describe(server, backup.table_name)
     d = _d(server)
     key = sql.key_values(backup.primary_key or {}, table, d.name)
     loser = backup.losing_row
     if not loser or (backup.operation == "D" and backup.decision in (3, 5)):
-        run_transaction(server, [(sql.delete_sql(d, table), key)])
+        run_in_transaction(server, [(sql.delete_sql(d, table), key)])
         message = f"deleted {backup.primary_key} on {server.name}"
     else:
-        row = {**loser, sql.ROWGUID_COLUMN: f"{server.name}@{uuid.uuid4()}"}
-        run_transaction(server, [(sql.upsert_sql(d, table, 1), sql.row_values(row, table, d.name))])
+        row = {**loser, sql.ROWGUID_COLUMN: new_guid(server.name)}
+        run_in_transaction(server, [(sql.upsert_sql(d, table, 1), sql.row_values(row, table, d.name))])
         message = f"wrote the losing version of {backup.primary_key} on {server.name}; the next syncs send it on"
     ConflictBackup.objects.filter(pk=backup.pk).update(reapplied_at=timezone.now())
     return message

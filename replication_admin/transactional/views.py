@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.connections import ConnectionFailed
+from replication_admin.core.errors import ReplicationError
 from replication_admin.core.web import check_perm, denied, is_htmx, line_chart, listing, local_stamp
 from replication_admin.engine.schedule import EventTimes, next_run
 from replication_admin.models import (
@@ -30,7 +31,6 @@ from replication_admin.models import (
     TpGrant,
     TpItem,
 )
-from replication_admin.snapshots.shapes import SnapshotError
 from replication_admin.transactional import actions as trx_actions
 from replication_admin.transactional.forms import (
     MONTHS,
@@ -47,7 +47,7 @@ from replication_admin.transactional.forms import (
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
-ACTION_ERRORS = (SnapshotError, ConnectionFailed, pyodbc.Error)
+ACTION_ERRORS = (ReplicationError, ConnectionFailed, pyodbc.Error)
 SAMPLES_PER_SUBSCRIBER = 500
 PUBLICATION_TEMPLATE = "replication_admin/trx/publication_detail.html"
 SUBSCRIPTION_TEMPLATE = "replication_admin/trx/subscription_detail.html"

@@ -14,6 +14,7 @@ from django.db import transaction
 from replication_admin.conflicts import actions as resolver_actions
 from replication_admin.core import connections, crypto
 from replication_admin.core.audit import Actor, record, require
+from replication_admin.core.introspection import lookup_table
 from replication_admin.engine import dialects
 from replication_admin.engine import statements as st
 from replication_admin.engine.queries import QueryError, check_column_list, check_condition
@@ -30,7 +31,7 @@ from replication_admin.models import (
     TransactionalConflictResolver,
 )
 from replication_admin.servers.actions import ServerData, do_register_server, transient_server, validate
-from replication_admin.snapshots.shapes import lookup_table, snapshot_name
+from replication_admin.snapshots.shapes import snapshot_name
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"

@@ -13,9 +13,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.errors import ReplicationError
+from replication_admin.core.introspection import lookup_table
 from replication_admin.core.web import check_perm, denied, is_htmx
 from replication_admin.models import JobRun, ReplSubscriber, Server, Snapshot, SnapshotPublication
-from replication_admin.snapshots.shapes import SnapshotError, lookup_table, snapshot_name
+from replication_admin.snapshots.shapes import snapshot_name
 from replication_admin.wizard.forms import (
     ModeForm,
     ResolversForm,
@@ -47,7 +49,7 @@ PLAN_KEY = "setup_wizard"
 RESULT_KEY = "setup_wizard_result"
 EDIT = "replication_admin.edit"
 # What a step may fail with besides PlanError: servers that went away, tables that can't be read.
-STEP_ERRORS = (PlanError, connections.ConnectionFailed, connections.TableNotFound, SnapshotError)
+STEP_ERRORS = (PlanError, connections.ConnectionFailed, connections.TableNotFound, ReplicationError)
 
 
 def _plan(request: HttpRequest) -> Plan:

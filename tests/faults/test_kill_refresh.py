@@ -16,8 +16,8 @@ import time
 
 import pytest
 
+from replication_admin.console.actions import do_compare_snapshot
 from replication_admin.core.audit import Actor
-from replication_admin.core.jobs import do_compare_snapshot
 from replication_admin.models import JobRun, ReplLock, Snapshot
 from replication_admin.statements import execute
 from tests.conftest import ROOT, require_spark

@@ -9,8 +9,8 @@ from decimal import Decimal
 
 import pytest
 
+from replication_admin.console.actions import do_start_compare
 from replication_admin.core.audit import Actor
-from replication_admin.core.jobs import do_start_compare
 from replication_admin.engine import dialects
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import ConflictBackup, JobRun, SnapshotSubscription
@@ -297,7 +297,8 @@ def test_a_seeded_random_workload_on_all_nodes_converges_and_loses_no_version(no
 
 
 def test_the_dry_run_decides_recorded_conflicts_as_the_sync_did_and_owners_are_told(nodes, mailoutbox):
-    from replication_admin.conflicts.actions import do_add_resolver, do_start_dry_run, table_columns
+    from replication_admin.conflicts.actions import do_add_resolver, do_start_dry_run
+    from replication_admin.conflicts.chains import table_columns
 
     pub, sub_my, sub_lite = nodes
     columns = table_columns(pub, "items")

@@ -8,8 +8,8 @@ from decimal import Decimal
 
 import pytest
 
+from replication_admin.console.actions import do_start_compare
 from replication_admin.core.audit import Actor
-from replication_admin.core.jobs import do_start_compare
 from replication_admin.engine import dialects
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import AuditEntry, JobRun

@@ -13,8 +13,8 @@ from decimal import Decimal
 
 import pytest
 
+from replication_admin.console.actions import do_compare_snapshot
 from replication_admin.core.audit import Actor
-from replication_admin.core.jobs import do_compare_snapshot
 from replication_admin.engine import dialects
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import JobRun, ScheduledEvent, Snapshot, SnapshotLog

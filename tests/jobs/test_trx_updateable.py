@@ -92,7 +92,7 @@ def test_default_decisions_keep_the_publishers_version_and_the_losing_one_in_the
     assert backups[7].losing_row["name"] == "my seven"
 
     # The inbox re-applies a losing version on the publisher; it reaches every node, its originator too.
-    from replication_admin.bidir.actions import do_reapply_conflict
+    from replication_admin.conflicts.actions import do_reapply_conflict
     from replication_admin.core.audit import Actor
 
     assert "losing version" in do_reapply_conflict(Actor.command(), backups[1])

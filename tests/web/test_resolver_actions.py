@@ -6,16 +6,16 @@ from __future__ import annotations
 import pytest
 
 from replication_admin.conflicts.actions import (
-    chain_for,
-    conflict_input,
     do_add_resolver,
     do_move_resolver,
     do_remove_resolver,
     do_start_dry_run,
     do_update_resolver,
-    table_columns,
 )
+from replication_admin.conflicts.chains import conflict_input, table_columns
 from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.conflicts import resolver_chain
+from replication_admin.core.errors import ReplicationError
 from replication_admin.engine.resolvers import ResolverColumn, ResolverSpec
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import (
@@ -25,7 +25,6 @@ from replication_admin.models import (
     SnapshotConflictResolver,
     TransactionalConflictResolver,
 )
-from replication_admin.snapshots.shapes import SnapshotError
 from tests.tables import create_table
 from tests.web.conftest import make_user
 
@@ -76,7 +75,7 @@ def chain_procs(cr_type="U") -> list[tuple[str, int]]:
 
 def test_table_columns_describe_the_published_table(shop):
     assert table_columns(shop, "items") == COLUMNS
-    with pytest.raises(SnapshotError, match="'nope' does not exist"):
+    with pytest.raises(ReplicationError, match="'nope' does not exist"):
         table_columns(shop, "nope")
 
 
@@ -148,7 +147,7 @@ def test_invalid_resolvers_are_refused_and_the_failure_is_audited(kwargs, messag
     kwargs = dict(kwargs)
     cr_type = kwargs.pop("cr_type", "U")
     cls = kwargs.pop("cls")
-    with pytest.raises(SnapshotError) as caught:
+    with pytest.raises(ReplicationError) as caught:
         add(cr_type, cls, **kwargs)
     assert message in str(caught.value)
     assert not SnapshotConflictResolver.objects.exists()
@@ -158,7 +157,7 @@ def test_invalid_resolvers_are_refused_and_the_failure_is_audited(kwargs, messag
 
 def test_a_suffix_is_unique_per_table():
     add("U", "pub_wins", suffix="one")
-    with pytest.raises(SnapshotError, match=r"already has a resolver named shop\.items_cr_U_one"):
+    with pytest.raises(ReplicationError, match=r"already has a resolver named shop\.items_cr_U_one"):
         add("U", "sub_wins", suffix="one")
     # The same suffix on another table is fine.
     other = do_add_resolver(ACTOR, "shop.other", COLUMNS, "U", "sub_wins", suffix="one")
@@ -213,7 +212,7 @@ def test_an_edited_generated_resolver_becomes_custom_and_the_change_is_audited()
     assert entry.detail["before"]["expression"].startswith("CASE WHEN pub.price < new.price THEN 3")
     assert entry.detail["after"]["expression"] == "CASE WHEN pub.price < new.price THEN 2 ELSE 1 END"
 
-    with pytest.raises(SnapshotError, match="may not contain a query"):
+    with pytest.raises(ReplicationError, match="may not contain a query"):
         do_update_resolver(ACTOR, resolver, "(select 1)", {}, "", COLUMNS)
     resolver.refresh_from_db()
     assert resolver.expression == "CASE WHEN pub.price < new.price THEN 2 ELSE 1 END"
@@ -243,7 +242,7 @@ def test_moving_swaps_with_the_neighbour_of_the_same_table_and_type():
     assert chain_procs("I") == [("shop.items_cr_I_other_type", 10)]
     entry = AuditEntry.objects.filter(action="resolver.move").order_by("id").first()
     assert entry.detail["direction"] == "up" and entry.detail["after"]["shop.items_cr_U_c"] == 20
-    with pytest.raises(SnapshotError, match="direction must be up or down"):
+    with pytest.raises(ReplicationError, match="direction must be up or down"):
         do_move_resolver(ACTOR, a, "left")
 
 
@@ -264,7 +263,7 @@ def test_removing_a_resolver_and_the_chain_specs():
     gone = add("U", "pub_wins")
     first = add("U", "sub_wins", order=1)
     delete = add("D", "sub_wins", order=1)
-    assert chain_for(ITEM) == [
+    assert resolver_chain(ITEM) == [
         ResolverSpec(first.pk, first.proc, "U", 1, "1", {}),
         ResolverSpec(delete.pk, delete.proc, "D", 1, "1", {}),
         ResolverSpec(keep.pk, keep.proc, "U", 10, keep.expression, {}),
@@ -273,10 +272,10 @@ def test_removing_a_resolver_and_the_chain_specs():
     message = do_remove_resolver(ACTOR, gone)
     assert message == f"removed {gone.proc} from {ITEM}"
     assert not SnapshotConflictResolver.objects.filter(pk=gone.pk).exists()
-    assert [s.id for s in chain_for(ITEM)] == [first.pk, delete.pk, keep.pk]
+    assert [s.id for s in resolver_chain(ITEM)] == [first.pk, delete.pk, keep.pk]
     entry = AuditEntry.objects.get(action="resolver.remove")
     assert entry.target == f"{ITEM} {gone.proc}" and entry.detail["expression"] == "3"
-    assert chain_for(ITEM, model=TransactionalConflictResolver) == []
+    assert resolver_chain(ITEM, model=TransactionalConflictResolver) == []
 
 
 # --- dry runs ------------------------------------------------------------------------------------------
@@ -385,9 +384,9 @@ def test_a_dry_run_tries_a_proposed_resolver_in_place_of_the_saved_one(spark, sh
 
 def test_a_proposed_resolver_is_checked_before_the_job_is_queued(shop, recorded):
     bad = {"id": None, "cr_type": "U", "order": 1, "expression": "(select 1)", "assignments": {}}
-    with pytest.raises(SnapshotError, match="may not contain a query"):
+    with pytest.raises(ReplicationError, match="may not contain a query"):
         do_start_dry_run(ACTOR, ITEM, shop, "items", proposed=bad)
-    with pytest.raises(SnapshotError, match="resolver 999 does not exist"):
+    with pytest.raises(ReplicationError, match="resolver 999 does not exist"):
         do_start_dry_run(ACTOR, ITEM, shop, "items", proposed={**bad, "id": 999, "expression": "1"})
     assert not JobRun.objects.exists()
 

@@ -11,6 +11,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from replication_admin.core.introspection import lookup_table
 from replication_admin.engine import statements as st
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import (
@@ -25,7 +26,6 @@ from replication_admin.models import (
     SnapshotPublication,
     SnapshotSubscription,
 )
-from replication_admin.snapshots.shapes import lookup_table
 from tests.conftest import PG
 from tests.tables import create_table, fetch_all, insert_rows
 from tests.web.conftest import make_user

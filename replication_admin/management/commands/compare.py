@@ -5,8 +5,8 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 from django.test.utils import override_settings
 
+from replication_admin.console.actions import do_start_compare
 from replication_admin.core.audit import Actor
-from replication_admin.core.jobs import do_start_compare
 from replication_admin.models import JobRun, Server
 
 

@@ -1,0 +1,66 @@
+"""The console's job: compare two tables (or a snapshot's destination with its source query) by content."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jobs import compare
+from replication_admin.core import connections
+from replication_admin.core.jobs import JobError, JobParams, JobRunner, register
+from replication_admin.core.spark import spark_session
+from replication_admin.engine import dialects
+from replication_admin.engine.compare import ComparePlanError, plan_compare
+from replication_admin.models import Server
+from replication_admin.snapshots.selectors import snapshot_source
+
+
+@dataclass(frozen=True)
+class CompareParams(JobParams):
+    right_server: str
+    right_table: str
+    left_server: str | None = None
+    left_table: str | None = None
+    snapshot: str | None = None  # compare the snapshot's source query (on left_server) with its destination
+
+
+def _server(name: str | None) -> Server:
+    server = Server.objects.filter(name=name or "").first()
+    if server is None:
+        raise JobError(f"server {name!r} is not registered")
+    return server
+
+
+@register
+class Compare(JobRunner[CompareParams]):
+    kind = "compare"
+    label = "Compare tables"
+    params_type = CompareParams
+
+    def run(self) -> dict:
+        params, reporter = self.params, self.reporter
+        right = _server(params.right_server)
+        with reporter.phase("introspect"):
+            try:
+                query = None
+                if params.snapshot:
+                    left, left_info, query = snapshot_source(params.snapshot)
+                else:
+                    left = _server(params.left_server)
+                    left_info = connections.describe_table(left, params.left_table or "")
+                right_info = connections.describe_table(right, params.right_table)
+                plan = plan_compare(
+                    dialects.get(left.dialect),
+                    left_info,
+                    dialects.get(right.dialect),
+                    right_info,
+                    left_query=query,
+                )
+            except (connections.ConnectionFailed, connections.TableNotFound, ComparePlanError) as exc:
+                raise JobError(str(exc)) from None
+            left_endpoint = connections.jdbc_endpoint(left, readonly=True)
+            right_endpoint = connections.jdbc_endpoint(right, readonly=True)
+        reporter.log(f"key ({', '.join(plan.key_columns)}); comparing {len(plan.compared_columns)} column(s)")
+        with reporter.phase("spark_session"):
+            spark = spark_session()
+        with reporter.phase("spark_job"):
+            return compare.run(spark, plan, left_endpoint, right_endpoint, progress=reporter.progress)

@@ -1,0 +1,71 @@
+"""The conflict decision step shared by bi-directional and transactional replication: a batch of
+conflicts is decided by the item's resolver chain (SYS_SNAPSHOT_CR or SYS_REPL_CR rows) in ONE Spark job,
+and never while a transaction on a replicated database is open."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import models
+
+from jobs.resolve import decide_rows
+from replication_admin.core.spark import spark_session
+from replication_admin.engine.resolvers import DEFAULT_DECISION, ResolverColumn, ResolverSpec, to_json_value
+from replication_admin.models import SnapshotConflictResolver, TransactionalConflictResolver
+
+ResolverModel = type[SnapshotConflictResolver] | type[TransactionalConflictResolver]
+
+
+def resolver_spec(resolver: SnapshotConflictResolver | TransactionalConflictResolver) -> ResolverSpec:
+    return ResolverSpec(
+        id=resolver.pk,
+        name=resolver.proc,
+        cr_type=resolver.type,
+        order=resolver.order,
+        expression=resolver.expression or "0",
+        assignments=dict(resolver.assignments or {}),
+    )
+
+
+def resolver_chain(table_name: str, model: ResolverModel = SnapshotConflictResolver) -> list[ResolverSpec]:
+    """Every resolver of the item (all types), in CR_ORDER then CR_ID order."""
+    rows: models.QuerySet[Any] = model.objects.filter(table_name=table_name).order_by("order", "id")
+    return [resolver_spec(r) for r in rows]
+
+
+def json_row(values: dict[str, Any]) -> dict[str, Any]:
+    """A row's values as the conflict inbox and the resolvers see them (JSON-safe)."""
+    return {k: to_json_value(v) for k, v in values.items()}
+
+
+def new_guid(server_name: str) -> str:
+    """A ROWGUID of a version made on `server_name`."""
+    return f"{server_name}@{uuid.uuid4()}"
+
+
+def default_decision(conflict: dict[str, Any]) -> dict[str, Any]:
+    """What decide_rows answers for a conflict no resolver decides."""
+    new = conflict.get("new")
+    return {
+        "key": conflict.get("key"),
+        "decision": DEFAULT_DECISION[conflict["type"]],
+        "resolver_id": None,
+        "resolver": "default",
+        "final": dict(new) if conflict["type"] != "D" and new is not None else None,
+        "note": "",
+    }
+
+
+def decide(
+    conflicts: list[dict[str, Any]], chain: Sequence[ResolverSpec], columns: Sequence[ResolverColumn]
+) -> list[dict[str, Any]]:
+    """Decide a batch of conflicts (decide_rows' input and output, in input order) in one Spark job; no
+    Spark at all when no resolver of their types exists (the defaults decide)."""
+    if not conflicts:
+        return []
+    types = {c["type"] for c in conflicts}
+    if not any(spec.cr_type in types for spec in chain):
+        return [default_decision(c) for c in conflicts]
+    return decide_rows(spark_session(), conflicts, chain, columns)

@@ -1,0 +1,62 @@
+"""Item locks: one apply per item at a time (a refresh of a snapshot, a sync of a publication or a
+subscription, a scheduled event), so that a redelivered task never applies twice concurrently."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from replication_admin.core.errors import ReplicationError
+from replication_admin.models import JobRun, ReplLock
+
+
+class LockBusy(ReplicationError):
+    """The item is being applied by another job."""
+
+
+def _alive(lock: ReplLock) -> bool:
+    if lock.job_id is not None:
+        state = JobRun.objects.filter(pk=lock.job_id).values_list("state", flat=True).first()
+        if state in JobRun.FINISHED or state is None:
+            return False
+    if lock.host != socket.gethostname():
+        return True
+    try:
+        os.kill(lock.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextmanager
+def item_lock(name: str, job: JobRun | None) -> Iterator[None]:
+    """Hold `name` while applying; a lock left by a dead process is taken over."""
+    with transaction.atomic():
+        current = ReplLock.objects.select_for_update().filter(name=name).first()
+        if current is not None and current.pid != os.getpid():
+            if _alive(current):
+                raise LockBusy(f"{name} is being applied by job #{current.job_id} (pid {current.pid})")
+            # Its process is gone: say so on the job it left running, then take the item over.
+            JobRun.objects.filter(pk=current.job_id, state=JobRun.State.RUNNING).update(
+                state=JobRun.State.FAILED,
+                finished_at=timezone.now(),
+                error=f"the worker (pid {current.pid} on {current.host}) died during the run; "
+                f"job #{job.pk if job else '-'} took over and re-applied what was missing",
+            )
+        try:
+            ReplLock.objects.update_or_create(
+                name=name, defaults={"job": job, "pid": os.getpid(), "host": socket.gethostname()}
+            )
+        except IntegrityError:
+            raise LockBusy(f"{name} is being applied by another job") from None
+    try:
+        yield
+    finally:
+        ReplLock.objects.filter(name=name, pid=os.getpid()).delete()

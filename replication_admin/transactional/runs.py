@@ -1,0 +1,33 @@
+"""The transactional feature's jobs: REPL_INIT_COPY and REPL_SYNC of a subscription."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from replication_admin.core.jobs import JobParams, JobRunner, register
+from replication_admin.transactional.replication import init_copy, sync_subscription
+
+
+@dataclass(frozen=True)
+class SubscriptionParams(JobParams):
+    subscription: int
+
+
+@register
+class TrxInit(JobRunner[SubscriptionParams]):
+    kind = "trx_init"
+    label = "Initial copy of a transactional subscription"
+    params_type = SubscriptionParams
+
+    def run(self) -> dict:
+        return init_copy(self.job, self.reporter, self.params.subscription)
+
+
+@register
+class TrxSync(JobRunner[SubscriptionParams]):
+    kind = "trx_sync"
+    label = "Sync a transactional subscription"
+    params_type = SubscriptionParams
+
+    def run(self) -> dict:
+        return sync_subscription(self.job, self.reporter, self.params.subscription)
