@@ -9,12 +9,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import sqlglot
+from sqlglot import exp
+
 from replication_admin.bidir import actions as bidir_actions
+from replication_admin.conflicts import actions as resolvers
+from replication_admin.conflicts import chains
 from replication_admin.core.audit import Actor, PermissionDenied, record
 from replication_admin.core.errors import ReplicationError
 from replication_admin.engine import statements as st
-from replication_admin.models import AuditEntry, JobRun, Server
+from replication_admin.models import (
+    AuditEntry,
+    JobRun,
+    RegistryEntry,
+    ReplSubscriber,
+    Server,
+    TransactionalConflictResolver,
+)
+from replication_admin.servers.actions import ServerData, do_check_server, do_update_server
 from replication_admin.snapshots import actions as snap
+from replication_admin.transactional import actions as trx_actions
 
 
 @dataclass
@@ -45,9 +59,6 @@ def resolve_server(name: str | None, context: Server | None, what: str) -> Serve
 
 def query_server(query: str) -> str | None:
     """The server a snapshot query names in its table references (`select * from demo.Orders`)."""
-    import sqlglot
-    from sqlglot import exp
-
     try:
         tree = sqlglot.parse_one(query)
     except Exception:  # the query is checked properly, in its server's dialect, when the snapshot is made
@@ -73,8 +84,6 @@ def _server_arg(value: st.ServerArg) -> Server:
 
 
 def _declare_server(actor: Actor, statement: st.SnpServer) -> str:
-    from replication_admin.servers.actions import ServerData, do_check_server, do_update_server
-
     server = server_by_dsn(statement.dsn)
     if statement.user is not None and (statement.user != server.user or statement.password is not None):
         data = ServerData(
@@ -137,11 +146,9 @@ def _run_bidir(actor: Actor, statement: st.Statement, context: Server | None, wa
             deleted = bidir_actions.do_purge_urplogs(actor)
             return Outcome(text, True, f"purged {deleted} replay log row(s)", details={"deleted": deleted})
         case st.AddSnapshotCr(table=table, cr_type=cr_type, suffix=suffix, order=order, cls=cls):
-            from replication_admin.conflicts import actions as resolvers
-
             publication = bidir_actions.publication_for(resolve_server(table.server, context, "the table"), table.table)
             assert publication.server is not None
-            columns = resolvers.table_columns(publication.server, publication.table)
+            columns = chains.table_columns(publication.server, publication.table)
             resolver = resolvers.do_add_resolver(
                 actor, publication.item, columns, cr_type, cls, order=order, column=statement.column,
                 expression=statement.expression, suffix=suffix,
@@ -230,15 +237,11 @@ def _context(context: Server | None, what: str) -> Server:
 
 
 def _subscriptions(context: Server | None):
-    from replication_admin.models import ReplSubscriber
-
     rows = ReplSubscriber.objects.filter(subscribed=True)
     return rows.filter(subscriber=context.name) if context is not None else rows
 
 
 def _run_trx(actor: Actor, statement: st.Statement, context: Server | None, wait: bool) -> Outcome | None:
-    from replication_admin.transactional import actions as trx_actions
-
     text = statement.text or statement.verb
     sync = True if wait else None
     match statement:
@@ -310,8 +313,6 @@ def _run_trx(actor: Actor, statement: st.Statement, context: Server | None, wait
                 trx_actions.do_follow(actor, sub, False)
             return Outcome(text, True, f"disconnected {len(subs)} subscription(s) from {publisher}")
         case st.ThisServer():
-            from replication_admin.models import RegistryEntry
-
             name = context.name if context is not None else RegistryEntry.get_value("repl_server_name")
             return Outcome(text, True, name, details={"server": name})
         case st.Status(server=publisher, account=account):
@@ -331,13 +332,10 @@ def _run_trx(actor: Actor, statement: st.Statement, context: Server | None, wait
             deleted = trx_actions.do_purge(actor, publication)
             return Outcome(text, True, f"purged {deleted} transaction(s)", details={"deleted": deleted})
         case st.AddCr(table=table, cr_type=cr_type, suffix=suffix, order=order, cls=cls):
-            from replication_admin.conflicts import actions as resolvers
-            from replication_admin.models import TransactionalConflictResolver
-
             server = resolve_server(table.server, context, "the table")
             info = trx_actions.published_table(server, table.table)
             resolver = resolvers.do_add_resolver(
-                actor, f"{server.name}.{info.name}", resolvers.table_columns(server, info.name), cr_type, cls,
+                actor, f"{server.name}.{info.name}", chains.table_columns(server, info.name), cr_type, cls,
                 order=order, column=statement.column, expression=statement.expression, suffix=suffix,
                 model=TransactionalConflictResolver,
             )  # fmt: skip

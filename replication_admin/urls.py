@@ -5,7 +5,7 @@ from django.urls import path
 from replication_admin.bidir import views as bidir
 from replication_admin.conflicts import views as conflicts
 from replication_admin.console import audit_log as audit
-from replication_admin.console import dashboard, jobs
+from replication_admin.console import dashboard, jobs, lists, statement_console
 from replication_admin.console import scheduler as catalog
 from replication_admin.console import status_api as api
 from replication_admin.servers import views as servers
@@ -48,8 +48,8 @@ urlpatterns = [
     path("snapshots/<path:name>/schedule/", snapshots.snapshot_schedule, name="snapshots-schedule"),
     path("snapshots/<path:name>/drop/", snapshots.snapshot_drop, name="snapshots-drop"),
     path("snapshots/<path:name>/", snapshots.snapshot_detail, name="snapshots-detail"),
-    path("statements/", snapshots.statement_console, name="statements"),
-    path("publications/", bidir.publication_list, name="publications"),
+    path("statements/", statement_console.statement_console, name="statements"),
+    path("publications/", lists.publication_list, name="publications"),
     path("publications/new/", bidir.publication_create, name="publications-new"),
     path("publications/<int:pk>/", bidir.publication_detail, name="publications-detail"),
     path("publications/<int:pk>/drop/", bidir.publication_drop, name="publications-drop"),
@@ -72,7 +72,7 @@ urlpatterns = [
     path(TRX_PUB + "purger/", trx.publication_purger, name="trx-publications-purger"),
     path(TRX_PUB + "purge/", trx.publication_purge, name="trx-publications-purge"),
     path(TRX_PUB + "drop/", trx.publication_drop, name="trx-publications-drop"),
-    path("subscriptions/", bidir.subscription_list, name="subscriptions"),
+    path("subscriptions/", lists.subscription_list, name="subscriptions"),
     path("subscriptions/trx/new/", trx.subscription_create, name="trx-subscriptions-new"),
     path(TRX_SUB, trx.subscription_detail, name="trx-subscriptions-detail"),
     path(TRX_SUB + "valid/", trx.subscription_valid, name="trx-subscriptions-valid"),

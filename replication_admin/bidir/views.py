@@ -4,8 +4,7 @@ conflict resolver chain of each published table."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.db.models import Count, OuterRef, Q, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -27,7 +26,8 @@ from replication_admin.conflicts import actions as resolver_actions
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.web import check_perm, denied, is_htmx, listing, render_page_or_partial
+from replication_admin.core.forms import ScheduleForm
+from replication_admin.core.web import denied, is_htmx, refuse, render_page_or_partial
 from replication_admin.engine.resolvers import CODE_NAMES, DEFAULT_DECISION, ResolverError
 from replication_admin.models import (
     JobRun,
@@ -37,8 +37,6 @@ from replication_admin.models import (
     SnapshotSubscription,
 )
 from replication_admin.models.catalog import CR_TYPES
-from replication_admin.servers.forms import ScheduleForm
-from replication_admin.transactional import views as trx_views
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
@@ -49,58 +47,14 @@ def _publication(pk: int) -> SnapshotPublication:
     return get_object_or_404(SnapshotPublication.objects.select_related("server"), pk=pk)
 
 
-def _refuse(request: HttpRequest, perm: str, action: str, target: str) -> HttpResponse | None:
-    """A 403 (recorded in the audit log as denied) when the user lacks `perm`; None when they hold it."""
-    if check_perm(request, perm, action, target):
-        return None
-    return denied(request, PermissionDenied(f"{request.user.get_username()} may not {action} (needs {perm})"))
-
-
 # --- publications ---------------------------------------------------------------------------------------
-
-
-PUBLICATION_SORTS = {
-    "item": "item",
-    "publisher": ("server_id", "table", "item"),
-    "subscribers": ("subscriber_count", "item"),
-    "last_ts": ("last_ts", "item"),
-    "last_sync": ("last_sync_at", "item"),
-}
-SUBSCRIPTION_SORTS = {
-    "server": ("server", "item"),
-    "item": ("item", "server"),
-    "init": ("init_state", "item", "server"),
-    "last_pull": ("last_pull_ts", "item", "server"),
-    "last_push": ("last_push_ts", "item", "server"),
-    "last_sync": ("last_sync_at", "item", "server"),
-}
-
-
-@require_GET
-def publication_list(request: HttpRequest) -> HttpResponse:
-    subscribers = (
-        SnapshotSubscription.objects.filter(item=OuterRef("item"), type=OuterRef("type"))
-        .order_by()
-        .values("item")
-        .annotate(n=Count("id"))
-        .values("n")
-    )
-    publications = SnapshotPublication.objects.annotate(subscriber_count=Coalesce(Subquery(subscribers), 0))
-    pubs = listing(request, publications, sorts=PUBLICATION_SORTS, default="item",
-                   search=("item", "server__name", "table"))  # fmt: skip
-    shown = list(pubs.page)
-    names = {bidir.publication_event_name(p): p.pk for p in shown}
-    events = {names[e.name]: e for e in ScheduledEvent.objects.filter(name__in=names)}
-    pubs.page.object_list = [(p, events.get(p.pk)) for p in shown]
-    context = {"publications": pubs, "form": PublicationForm(), **trx_views.publication_list_context(request)}
-    return render(request, "replication_admin/publications.html", context)
 
 
 @require_http_methods(["GET", "POST"])
 def publication_create(request: HttpRequest) -> HttpResponse:
     form = PublicationForm(request.POST or None, initial=request.GET.dict())
     if request.method == "POST":
-        if refused := _refuse(
+        if refused := refuse(
             request, EDIT, "bidir.publish", f"{request.POST.get('server', '')}.{request.POST.get('table', '')}"
         ):
             return refused
@@ -175,7 +129,7 @@ def publication_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def publication_drop(request: HttpRequest, pk: int) -> HttpResponse:
     publication = _publication(pk)
     if request.method == "POST":
-        if refused := _refuse(request, EDIT, "bidir.unpublish", publication.item):
+        if refused := refuse(request, EDIT, "bidir.unpublish", publication.item):
             return refused
         try:
             message = bidir.do_drop_publication(Actor.from_request(request), publication)
@@ -204,7 +158,7 @@ def publication_drop(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def publication_sync(request: HttpRequest, pk: int) -> HttpResponse:
     publication = _publication(pk)
-    if refused := _refuse(request, OPERATE, "job.bidir_sync", f"REPL_UPDATE_SNAPSHOT {publication.item}"):
+    if refused := refuse(request, OPERATE, "job.bidir_sync", f"REPL_UPDATE_SNAPSHOT {publication.item}"):
         return refused
     try:
         job = bidir.do_sync_publication(Actor.from_request(request), publication)
@@ -220,7 +174,7 @@ def publication_sync(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def publication_schedule(request: HttpRequest, pk: int) -> HttpResponse:
     publication = _publication(pk)
-    if refused := _refuse(request, OPERATE, "bidir.schedule", publication.item):
+    if refused := refuse(request, OPERATE, "bidir.schedule", publication.item):
         return refused
     form = ScheduleForm(request.POST)
     if not form.is_valid():
@@ -242,7 +196,7 @@ def publication_schedule(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def publication_subscribe(request: HttpRequest, pk: int) -> HttpResponse:
     publication = _publication(pk)
-    if refused := _refuse(request, EDIT, "bidir.subscribe", f"{request.POST.get('server', '')} <- {publication.item}"):
+    if refused := refuse(request, EDIT, "bidir.subscribe", f"{request.POST.get('server', '')} <- {publication.item}"):
         return refused
     form = SubscribeForm(request.POST, publication=publication)
     if not form.is_valid():
@@ -272,23 +226,12 @@ def _back(sub: SnapshotSubscription, publication: SnapshotPublication | None) ->
     return redirect("publications-detail", pk=publication.pk) if publication else redirect("subscriptions")
 
 
-@require_GET
-def subscription_list(request: HttpRequest) -> HttpResponse:
-    subs = listing(request, SnapshotSubscription.objects.all(), sorts=SUBSCRIPTION_SORTS, default="item",
-                   search=("server", "item"))  # fmt: skip
-    shown = list(subs.page)
-    publications = dict(SnapshotPublication.objects.filter(item__in={s.item for s in shown}).values_list("item", "pk"))
-    subs.page.object_list = [(s, publications.get(s.item)) for s in shown]
-    context = {"snapshot_subscriptions": subs, **trx_views.subscription_list_context(request)}
-    return render(request, "replication_admin/subscriptions.html", context)
-
-
 @require_http_methods(["GET", "POST"])
 def subscription_init(request: HttpRequest, pk: int) -> HttpResponse:
     sub, publication = _subscription(pk)
     if request.method == "GET":
         return _init_confirm(request, sub, publication)
-    if refused := _refuse(request, OPERATE, "job.bidir_init", f"REPL_INIT_SNAPSHOT {sub.server} {sub.item}"):
+    if refused := refuse(request, OPERATE, "job.bidir_init", f"REPL_INIT_SNAPSHOT {sub.server} {sub.item}"):
         return refused
     form = InitCopyForm(request.POST)
     if not form.is_valid():
@@ -335,7 +278,7 @@ def subscription_drop(request: HttpRequest, pk: int) -> HttpResponse:
     form = DropSubscriptionForm(request.POST or request.GET or None)
     drop_table = bool(form.is_valid() and form.cleaned_data["drop_table"])
     if request.method == "POST":
-        if refused := _refuse(request, EDIT, "bidir.unsubscribe", f"{sub.server} <- {sub.item}"):
+        if refused := refuse(request, EDIT, "bidir.unsubscribe", f"{sub.server} <- {sub.item}"):
             return refused
         try:
             message = bidir.do_drop_subscription(Actor.from_request(request), sub, drop_table=drop_table)
@@ -469,7 +412,7 @@ def _resolver_error(form, exc: Exception) -> None:
 @require_POST
 def resolver_add(request: HttpRequest, pk: int) -> HttpResponse:
     publication = _publication(pk)
-    if refused := _refuse(request, EDIT, "resolver.add", f"{publication.item} {request.POST.get('type', '')}"):
+    if refused := refuse(request, EDIT, "resolver.add", f"{publication.item} {request.POST.get('type', '')}"):
         return refused
     columns, columns_error = _columns(publication)
     form = ResolverForm(request.POST, column_names=[c.name for c in columns])
@@ -515,7 +458,7 @@ def resolver_edit(request: HttpRequest, pk: int) -> HttpResponse:
                "notify": resolver.notify}  # fmt: skip
     form = ResolverEditForm(request.POST or None, initial=initial, column_names=[c.name for c in columns])
     if request.method == "POST":
-        if refused := _refuse(request, EDIT, "resolver.update", f"{resolver.table_name} {resolver.proc}"):
+        if refused := refuse(request, EDIT, "resolver.update", f"{resolver.table_name} {resolver.proc}"):
             return refused
         if form.is_valid():
             d = form.cleaned_data
@@ -543,7 +486,7 @@ def resolver_edit(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def resolver_move(request: HttpRequest, pk: int) -> HttpResponse:
     resolver, publication = _resolver(pk)
-    if refused := _refuse(request, EDIT, "resolver.move", f"{resolver.table_name} {resolver.proc}"):
+    if refused := refuse(request, EDIT, "resolver.move", f"{resolver.table_name} {resolver.proc}"):
         return refused
     direction = request.POST.get("direction", "")
     if direction not in ("up", "down"):
@@ -563,7 +506,7 @@ def resolver_move(request: HttpRequest, pk: int) -> HttpResponse:
 def resolver_remove(request: HttpRequest, pk: int) -> HttpResponse:
     resolver, publication = _resolver(pk)
     if request.method == "POST":
-        if refused := _refuse(request, EDIT, "resolver.remove", f"{resolver.table_name} {resolver.proc}"):
+        if refused := refuse(request, EDIT, "resolver.remove", f"{resolver.table_name} {resolver.proc}"):
             return refused
         try:
             resolver_actions.do_remove_resolver(Actor.from_request(request), resolver)
@@ -589,7 +532,7 @@ def resolver_dry_run(request: HttpRequest, pk: int) -> HttpResponse:
     """Decide the recorded conflicts again with the chain as saved (or with the expression being edited added
     at the end of its type's chain) and show which decisions would change."""
     publication = _publication(pk)
-    if refused := _refuse(request, OPERATE, "job.resolver_dry_run", f"{publication.item} resolvers"):
+    if refused := refuse(request, OPERATE, "job.resolver_dry_run", f"{publication.item} resolvers"):
         return refused
     form = DryRunForm(request.POST)
     proposed = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterator
-from datetime import UTC, date
+from datetime import UTC
 from typing import Any
 
 from django.contrib import messages
@@ -16,8 +16,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from replication_admin.bidir.forms import ConflictFilterForm
 from replication_admin.conflicts import actions as resolver_actions
+from replication_admin.conflicts.forms import ConflictFilterForm
+from replication_admin.conflicts.selectors import conflicts_per_day_figure
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.web import (
@@ -25,10 +26,8 @@ from replication_admin.core.web import (
     check_perm,
     denied,
     paginate,
-    per_day_counts,
     render_page_or_partial,
     sort_queryset,
-    stacked_bars,
     text_filter,
 )
 from replication_admin.models import (
@@ -37,10 +36,8 @@ from replication_admin.models import (
     SnapshotPublication,
     TransactionalConflictResolver,
 )
-from replication_admin.models.catalog import CR_TYPES
 
 OPERATE = "replication_admin.operate"
-TYPE_COLOURS = {"I": "#1565c0", "U": "#b26a00", "D": "#c62828"}
 LIST_FIELDS = (
     "id", "kind", "created_at", "item", "table_name", "source", "origin", "conflict_type", "operation",
     "decision", "resolver", "primary_key", "reapplied_at",
@@ -76,29 +73,6 @@ def _filtered(request: HttpRequest) -> tuple[ConflictFilterForm, QuerySet[Confli
     filters = ConflictFilterForm(request.GET, items=sorted(items))
     conflicts, text = text_filter(request, filters.filter(ConflictBackup.objects.all()), CONFLICT_SEARCH)
     return filters, conflicts, text
-
-
-def conflicts_per_day_figure(
-    conflicts: QuerySet[ConflictBackup], first: date | None = None, last: date | None = None
-) -> dict:
-    """Plotly figure (as a dict) of the conflicts per day, one stacked bar trace per conflict type, over the days
-    from `first` to `last` (by default those with conflicts)."""
-    series: dict[str, dict[str, int]] = {}
-    for day, conflict_type, n in per_day_counts(conflicts, "created_at", "conflict_type"):
-        series.setdefault(conflict_type, {})[day.isoformat()] = n
-    labels = dict(CR_TYPES)
-    traces = [
-        {
-            "type": "bar",
-            "name": f"{labels[code]} ({code})",
-            "x": list(series[code]),
-            "y": list(series[code].values()),
-            "marker": {"color": TYPE_COLOURS[code]},
-        }
-        for code in labels
-        if code in series
-    ]
-    return stacked_bars(traces, first, last)
 
 
 @require_GET

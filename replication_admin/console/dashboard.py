@@ -9,9 +9,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from replication_admin.conflicts.views import conflicts_per_day_figure
+from replication_admin.conflicts.selectors import conflicts_per_day_figure
+from replication_admin.console.actions import do_acknowledge_alert
 from replication_admin.console.status_api import bidir_states, snapshot_rows, trx_rows
+from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.web import (
+    denied,
     is_htmx,
     line_chart,
     local_stamp,
@@ -266,10 +269,6 @@ def dashboard_charts(request: HttpRequest) -> HttpResponse:
 @require_POST
 def alert_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
     """Acknowledge an alert; htmx gets the refreshed overview back, a plain form the dashboard."""
-    from replication_admin.console.actions import do_acknowledge_alert
-    from replication_admin.core.audit import Actor, PermissionDenied
-    from replication_admin.core.web import denied
-
     alert = get_object_or_404(Alert, pk=pk)
     try:
         do_acknowledge_alert(Actor.from_request(request), alert)

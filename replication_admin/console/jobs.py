@@ -8,12 +8,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from replication_admin.console import actions as console_actions
+from replication_admin.console.forms import CompareForm, JobFilterForm
 from replication_admin.core import connections
 from replication_admin.core import jobs as job_actions
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.web import denied, listing, render_page_or_partial
 from replication_admin.models import JobRun, Server, Snapshot
-from replication_admin.servers.forms import CompareForm, JobFilterForm
 
 JOB_SORTS = {
     "id": "id",

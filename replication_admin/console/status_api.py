@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
-from django.db.models import Count, FloatField, Max, Q, Sum
+from django.db.models import Count, FloatField, Q, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -37,6 +37,7 @@ from replication_admin.models import (
     SnapshotPublication,
     SnapshotSubscription,
 )
+from replication_admin.snapshots.selectors import last_refreshes
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -70,22 +71,6 @@ def _iso(at: datetime | None) -> str | None:
 
 
 # --- /api/status ------------------------------------------------------------------------------------------
-
-
-def last_refreshes(names: list[str] | None = None) -> dict[str, dict]:
-    """Per snapshot (all, or those named): the id of its latest refresh job and when a refresh last succeeded.
-
-    One pass over the refresh jobs, grouped by snapshot: a correlated subquery per snapshot would read the params
-    of every refresh job once per snapshot, which takes seconds with a few hundred snapshots."""
-    jobs = JobRun.objects.filter(kind="snapshot_refresh")
-    if names is not None:
-        jobs = jobs.filter(params__snapshot__in=names)
-    rows = (
-        jobs.values(snapshot=KT("params__snapshot"))
-        .annotate(last_job_id=Max("id"), last_success_at=Max("finished_at", filter=Q(state=JobRun.State.SUCCEEDED)))
-        .order_by()
-    )
-    return {r["snapshot"]: r for r in rows}
 
 
 # The columns the status rows read, as values(): thousands of model instances would cost more than all the rest.

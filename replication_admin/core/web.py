@@ -3,9 +3,11 @@ pagination every list table shares (`listing`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from functools import wraps
+from typing import Any
 
 from django.core.paginator import Page, Paginator
 from django.db.models import Case, Count, DateField, Max, Min, Q, QuerySet, Value, When
@@ -20,6 +22,8 @@ from replication_admin.models import AuditEntry
 PAGE_SIZE = 50
 MAX_DAY_BUCKETS = 400  # past this many days per_day_counts lets the database truncate each row's time
 MAX_QUERY_LENGTH = 200  # longer text filters are cut: nobody types more, and LIKE over it is wasted work
+
+ViewFunc = Callable[..., HttpResponse]
 
 # A sort key's field or fields, in the order they sort by ("-field" sorts that field the other way round).
 SortFields = str | tuple[str, ...]
@@ -130,6 +134,38 @@ def check_perm(request: HttpRequest, perm: str, action: str, target: str = "") -
         return True
     record(Actor.from_request(request), action, target, AuditEntry.Outcome.DENIED, {"missing_permission": perm})
     return False
+
+
+def refuse(request: HttpRequest, perm: str, action: str, target: str = "") -> HttpResponse | None:
+    """A 403 (recorded in the audit log as denied) when the user lacks `perm`; None when they hold it."""
+    if check_perm(request, perm, action, target):
+        return None
+    return denied(request, PermissionDenied(f"{request.user.get_username()} may not {action} (needs {perm})"))
+
+
+def requires(
+    perm: str,
+    action: str,
+    target: Callable[..., str] | str = "",
+    methods: Iterable[str] = ("POST",),
+) -> Callable[[ViewFunc], ViewFunc]:
+    """The permission decorator of every view that changes something: a request of one of `methods` by a user
+    without `perm` gets a 403 and an audit row (`action` on `target`, a text or a function of the request
+    and the view's arguments); other requests (the confirmation pages a GET shows) go through."""
+    checked = {m.upper() for m in methods}
+
+    def decorate(view: ViewFunc) -> ViewFunc:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if request.method in checked:
+                what = target(request, *args, **kwargs) if callable(target) else target
+                if refused := refuse(request, perm, action, what):
+                    return refused
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
 
 
 def _day_of(field: str, ends: list[tuple[date, datetime]]) -> Case | Value:

@@ -29,7 +29,8 @@ from replication_admin.models import (
     SnapshotLog,
 )
 from replication_admin.snapshots.runs import RefreshParams, RepairParams, SnapshotRefresh, SnapshotRepair
-from replication_admin.snapshots.shapes import SnapshotError, snapshot_name
+from replication_admin.snapshots.selectors import snapshot_name
+from replication_admin.snapshots.shapes import SnapshotError
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+from django.db.models import Max, Q
+from django.db.models.fields.json import KT
+
 from replication_admin.engine.schema import TableInfo
-from replication_admin.models import Server, Snapshot
+from replication_admin.engine.statements import quote_name
+from replication_admin.models import (
+    JobRun,
+    Server,
+    Snapshot,
+)
 from replication_admin.snapshots.shapes import SnapshotError, shape_of
 
 
@@ -14,3 +22,24 @@ def snapshot_source(name: str) -> tuple[Server, TableInfo, str]:
         raise SnapshotError(f"snapshot {name} does not exist")
     shape = shape_of(snapshot)
     return shape.server, shape.as_table(f"query of {snapshot.name}"), shape.sql
+
+
+def last_refreshes(names: list[str] | None = None) -> dict[str, dict]:
+    """Per snapshot (all, or those named): the id of its latest refresh job and when a refresh last succeeded.
+
+    One pass over the refresh jobs, grouped by snapshot: a correlated subquery per snapshot would read the params
+    of every refresh job once per snapshot, which takes seconds with a few hundred snapshots."""
+    jobs = JobRun.objects.filter(kind="snapshot_refresh")
+    if names is not None:
+        jobs = jobs.filter(params__snapshot__in=names)
+    rows = (
+        jobs.values(snapshot=KT("params__snapshot"))
+        .annotate(last_job_id=Max("id"), last_success_at=Max("finished_at", filter=Q(state=JobRun.State.SUCCEEDED)))
+        .order_by()
+    )
+    return {r["snapshot"]: r for r in rows}
+
+
+def snapshot_name(server: Server, table: str) -> str:
+    """SN_NAME: the destination's qualified name, written as in statements (`pg_demo.sub_orders`)."""
+    return f"{server.name}.{quote_name(table)}"

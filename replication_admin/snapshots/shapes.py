@@ -5,17 +5,11 @@ from __future__ import annotations
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import require_table
 from replication_admin.core.shapes import SourceShape, inc_shape, noninc_shape
-from replication_admin.engine.statements import quote_name
 from replication_admin.models import Server, Snapshot
 
 
 class SnapshotError(ReplicationError):
     """A snapshot that cannot be created or refreshed as defined; the message says why."""
-
-
-def snapshot_name(server: Server, table: str) -> str:
-    """SN_NAME: the destination's qualified name, written as in statements (`pg_demo.sub_orders`)."""
-    return f"{server.name}.{quote_name(table)}"
 
 
 def shape_of(snapshot: Snapshot) -> SourceShape:

@@ -8,17 +8,18 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from replication_admin.console.status_api import last_refreshes
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.web import check_perm, denied, listing
-from replication_admin.engine.snapshot_log import rlog_name
-from replication_admin.engine.statements import StatementError
+from replication_admin.core.forms import ScheduleForm
+from replication_admin.core.web import denied, listing
+from replication_admin.engine import dialects
+from replication_admin.engine.snapshot_log import SnapshotLogError, rlog_name, snapshot_log
+from replication_admin.engine.statements import quote_name
 from replication_admin.models import JobRun, ScheduledEvent, Server, Snapshot, SnapshotLog
-from replication_admin.servers.forms import ScheduleForm, SnapshotForm, StatementForm
 from replication_admin.snapshots import actions as snap
-from replication_admin.statements import execute
+from replication_admin.snapshots.forms import SnapshotForm
+from replication_admin.snapshots.selectors import last_refreshes
 
 OPERATE = "replication_admin.operate"
 
@@ -268,33 +269,9 @@ def _snapshot_log_confirm(request: HttpRequest, srv: Server, action: str) -> Htt
 # --- statement console ----------------------------------------------------------------------------------
 
 
-@require_http_methods(["GET", "POST"])
-def statement_console(request: HttpRequest) -> HttpResponse:
-    # Running statements is an operator's work; statements that create or drop also need edit, which
-    # each statement's action checks (and audits) itself.
-    if request.method == "POST" and not check_perm(request, OPERATE, "statement", "statement console"):
-        return denied(request, PermissionDenied(f"{request.user.get_username()} may not run statements"))
-    form = StatementForm(request.POST or None, initial=request.GET.dict())
-    outcomes, error = None, None
-    if request.method == "POST" and form.is_valid():
-        try:
-            outcomes = execute(
-                Actor.from_request(request), form.cleaned_data["text"], context=form.cleaned_data["server"], wait=False
-            )
-        except StatementError as exc:
-            error = exc
-    context = {"form": form, "outcomes": outcomes, "error": error}
-    if request.htmx:
-        return render(request, "replication_admin/statements.html#results", context)
-    return render(request, "replication_admin/statements.html", context)
-
-
 @require_GET
 def snapshot_log_ddl(request: HttpRequest, server: str, table: str) -> HttpResponse:
     """The snapshot log of a table as DDL for every dialect, for servers the console does not reach."""
-    from replication_admin.engine import dialects
-    from replication_admin.engine.snapshot_log import SnapshotLogError, snapshot_log
-
     srv = get_object_or_404(Server, name=server)
     scripts, error = [], ""
     try:
@@ -313,8 +290,6 @@ def snapshot_log_ddl(request: HttpRequest, server: str, table: str) -> HttpRespo
 
 def _ticked_columns(server: Server, table: str, ticked: list[str]) -> str:
     """The column list from the picker's checkboxes: empty (the whole table) when all are ticked."""
-    from replication_admin.engine.statements import quote_name
-
     try:
         info = connections.describe_table(server, table)
     except (connections.ConnectionFailed, connections.TableNotFound):

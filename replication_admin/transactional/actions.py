@@ -14,6 +14,7 @@ from replication_admin.core.introspection import lookup_table
 from replication_admin.core.jobs import do_start_job
 from replication_admin.engine import levels
 from replication_admin.models import (
+    AuditEntry,
     ConflictBackup,
     DeclaredServer,
     JobRun,
@@ -33,8 +34,6 @@ TABLE, PROCEDURE = 2, 3
 
 
 def _failed(actor: Actor, action: str, target: str, error: Exception) -> None:
-    from replication_admin.models import AuditEntry
-
     record(actor, action, target, AuditEntry.Outcome.ERROR, {"error": str(error)})
 
 

@@ -4,22 +4,18 @@ subscriptions (SYS_REPL_SUBSCRIBERS) with their level, lag, validity, gaps, sche
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import datetime
 
 import pyodbc
 from django.contrib import messages
-from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.connections import ConnectionFailed
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.web import check_perm, denied, is_htmx, line_chart, listing, local_stamp
-from replication_admin.engine.schedule import EventTimes, next_run
+from replication_admin.core.web import denied, is_htmx, line_chart, local_stamp, refuse
 from replication_admin.models import (
     JobRun,
     LevelSample,
@@ -33,8 +29,6 @@ from replication_admin.models import (
 )
 from replication_admin.transactional import actions as trx_actions
 from replication_admin.transactional.forms import (
-    MONTHS,
-    WEEKDAYS,
     AddTableForm,
     GrantForm,
     NewLogForm,
@@ -44,6 +38,7 @@ from replication_admin.transactional.forms import (
     SubScheduleForm,
     SubscribeForm,
 )
+from replication_admin.transactional.selectors import event_next_run, purger_summary, status_of
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
@@ -54,13 +49,6 @@ SUBSCRIPTION_TEMPLATE = "replication_admin/trx/subscription_detail.html"
 
 
 # --- helpers ---------------------------------------------------------------------------------------------
-
-
-def _refuse(request: HttpRequest, perm: str, action: str, target: str) -> HttpResponse | None:
-    """A 403 (recorded in the audit log as denied) when the user lacks `perm`; None when they hold it."""
-    if check_perm(request, perm, action, target):
-        return None
-    return denied(request, PermissionDenied(f"{request.user.get_username()} may not {action} (needs {perm})"))
 
 
 def _attempt(request: HttpRequest, call: Callable[[Actor], str | None]) -> HttpResponse | None:
@@ -100,39 +88,6 @@ def _sub_target(sub: ReplSubscriber) -> str:
 
 def _acct_target(account: ReplAccount) -> str:
     return f"{account.server}/{account.account}"
-
-
-def event_next_run(event: ScheduledEvent | None) -> datetime | None:
-    if event is None:
-        return None
-    times = EventTimes(event.name, event.start, event.interval, event.last_completed, event.disabled)
-    return next_run(times, timezone.now())
-
-
-def purger_summary(account: ReplAccount) -> str:
-    """P_MONTH / P_DAY / P_WDAY / P_TIME for people, e.g. 'weekly on Sunday at 03:00'."""
-    if account.p_time is None:
-        return "off"
-    at = account.p_time.strftime("%H:%M")
-    if account.p_month is not None:
-        return f"yearly on {account.p_day or 1} {dict(MONTHS)[account.p_month]} at {at}"
-    if account.p_day is not None:
-        return f"monthly on day {account.p_day} at {at}"
-    if account.p_wday is not None:
-        return f"weekly on {dict(WEEKDAYS)[account.p_wday]} at {at}"
-    return f"daily at {at}"
-
-
-def status_of(sub: ReplSubscriber) -> tuple[str, str]:
-    """The subscription's state for people, with its badge class."""
-    if not sub.subscribed:
-        return "not subscribed", ""
-    if sub.init_state in ("staging", "copying"):
-        return "copying", "running"
-    if sub.init_state != "done":
-        return "not copied", "warn"
-    css = {sub.IN_SYNC: "ok", sub.SYNCING: "running", sub.DISCONNECTED: "bad"}.get(sub.state, "")
-    return sub.get_state_display(), css
 
 
 def level_figures(server: str, account: str, subscribers: Iterable[str]) -> tuple[dict, dict]:
@@ -202,73 +157,6 @@ def _subscriber_rows(account: ReplAccount, subs: list[ReplSubscriber], jobs: lis
 # --- list pages (their sections on /publications/ and /subscriptions/) -------------------------------------
 
 
-TRX_PUBLICATION_SORTS = {
-    "publisher": ("server", "account"),
-    "account": ("account", "server"),
-    "level": ("level", "server", "account"),
-    "updateable": ("is_updateable", "server", "account"),
-    "log": ("log_file", "server", "account"),
-}
-TRX_SUBSCRIPTION_SORTS = {
-    "subscriber": ("subscriber", "server", "account"),
-    "publication": ("server", "account", "subscriber"),
-    "state": ("init_state", "state", "subscriber"),
-    "level": ("level", "subscriber"),
-    "valid": ("valid", "subscriber"),
-    "last_sync": ("last_sync_at", "subscriber"),
-}
-
-
-def _of_accounts(queryset, accounts: Iterable, server: str = "server", account: str = "account"):
-    """The rows of `queryset` that may belong to these publications (exact pairs are matched by the caller)."""
-    return queryset.filter(**{f"{server}__in": {a.server for a in accounts},
-                              f"{account}__in": {a.account for a in accounts}})  # fmt: skip
-
-
-def publication_list_context(request: HttpRequest) -> dict:
-    """The transactional section of the publications page (its own sort, filter and page: `trx_` parameters)."""
-    accounts = listing(request, ReplAccount.objects.all(), sorts=TRX_PUBLICATION_SORTS, default="publisher",
-                       search=("server", "account", "log_file"), prefix="trx_")  # fmt: skip
-    shown = list(accounts.page)
-    items = {
-        (r["server"], r["acct"]): r["n"]
-        for r in _of_accounts(TpItem.objects, shown, account="acct").values("server", "acct").annotate(n=Count("id"))
-        .order_by()
-    }  # fmt: skip
-    subscribers = {
-        (r["server"], r["account"]): r["n"]
-        for r in _of_accounts(ReplSubscriber.objects.filter(subscribed=True), shown).values("server", "account")
-        .annotate(n=Count("id")).order_by()
-    }  # fmt: skip
-    accounts.page.object_list = [
-        {"account": a, "items": items.get((a.server, a.account), 0),
-         "subscribers": subscribers.get((a.server, a.account), 0), "purger": purger_summary(a)}
-        for a in shown
-    ]  # fmt: skip
-    return {"trx_publications": accounts, "trx_form": PublishForm()}
-
-
-def subscription_list_context(request: HttpRequest) -> dict:
-    """The transactional section of the subscriptions page (its own sort, filter and page: `trx_` parameters)."""
-    subs = listing(request, ReplSubscriber.objects.filter(subscribed=True), sorts=TRX_SUBSCRIPTION_SORTS,
-                   default="subscriber", search=("subscriber", "server", "account"), prefix="trx_")  # fmt: skip
-    shown = list(subs.page)
-    names = {trx_actions.schedule_event_name(s.subscriber, s): s.pk for s in shown}
-    events = {names[e.name]: e for e in ScheduledEvent.objects.filter(name__in=names)}
-    rows = []
-    for sub in shown:
-        label, css = status_of(sub)
-        event = events.get(sub.pk)
-        rows.append({"sub": sub, "status": label, "status_css": css, "event": event,
-                     "next_run": event_next_run(event)})  # fmt: skip
-    subs.page.object_list = rows
-    return {
-        "trx_subscriptions": subs,
-        "trx_subscribe_form": SubscribeForm(),
-        "accounts": ReplAccount.objects.only("server", "account"),
-    }
-
-
 # --- publications ----------------------------------------------------------------------------------------
 
 
@@ -277,7 +165,7 @@ def publication_create(request: HttpRequest) -> HttpResponse:
     form = PublishForm(request.POST or None, initial=request.GET.dict())
     if request.method == "POST":
         target = f"{request.POST.get('server', '')}/{request.POST.get('account', '')}"
-        if refused := _refuse(request, EDIT, "trx.publish", target):
+        if refused := refuse(request, EDIT, "trx.publish", target):
             return refused
         if form.is_valid():
             d = form.cleaned_data
@@ -339,7 +227,7 @@ def publication_detail(request: HttpRequest, server: str, account: str) -> HttpR
 @require_POST
 def publication_add_item(request: HttpRequest, server: str, account: str) -> HttpResponse:
     acct = _account(server, account)
-    if refused := _refuse(request, EDIT, "trx.pub_add", f"{_acct_target(acct)}: {request.POST.get('item', '')}"):
+    if refused := refuse(request, EDIT, "trx.pub_add", f"{_acct_target(acct)}: {request.POST.get('item', '')}"):
         return refused
     form = AddTableForm(request.POST)
     if not form.is_valid():
@@ -362,7 +250,7 @@ def publication_remove_item(request: HttpRequest, server: str, account: str) -> 
     form = RemoveItemForm(request.POST)
     pk = form.cleaned_data["item"] if form.is_valid() else None
     item = TpItem.objects.filter(pk=pk, server=acct.server, acct=acct.account).first()
-    if refused := _refuse(request, EDIT, "trx.pub_remove", f"{_acct_target(acct)}: {item.item if item else ''}"):
+    if refused := refuse(request, EDIT, "trx.pub_remove", f"{_acct_target(acct)}: {item.item if item else ''}"):
         return refused
     if item is None:
         messages.error(request, "That item is not part of the publication.")
@@ -396,7 +284,7 @@ def _remove_item_confirm(request: HttpRequest, acct: ReplAccount) -> HttpRespons
 @require_POST
 def publication_grant(request: HttpRequest, server: str, account: str) -> HttpResponse:
     acct = _account(server, account)
-    if refused := _refuse(request, EDIT, "trx.grant", f"{account} -> {request.POST.get('grantee', '')}"):
+    if refused := refuse(request, EDIT, "trx.grant", f"{account} -> {request.POST.get('grantee', '')}"):
         return refused
     form = GrantForm(request.POST)
     if not form.is_valid():
@@ -410,7 +298,7 @@ def publication_revoke(request: HttpRequest, server: str, account: str) -> HttpR
     acct = _account(server, account)
     if request.method == "GET":
         return _revoke_confirm(request, acct)
-    if refused := _refuse(request, EDIT, "trx.revoke", f"{account} -> {request.POST.get('grantee', '')}"):
+    if refused := refuse(request, EDIT, "trx.revoke", f"{account} -> {request.POST.get('grantee', '')}"):
         return refused
     form = GrantForm(request.POST)
     if not form.is_valid():
@@ -445,7 +333,7 @@ def _revoke_confirm(request: HttpRequest, acct: ReplAccount) -> HttpResponse:
 @require_POST
 def publication_new_log(request: HttpRequest, server: str, account: str) -> HttpResponse:
     acct = _account(server, account)
-    if refused := _refuse(request, EDIT, "trx.new_log", _acct_target(acct)):
+    if refused := refuse(request, EDIT, "trx.new_log", _acct_target(acct)):
         return refused
     form = NewLogForm(request.POST)
     if not form.is_valid():
@@ -457,7 +345,7 @@ def publication_new_log(request: HttpRequest, server: str, account: str) -> Http
 @require_POST
 def publication_purger(request: HttpRequest, server: str, account: str) -> HttpResponse:
     acct = _account(server, account)
-    if refused := _refuse(request, EDIT, "trx.purger", _acct_target(acct)):
+    if refused := refuse(request, EDIT, "trx.purger", _acct_target(acct)):
         return refused
     form = PurgerForm(request.POST)
     if not form.is_valid():
@@ -492,7 +380,7 @@ def publication_purge(request: HttpRequest, server: str, account: str) -> HttpRe
             "cancel_url": acct.get_absolute_url(),
             "hidden": {},
         })  # fmt: skip
-    if refused := _refuse(request, OPERATE, "trx.purge", _acct_target(acct)):
+    if refused := refuse(request, OPERATE, "trx.purge", _acct_target(acct)):
         return refused
 
     def purge(actor: Actor) -> str:
@@ -506,7 +394,7 @@ def publication_purge(request: HttpRequest, server: str, account: str) -> HttpRe
 def publication_drop(request: HttpRequest, server: str, account: str) -> HttpResponse:
     acct = _account(server, account)
     if request.method == "POST":
-        if refused := _refuse(request, EDIT, "trx.unpublish", _acct_target(acct)):
+        if refused := refuse(request, EDIT, "trx.unpublish", _acct_target(acct)):
             return refused
         if response := _attempt(request, lambda actor: trx_actions.do_unpublish(actor, acct)):
             return response
@@ -538,7 +426,7 @@ def subscription_create(request: HttpRequest) -> HttpResponse:
         target = f"{request.POST.get('subscriber', '')} <- {request.POST.get('publisher', '')}/" + request.POST.get(
             "account", ""
         )
-        if refused := _refuse(request, EDIT, "trx.subscribe", target):
+        if refused := refuse(request, EDIT, "trx.subscribe", target):
             return refused
         if form.is_valid():
             d = form.cleaned_data
@@ -611,7 +499,7 @@ def subscription_valid(request: HttpRequest, subscriber: str, server: str, accou
     if request.POST.get("valid") not in ("0", "1"):
         return HttpResponseBadRequest("valid is 0 or 1")
     valid = request.POST["valid"] == "1"
-    if refused := _refuse(request, OPERATE, "trx.mark_valid" if valid else "trx.mark_invalid", _sub_target(sub)):
+    if refused := refuse(request, OPERATE, "trx.mark_valid" if valid else "trx.mark_invalid", _sub_target(sub)):
         return refused
     return _attempt(request, lambda actor: trx_actions.do_mark_valid(actor, sub, valid)) or _back(request, sub)
 
@@ -636,7 +524,7 @@ def subscription_init(request: HttpRequest, subscriber: str, server: str, accoun
             "cancel_url": sub.get_absolute_url(),
             "hidden": {"back": request.GET.get("back", "")},
         })  # fmt: skip
-    if refused := _refuse(request, OPERATE, "job.trx_init", _sub_target(sub)):
+    if refused := refuse(request, OPERATE, "job.trx_init", _sub_target(sub)):
         return refused
 
     def start(actor: Actor) -> str:
@@ -649,7 +537,7 @@ def subscription_init(request: HttpRequest, subscriber: str, server: str, accoun
 @require_POST
 def subscription_sync(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
     sub = _subscription(subscriber, server, account)
-    if refused := _refuse(request, OPERATE, "job.trx_sync", _sub_target(sub)):
+    if refused := refuse(request, OPERATE, "job.trx_sync", _sub_target(sub)):
         return refused
 
     def start(actor: Actor) -> str:
@@ -665,7 +553,7 @@ def subscription_follow(request: HttpRequest, subscriber: str, server: str, acco
     if request.POST.get("follow") not in ("0", "1"):
         return HttpResponseBadRequest("follow is 0 or 1")
     follow = request.POST["follow"] == "1"
-    if refused := _refuse(request, OPERATE, "trx.follow" if follow else "trx.disconnect", _sub_target(sub)):
+    if refused := refuse(request, OPERATE, "trx.follow" if follow else "trx.disconnect", _sub_target(sub)):
         return refused
 
     def change(actor: Actor) -> str:
@@ -681,7 +569,7 @@ def subscription_follow(request: HttpRequest, subscriber: str, server: str, acco
 @require_POST
 def subscription_schedule(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
     sub = _subscription(subscriber, server, account)
-    if refused := _refuse(request, OPERATE, "trx.schedule", _sub_target(sub)):
+    if refused := refuse(request, OPERATE, "trx.schedule", _sub_target(sub)):
         return refused
     form = SubScheduleForm(request.POST)
     if not form.is_valid():
@@ -695,7 +583,7 @@ def subscription_schedule(request: HttpRequest, subscriber: str, server: str, ac
 def subscription_drop(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
     sub = _subscription(subscriber, server, account)
     if request.method == "POST":
-        if refused := _refuse(request, EDIT, "trx.unsubscribe", _sub_target(sub)):
+        if refused := refuse(request, EDIT, "trx.unsubscribe", _sub_target(sub)):
             return refused
         if response := _attempt(request, lambda actor: trx_actions.do_unsubscribe(actor, sub)):
             return response

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 
 from django.db import transaction
 
+from replication_admin.bidir import actions as bidir_actions
 from replication_admin.conflicts import actions as resolver_actions
 from replication_admin.core import connections, crypto
 from replication_admin.core.audit import Actor, record, require
@@ -31,7 +32,9 @@ from replication_admin.models import (
     TransactionalConflictResolver,
 )
 from replication_admin.servers.actions import ServerData, do_register_server, transient_server, validate
-from replication_admin.snapshots.shapes import snapshot_name
+from replication_admin.snapshots import actions as snapshot_actions
+from replication_admin.snapshots.selectors import snapshot_name
+from replication_admin.statements import execute
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
@@ -454,10 +457,6 @@ def _register(actor: Actor, choice: ServerChoice) -> str | None:
 def do_run_plan(actor: Actor, plan: Plan) -> RunResult:
     """Register the new servers, run the statements in order (the first failure stops the rest), schedule,
     and start the initial copy; returns the outcomes and the jobs to follow."""
-    from replication_admin.bidir import actions as bidir_actions
-    from replication_admin.snapshots import actions as snapshot_actions
-    from replication_admin.statements import execute
-
     require(actor, EDIT, "wizard.run", f"{plan.publisher.name} -> {plan.subscriber.name}")
     require(actor, OPERATE, "wizard.run", f"{plan.publisher.name} -> {plan.subscriber.name}")
     _, steps = check_plan(plan)

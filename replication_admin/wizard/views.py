@@ -6,7 +6,7 @@ copied before it (replication_admin.wizard.do_run_plan)."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
@@ -15,9 +15,9 @@ from replication_admin.core import connections
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import lookup_table
-from replication_admin.core.web import check_perm, denied, is_htmx
+from replication_admin.core.web import denied, is_htmx, requires
 from replication_admin.models import JobRun, ReplSubscriber, Server, Snapshot, SnapshotPublication
-from replication_admin.snapshots.shapes import snapshot_name
+from replication_admin.snapshots.selectors import snapshot_name
 from replication_admin.wizard.forms import (
     ModeForm,
     ResolversForm,
@@ -48,6 +48,7 @@ from replication_admin.wizard.plan import (
 PLAN_KEY = "setup_wizard"
 RESULT_KEY = "setup_wizard_result"
 EDIT = "replication_admin.edit"
+WIZARD_METHODS = ("GET", "POST")  # nothing of the wizard is shown to a user who may not set up replication
 # What a step may fail with besides PlanError: servers that went away, tables that can't be read.
 STEP_ERRORS = (PlanError, connections.ConnectionFailed, connections.TableNotFound, ReplicationError)
 
@@ -58,12 +59,6 @@ def _plan(request: HttpRequest) -> Plan:
 
 def _save(request: HttpRequest, plan: Plan) -> None:
     request.session[PLAN_KEY] = plan.to_session()
-
-
-def _refused(request: HttpRequest, step: str) -> HttpResponse | None:
-    if check_perm(request, EDIT, "wizard", step):
-        return None
-    return HttpResponseForbidden("You need the edit permission (the editor role) to set up replication.")
 
 
 def _render(request: HttpRequest, plan: Plan, step: str, context: dict) -> HttpResponse:
@@ -91,27 +86,24 @@ def _next(request: HttpRequest, plan: Plan, step: str) -> HttpResponse:
 
 
 @require_http_methods(["GET"])
+@requires(EDIT, "wizard", "start", methods=WIZARD_METHODS)
 def setup_start(request: HttpRequest) -> HttpResponse:
-    if refused := _refused(request, "start"):
-        return refused
     plan = _plan(request)
     current = next((k for k, _ in plan.steps if k not in plan.done), "review")
     return redirect("setup-step", step=current)
 
 
 @require_POST
+@requires(EDIT, "wizard", "reset", methods=WIZARD_METHODS)
 def setup_reset(request: HttpRequest) -> HttpResponse:
-    if refused := _refused(request, "reset"):
-        return refused
     request.session.pop(PLAN_KEY, None)
     messages.info(request, "The wizard starts over; nothing had been changed.")
     return redirect("setup-step", step="publisher")
 
 
 @require_http_methods(["GET", "POST"])
+@requires(EDIT, "wizard", lambda request, step: step, methods=WIZARD_METHODS)
 def setup_step(request: HttpRequest, step: str) -> HttpResponse:
-    if refused := _refused(request, step):
-        return refused
     plan = _plan(request)
     if step not in [k for k, _ in plan.steps]:
         raise Http404(f"the wizard has no step {step!r} for this mode")
@@ -336,10 +328,9 @@ STEP_VIEWS = {
 
 
 @require_http_methods(["GET"])
+@requires(EDIT, "wizard", "started", methods=WIZARD_METHODS)
 def setup_started(request: HttpRequest) -> HttpResponse:
     """What the confirmation ran, and the initial copy's progress until every job has finished."""
-    if refused := _refused(request, "started"):
-        return refused
     result = request.session.get(RESULT_KEY)
     if result is None:
         return redirect("setup")

@@ -18,7 +18,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from replication_admin.bidir.views import PUBLICATION_SORTS, SUBSCRIPTION_SORTS
+from replication_admin.bidir.selectors import PUBLICATION_SORTS, SUBSCRIPTION_SORTS
 from replication_admin.conflicts.views import CONFLICT_SORTS
 from replication_admin.console.audit_log import AUDIT_SORTS
 from replication_admin.console.jobs import JOB_SORTS
@@ -41,7 +41,7 @@ from replication_admin.models import (
 )
 from replication_admin.servers.views import SERVER_SORTS
 from replication_admin.snapshots.views import LOG_SORTS, SNAPSHOT_SORTS
-from replication_admin.transactional.views import TRX_PUBLICATION_SORTS, TRX_SUBSCRIPTION_SORTS
+from replication_admin.transactional.selectors import TRX_PUBLICATION_SORTS, TRX_SUBSCRIPTION_SORTS
 from tests.web.conftest import make_user
 
 pytestmark = pytest.mark.django_db

@@ -8,12 +8,23 @@ import pyodbc
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand
+from django_q.models import Schedule
 
+from replication_admin.bidir.actions import do_schedule_publication, find_publication
 from replication_admin.core.audit import Actor
 from replication_admin.demo import create_demo_database
-from replication_admin.models import Server, SnapshotLog
+from replication_admin.models import (
+    ReplAccount,
+    ReplSubscriber,
+    Server,
+    Snapshot,
+    SnapshotLog,
+    SnapshotPublication,
+    SnapshotSubscription,
+)
 from replication_admin.servers.actions import ServerData, do_check_server, do_register_server
 from replication_admin.snapshots.actions import do_schedule_snapshot
+from replication_admin.statements import execute
 
 DEMO_DATABASE = "replication_demo"
 LOCAL_SERVERS = [
@@ -71,11 +82,6 @@ class Command(BaseCommand):
     def _replication(self, actor: Actor) -> None:
         """Snapshots of the Demo database on the other servers, refreshed every minute, and a stream of
         new orders on the Demo database to give them something to replicate."""
-        from django_q.models import Schedule
-
-        from replication_admin.models import Snapshot
-        from replication_admin.statements import execute
-
         target = next((n for n in ("pg_demo", "mariadb_demo") if Server.objects.filter(name=n).exists()), None)
         if target is None:
             replica = settings.VAR_DIR / "replica.sqlite3"
@@ -109,10 +115,6 @@ class Command(BaseCommand):
     def _bidirectional(self, actor: Actor, target: str) -> None:
         """demo.Products published bi-directionally to the snapshot target and to a SQLite "branch"
         office; both sides change prices every minute, and the cheaper price wins a conflict."""
-        from replication_admin.bidir.actions import do_schedule_publication, find_publication
-        from replication_admin.models import SnapshotPublication, SnapshotSubscription
-        from replication_admin.statements import execute
-
         branch = settings.VAR_DIR / "branch.sqlite3"
         branch.touch()
         self._register(actor, ServerData(name="branch", dialect="sqlite", database=str(branch),
@@ -139,9 +141,6 @@ class Command(BaseCommand):
     def _transactional(self, actor: Actor, target: str) -> None:
         """demo."Order Details" published transactionally; the snapshot target subscribes in sync mode
         (the demo's follower applies each new order line within a second) and re-syncs every minute."""
-        from replication_admin.models import ReplAccount, ReplSubscriber
-        from replication_admin.statements import execute
-
         scripts = []
         if not ReplAccount.objects.filter(server="demo", account="orders").exists():
             scripts.append(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 
 from django.core.management.base import BaseCommand
 
@@ -21,8 +22,6 @@ class Command(BaseCommand):
         parser.add_argument("--seconds", type=float, default=0, help="stop after this long (0: until SIGTERM)")
 
     def handle(self, *args, **opts):
-        import time
-
         stopping = {"now": False}
 
         def stop_signal(*_):

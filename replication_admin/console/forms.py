@@ -1,0 +1,29 @@
+"""Forms of the console's own pages: compare, the job list's filter, the statement console."""
+
+from __future__ import annotations
+
+from django import forms
+
+from replication_admin.models import JobRun, Server
+
+
+class CompareForm(forms.Form):
+    left_server = forms.ModelChoiceField(queryset=Server.objects.all(), to_field_name="name")
+    left_table = forms.CharField(max_length=255)
+    right_server = forms.ModelChoiceField(queryset=Server.objects.all(), to_field_name="name")
+    right_table = forms.CharField(max_length=255)
+
+
+class JobFilterForm(forms.Form):
+    state = forms.ChoiceField(choices=[("", "any state"), *JobRun.State.choices], required=False)
+    kind = forms.CharField(required=False)
+
+
+class StatementForm(forms.Form):
+    server = forms.ModelChoiceField(
+        queryset=Server.objects.all(), to_field_name="name", required=False, label="Context server",
+        help_text="For table names written without a server",
+    )  # fmt: skip
+    text = forms.CharField(
+        max_length=100_000, widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false"}), label="Statements"
+    )

@@ -1,0 +1,129 @@
+"""Read queries of transactional replication for pages: the sections of the publications and subscriptions
+lists, a subscription's status."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from django.db.models import Count
+from django.http import HttpRequest
+from django.utils import timezone
+
+from replication_admin.core.web import listing
+from replication_admin.engine.schedule import EventTimes, next_run
+from replication_admin.models import (
+    ReplAccount,
+    ReplSubscriber,
+    ScheduledEvent,
+    TpItem,
+)
+from replication_admin.transactional import actions as trx_actions
+from replication_admin.transactional.forms import (
+    MONTHS,
+    WEEKDAYS,
+    PublishForm,
+    SubscribeForm,
+)
+
+
+def event_next_run(event: ScheduledEvent | None) -> datetime | None:
+    if event is None:
+        return None
+    times = EventTimes(event.name, event.start, event.interval, event.last_completed, event.disabled)
+    return next_run(times, timezone.now())
+
+
+def purger_summary(account: ReplAccount) -> str:
+    """P_MONTH / P_DAY / P_WDAY / P_TIME for people, e.g. 'weekly on Sunday at 03:00'."""
+    if account.p_time is None:
+        return "off"
+    at = account.p_time.strftime("%H:%M")
+    if account.p_month is not None:
+        return f"yearly on {account.p_day or 1} {dict(MONTHS)[account.p_month]} at {at}"
+    if account.p_day is not None:
+        return f"monthly on day {account.p_day} at {at}"
+    if account.p_wday is not None:
+        return f"weekly on {dict(WEEKDAYS)[account.p_wday]} at {at}"
+    return f"daily at {at}"
+
+
+def status_of(sub: ReplSubscriber) -> tuple[str, str]:
+    """The subscription's state for people, with its badge class."""
+    if not sub.subscribed:
+        return "not subscribed", ""
+    if sub.init_state in ("staging", "copying"):
+        return "copying", "running"
+    if sub.init_state != "done":
+        return "not copied", "warn"
+    css = {sub.IN_SYNC: "ok", sub.SYNCING: "running", sub.DISCONNECTED: "bad"}.get(sub.state, "")
+    return sub.get_state_display(), css
+
+
+TRX_PUBLICATION_SORTS = {
+    "publisher": ("server", "account"),
+    "account": ("account", "server"),
+    "level": ("level", "server", "account"),
+    "updateable": ("is_updateable", "server", "account"),
+    "log": ("log_file", "server", "account"),
+}
+
+
+TRX_SUBSCRIPTION_SORTS = {
+    "subscriber": ("subscriber", "server", "account"),
+    "publication": ("server", "account", "subscriber"),
+    "state": ("init_state", "state", "subscriber"),
+    "level": ("level", "subscriber"),
+    "valid": ("valid", "subscriber"),
+    "last_sync": ("last_sync_at", "subscriber"),
+}
+
+
+def _of_accounts(queryset, accounts: Iterable, server: str = "server", account: str = "account"):
+    """The rows of `queryset` that may belong to these publications (exact pairs are matched by the caller)."""
+    return queryset.filter(**{f"{server}__in": {a.server for a in accounts},
+                              f"{account}__in": {a.account for a in accounts}})  # fmt: skip
+
+
+def publication_list_context(request: HttpRequest) -> dict:
+    """The transactional section of the publications page (its own sort, filter and page: `trx_` parameters)."""
+    accounts = listing(request, ReplAccount.objects.all(), sorts=TRX_PUBLICATION_SORTS, default="publisher",
+                       search=("server", "account", "log_file"), prefix="trx_")  # fmt: skip
+    shown = list(accounts.page)
+    items = {
+        (r["server"], r["acct"]): r["n"]
+        for r in _of_accounts(TpItem.objects, shown, account="acct").values("server", "acct").annotate(n=Count("id"))
+        .order_by()
+    }  # fmt: skip
+    subscribers = {
+        (r["server"], r["account"]): r["n"]
+        for r in _of_accounts(ReplSubscriber.objects.filter(subscribed=True), shown).values("server", "account")
+        .annotate(n=Count("id")).order_by()
+    }  # fmt: skip
+    accounts.page.object_list = [
+        {"account": a, "items": items.get((a.server, a.account), 0),
+         "subscribers": subscribers.get((a.server, a.account), 0), "purger": purger_summary(a)}
+        for a in shown
+    ]  # fmt: skip
+    return {"trx_publications": accounts, "trx_form": PublishForm()}
+
+
+def subscription_list_context(request: HttpRequest) -> dict:
+    """The transactional section of the subscriptions page (its own sort, filter and page: `trx_` parameters)."""
+    subs = listing(request, ReplSubscriber.objects.filter(subscribed=True), sorts=TRX_SUBSCRIPTION_SORTS,
+                   default="subscriber", search=("subscriber", "server", "account"), prefix="trx_")  # fmt: skip
+    shown = list(subs.page)
+    names = {trx_actions.schedule_event_name(s.subscriber, s): s.pk for s in shown}
+    events = {names[e.name]: e for e in ScheduledEvent.objects.filter(name__in=names)}
+    rows = []
+    for sub in shown:
+        label, css = status_of(sub)
+        event = events.get(sub.pk)
+        rows.append({"sub": sub, "status": label, "status_css": css, "event": event,
+                     "next_run": event_next_run(event)})  # fmt: skip
+    subs.page.object_list = rows
+    return {
+        "trx_subscriptions": subs,
+        "trx_subscribe_form": SubscribeForm(),
+        "accounts": ReplAccount.objects.only("server", "account"),
+    }

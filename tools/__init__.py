@@ -1,0 +1,1 @@
+"""Development tools of replication_admin (not shipped with the product)."""
