@@ -3,10 +3,13 @@ subscriptions (SYS_REPL_SUBSCRIBERS) with their level, lag, validity, gaps, sche
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 import pyodbc
 from django.contrib import messages
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -96,12 +99,18 @@ def level_figures(server: str, account: str, subscribers: Iterable[str]) -> tupl
     level_traces: list[dict] = []
     lag_traces: list[dict] = []
     publisher: dict[str, int] = {}
-    for name in subscribers:
-        samples = list(
-            LevelSample.objects.filter(server=server, account=account, subscriber=name).order_by("-at")[
-                :SAMPLES_PER_SUBSCRIBER
-            ]
-        )[::-1]
+    names = list(subscribers)
+    latest = (
+        LevelSample.objects.filter(server=server, account=account, subscriber__in=names)
+        .annotate(recency=Window(RowNumber(), partition_by=F("subscriber"), order_by=F("at").desc()))
+        .filter(recency__lte=SAMPLES_PER_SUBSCRIBER)
+        .order_by("at")
+    )  # one query for all the subscribers, not one each
+    samples_of: dict[str, list[LevelSample]] = defaultdict(list)
+    for sample in latest:
+        samples_of[sample.subscriber].append(sample)
+    for name in names:
+        samples = samples_of[name]
         if not samples:
             continue
         x = [local_stamp(s.at) for s in samples]
