@@ -24,18 +24,26 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.jdbc import read_partitioned, read_query
-from jobs.snapshot_refresh import SQLITE_TS, Endpoint, _as_timestamp, to_destination, write_counted, write_staging
+from jobs.snapshot_refresh import (
+    Endpoint,
+    as_timestamp,
+    snaptime_out,
+    snaptime_type,
+    to_destination,
+    write_counted,
+    write_staging,
+)
 from replication_admin.engine.refresh_sql import Moved
 
 Progress = Callable[[int, int], None]
 
 
 def _snaptime(df: DataFrame, dialect: str) -> DataFrame:
-    return df.withColumn("snaptime", _as_timestamp(F.col("snaptime"), "STRING" if dialect == "sqlite" else "TIMESTAMP"))
+    return df.withColumn("snaptime", as_timestamp(F.col("snaptime"), snaptime_type(dialect)))
 
 
 def _snaptime_out(dest_dialect: str):
-    return F.date_format("snaptime", SQLITE_TS) if dest_dialect == "sqlite" else F.col("snaptime")
+    return snaptime_out(F.col("snaptime"), dest_dialect)
 
 
 def _values_out(moved: tuple[Moved, ...], read_types: dict[str, str], dest_dialect: str, prefix: str = ""):

@@ -36,7 +36,7 @@ def _normalise_decimal_text(text: Column) -> Column:
     return F.when(text.isNull(), F.lit(None)).otherwise(F.coalesce(out, trimmed))
 
 
-def _normalise_time_text(text: Column) -> Column:
+def normalise_time_text(text: Column) -> Column:
     whole = F.substring_index(text, ".", 1)
     fraction = F.when(F.instr(text, ".") > 0, F.substring_index(text, ".", -1)).otherwise(F.lit(""))
     return F.concat(whole, F.lit("."), F.rpad(fraction, 6, "0"))
@@ -59,7 +59,7 @@ def canonical_value(col: SideColumn) -> Column:
         day = c if read_as == "DATE" else F.trim(c).try_cast("date")
         return F.coalesce(F.date_format(day, "yyyy-MM-dd"), c.cast("string"))
     if family == "time":
-        return _normalise_time_text(c.cast("string"))
+        return normalise_time_text(c.cast("string"))
     if family == "binary":
         return F.lower(F.hex(c)) if read_as == "BINARY" else c.cast("string")
     return c.cast("string")

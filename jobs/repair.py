@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from jobs.compare import canonical_value, row_hash
 from jobs.jdbc import read_partitioned
 from jobs.progress import StageProgress
-from jobs.snapshot_refresh import SQLITE_TS, Endpoint, to_destination, write_staging
+from jobs.snapshot_refresh import Endpoint, snaptime_out, to_destination, write_staging
 from replication_admin.engine.compare import ComparePlan, Side
 from replication_admin.engine.refresh_sql import Moved
 
@@ -52,7 +52,7 @@ def stage_repair(
     read_left = {c.alias: c.read_type for c in plan.left.columns}
     read_right = {c.alias: c.read_type for c in plan.right.columns}
     now = F.current_timestamp()
-    snaptime = F.date_format(now, SQLITE_TS) if dest.dialect == "sqlite" else now
+    snaptime = snaptime_out(now, dest.dialect)
     columns = []
     for m in moved:
         from_left = to_destination(F.col(f"l_{m.alias}"), m, read_left[m.alias], dest.dialect)

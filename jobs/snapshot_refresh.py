@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
-from jobs.compare import _normalise_time_text
+from jobs.compare import normalise_time_text
 from jobs.jdbc import read_partitioned, read_query
 from jobs.progress import StageProgress
+from replication_admin.engine import dialects
 from replication_admin.engine.compare import family_of
 from replication_admin.engine.dialects import JdbcEndpoint
 from replication_admin.engine.refresh_sql import Moved
@@ -36,28 +37,43 @@ class Endpoint:
     jdbc: JdbcEndpoint
 
 
-def _as_timestamp(c: Column, read_as: str) -> Column:
+def as_timestamp(c: Column, read_as: str) -> Column:
     # ANSI casts: a value that is not a timestamp fails the job instead of arriving as NULL.
     return c if read_as == "TIMESTAMP" else F.trim(c).cast("timestamp")
+
+
+def text_timestamps(dialect: str) -> bool:
+    """True when the dialect stores timestamps as text (written in SQLITE_TS form)."""
+    return dialects.get(dialect).text_timestamps
+
+
+def snaptime_type(dialect: str) -> str:
+    """The Spark type a SNAPTIME column of the dialect is read as."""
+    return dialects.get(dialect).snaptime_read_type
+
+
+def snaptime_out(c: Column, dest_dialect: str) -> Column:
+    """A SNAPTIME timestamp in the form the destination stores."""
+    return F.date_format(c, SQLITE_TS) if text_timestamps(dest_dialect) else c
 
 
 def to_destination(c: Column, moved: Moved, read_as: str, dest_dialect: str) -> Column:
     """One value in the form the destination stores (see docs/design-notes.md, SQLite storage)."""
     family = family_of(moved.logical)
-    if dest_dialect == "sqlite":
+    if text_timestamps(dest_dialect):
         if family == "timestamp":
-            return F.date_format(_as_timestamp(c, read_as), SQLITE_TS)
+            return F.date_format(as_timestamp(c, read_as), SQLITE_TS)
         if family == "date":
             return F.date_format(c if read_as == "DATE" else F.trim(c).cast("date"), "yyyy-MM-dd")
         if family == "time":
-            return _normalise_time_text(c.cast("string"))
+            return normalise_time_text(c.cast("string"))
         if family == "boolean":
             return c.cast("int")
         if family == "decimal":
             return c.cast("string")
         return c
     if family == "timestamp":
-        return _as_timestamp(c, read_as)
+        return as_timestamp(c, read_as)
     if family == "date":
         return c if read_as == "DATE" else F.trim(c).cast("date")
     if family == "boolean":
@@ -71,7 +87,7 @@ def to_destination(c: Column, moved: Moved, read_as: str, dest_dialect: str) -> 
 
 def write_staging(df: DataFrame, endpoint: Endpoint, table_sql: str) -> None:
     """Append into a staging table the console created (Spark never creates or truncates tables)."""
-    if endpoint.dialect == "sqlite":
+    if dialects.get(endpoint.dialect).single_writer:
         df = df.coalesce(1)  # one writer at a time, one transaction
         options = {"batchsize": "5000", "isolationLevel": "SERIALIZABLE"}
     else:
@@ -160,7 +176,7 @@ def load_increment(spark, plan: IncrementLoad, progress: Progress | None = None)
     window = read_query(spark, plan.source.jdbc, plan.window_sql, plan.window_schema)
     window = window.withColumn(
         "snaptime",
-        _as_timestamp(F.col("snaptime"), "TIMESTAMP" if plan.source.dialect != "sqlite" else "STRING"),
+        as_timestamp(F.col("snaptime"), snaptime_type(plan.source.dialect)),
     )
     applied = read_query(spark, plan.dest.jdbc, plan.rplog_sql, "rowguid STRING")
     pending = window.join(applied, on="rowguid", how="left_anti").persist()
@@ -172,7 +188,6 @@ def load_increment(spark, plan: IncrementLoad, progress: Progress | None = None)
         batches_df = spark.createDataFrame(assigned, "snaptime timestamp, batch int")
         staged = pending.join(F.broadcast(batches_df), on="snaptime")
         op = F.when(F.col("present") == 1, F.lit("U")).otherwise(F.lit("D"))
-        snaptime_out = F.date_format("snaptime", SQLITE_TS) if plan.dest.dialect == "sqlite" else F.col("snaptime")
         out = staged.select(
             op.alias("op"),
             F.col("batch"),
@@ -181,7 +196,7 @@ def load_increment(spark, plan: IncrementLoad, progress: Progress | None = None)
                 for m in plan.moved
             ],
             F.col("rowguid"),
-            snaptime_out.alias("snaptime"),
+            snaptime_out(F.col("snaptime"), plan.dest.dialect).alias("snaptime"),
         )
         with StageProgress(spark, progress or (lambda d, t: None)):
             write_staging(out, plan.dest, plan.staging_sql)
@@ -199,19 +214,15 @@ def load_increment(spark, plan: IncrementLoad, progress: Progress | None = None)
 
 def max_snaptime(spark, source: Endpoint, select_sql: str):
     """The newest SNAPTIME in a snapshot log (None when empty), as a Python datetime."""
-    schema = "snaptime STRING" if source.dialect == "sqlite" else "snaptime TIMESTAMP"
-    df = read_query(spark, source.jdbc, select_sql, schema)
-    row = df.select(
-        _as_timestamp(F.col("snaptime"), "STRING" if source.dialect == "sqlite" else "TIMESTAMP").alias("t")
-    ).collect()[0]
+    read_as = snaptime_type(source.dialect)
+    df = read_query(spark, source.jdbc, select_sql, f"snaptime {read_as}")
+    row = df.select(as_timestamp(F.col("snaptime"), read_as).alias("t")).collect()[0]
     return row["t"]
 
 
 def stage_log_guids(spark, source: Endpoint, select_sql: str, dest: Endpoint, staging_sql: str) -> None:
     """Copy (rowguid, snaptime) of the log window to the destination, to pre-fill its replay log."""
-    snaptime_type = "STRING" if source.dialect == "sqlite" else "TIMESTAMP"
-    df = read_query(spark, source.jdbc, select_sql, f"rowguid STRING, snaptime {snaptime_type}")
-    snaptime = _as_timestamp(F.col("snaptime"), snaptime_type)
-    if dest.dialect == "sqlite":
-        snaptime = F.date_format(snaptime, SQLITE_TS)
+    read_as = snaptime_type(source.dialect)
+    df = read_query(spark, source.jdbc, select_sql, f"rowguid STRING, snaptime {read_as}")
+    snaptime = snaptime_out(as_timestamp(F.col("snaptime"), read_as), dest.dialect)
     write_staging(df.select("rowguid", snaptime.alias("snaptime")), dest, staging_sql)

@@ -34,33 +34,30 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from replication_admin.engine.dialects import Dialect
-from replication_admin.engine.refresh_sql import Moved, timestamp_literal
-from replication_admin.engine.schema import Column, TableInfo
-from replication_admin.engine.snapshot_log import (
+from replication_admin.engine.objects import (
+    DELETE_MARK,
     DMLTYPE,
+    OLD_ROWGUID,
     ROWGUID,
+    ROWGUID_COLUMN,
     TIMESTAMP,
-    SnapshotLogError,
+    BidirError,
     SnapshotLogObjects,
     bounded_name,
     key_columns,
+    new_guid_sql,
     rlog_key,
     rlog_name,
     rplog_name,
 )
+from replication_admin.engine.refresh_sql import Moved, timestamp_literal
+from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.engine.types import LogicalType
 
-ROWGUID_COLUMN = "ROWGUID"
-OLD_ROWGUID = "OLD_ROWGUID"
-DELETE_MARK = "del:"
 SERVER_NAME = LogicalType("varchar", length=128)
 ACTION = LogicalType("varchar", length=1)
 FLAG = LogicalType("integer")
 ROWNUM = LogicalType("bigint")
-
-
-class BidirError(SnapshotLogError):
-    """A table cannot take part in bi-directional replication as asked."""
 
 
 def origin_of(guid: str | None) -> str | None:
@@ -94,16 +91,6 @@ def add_rowguid_ddl(d: Dialect, table: TableInfo) -> str:
     return f"ALTER TABLE {d.qualify(table.name, table.schema)} ADD COLUMN {column}"
 
 
-def new_guid_sql(d: Dialect, origin: str) -> str:
-    """An SQL expression giving a fresh `<origin>@<uuid>`."""
-    prefix = d.literal(origin + "@")
-    if d.name == "postgresql":
-        return f"({prefix} || gen_random_uuid()::text)"
-    if d.name == "mysql":
-        return f"CONCAT({prefix}, UUID())"
-    return f"({prefix} || lower(hex(randomblob(16))))"
-
-
 def fill_rowguid_sql(d: Dialect, table: TableInfo, origin: str) -> str:
     """Give every row without a ROWGUID one of this server's (done before the triggers exist)."""
     guid = d.quote(ROWGUID_COLUMN)
@@ -133,11 +120,8 @@ def updateable_rlog_ddl(d: Dialect, table: TableInfo) -> list[str]:
 
 def trigger_names(d: Dialect, table: str) -> dict[str, str]:
     names = {op: f"{table}_{op}_log" for op in ("I", "U", "D")}
-    if d.name == "postgresql":
-        names["G"] = f"{table}_G_log"
-    elif d.name == "mysql":
-        names["GI"] = f"{table}_GI_log"
-        names["GU"] = f"{table}_GU_log"
+    for op in d.bidir_guid_triggers:
+        names[op] = f"{table}_{op}_log"
     for name in names.values():
         if len(name) > d.max_identifier:
             raise BidirError(f"trigger {name!r} would be longer than {d.label}'s {d.max_identifier}-character limit")
@@ -145,25 +129,20 @@ def trigger_names(d: Dialect, table: str) -> dict[str, str]:
 
 
 def _is_local(d: Dialect, expr: str, local: str) -> str:
-    prefix = local + "@"
-    if d.name == "mysql":
-        return f"LEFT({expr}, {len(prefix)}) = {d.literal(prefix)}"
-    return f"substr({expr}, 1, {len(prefix)}) = {d.literal(prefix)}"
+    return d.has_prefix_sql(expr, local + "@")
 
 
 def _is_mark(d: Dialect, expr: str) -> str:
-    if d.name == "mysql":
-        return f"LEFT({expr}, 4) = '{DELETE_MARK}'"
-    return f"substr({expr}, 1, 4) = '{DELETE_MARK}'"
+    return d.has_prefix_sql(expr, DELETE_MARK)
 
 
 def _unmark(d: Dialect, expr: str) -> str:
-    return f"SUBSTRING({expr}, 5)" if d.name == "mysql" else f"substr({expr}, 5)"
+    return d.substring_from_sql(expr, len(DELETE_MARK) + 1)
 
 
 @dataclass(frozen=True)
-class _Log:
-    """How one dialect writes a row into the updateable log."""
+class UpdateableLog:
+    """How a trigger writes a row into the updateable log (the dialects' bidir_triggers use it)."""
 
     d: Dialect
     table: TableInfo
@@ -179,25 +158,26 @@ class _Log:
         return ", ".join(d.quote(n) for n in [*names, OLD_ROWGUID])
 
     def now(self) -> str:
-        return {
-            "postgresql": "(now() AT TIME ZONE 'UTC')",
-            "mysql": "UTC_TIMESTAMP(6)",
-        }.get(self.d.name, "strftime('%Y-%m-%d %H:%M:%f', 'now') || '000'")
+        return self.d.log_now_sql
 
     def values(self, ref: str, op: str, guid: str, old: str) -> str:
         keys = [f"{ref}.{self.d.quote(k.name)}" for k in key_columns(self.table)]
         return ", ".join([*keys, self.now(), op, guid, old])
 
+    def is_mark(self, expr: str) -> str:
+        """True when the ROWGUID `expr` marks a row that replication is deleting."""
+        return _is_mark(self.d, expr)
+
+    def unmark(self, expr: str) -> str:
+        """The change id in a delete mark."""
+        return _unmark(self.d, expr)
+
     def on_conflict(self) -> str:
         """What a second change of a key does to its log row."""
         d = self.d
         q = d.quote
-        if self.d.name == "mysql":
-            ex = lambda c: f"VALUES({q(c)})"  # noqa: E731
-            cur = q
-        else:
-            ex = lambda c: f"excluded.{q(c)}"  # noqa: E731
-            cur = lambda c: f"{self.rlog}.{q(c)}"  # noqa: E731
+        ex = lambda c: d.excluded_sql(q(c))  # noqa: E731
+        cur = lambda c: d.conflict_current_sql(self.rlog, q(c))  # noqa: E731
         if self.publisher:
             merged_type = ex("DMLTYPE")
             keep_old = [f"{q(OLD_ROWGUID)} = {ex(OLD_ROWGUID)}"]
@@ -212,155 +192,13 @@ class _Log:
         # MariaDB evaluates assignments left to right: DMLTYPE first, while the old values are intact.
         sets = [f"{q('DMLTYPE')} = {merged_type}", f"{q('SNAPTIME')} = {ex('SNAPTIME')}"]
         sets += [f"{q('RLOG_ROWGUID')} = {ex('RLOG_ROWGUID')}", *keep_old]
-        if d.name == "mysql":
-            return "ON DUPLICATE KEY UPDATE " + ", ".join(sets)
         conflict = ", ".join(q(rlog_key(k.name)) for k in key_columns(self.table))
-        return f"ON CONFLICT ({conflict}) DO UPDATE SET " + ", ".join(sets)
+        return d.on_conflict_update_sql(conflict, sets)
 
     def upsert(self, ref: str, op: str, guid: str, old: str) -> str:
         values = self.values(ref, f"'{op}'", guid, old)
-        if self.d.name == "sqlite":
-            # `SELECT ... WHERE true` keeps SQLite's parser from reading ON CONFLICT as a join clause.
-            return f"INSERT INTO {self.rlog} ({self.columns()}) SELECT {values} WHERE true {self.on_conflict()};"
-        return f"INSERT INTO {self.rlog} ({self.columns()}) VALUES ({values}) {self.on_conflict()};"
-
-
-def _key_error(table: TableInfo) -> str:
-    return f"the primary key of {table.name} is replicated bi-directionally and cannot be updated"
-
-
-def _postgresql(d: Dialect, table: TableInfo, local: str, publisher: bool) -> tuple[list[str], list[str]]:
-    names = trigger_names(d, table.name)
-    log = _Log(d, table, publisher)
-    src = d.qualify(table.name, table.schema)
-    schema = table.schema or "public"
-    g = d.quote(ROWGUID_COLUMN)
-    keys = key_columns(table)
-    old_key = ", ".join(f"OLD.{d.quote(k.name)}" for k in keys)
-    new_key = ", ".join(f"NEW.{d.quote(k.name)}" for k in keys)
-    fresh = new_guid_sql(d, local)
-    logs = "TRUE" if publisher else _is_local(d, f"NEW.{g}", local)
-    deleted_by_replay = (
-        f"{log.upsert('OLD', 'D', _unmark(d, f'OLD.{g}'), 'NULL')}" if publisher else "NULL;"
-    )  # a subscriber does not log what replication deletes
-    bodies = {
-        names["G"]: (
-            "BEFORE INSERT OR UPDATE",
-            f"IF TG_OP = 'UPDATE' AND ROW({old_key}) IS DISTINCT FROM ROW({new_key}) THEN "
-            f"RAISE EXCEPTION {d.literal(_key_error(table))}; END IF; "
-            f"IF TG_OP = 'INSERT' THEN IF NEW.{g} IS NULL THEN NEW.{g} := {fresh}; END IF; "
-            f"ELSIF NEW.{g} IS NOT DISTINCT FROM OLD.{g} THEN NEW.{g} := {fresh}; END IF; RETURN NEW;",
-        ),
-        names["I"]: (
-            "AFTER INSERT",
-            f"IF {logs} THEN {log.upsert('NEW', 'I', f'NEW.{g}', 'NULL')} END IF; RETURN NULL;",
-        ),
-        names["U"]: (
-            "AFTER UPDATE",
-            f"IF NOT ({_is_mark(d, f'NEW.{g}')}) AND {logs} THEN "
-            f"{log.upsert('NEW', 'U', f'NEW.{g}', f'OLD.{g}')} END IF; RETURN NULL;",
-        ),
-        names["D"]: (
-            "AFTER DELETE",
-            f"IF {_is_mark(d, f'OLD.{g}')} THEN {deleted_by_replay} "
-            f"ELSE {log.upsert('OLD', 'D', fresh, f'OLD.{g}')} END IF; RETURN NULL;",
-        ),
-    }
-    create, drop = [], []
-    for name, (when, body) in bodies.items():
-        function = d.qualify(name, schema)
-        text = f"BEGIN {body} END"
-        tag = "$bidir$"
-        while tag in text:
-            tag = tag[:-1] + "x$"
-        create.append(f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS {tag} {text} {tag}")
-        create.append(f"CREATE TRIGGER {d.quote(name)} {when} ON {src} FOR EACH ROW EXECUTE FUNCTION {function}()")
-        drop.append(f"DROP TRIGGER IF EXISTS {d.quote(name)} ON {src}")
-        drop.append(f"DROP FUNCTION IF EXISTS {function}()")
-    return create, drop
-
-
-def _mysql(d: Dialect, table: TableInfo, local: str, publisher: bool) -> tuple[list[str], list[str]]:
-    names = trigger_names(d, table.name)
-    log = _Log(d, table, publisher)
-    src = d.qualify(table.name)
-    g = d.quote(ROWGUID_COLUMN)
-    keys = key_columns(table)
-    same_key = " AND ".join(f"OLD.{d.quote(k.name)} <=> NEW.{d.quote(k.name)}" for k in keys)
-    fresh = new_guid_sql(d, local)
-    logs = "TRUE" if publisher else _is_local(d, f"NEW.{g}", local)
-    message = d.literal(_key_error(table)[:120])
-    replay_delete = log.upsert("OLD", "D", _unmark(d, f"OLD.{g}"), "NULL") if publisher else "DO 0;"
-    create = [
-        f"CREATE TRIGGER {d.quote(names['GI'])} BEFORE INSERT ON {src} FOR EACH ROW "
-        f"BEGIN IF NEW.{g} IS NULL THEN SET NEW.{g} = {fresh}; END IF; END",
-        f"CREATE TRIGGER {d.quote(names['GU'])} BEFORE UPDATE ON {src} FOR EACH ROW BEGIN "
-        f"IF NOT ({same_key}) THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = {message}; END IF; "
-        f"IF NEW.{g} <=> OLD.{g} THEN SET NEW.{g} = {fresh}; END IF; END",
-        f"CREATE TRIGGER {d.quote(names['I'])} AFTER INSERT ON {src} FOR EACH ROW "
-        f"BEGIN IF {logs} THEN {log.upsert('NEW', 'I', f'NEW.{g}', 'NULL')} END IF; END",
-        f"CREATE TRIGGER {d.quote(names['U'])} AFTER UPDATE ON {src} FOR EACH ROW "
-        f"BEGIN IF NOT ({_is_mark(d, f'NEW.{g}')}) AND {logs} THEN "
-        f"{log.upsert('NEW', 'U', f'NEW.{g}', f'OLD.{g}')} END IF; END",
-        f"CREATE TRIGGER {d.quote(names['D'])} AFTER DELETE ON {src} FOR EACH ROW "
-        f"BEGIN IF {_is_mark(d, f'OLD.{g}')} THEN {replay_delete} "
-        f"ELSE {log.upsert('OLD', 'D', fresh, f'OLD.{g}')} END IF; END",
-    ]
-    drop = [f"DROP TRIGGER IF EXISTS {d.quote(n)}" for n in names.values()]
-    return create, drop
-
-
-def _sqlite(d: Dialect, table: TableInfo, local: str, publisher: bool) -> tuple[list[str], list[str]]:
-    names = trigger_names(d, table.name)
-    log = _Log(d, table, publisher)
-    src = d.qualify(table.name)
-    g = d.quote(ROWGUID_COLUMN)
-    keys = key_columns(table)
-    fresh = new_guid_sql(d, local)
-    same_key = " AND ".join(f"OLD.{d.quote(k.name)} IS NEW.{d.quote(k.name)}" for k in keys)
-    where_new = " AND ".join(f"{d.quote(k.name)} = NEW.{d.quote(k.name)}" for k in keys)
-
-    def logs(expr: str) -> str:
-        return "1" if publisher else _is_local(d, expr, local)
-
-    # SQLite cannot change NEW in a trigger: the row is updated after the fact. That nested UPDATE
-    # fires the update trigger (not this one: recursive triggers are off), which logs the insert.
-    insert_log = (
-        log.upsert("NEW", "I", f"NEW.{g}", "NULL")
-        .rstrip(";")
-        .replace(" WHERE true ", f" WHERE NEW.{g} IS NOT NULL AND {logs(f'NEW.{g}')} ")
-    )
-    row = f"(SELECT {g} FROM {src} WHERE {where_new})"
-    op = f"CASE WHEN OLD.{g} IS NULL THEN 'I' ELSE 'U' END"
-    update_log = (
-        f"INSERT INTO {log.rlog} ({log.columns()}) SELECT {log.values('NEW', op, row, f'OLD.{g}')} "
-        f"WHERE NOT ({_is_mark(d, row)}) AND {logs(row)} {log.on_conflict()}"
-    )
-    delete_replayed = (
-        log.upsert("OLD", "D", _unmark(d, f"OLD.{g}"), "NULL")
-        .rstrip(";")
-        .replace(" WHERE true ", f" WHERE {_is_mark(d, f'OLD.{g}')} ")
-    )
-    delete_local = (
-        log.upsert("OLD", "D", fresh, f"OLD.{g}")
-        .rstrip(";")
-        .replace(" WHERE true ", f" WHERE NOT ({_is_mark(d, f'OLD.{g}')}) ")
-    )
-    create = [
-        f"CREATE TRIGGER {d.quote(names['I'])} AFTER INSERT ON {src} BEGIN "
-        f"UPDATE {src} SET {g} = {fresh} WHERE NEW.{g} IS NULL AND {where_new}; {insert_log}; END",
-        f"CREATE TRIGGER {d.quote(names['U'])} AFTER UPDATE ON {src} BEGIN "
-        f"SELECT RAISE(ABORT, {d.literal(_key_error(table))}) WHERE NOT ({same_key}); "
-        f"UPDATE {src} SET {g} = {fresh} WHERE NEW.{g} IS OLD.{g} AND {where_new}; {update_log}; END",
-        f"CREATE TRIGGER {d.quote(names['D'])} AFTER DELETE ON {src} BEGIN "
-        + (f"{delete_replayed}; " if publisher else "")
-        + f"{delete_local}; END",
-    ]
-    drop = [f"DROP TRIGGER IF EXISTS {d.quote(n)}" for n in names.values()]
-    return create, drop
-
-
-_TRIGGERS = {"postgresql": _postgresql, "mysql": _mysql, "sqlite": _sqlite}
+        row = self.d.upsert_row_source(values)
+        return f"INSERT INTO {self.rlog} ({self.columns()}) {row} {self.on_conflict()};"
 
 
 def bidir_objects(d: Dialect, table: TableInfo, local: str, publisher: bool) -> SnapshotLogObjects:
@@ -370,12 +208,13 @@ def bidir_objects(d: Dialect, table: TableInfo, local: str, publisher: bool) -> 
     key_columns(table)
     if check_rowguid(table) is None:
         raise BidirError(f"{table.name} has no {ROWGUID_COLUMN} column yet")
-    if d.name not in _TRIGGERS:
+    if not d.supports_bidir:
         raise BidirError(f"bi-directional replication runs on SQLite, PostgreSQL and MariaDB, not {d.label}")
-    create, drop = _TRIGGERS[d.name](d, table, local, publisher)
-    names = tuple(trigger_names(d, table.name).values())
+    trigger_map = trigger_names(d, table.name)
+    create, drop = d.bidir_triggers(table, trigger_map, UpdateableLog(d, table, publisher), local, publisher)
+    names = tuple(trigger_map.values())
     drop.append(f"DROP TABLE IF EXISTS {d.qualify(rlog_name(table.name), table.schema)}")
-    functions = names if d.name == "postgresql" else ()
+    functions = names if d.trigger_functions else ()
     return SnapshotLogObjects(
         rlog_name(table.name),
         names,
@@ -484,9 +323,8 @@ def log_count_sql(d: Dialect, table: TableInfo) -> str:
 
 
 def changes_schema(d: Dialect, layout: Layout, read_types: dict[str, str]) -> str:
-    snaptime = "STRING" if d.name == "sqlite" else "TIMESTAMP"
     parts = [f"{k.alias} {read_types[k.alias]}" for k in layout.keys]
-    parts += ["op STRING", "change_id STRING", "old_guid STRING", f"snaptime {snaptime}", "present INT"]
+    parts += ["op STRING", "change_id STRING", "old_guid STRING", f"snaptime {d.snaptime_read_type}", "present INT"]
     parts += [f"{v.alias} {read_types[v.alias]}" for v in layout.values]
     return ", ".join(parts)
 
@@ -564,23 +402,13 @@ def staging_columns(layout: Layout) -> list[str]:
 
 
 def _same(d: Dialect, a: str, b: str) -> str:
-    if d.name == "postgresql":
-        return f"{a} IS NOT DISTINCT FROM {b}"
-    if d.name == "mysql":
-        return f"{a} <=> {b}"
-    return f"{a} IS {b}"
+    return d.null_safe_equal(a, b)
 
 
 def _update_join(d: Dialect, dst: str, stg: str, layout: Layout, sets: list[tuple[str, str]], where: str) -> str:
     """UPDATE the table from the staging rows matched by key (`t` is the table, `s` the staging row)."""
     on = " AND ".join(f"t.{d.quote(k.dest)} = s.{k.alias}" for k in layout.keys)
-    if d.name == "mysql":
-        assignments = ", ".join(f"t.{d.quote(c)} = {e}" for c, e in sets)
-        return f"UPDATE {dst} t JOIN {stg} s ON {on} SET {assignments} WHERE {where}"
-    assignments = ", ".join(f"{d.quote(c)} = {e}" for c, e in sets)
-    if d.name == "postgresql":
-        return f"UPDATE {dst} AS t SET {assignments} FROM {stg} s WHERE {on} AND {where}"
-    return f"UPDATE {dst} AS t SET {assignments} FROM {stg} s WHERE {on} AND {where}"
+    return d.update_join_sql(dst, stg, on, sets, where)
 
 
 @dataclass(frozen=True)
@@ -615,25 +443,17 @@ def apply_sql(
     prelude = f"DELETE FROM {stg} WHERE change_id IN ({replayed})"
     lock = check = None
     if guarded:
-        if d.name == "postgresql":
-            lock = f"SELECT 1 FROM {dst} t JOIN {stg} s ON {on} FOR UPDATE OF t"
-        elif d.name == "mysql":
-            lock = f"SELECT 1 FROM {dst} t JOIN {stg} s ON {on} FOR UPDATE"
+        lock = d.lock_joined_sql(dst, stg, on)
         check = (
             f"SELECT COUNT(*) FROM {stg} s LEFT JOIN {dst} t ON {on} WHERE NOT ("
             f"(s.exp_present = 1 AND t.{first_key} IS NOT NULL AND {_same(d, f't.{q(g.dest)}', 's.exp_guid')}) "
             f"OR (s.exp_present = 0 AND t.{first_key} IS NULL))"
         )
-    mark = f"CONCAT('{DELETE_MARK}', s.change_id)" if d.name == "mysql" else f"('{DELETE_MARK}' || s.change_id)"
+    mark = d.concat(f"'{DELETE_MARK}'", "s.change_id")
     statements.append(_update_join(d, dst, stg, layout, [(g.dest, mark)], "s.action = 'D'"))
-    if d.name == "postgresql":
-        statements.append(f"DELETE FROM {dst} AS t USING {stg} s WHERE {on} AND s.action = 'D'")
-    elif d.name == "mysql":
-        statements.append(f"DELETE t FROM {dst} t JOIN {stg} s ON {on} WHERE s.action = 'D'")
-    else:
-        cols = ", ".join(q(k.dest) for k in layout.keys)
-        aliases = ", ".join(k.alias for k in layout.keys)
-        statements.append(f"DELETE FROM {dst} WHERE ({cols}) IN (SELECT {aliases} FROM {stg} WHERE action = 'D')")
+    cols = ", ".join(q(k.dest) for k in layout.keys)
+    aliases = ", ".join(k.alias for k in layout.keys)
+    statements.append(d.delete_joined_sql(dst, stg, on, "s.action = 'D'", cols, aliases, "action = 'D'", as_alias=True))
     sets = [(v.dest, f"s.{v.alias}") for v in layout.values]
     differs = f"NOT ({_same(d, f't.{q(g.dest)}', f's.{g.alias}')})"
     statements.append(_update_join(d, dst, stg, layout, sets, f"s.action = 'W' AND {differs}"))
@@ -643,12 +463,7 @@ def apply_sql(
     statements.append(f"INSERT INTO {dst} ({columns}) SELECT {aliases} FROM {stg} s WHERE s.action = 'W' AND {missing}")
     rp_cols = ", ".join(q(c) for c in ("SOURCE", "TARGET", "RLOG_ROWGUID", "SNAPTIME"))
     rp_select = f"SELECT {d.literal(source)}, {d.literal(target)}, change_id, snaptime FROM {stg}"
-    if d.name == "postgresql":
-        statements.append(f"INSERT INTO {rpl} ({rp_cols}) {rp_select} ON CONFLICT DO NOTHING")
-    elif d.name == "mysql":
-        statements.append(f"INSERT IGNORE INTO {rpl} ({rp_cols}) {rp_select}")
-    else:
-        statements.append(f"INSERT OR IGNORE INTO {rpl} ({rp_cols}) {rp_select}")
+    statements.append(d.insert_ignore_sql(rpl, f"({rp_cols}) {rp_select}"))
     return ApplyPlan(prelude, lock, check, tuple(statements))
 
 
@@ -659,12 +474,8 @@ def pending_local_sql(d: Dialect, table: TableInfo, layout: Layout, staging: str
     stg = d.qualify(staging, table.schema)
     match = " AND ".join(f"r.{d.quote(rlog_key(k.dest))} = s.{k.alias}" for k in layout.keys)
     pending = f"EXISTS (SELECT 1 FROM {rlog} r WHERE {match})"
-    if d.name == "mysql":
-        # MariaDB runs `IN (SELECT ...)` of a DELETE once per staged row; the join form uses the log's key.
-        delete = f"DELETE s FROM {stg} s WHERE {pending}"
-    else:
-        own = " AND ".join(f"r.{d.quote(rlog_key(k.dest))} = {stg}.{k.alias}" for k in layout.keys)
-        delete = f"DELETE FROM {stg} WHERE EXISTS (SELECT 1 FROM {rlog} r WHERE {own})"
+    own = " AND ".join(f"r.{d.quote(rlog_key(k.dest))} = {stg}.{k.alias}" for k in layout.keys)
+    delete = d.delete_via_alias_sql(stg, "s", f"WHERE {pending}", f"EXISTS (SELECT 1 FROM {rlog} r WHERE {own})")
     return f"SELECT COUNT(*), MIN(s.snaptime) FROM {stg} s WHERE {pending}", delete
 
 
@@ -741,11 +552,7 @@ def init_cleanup_sql(d: Dialect, table: TableInfo, layout: Layout, staging: str)
 
 def now_sql(d: Dialect) -> str:
     """The server's clock in UTC, the way its log triggers stamp SNAPTIME."""
-    if d.name == "postgresql":
-        return "SELECT CAST(now() AT TIME ZONE 'UTC' AS timestamp)"
-    if d.name == "mysql":
-        return "SELECT UTC_TIMESTAMP(6)"
-    return "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now') || '000'"
+    return d.now_select_sql
 
 
 def work_table(d: Dialect, kind: str, table: str) -> str:

@@ -60,7 +60,7 @@ def family_of(logical: LogicalType) -> str:
 
 def read_type(dialect: Dialect, logical: LogicalType) -> str:
     family = family_of(logical)
-    if dialect.name == "sqlite" and family in {"date", "timestamp"}:
+    if dialect.text_timestamps and family in {"date", "timestamp"}:
         return "STRING"  # stored as ISO text; parsed in Spark
     return SPARK_READ_TYPE[family]
 

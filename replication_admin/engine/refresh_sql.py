@@ -48,8 +48,7 @@ def timestamp_text(value: datetime) -> str:
 
 
 def timestamp_literal(d: Dialect, value: datetime) -> str:
-    text = timestamp_text(value)
-    return f"'{text}'" if d.name == "sqlite" else f"TIMESTAMP '{text}'"
+    return d.timestamp_literal(timestamp_text(value))
 
 
 def staging_name(d: Dialect, dest_table: str, kind: str = "RSTG") -> str:
@@ -98,8 +97,7 @@ def log_window_schema(d: Dialect, moved: Sequence[Moved], source: TableInfo) -> 
         column = source.column(m.source)
         assert column is not None
         parts.append(f"{m.alias} {read_type(d, column.logical)}")
-    snaptime = "STRING" if d.name == "sqlite" else "TIMESTAMP"
-    parts += [f"snaptime {snaptime}", "dmltype STRING", "rowguid STRING", "present INT"]
+    parts += [f"snaptime {d.snaptime_read_type}", "dmltype STRING", "rowguid STRING", "present INT"]
     return ", ".join(parts)
 
 
@@ -140,28 +138,20 @@ def apply_increment_sql(
     dst = d.qualify(dest, schema)
     stg = d.qualify(staging, schema)
     rpl = d.qualify(rplog or "", schema) if rplog else ""
-    if d.name == "postgresql":
-        on = " AND ".join(f"t.{d.quote(k.dest)} = s.{k.alias}" for k in keys)
-        delete = f"DELETE FROM {dst} t USING {stg} s WHERE s.batch = {batch} AND {on}"
-    elif d.name == "mysql":
-        on = " AND ".join(f"t.{d.quote(k.dest)} = s.{k.alias}" for k in keys)
-        delete = f"DELETE t FROM {dst} t JOIN {stg} s ON {on} WHERE s.batch = {batch}"
-    else:
-        left = ", ".join(d.quote(k.dest) for k in keys)
-        right = ", ".join(k.alias for k in keys)
-        delete = f"DELETE FROM {dst} WHERE ({left}) IN (SELECT {right} FROM {stg} WHERE batch = {batch})"
+    on = " AND ".join(f"t.{d.quote(k.dest)} = s.{k.alias}" for k in keys)
+    left = ", ".join(d.quote(k.dest) for k in keys)
+    right = ", ".join(k.alias for k in keys)
+    delete = d.delete_joined_sql(
+        dst, stg, on, f"s.batch = {batch}", left, right, f"batch = {batch}", condition_first=True
+    )
     columns = ", ".join(d.quote(m.dest) for m in moved)
     aliases = ", ".join(m.alias for m in moved)
     insert = f"INSERT INTO {dst} ({columns}) SELECT {aliases} FROM {stg} WHERE batch = {batch} AND op = 'U'"
     rp_cols = f"{d.quote('TARGET')}, {d.quote('RLOG_ROWGUID')}, {d.quote('SNAPTIME')}"
     rp_select = f"SELECT {d.literal(target)}, rowguid, snaptime FROM {stg} WHERE batch = {batch}"
-    if d.name == "postgresql":
-        record = f"INSERT INTO {rpl} ({rp_cols}) {rp_select} ON CONFLICT DO NOTHING"
-    elif d.name == "mysql":
-        record = f"INSERT IGNORE INTO {rpl} ({rp_cols}) {rp_select}"
-    else:
-        record = f"INSERT OR IGNORE INTO {rpl} ({rp_cols}) {rp_select}"
-    return [delete, insert, record] if rplog is not None else [delete, insert]
+    if rplog is None:
+        return [delete, insert]
+    return [delete, insert, d.insert_ignore_sql(rpl, f"({rp_cols}) {rp_select}")]
 
 
 def create_table_ddl(
@@ -175,16 +165,7 @@ def create_table_ddl(
 
 def swap_sql(d: Dialect, dest: str, schema: str, staging: str, old: str) -> list[str]:
     """Put the filled staging table in the destination's place (readers see old or new, never a mix)."""
-    if d.name == "mysql":
-        return [
-            f"RENAME TABLE {d.qualify(dest)} TO {d.qualify(old)}, {d.qualify(staging)} TO {d.qualify(dest)}",
-            f"DROP TABLE {d.qualify(old)}",
-        ]
-    return [
-        f"ALTER TABLE {d.qualify(dest, schema)} RENAME TO {d.quote(old)}",
-        f"ALTER TABLE {d.qualify(staging, schema)} RENAME TO {d.quote(dest)}",
-        f"DROP TABLE {d.qualify(old, schema)}",
-    ]
+    return d.swap_tables_sql(dest, schema, staging, old)
 
 
 def replace_content_sql(
@@ -201,42 +182,12 @@ def replace_content_sql(
 
 def structural_copy_sql(d: Dialect, dest: str, schema: str, staging: str) -> str | None:
     """A staging table shaped exactly like the destination (None: build it from introspection)."""
-    if d.name == "postgresql":
-        return f"CREATE TABLE {d.qualify(staging, schema)} (LIKE {d.qualify(dest, schema)} INCLUDING ALL)"
-    if d.name == "mysql":
-        return f"CREATE TABLE {d.qualify(staging)} LIKE {d.qualify(dest)}"
-    return None
+    return d.copy_structure_sql(dest, schema, staging)
 
 
 def dependents_sql(d: Dialect, table: str, schema: str) -> tuple[str, list[str]]:
     """Count of objects a rename swap would break: triggers, incoming foreign keys, views."""
-    if d.name == "postgresql":
-        return (
-            "SELECT (SELECT count(*) FROM pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal)"
-            " + (SELECT count(*) FROM pg_constraint f WHERE f.confrelid = c.oid)"
-            " + (SELECT count(*) FROM pg_depend dp JOIN pg_rewrite rw ON rw.oid = dp.objid"
-            "    WHERE dp.refobjid = c.oid AND rw.ev_class <> c.oid) "
-            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ? AND c.relname = ?",
-            [schema or "public", table],
-        )
-    if d.name == "mysql":
-        return (
-            "SELECT (SELECT count(*) FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = DATABASE()"
-            "  AND EVENT_OBJECT_TABLE = ?)"
-            " + (SELECT count(*) FROM information_schema.REFERENTIAL_CONSTRAINTS"
-            "  WHERE CONSTRAINT_SCHEMA = DATABASE() AND REFERENCED_TABLE_NAME = ?)",
-            [table, table],
-        )
-    # SQLite's staging copy is rebuilt from introspection (columns and key only), so a table with
-    # indexes of its own is refreshed in place rather than swapped.
-    return (
-        "SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?)"
-        " + (SELECT count(*) FROM sqlite_master WHERE type = 'view')"
-        " + (SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL)"
-        " + (SELECT count(*) FROM sqlite_master m, pragma_foreign_key_list(m.name) f"
-        "    WHERE m.type = 'table' AND f.\"table\" = ?)",
-        [table, table, table],
-    )
+    return d.dependents_sql(table, schema)
 
 
 __all__ = [
@@ -282,11 +233,7 @@ def guid_staging_ddl(d: Dialect, name: str, schema: str) -> str:
 def prefill_rplog_sql(d: Dialect, rplog: str, schema: str, staging: str, target: str) -> str:
     columns = f"{d.quote('TARGET')}, {d.quote('RLOG_ROWGUID')}, {d.quote('SNAPTIME')}"
     select = f"SELECT {d.literal(target)}, rowguid, snaptime FROM {d.qualify(staging, schema)}"
-    if d.name == "postgresql":
-        return f"INSERT INTO {d.qualify(rplog, schema)} ({columns}) {select} ON CONFLICT DO NOTHING"
-    if d.name == "mysql":
-        return f"INSERT IGNORE INTO {d.qualify(rplog)} ({columns}) {select}"
-    return f"INSERT OR IGNORE INTO {d.qualify(rplog, schema)} ({columns}) {select}"
+    return d.insert_ignore_sql(d.qualify_plain(rplog, schema), f"({columns}) {select}")
 
 
 # --- small increments, applied by the control plane ---------------------------------------------------------
@@ -316,11 +263,7 @@ def insert_rows_sql(d: Dialect, dest: str, schema: str, columns: Sequence[str], 
 def insert_rplog_sql(d: Dialect, rplog: str, schema: str, rows: int) -> str:
     columns = f"{d.quote('TARGET')}, {d.quote('RLOG_ROWGUID')}, {d.quote('SNAPTIME')}"
     values = ", ".join(["(?, ?, ?)"] * rows)
-    if d.name == "postgresql":
-        return f"INSERT INTO {d.qualify(rplog, schema)} ({columns}) VALUES {values} ON CONFLICT DO NOTHING"
-    if d.name == "mysql":
-        return f"INSERT IGNORE INTO {d.qualify(rplog)} ({columns}) VALUES {values}"
-    return f"INSERT OR IGNORE INTO {d.qualify(rplog, schema)} ({columns}) VALUES {values}"
+    return d.insert_ignore_sql(d.qualify_plain(rplog, schema), f"({columns}) VALUES {values}")
 
 
 def window_count_sql(d: Dialect, source: TableInfo, since: datetime) -> str:

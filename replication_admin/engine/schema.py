@@ -33,7 +33,7 @@ class TableInfo:
     def column(self, name: str) -> Column | None:
         """Exact match first, then case-insensitive (MariaDB and SQLite fold case, PostgreSQL does not)."""
         for col in self.columns:
-            if col.name == name:
+            if name == col.name:
                 return col
         folded = [c for c in self.columns if c.name.lower() == name.lower()]
         return folded[0] if len(folded) == 1 else None

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # --- tokens ---------------------------------------------------------------------------------------------
 
@@ -1132,9 +1132,7 @@ class Parser:
 
 
 def _with_text(statement: Statement, text: str) -> Statement:
-    import dataclasses
-
-    return dataclasses.replace(statement, text=text)
+    return replace(statement, text=text)
 
 
 def parse(text: str) -> list[Statement]:

@@ -50,9 +50,17 @@ from decimal import Decimal
 
 from replication_admin.engine import levels
 from replication_admin.engine.compare import family_of
-from replication_admin.engine.dialects import Dialect
+from replication_admin.engine.dialects import DIALECTS, Dialect
+from replication_admin.engine.objects import (
+    NOLOG_SETTING,
+    ORIGIN_SETTING,
+    ROWGUID_COLUMN,
+    CaptureObjects,
+    bounded_name,
+    key_columns,
+    new_guid_sql,
+)
 from replication_admin.engine.schema import TableInfo
-from replication_admin.engine.snapshot_log import bounded_name, key_columns
 from replication_admin.engine.types import LogicalType
 from replication_admin.engine.values import bind_value
 
@@ -65,8 +73,6 @@ TIMESTAMP = LogicalType("timestamp")
 CONTEXT_TABLE = "RTCTX"
 LEVEL_TABLE = "RTLEVEL"
 TEXT_TABLE = "REPL_TEXT"
-NOLOG_SETTING = "repladmin.nolog"
-ORIGIN_SETTING = "repladmin.origin"
 
 
 class TrxError(ValueError):
@@ -94,10 +100,7 @@ def trigger_names(table: str, limit: int) -> dict[str, str]:
 
 
 def _now(d: Dialect) -> str:
-    return {
-        "postgresql": "(clock_timestamp() AT TIME ZONE 'UTC')",
-        "mysql": "UTC_TIMESTAMP(6)",
-    }.get(d.name, "strftime('%Y-%m-%d %H:%M:%f', 'now') || '000'")
+    return d.clock_now_sql
 
 
 def _col(d: Dialect, name: str, logical: LogicalType, extra: str = "") -> str:
@@ -105,11 +108,7 @@ def _col(d: Dialect, name: str, logical: LogicalType, extra: str = "") -> str:
 
 
 def _serial(d: Dialect) -> str:
-    if d.name == "postgresql":
-        return f"{d.quote('SEQ')} bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
-    if d.name == "mysql":
-        return f"{d.quote('SEQ')} bigint NOT NULL AUTO_INCREMENT PRIMARY KEY"
-    return f"{d.quote('SEQ')} INTEGER PRIMARY KEY AUTOINCREMENT"
+    return d.serial_key_ddl("SEQ")
 
 
 def log_ddl(d: Dialect, account: str, schema: str = "") -> list[str]:
@@ -117,7 +116,7 @@ def log_ddl(d: Dialect, account: str, schema: str = "") -> list[str]:
     names = log_names(d, account)
     q = d.quote
     seq, tx, log = (d.qualify(n, schema) for n in (names.seq, names.tx, names.log))
-    tx_n = "" if d.name == "postgresql" else " NOT NULL"
+    tx_n = "" if d.numbers_at_commit else " NOT NULL"
     ddl = [
         f"CREATE TABLE {seq} ({q('ID')} integer NOT NULL PRIMARY KEY, {_col(d, 'N', COUNT, ' NOT NULL')}, "
         f"{_col(d, 'CONN', COUNT)}, {_col(d, 'ORIGIN', SERVER)})",
@@ -130,143 +129,55 @@ def log_ddl(d: Dialect, account: str, schema: str = "") -> list[str]:
         f"{_col(d, 'ORIGIN', SERVER)})",
         f"CREATE INDEX {q(bounded_name(names.log + '_TXID', d.max_identifier))} ON {log} ({q('TXID')})",
     ]
-    if d.name == "postgresql":
-        function = d.qualify(bounded_name(f"{names.tx}_number", d.max_identifier), schema or "public")
-        body = (
-            f"DECLARE n bigint; BEGIN UPDATE {seq} SET {q('N')} = {q('N')} + 1 RETURNING {q('N')} INTO n; "
-            f"UPDATE {tx} SET {q('N')} = n, {q('AT')} = {_now(d)} WHERE {q('TXID')} = NEW.{q('TXID')}; "
-            "RETURN NULL; END"
-        )
-        ddl += [
-            f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $rt$ {body} $rt$",
-            f"CREATE CONSTRAINT TRIGGER {q(bounded_name(names.tx + '_number', d.max_identifier))} "
-            f"AFTER INSERT ON {tx} DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {function}()",
-        ]
-    return ddl
+    return ddl + d.commit_numbering_ddl(names, schema)
 
 
 def drop_log_ddl(d: Dialect, account: str, schema: str = "") -> list[str]:
     names = log_names(d, account)
     drops = [f"DROP TABLE IF EXISTS {d.qualify(n, schema)}" for n in (names.log, names.tx, names.seq)]
-    if d.name == "postgresql":
-        function = d.qualify(bounded_name(f"{names.tx}_number", d.max_identifier), schema or "public")
-        drops.append(f"DROP FUNCTION IF EXISTS {function}()")
-    return drops
+    return drops + d.drop_commit_numbering_ddl(names, schema)
 
 
 def context_ddl(d: Dialect, schema: str = "") -> list[str]:
     """SQLite's replay context (PostgreSQL and MariaDB keep it in settings / session variables)."""
-    if d.name != "sqlite":
-        return []
-    q = d.quote
-    table = d.qualify(CONTEXT_TABLE, schema)
-    return [
-        f"CREATE TABLE IF NOT EXISTS {table} ({q('ID')} integer NOT NULL PRIMARY KEY, "
-        f"{q('NOLOG')} integer NOT NULL DEFAULT 0, {q('ORIGIN')} varchar(128))",
-        f"INSERT OR IGNORE INTO {table} ({q('ID')}, {q('NOLOG')}) VALUES (1, 0)",
-    ]
+    return d.replay_context_ddl(d.qualify(CONTEXT_TABLE, schema))
 
 
 def replay_context_sql(d: Dialect, nolog: bool, origin: str | None, schema: str = "") -> list[str]:
     """Statements that open an apply transaction: what the capture triggers should do with its changes."""
-    if d.name == "postgresql":
-        return [
-            f"SELECT set_config('{NOLOG_SETTING}', {d.literal('on' if nolog else '')}, true), "
-            f"set_config('{ORIGIN_SETTING}', {d.literal(origin or '')}, true)"
-        ]
-    if d.name == "mysql":
-        return [f"SET @repladmin_nolog = {1 if nolog else 'NULL'}, @repladmin_origin = {_opt_literal(d, origin)}"]
-    q = d.quote
-    return [
-        f"UPDATE {d.qualify(CONTEXT_TABLE, schema)} SET {q('NOLOG')} = {1 if nolog else 0}, "
-        f"{q('ORIGIN')} = {_opt_literal(d, origin)}"
-    ]
+    return d.replay_context_sql(nolog, origin, d.qualify(CONTEXT_TABLE, schema))
 
 
 def reset_context_sql(d: Dialect, schema: str = "") -> list[str]:
     """Run before committing an apply transaction (MariaDB's variables outlive transactions)."""
-    if d.name == "mysql":
-        return ["SET @repladmin_nolog = NULL, @repladmin_origin = NULL"]
-    if d.name == "sqlite":
-        q = d.quote
-        return [f"UPDATE {d.qualify(CONTEXT_TABLE, schema)} SET {q('NOLOG')} = 0, {q('ORIGIN')} = NULL"]
-    return []
-
-
-def _opt_literal(d: Dialect, value: str | None) -> str:
-    return "NULL" if value is None else d.literal(value)
+    return d.reset_context_sql(d.qualify(CONTEXT_TABLE, schema))
 
 
 # --- capture triggers -------------------------------------------------------------------------------------
 
 
-def _json_value(d: Dialect, ref: str, column) -> str:
-    """A column as a JSON value in the row image (binary as hex: JSON has no bytes)."""
-    expr = f"{ref}.{d.quote(column.name)}"
-    family = family_of(column.logical)
-    if family == "binary":
-        return f"HEX({expr})" if d.name == "mysql" else f"hex({expr})"
-    if d.name == "mysql" and family == "boolean":
-        return f"({expr} <> 0)"
-    return expr
-
-
 def _image(d: Dialect, table: TableInfo, ref: str) -> str:
-    if d.name == "postgresql":
-        return f"to_jsonb({ref})::text"
-    pairs = []
-    for column in table.columns:
-        pairs += [d.literal(column.name), _json_value(d, ref, column)]
-    # MariaDB and SQLite take at most a few hundred arguments; wide tables are merged in parts.
-    parts = [pairs[i : i + 200] for i in range(0, len(pairs), 200)]
-    objects = [("JSON_OBJECT" if d.name == "mysql" else "json_object") + f"({', '.join(p)})" for p in parts]
-    if len(objects) == 1:
-        return objects[0]
-    return ("JSON_MERGE_PATCH" if d.name == "mysql" else "json_patch") + f"({', '.join(objects)})"
+    return d.row_image_sql(ref, [(c.name, family_of(c.logical)) for c in table.columns])
+
+
+@dataclass(frozen=True)
+class _Tables:
+    """The quoted tables a capture trigger writes (RTCTX only matters where it exists)."""
+
+    seq: str
+    tx: str
+    log: str
+    ctx: str
+
+
+def _tables(d: Dialect, names: LogNames, schema: str) -> _Tables:
+    seq, tx, log = (d.qualify(n, schema) for n in (names.seq, names.tx, names.log))
+    return _Tables(seq, tx, log, d.qualify(CONTEXT_TABLE, schema))
 
 
 def _entry(d: Dialect, names: LogNames, schema: str, table: str, op: str, new: str, old: str, local: str) -> str:
     """The trigger statements that log one entry for the current transaction."""
-    q = d.quote
-    seq, tx, log = (d.qualify(n, schema) for n in (names.seq, names.tx, names.log))
-    entry_cols = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
-    tbl = d.literal(table)
-    if d.name == "postgresql":
-        txid = "pg_current_xact_id()::text::bigint"
-        origin = f"coalesce(nullif(current_setting('{ORIGIN_SETTING}', true), ''), {d.literal(local)})"
-        return (
-            f"IF coalesce(current_setting('{NOLOG_SETTING}', true), '') <> 'on' THEN "
-            f"INSERT INTO {tx} ({q('TXID')}, {q('ORIGIN')}) VALUES ({txid}, {origin}) "
-            f"ON CONFLICT ({q('TXID')}) DO NOTHING; "
-            f"INSERT INTO {log} ({entry_cols}) VALUES ({txid}, {tbl}, '{op}', {new}, {old}); END IF;"
-        )
-    if d.name == "mysql":
-        origin = f"COALESCE(@repladmin_origin, {d.literal(local)})"
-        return (
-            "IF @repladmin_nolog IS NULL THEN "
-            f"SELECT {q('N')}, {q('CONN')}, {q('ORIGIN')} INTO @repladmin_n, @repladmin_conn, @repladmin_from "
-            f"FROM {seq} WHERE {q('ID')} = 1 FOR UPDATE; "
-            f"IF NOT (@repladmin_conn <=> CONNECTION_ID()) OR NOT (@repladmin_from <=> {origin}) THEN "
-            "SET @repladmin_n = @repladmin_n + 1; "
-            f"UPDATE {seq} SET {q('N')} = @repladmin_n, {q('CONN')} = CONNECTION_ID(), {q('ORIGIN')} = {origin} "
-            f"WHERE {q('ID')} = 1; "
-            f"INSERT INTO {tx} ({q('TXID')}, {q('N')}, {q('ORIGIN')}, {q('AT')}) "
-            f"VALUES (@repladmin_n, @repladmin_n, {origin}, {_now(d)}); END IF; "
-            f"INSERT INTO {log} ({entry_cols}) VALUES (@repladmin_n, {tbl}, '{op}', {new}, {old}); END IF;"
-        )
-    ctx = d.qualify(CONTEXT_TABLE, schema)
-    return (
-        f"INSERT INTO {log} ({entry_cols}, {q('ORIGIN')}) SELECT NULL, {tbl}, '{op}', {new}, {old}, "
-        f"coalesce((SELECT {q('ORIGIN')} FROM {ctx}), {d.literal(local)}) "
-        f"WHERE coalesce((SELECT {q('NOLOG')} FROM {ctx}), 0) = 0;"
-    )
-
-
-@dataclass(frozen=True)
-class CaptureObjects:
-    triggers: tuple[str, ...]
-    create: tuple[str, ...]
-    drop: tuple[str, ...]
+    return d.capture_entry_sql(_tables(d, names, schema), table, op, new, old, local)
 
 
 def capture_objects(d: Dialect, account: str, table: TableInfo, local: str) -> CaptureObjects:
@@ -285,21 +196,9 @@ def capture_objects(d: Dialect, account: str, table: TableInfo, local: str) -> C
     create: list[str] = []
     drop: list[str] = []
     for op, (when, body) in bodies.items():
-        name = triggers[op]
-        if d.name == "postgresql":
-            function = d.qualify(name, schema or "public")
-            create.append(
-                f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $rt$ BEGIN {body} "
-                "RETURN NULL; END $rt$"
-            )
-            create.append(f"CREATE TRIGGER {d.quote(name)} {when} ON {src} FOR EACH ROW EXECUTE FUNCTION {function}()")
-            drop += [f"DROP TRIGGER IF EXISTS {d.quote(name)} ON {src}", f"DROP FUNCTION IF EXISTS {function}()"]
-        elif d.name == "mysql":
-            create.append(f"CREATE TRIGGER {d.quote(name)} {when} ON {src} FOR EACH ROW BEGIN {body} END")
-            drop.append(f"DROP TRIGGER IF EXISTS {d.quote(name)}")
-        else:
-            create.append(f"CREATE TRIGGER {d.quote(name)} {when} ON {src} FOR EACH ROW BEGIN {body} END")
-            drop.append(f"DROP TRIGGER IF EXISTS {d.quote(name)}")
+        made, dropped = d.row_trigger_ddl(triggers[op], when, src, body, schema)
+        create += made
+        drop += dropped
     return CaptureObjects(tuple(triggers.values()), tuple(create), tuple(drop))
 
 
@@ -317,33 +216,9 @@ def text_capture_objects(d: Dialect, account: str, local: str, schema: str = "")
     name = bounded_name(f"{names.log}_T", d.max_identifier)
     table = d.qualify(TEXT_TABLE, schema)
     q = d.quote
-    if d.name == "postgresql":
-        new = f"jsonb_build_object('stmt', NEW.{q('STMT')}, 'args', coalesce(NEW.{q('ARGS')}, '[]')::jsonb)::text"
-    elif d.name == "mysql":
-        new = f"JSON_OBJECT('stmt', NEW.{q('STMT')}, 'args', JSON_EXTRACT(COALESCE(NEW.{q('ARGS')}, '[]'), '$'))"
-    else:
-        new = f"json_object('stmt', NEW.{q('STMT')}, 'args', json(coalesce(NEW.{q('ARGS')}, '[]')))"
+    new = d.text_image_sql(f"NEW.{q('STMT')}", f"NEW.{q('ARGS')}")
     body = _entry(d, names, schema, "", "T", new, "NULL", local)
-    if d.name == "postgresql":
-        function = d.qualify(name, schema or "public")
-        create = [
-            f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $rt$ BEGIN {body} RETURN NULL; END $rt$",
-            f"CREATE TRIGGER {q(name)} AFTER INSERT ON {table} FOR EACH ROW "
-            f"WHEN (NEW.{q('ACCOUNT')} = {d.literal(account)}) EXECUTE FUNCTION {function}()",
-        ]
-        drop = [f"DROP TRIGGER IF EXISTS {q(name)} ON {table}", f"DROP FUNCTION IF EXISTS {function}()"]
-    elif d.name == "mysql":
-        create = [
-            f"CREATE TRIGGER {q(name)} AFTER INSERT ON {table} FOR EACH ROW BEGIN "
-            f"IF NEW.{q('ACCOUNT')} = {d.literal(account)} THEN {body} END IF; END"
-        ]
-        drop = [f"DROP TRIGGER IF EXISTS {q(name)}"]
-    else:
-        create = [
-            f"CREATE TRIGGER {q(name)} AFTER INSERT ON {table} FOR EACH ROW "
-            f"WHEN NEW.{q('ACCOUNT')} = {d.literal(account)} BEGIN {body} END"
-        ]
-        drop = [f"DROP TRIGGER IF EXISTS {q(name)}"]
+    create, drop = d.text_trigger_ddl(name, table, schema, d.literal(account), body)
     return CaptureObjects((name,), tuple(create), tuple(drop))
 
 
@@ -354,29 +229,7 @@ def append_entry_sql(d: Dialect, account: str, op: str, table: str, new: str, lo
     """(statement, parameters) that log one entry as a transaction of its own, run in one transaction.
 
     The same bookkeeping as the triggers; on SQLite the sequencer numbers the entry afterwards."""
-    names = log_names(d, account)
-    q = d.quote
-    seq, tx, log = (d.qualify(n, schema) for n in (names.seq, names.tx, names.log))
-    columns = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
-    if d.name == "postgresql":
-        txid = "pg_current_xact_id()::text::bigint"
-        return [
-            (f"INSERT INTO {tx} ({q('TXID')}, {q('ORIGIN')}) VALUES ({txid}, ?)", [local]),
-            (f"INSERT INTO {log} ({columns}) VALUES ({txid}, ?, ?, ?, NULL)", [table, op, new]),
-        ]
-    if d.name == "mysql":
-        # A console entry is always a transaction of its own: it takes the next number and closes it.
-        return [
-            (f"UPDATE {seq} SET {q('N')} = {q('N')} + 1, {q('CONN')} = NULL WHERE {q('ID')} = 1", []),
-            (f"SET @repladmin_n = (SELECT {q('N')} FROM {seq} WHERE {q('ID')} = 1)", []),
-            (
-                f"INSERT INTO {tx} ({q('TXID')}, {q('N')}, {q('ORIGIN')}, {q('AT')}) "
-                f"VALUES (@repladmin_n, @repladmin_n, ?, {_now(d)})",
-                [local],
-            ),
-            (f"INSERT INTO {log} ({columns}) VALUES (@repladmin_n, ?, ?, ?, NULL)", [table, op, new]),
-        ]
-    return [(f"INSERT INTO {log} ({columns}, {q('ORIGIN')}) VALUES (NULL, ?, ?, ?, NULL, ?)", [table, op, new, local])]
+    return d.append_entry_sql(_tables(d, log_names(d, account), schema), op, table, new, local)
 
 
 # --- the SQLite sequencer -----------------------------------------------------------------------------------
@@ -463,10 +316,12 @@ def purge_sql(d: Dialect, account: str, schema: str = "") -> list[str]:
     names = log_names(d, account)
     q = d.quote
     tx, log = d.qualify(names.tx, schema), d.qualify(names.log, schema)
-    if d.name == "mysql":
-        delete_log = f"DELETE l FROM {log} l JOIN {tx} t ON l.{q('TXID')} = t.{q('TXID')} WHERE t.{q('N')} <= ?"
-    else:
-        delete_log = f"DELETE FROM {log} WHERE {q('TXID')} IN (SELECT {q('TXID')} FROM {tx} WHERE {q('N')} <= ?)"
+    delete_log = d.delete_via_alias_sql(
+        log,
+        "l",
+        f"JOIN {tx} t ON l.{q('TXID')} = t.{q('TXID')} WHERE t.{q('N')} <= ?",
+        f"{q('TXID')} IN (SELECT {q('TXID')} FROM {tx} WHERE {q('N')} <= ?)",
+    )
     return [delete_log, f"DELETE FROM {tx} WHERE {q('N')} <= ?"]
 
 
@@ -594,11 +449,7 @@ def upsert_sql(d: Dialect, table: TableInfo, rows: int) -> str:
     head = f"INSERT INTO {d.qualify(table.name, table.schema)} ({', '.join(q(n) for n in names)}) VALUES "
     values = ", ".join(one for _ in range(rows))
     others = [n for n in names if n not in keys]
-    if d.name == "mysql":
-        sets = ", ".join(f"{q(n)} = VALUES({q(n)})" for n in (others or keys[:1]))
-        return f"{head}{values} ON DUPLICATE KEY UPDATE {sets}"
-    action = "DO UPDATE SET " + ", ".join(f"{q(n)} = excluded.{q(n)}" for n in others) if others else "DO NOTHING"
-    return f"{head}{values} ON CONFLICT ({', '.join(q(k) for k in keys)}) {action}"
+    return d.upsert_sql(f"{head}{values}", [q(k) for k in keys], [q(n) for n in others])
 
 
 def delete_sql(d: Dialect, table: TableInfo) -> str:
@@ -654,62 +505,25 @@ def text_call(d: Dialect, statement: str) -> str:
 
 # --- updateable publications: ROWGUID -------------------------------------------------------------------------
 
-ROWGUID_COLUMN = "ROWGUID"
-UPDATEABLE_DIALECTS = ("postgresql", "mysql")  # those whose BEFORE triggers can set ROWGUID before a row is logged
+# Those whose BEFORE triggers can set ROWGUID before a row is logged.
+UPDATEABLE_DIALECTS = tuple(name for name, d in DIALECTS.items() if d.supports_updateable_publications)
 
 
 def _replaying(d: Dialect) -> str:
     """True inside an apply transaction (its rows carry the ROWGUID of the version they replay)."""
-    if d.name == "postgresql":
-        return (
-            f"(coalesce(current_setting('{NOLOG_SETTING}', true), '') = 'on' "
-            f"OR coalesce(current_setting('{ORIGIN_SETTING}', true), '') <> '')"
-        )
-    return "(@repladmin_nolog IS NOT NULL OR @repladmin_origin IS NOT NULL)"
+    return d.replaying_sql()
 
 
 def rowguid_objects(d: Dialect, table: TableInfo, local: str) -> CaptureObjects:
     """BEFORE triggers that give every local insert, and every local update that leaves ROWGUID alone,
     a new `<server>@<uuid>`; rows replication writes keep the ROWGUID they carry."""
-    from replication_admin.engine.bidir_sql import new_guid_sql
-
-    if d.name not in UPDATEABLE_DIALECTS:
+    if not d.supports_updateable_publications:
         raise TrxError(
             f"updateable transactional publications need PostgreSQL or MariaDB; {d.label} cannot set ROWGUID "
             "before a row is logged"
         )
-    g = d.quote(ROWGUID_COLUMN)
-    src = d.qualify(table.name, table.schema)
-    fresh = new_guid_sql(d, local)
-    name = bounded_name(f"{table.name}_G", d.max_identifier)
-    if d.name == "postgresql":
-        function = d.qualify(name, table.schema or "public")
-        body = (
-            f"IF NOT {_replaying(d)} AND (TG_OP = 'INSERT' AND NEW.{g} IS NULL OR "
-            f"TG_OP = 'UPDATE' AND NEW.{g} IS NOT DISTINCT FROM OLD.{g}) THEN NEW.{g} := {fresh}; END IF; "
-            "RETURN NEW;"
-        )
-        return CaptureObjects(
-            (name,),
-            (
-                f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $rt$ BEGIN {body} END $rt$",
-                f"CREATE TRIGGER {d.quote(name)} BEFORE INSERT OR UPDATE ON {src} FOR EACH ROW "
-                f"EXECUTE FUNCTION {function}()",
-            ),
-            (f"DROP TRIGGER IF EXISTS {d.quote(name)} ON {src}", f"DROP FUNCTION IF EXISTS {function}()"),
-        )
-    insert_name = bounded_name(f"{table.name}_GI", d.max_identifier)
-    update_name = bounded_name(f"{table.name}_GU", d.max_identifier)
-    return CaptureObjects(
-        (insert_name, update_name),
-        (
-            f"CREATE TRIGGER {d.quote(insert_name)} BEFORE INSERT ON {src} FOR EACH ROW BEGIN "
-            f"IF NOT {_replaying(d)} AND NEW.{g} IS NULL THEN SET NEW.{g} = {fresh}; END IF; END",
-            f"CREATE TRIGGER {d.quote(update_name)} BEFORE UPDATE ON {src} FOR EACH ROW BEGIN "
-            f"IF NOT {_replaying(d)} AND NEW.{g} <=> OLD.{g} THEN SET NEW.{g} = {fresh}; END IF; END",
-        ),
-        (f"DROP TRIGGER IF EXISTS {d.quote(insert_name)}", f"DROP TRIGGER IF EXISTS {d.quote(update_name)}"),
-    )
+    names, create, drop = d.rowguid_triggers(table, new_guid_sql(d, local), ROWGUID_COLUMN)
+    return CaptureObjects(names, create, drop)
 
 
 def push_account(account: str) -> str:
@@ -721,15 +535,7 @@ def retag_origin_sql(d: Dialect, account: str, origin: str, schema: str = "") ->
     """Give the current transaction's log another origin (a pushed transaction with a conflict goes back
     to its originator too, so it ends with the publisher's decision)."""
     names = log_names(d, account)
-    q = d.quote
-    tx, seq = d.qualify(names.tx, schema), d.qualify(names.seq, schema)
-    if d.name == "postgresql":
-        current = "pg_current_xact_id()::text::bigint"
-        return [f"UPDATE {tx} SET {q('ORIGIN')} = {d.literal(origin)} WHERE {q('TXID')} = {current}"]
-    return [
-        f"UPDATE {tx} SET {q('ORIGIN')} = {d.literal(origin)} WHERE {q('N')} = @repladmin_n",
-        f"UPDATE {seq} SET {q('CONN')} = NULL WHERE {q('ID')} = 1",
-    ]
+    return d.retag_origin_sql(d.qualify(names.tx, schema), d.qualify(names.seq, schema), d.literal(origin))
 
 
 def row_select_sql(d: Dialect, table: TableInfo, lock: bool = True) -> str:
@@ -887,7 +693,7 @@ def typed_call(d: Dialect, statement: str, types: Sequence[str] | None) -> str:
     """A logged call for the subscriber: PostgreSQL resolves procedures by argument type, so the
     publisher's types are written as casts."""
     call = text_call(d, statement)
-    if d.name != "postgresql" or not types:
+    if not d.resolves_procedures_by_type or not types:
         return call
     parts = call.split("?")
     if len(parts) - 1 != len(types):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from replication_admin.engine import dialects
 from replication_admin.engine.compare import family_of
 from replication_admin.engine.types import LogicalType
 
@@ -53,7 +54,7 @@ def bind_value(value, logical: LogicalType, dest_dialect: str):
         return str(value) if not isinstance(value, float) else repr(value)
     if family == "boolean":
         truth = _truthy(value)
-        return truth if dest_dialect == "postgresql" else int(truth)
+        return truth if dialects.get(dest_dialect).has_boolean else int(truth)
     if family == "integer":
         return int(value)
     if family == "float":

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from replication_admin.engine import dialects
@@ -219,3 +222,58 @@ def test_compare_plan_needs_a_primary_key_present_on_both_sides():
     keyed = _table("t", _col("a", "integer", pk=1))
     with pytest.raises(ComparePlanError, match="key column 'a'"):
         plan_compare(dialects.get("sqlite"), keyed, dialects.get("sqlite"), _table("u", _col("b", "integer")))
+
+
+# --- dialect knowledge lives in engine/dialects only ---------------------------------------------------------
+
+_ROOT = Path(__file__).resolve().parents[2]
+_NAMES = "sqlite|postgresql|mysql|mssql|oracle|db2|informix"
+_NAME_TESTS = re.compile(
+    rf"""(==|!=|\bin)\s*\(?\s*["']({_NAMES})["']"""  # x == "sqlite", x in ("postgresql", ...)
+    rf"""|["']({_NAMES})["']\s*(==|!=|\bin\b)"""  # "sqlite" == x
+    r"""|\b(d|self\.d|dialect|source|dest|endpoint|plan\.\w+)\.name\s*(==|!=|\bin\b|not\s+in\b)"""  # d.name == ...
+    r"""|\b(dialect|dest_dialect|source_dialect)\s*(==|!=|\bin\b|not\s+in\b)"""  # dialect == ...
+    r"""|\.dialect\s*(==|!=|\bin\b|not\s+in\b)"""  # endpoint.dialect == ...
+    r"""|\.get\(\s*d\.name\b|\[\s*d\.name\s*\]"""  # {...}.get(d.name), TABLE[d.name]
+)
+
+
+def _mode_modules() -> list[Path]:
+    engine = _ROOT / "replication_admin" / "engine"
+    modules = [p for p in engine.glob("*.py")] + list((_ROOT / "jobs").glob("*.py"))
+    return sorted(modules)
+
+
+def test_the_name_test_pattern_finds_what_it_is_meant_to():
+    for line in (
+        'if d.name == "postgresql":',
+        'x = "a" if dest_dialect == "sqlite" else "b"',
+        'if endpoint.dialect == "sqlite":',
+        'if d.name not in ("postgresql", "mysql"):',
+        'return {"mysql": 1}.get(d.name, 2)',
+        'suffixes = ("_I",) if d.name == "db2" else ()',
+    ):
+        assert _NAME_TESTS.search(line), line
+    for line in ("if col.name == name:", "if column.name == name:", "dialect: str"):
+        assert not _NAME_TESTS.search(line), line
+
+
+def test_no_mode_module_branches_on_a_dialect_name():
+    """Capabilities and SQL text come from the Dialect classes (engine/dialects/<name>.py), so adding a
+    dialect or a capability is one file: no module outside engine/dialects tests a dialect's name."""
+    modules = _mode_modules()
+    assert any(p.name == "transactional_sql.py" for p in modules)
+    found = []
+    for path in modules:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if _NAME_TESTS.search(line):
+                found.append(f"{path.relative_to(_ROOT)}:{number}: {line.strip()}")
+    assert not found, "dialect names tested outside engine/dialects:\n" + "\n".join(found)
+
+
+def test_capabilities_of_the_live_dialects():
+    from_flags = {name: d for name, d in dialects.DIALECTS.items()}
+    assert tuple(n for n, d in from_flags.items() if d.supports_updateable_publications) == ("postgresql", "mysql")
+    assert tuple(n for n, d in from_flags.items() if d.supports_bidir) == LIVE
+    assert [n for n, d in from_flags.items() if d.text_timestamps] == ["sqlite"]
+    assert [n for n, d in from_flags.items() if d.has_boolean] == ["postgresql"]

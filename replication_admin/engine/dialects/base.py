@@ -1,4 +1,9 @@
-"""What every dialect knows: quoting, type mapping, introspection SQL, ODBC and JDBC addresses."""
+"""What every dialect knows: quoting, type mapping, introspection SQL, ODBC and JDBC addresses, and the
+SQL the replication modes need from it (capabilities, statement shapes, log and trigger DDL).
+
+The mode modules (engine.refresh_sql, engine.bidir_sql, engine.transactional_sql, engine.snapshot_log)
+never test a dialect's name: they ask the dialect. Defaults here are ANSI where there is an ANSI form;
+what only some servers can do raises NotImplementedError until a dialect provides it."""
 
 from __future__ import annotations
 
@@ -6,6 +11,17 @@ import re
 import urllib.parse
 from dataclasses import dataclass, field
 
+from replication_admin.engine.objects import (
+    DMLTYPE,
+    ROWGUID,
+    TIMESTAMP,
+    SnapshotLogError,
+    SnapshotLogObjects,
+    key_columns,
+    rlog_key,
+    rlog_name,
+)
+from replication_admin.engine.schema import TableInfo
 from replication_admin.engine.types import LogicalType
 
 HOSTNAME = re.compile(
@@ -147,3 +163,274 @@ class Dialect:
         if not database:
             raise AddressError("a database name is required")
         return urllib.parse.quote(database, safe="")
+
+    # --- capabilities ------------------------------------------------------------------------------
+    # Timestamps and dates are stored as ISO text (read through JDBC as STRING, parsed in Spark).
+    text_timestamps: bool = False
+    # A real boolean type (values bound as True / False rather than 0 / 1).
+    has_boolean: bool = False
+    # BEFORE triggers can set ROWGUID before a row is logged (updateable transactional publications).
+    supports_updateable_publications: bool = False
+    # One writer at a time: bulk writes go through a single connection in one transaction.
+    single_writer: bool = False
+    # Bi-directional snapshot replication (ROWGUID triggers and the updateable snapshot log).
+    supports_bidir: bool = False
+    # Row triggers run a function created alongside (the functions are objects of their own).
+    trigger_functions: bool = False
+    # Procedures are resolved by argument type (a logged call carries its arguments' types as casts).
+    resolves_procedures_by_type: bool = False
+    # Transactions are numbered at commit time (RTTX.N is only known then).
+    numbers_at_commit: bool = False
+    # Suffixes of the snapshot-log triggers (I, U, D).
+    snapshot_trigger_suffixes: tuple[str, str, str] = ("_I_log", "_U_log", "_D_log")
+    # Extra BEFORE triggers of bi-directional replication that give rows their ROWGUID (name suffixes).
+    bidir_guid_triggers: tuple[str, ...] = ()
+
+    @property
+    def snaptime_read_type(self) -> str:
+        """The Spark type a SNAPTIME column is read as."""
+        return "STRING" if self.text_timestamps else "TIMESTAMP"
+
+    # --- expressions -------------------------------------------------------------------------------
+    def timestamp_literal(self, text: str) -> str:
+        return f"TIMESTAMP '{text}'"
+
+    def concat(self, left: str, right: str) -> str:
+        return f"({left} || {right})"
+
+    def has_prefix_sql(self, expr: str, prefix: str) -> str:
+        """True when the text `expr` starts with `prefix`."""
+        return f"substr({expr}, 1, {len(prefix)}) = {self.literal(prefix)}"
+
+    def substring_from_sql(self, expr: str, start: int) -> str:
+        return f"substr({expr}, {start})"
+
+    def null_safe_equal(self, a: str, b: str) -> str:
+        return f"{a} IS NOT DISTINCT FROM {b}"
+
+    @property
+    def uuid_sql(self) -> str:
+        """A fresh uuid as text."""
+        raise NotImplementedError(f"{self.label} has no uuid expression here")
+
+    @property
+    def clock_now_sql(self) -> str:
+        """The wall clock in UTC, now (not the transaction's start)."""
+        raise NotImplementedError(f"{self.label} has no clock expression here")
+
+    @property
+    def log_now_sql(self) -> str:
+        """The UTC time log triggers stamp SNAPTIME with."""
+        raise NotImplementedError(f"{self.label} has no log time expression here")
+
+    @property
+    def now_select_sql(self) -> str:
+        """A query of the server's clock in UTC, the way its log triggers stamp SNAPTIME."""
+        raise NotImplementedError(f"{self.label} has no clock query here")
+
+    # --- statement shapes --------------------------------------------------------------------------
+    def qualify_plain(self, table: str, schema: str = "") -> str:
+        """A table named in statements that only reach the connection's own database."""
+        return self.qualify(table, schema)
+
+    def serial_key_ddl(self, name: str) -> str:
+        """A bigint primary-key column numbered by the server."""
+        raise NotImplementedError(f"{self.label} has no serial key here")
+
+    def insert_ignore_sql(self, table: str, rest: str) -> str:
+        """INSERT INTO `table` `rest` (columns and VALUES / SELECT), skipping rows whose key exists."""
+        raise NotImplementedError(f"{self.label} has no INSERT that skips existing keys here")
+
+    def excluded_sql(self, column: str) -> str:
+        """In an upsert's update part: the value the insert proposed for `column` (quoted)."""
+        return f"excluded.{column}"
+
+    def conflict_current_sql(self, table: str, column: str) -> str:
+        """In an upsert's update part: the existing row's `column` (quoted) of `table` (qualified)."""
+        return f"{table}.{column}"
+
+    def on_conflict_update_sql(self, conflict: str, sets: list[str]) -> str:
+        """The clause that turns an insert of an existing key (`conflict`: its quoted columns) into an update."""
+        return f"ON CONFLICT ({conflict}) DO UPDATE SET " + ", ".join(sets)
+
+    def upsert_row_source(self, values: str) -> str:
+        """The row of an INSERT ... ON CONFLICT in a trigger."""
+        return f"VALUES ({values})"
+
+    def upsert_sql(self, insert: str, keys: list[str], others: list[str]) -> str:
+        """`insert` (INSERT ... VALUES ...) overwriting the rows whose key exists (names quoted)."""
+        action = "DO UPDATE SET " + ", ".join(f"{n} = excluded.{n}" for n in others) if others else "DO NOTHING"
+        return f"{insert} ON CONFLICT ({', '.join(keys)}) {action}"
+
+    def update_join_sql(self, target: str, staging: str, on: str, sets: list[tuple[str, str]], where: str) -> str:
+        """UPDATE the table `t` from the staging rows `s` matched by `on` (`sets`: column, expression)."""
+        assignments = ", ".join(f"{self.quote(c)} = {e}" for c, e in sets)
+        return f"UPDATE {target} AS t SET {assignments} FROM {staging} s WHERE {on} AND {where}"
+
+    def delete_joined_sql(
+        self,
+        target: str,
+        staging: str,
+        on: str,
+        condition: str,
+        keys: str,
+        aliases: str,
+        plain_condition: str,
+        *,
+        condition_first: bool = False,
+        as_alias: bool = False,
+    ) -> str:
+        """DELETE the rows of `target` (t) whose key is among the staging rows (s) that meet `condition`.
+
+        `keys` / `aliases` / `plain_condition`: the same without table aliases, for the row-value form."""
+        return f"DELETE FROM {target} WHERE ({keys}) IN (SELECT {aliases} FROM {staging} WHERE {plain_condition})"
+
+    def delete_via_alias_sql(self, table: str, alias: str, aliased_tail: str, plain_where: str) -> str:
+        """DELETE from `table` the rows `plain_where` selects (`aliased_tail`: the same, as joins and a
+        WHERE on `table` aliased `alias`, for servers that run those better)."""
+        return f"DELETE FROM {table} WHERE {plain_where}"
+
+    def lock_joined_sql(self, target: str, staging: str, on: str) -> str | None:
+        """Lock the rows of `target` (t) the staging rows (s) match; None where the writer lock suffices."""
+        return None
+
+    def swap_tables_sql(self, dest: str, schema: str, staging: str, old: str) -> list[str]:
+        """Put a filled staging table in the destination's place (readers see old or new, never a mix)."""
+        return [
+            f"ALTER TABLE {self.qualify(dest, schema)} RENAME TO {self.quote(old)}",
+            f"ALTER TABLE {self.qualify(staging, schema)} RENAME TO {self.quote(dest)}",
+            f"DROP TABLE {self.qualify(old, schema)}",
+        ]
+
+    def copy_structure_sql(self, dest: str, schema: str, staging: str) -> str | None:
+        """A staging table shaped exactly like the destination (None: build it from introspection)."""
+        return None
+
+    def dependents_sql(self, table: str, schema: str) -> tuple[str, list[str]]:
+        """Count of objects a rename swap would break: triggers, incoming foreign keys, views."""
+        raise NotImplementedError(f"{self.label} has no dependents query here")
+
+    # --- snapshot logs -----------------------------------------------------------------------------
+    def check_name_length(self, name: str, what: str) -> None:
+        if len(name) > self.max_identifier:
+            raise SnapshotLogError(
+                f"{what} {name!r} would be longer than {self.label}'s {self.max_identifier}-character limit"
+            )
+
+    def snaptime_index_sql(self, rlog: str, qualified: str) -> str:
+        """The index readers of SNAPTIME windows use (`rlog`: the log table's name)."""
+        return f"CREATE INDEX {self.quote(rlog + '_SNAPTIME')} ON {qualified} ({self.quote('SNAPTIME')})"
+
+    def snapshot_log_table_ddl(self, table: TableInfo) -> list[str]:
+        keys = key_columns(table)
+        name = rlog_name(table.name)
+        self.check_name_length(name, "snapshot log table")
+        cols = [f"{self.quote(rlog_key(k.name))} {self.render_type(k.logical)} NOT NULL" for k in keys]
+        cols += [
+            f"{self.quote('SNAPTIME')} {self.render_type(TIMESTAMP)} NOT NULL",
+            f"{self.quote('DMLTYPE')} {self.render_type(DMLTYPE)} NOT NULL",
+            f"{self.quote('RLOG_ROWGUID')} {self.render_type(ROWGUID)} NOT NULL",
+            f"PRIMARY KEY ({', '.join(self.quote(rlog_key(k.name)) for k in keys)})",
+        ]
+        qualified = self.qualify(name, table.schema)
+        # Readers select a SNAPTIME window: the index keeps that proportional to the changes.
+        return [f"CREATE TABLE {qualified} ({', '.join(cols)})", self.snaptime_index_sql(name, qualified)]
+
+    def snapshot_trigger_names(self, table: str) -> tuple[str, str, str]:
+        names = tuple(table + s for s in self.snapshot_trigger_suffixes)
+        for name in names:
+            self.check_name_length(name, "trigger")
+        return names  # type: ignore[return-value]
+
+    def snapshot_log_objects(self, table: TableInfo) -> SnapshotLogObjects:
+        """The snapshot log of `table`: RLOG_<table> and the I/U/D triggers that fill it."""
+        raise NotImplementedError(f"{self.label} has no snapshot log generator")
+
+    # --- bi-directional replication ----------------------------------------------------------------
+    def bidir_triggers(self, table: TableInfo, names: dict[str, str], log, local: str, publisher: bool):
+        """(create, drop) of the ROWGUID and updateable-log triggers of `table` on server `local`.
+
+        `log` writes a row into the updateable log (engine.bidir_sql.UpdateableLog)."""
+        raise NotImplementedError(f"{self.label} has no bi-directional triggers")
+
+    # --- transactional replication -----------------------------------------------------------------
+    def commit_numbering_ddl(self, names, schema: str) -> list[str]:
+        """Objects that number a transaction when it commits (`names`: the publication's log tables)."""
+        return []
+
+    def drop_commit_numbering_ddl(self, names, schema: str) -> list[str]:
+        return []
+
+    def replay_context_ddl(self, table: str) -> list[str]:
+        """The table that holds the replay context, where settings or session variables cannot."""
+        return []
+
+    def replay_context_sql(self, nolog: bool, origin: str | None, context_table: str) -> list[str]:
+        """Statements that open an apply transaction: what the capture triggers should do with its changes."""
+        raise NotImplementedError(f"{self.label} has no replay context")
+
+    def reset_context_sql(self, context_table: str) -> list[str]:
+        """Run before committing an apply transaction."""
+        return []
+
+    def optional_literal(self, value: str | None) -> str:
+        return "NULL" if value is None else self.literal(value)
+
+    json_object_function = "json_object"
+    json_merge_function = "json_patch"
+    hex_function = "hex"
+
+    def json_value_sql(self, expr: str, family: str) -> str:
+        """A column as a JSON value in a row image (binary as hex: JSON has no bytes)."""
+        if family == "binary":
+            return f"{self.hex_function}({expr})"
+        return expr
+
+    def row_image_sql(self, ref: str, columns: list[tuple[str, str]]) -> str:
+        """The trigger row `ref` as a JSON object (`columns`: name and value family)."""
+        pairs = []
+        for name, family in columns:
+            pairs += [self.literal(name), self.json_value_sql(f"{ref}.{self.quote(name)}", family)]
+        # Servers take at most a few hundred arguments; wide tables are merged in parts.
+        parts = [pairs[i : i + 200] for i in range(0, len(pairs), 200)]
+        objects = [self.json_object_function + f"({', '.join(p)})" for p in parts]
+        if len(objects) == 1:
+            return objects[0]
+        return self.json_merge_function + f"({', '.join(objects)})"
+
+    def text_image_sql(self, stmt: str, args: str) -> str:
+        """A REPL_TEXT row (statement, JSON array of arguments) as the JSON of a 'T' entry."""
+        raise NotImplementedError(f"{self.label} has no REPL_TEXT capture")
+
+    def capture_entry_sql(self, logs, table: str, op: str, new: str, old: str, local: str) -> str:
+        """Trigger statements that log one entry for the current transaction.
+
+        `logs`: the quoted RTSEQ, RTTX, RTLOG and RTCTX tables (attributes seq, tx, log, ctx)."""
+        raise NotImplementedError(f"{self.label} has no transactional capture")
+
+    def row_trigger_ddl(self, name: str, when: str, table: str, body: str, schema: str) -> tuple[list[str], list[str]]:
+        """(create, drop) of a FOR EACH ROW trigger `name` running the statements `body`."""
+        create = [f"CREATE TRIGGER {self.quote(name)} {when} ON {table} FOR EACH ROW BEGIN {body} END"]
+        return create, [f"DROP TRIGGER IF EXISTS {self.quote(name)}"]
+
+    def text_trigger_ddl(
+        self, name: str, table: str, schema: str, account: str, body: str
+    ) -> tuple[list[str], list[str]]:
+        """(create, drop) of the REPL_TEXT trigger that logs the calls of one account (a literal)."""
+        raise NotImplementedError(f"{self.label} has no REPL_TEXT capture")
+
+    def append_entry_sql(self, logs, op: str, table: str, new: str, local: str) -> list:
+        """(statement, parameters) that log one entry as a transaction of its own."""
+        raise NotImplementedError(f"{self.label} has no transactional capture")
+
+    def replaying_sql(self) -> str:
+        """True inside an apply transaction."""
+        raise NotImplementedError(f"{self.label} has no replay context")
+
+    def rowguid_triggers(self, table: TableInfo, fresh: str, rowguid: str):
+        """(names, create, drop) of BEFORE triggers that give local inserts and updates a new ROWGUID."""
+        raise NotImplementedError(f"{self.label} cannot set ROWGUID before a row is logged")
+
+    def retag_origin_sql(self, tx: str, seq: str, origin: str) -> list[str]:
+        """Give the current transaction's log (RTTX `tx`, RTSEQ `seq`) another origin (a literal)."""
+        raise NotImplementedError(f"{self.label} cannot retag a transaction")

@@ -9,6 +9,16 @@ from replication_admin.engine.dialects.base import (
     check_port,
     odbc_value,
 )
+from replication_admin.engine.objects import (
+    ROWGUID_COLUMN,
+    SnapshotLogObjects,
+    bidir_key_error,
+    bounded_name,
+    key_columns,
+    log_values,
+    rlog_name,
+)
+from replication_admin.engine.schema import TableInfo
 from replication_admin.engine.types import LogicalType, split_declared
 
 
@@ -25,6 +35,16 @@ class MySQL(Dialect):
     max_identifier = 64
     quote_char = "`"
     read_only_properties = {"sessionVariables": "tx_read_only=1"}
+    supports_updateable_publications = True
+    supports_bidir = True
+    bidir_guid_triggers = ("GI", "GU")
+    uuid_sql = "UUID()"
+    clock_now_sql = "UTC_TIMESTAMP(6)"
+    log_now_sql = "UTC_TIMESTAMP(6)"
+    now_select_sql = "SELECT UTC_TIMESTAMP(6)"
+    json_object_function = "JSON_OBJECT"
+    json_merge_function = "JSON_MERGE_PATCH"
+    hex_function = "HEX"
 
     def literal(self, value: str) -> str:
         # Backslash is an escape character in MariaDB string literals unless NO_BACKSLASH_ESCAPES.
@@ -143,3 +163,234 @@ class MySQL(Dialect):
                 "useBulkStmts": "true",
             },
         )
+
+    # --- expressions -------------------------------------------------------------------------------
+    def concat(self, left: str, right: str) -> str:
+        return f"CONCAT({left}, {right})"
+
+    def has_prefix_sql(self, expr: str, prefix: str) -> str:
+        return f"LEFT({expr}, {len(prefix)}) = {self.literal(prefix)}"
+
+    def substring_from_sql(self, expr: str, start: int) -> str:
+        return f"SUBSTRING({expr}, {start})"
+
+    def null_safe_equal(self, a: str, b: str) -> str:
+        return f"{a} <=> {b}"
+
+    # --- statement shapes --------------------------------------------------------------------------
+    def qualify_plain(self, table: str, schema: str = "") -> str:
+        return self.qualify(table)
+
+    def serial_key_ddl(self, name: str) -> str:
+        return f"{self.quote(name)} bigint NOT NULL AUTO_INCREMENT PRIMARY KEY"
+
+    def insert_ignore_sql(self, table: str, rest: str) -> str:
+        return f"INSERT IGNORE INTO {table} {rest}"
+
+    def excluded_sql(self, column: str) -> str:
+        return f"VALUES({column})"
+
+    def conflict_current_sql(self, table: str, column: str) -> str:
+        return column
+
+    def on_conflict_update_sql(self, conflict: str, sets: list[str]) -> str:
+        return "ON DUPLICATE KEY UPDATE " + ", ".join(sets)
+
+    def upsert_sql(self, insert: str, keys: list[str], others: list[str]) -> str:
+        sets = ", ".join(f"{n} = VALUES({n})" for n in (others or keys[:1]))
+        return f"{insert} ON DUPLICATE KEY UPDATE {sets}"
+
+    def update_join_sql(self, target: str, staging: str, on: str, sets: list[tuple[str, str]], where: str) -> str:
+        assignments = ", ".join(f"t.{self.quote(c)} = {e}" for c, e in sets)
+        return f"UPDATE {target} t JOIN {staging} s ON {on} SET {assignments} WHERE {where}"
+
+    def delete_joined_sql(
+        self,
+        target: str,
+        staging: str,
+        on: str,
+        condition: str,
+        keys: str,
+        aliases: str,
+        plain_condition: str,
+        *,
+        condition_first: bool = False,
+        as_alias: bool = False,
+    ) -> str:
+        return f"DELETE t FROM {target} t JOIN {staging} s ON {on} WHERE {condition}"
+
+    def delete_via_alias_sql(self, table: str, alias: str, aliased_tail: str, plain_where: str) -> str:
+        # MariaDB runs `IN (SELECT ...)` of a DELETE once per row; the join form uses the key.
+        return f"DELETE {alias} FROM {table} {alias} {aliased_tail}"
+
+    def lock_joined_sql(self, target: str, staging: str, on: str) -> str | None:
+        return f"SELECT 1 FROM {target} t JOIN {staging} s ON {on} FOR UPDATE"
+
+    def swap_tables_sql(self, dest: str, schema: str, staging: str, old: str) -> list[str]:
+        return [
+            f"RENAME TABLE {self.qualify(dest)} TO {self.qualify(old)}, "
+            f"{self.qualify(staging)} TO {self.qualify(dest)}",
+            f"DROP TABLE {self.qualify(old)}",
+        ]
+
+    def copy_structure_sql(self, dest: str, schema: str, staging: str) -> str | None:
+        return f"CREATE TABLE {self.qualify(staging)} LIKE {self.qualify(dest)}"
+
+    def dependents_sql(self, table: str, schema: str) -> tuple[str, list[str]]:
+        return (
+            "SELECT (SELECT count(*) FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = DATABASE()"
+            "  AND EVENT_OBJECT_TABLE = ?)"
+            " + (SELECT count(*) FROM information_schema.REFERENTIAL_CONSTRAINTS"
+            "  WHERE CONSTRAINT_SCHEMA = DATABASE() AND REFERENCED_TABLE_NAME = ?)",
+            [table, table],
+        )
+
+    # --- snapshot logs -----------------------------------------------------------------------------
+    def snaptime_index_sql(self, rlog: str, qualified: str) -> str:
+        return f"CREATE INDEX {self.quote(bounded_name(rlog + '_SNAPTIME', 64))} ON {qualified} (`SNAPTIME`)"
+
+    def snapshot_log_objects(self, table: TableInfo) -> SnapshotLogObjects:
+        d = self
+        keys = key_columns(table)
+        rlog = d.qualify(rlog_name(table.name))
+        src = d.qualify(table.name)
+        now = "UTC_TIMESTAMP(6)"
+        guid = "UUID()"
+        i_name, u_name, d_name = d.snapshot_trigger_names(table.name)
+        update = ", ".join(f"`{c}` = VALUES(`{c}`)" for c in ("SNAPTIME", "DMLTYPE", "RLOG_ROWGUID"))
+
+        def upsert(ref: str, op: str) -> str:
+            cols, vals = log_values(d, keys, ref, now, guid, op)
+            return f"INSERT INTO {rlog} ({cols}) VALUES ({vals}) ON DUPLICATE KEY UPDATE {update}"
+
+        same_key = " AND ".join(f"OLD.{d.quote(k.name)} <=> NEW.{d.quote(k.name)}" for k in keys)
+        create = [
+            *d.snapshot_log_table_ddl(table),
+            f"CREATE TRIGGER {d.quote(i_name)} AFTER INSERT ON {src} FOR EACH ROW {upsert('NEW', 'I')}",
+            f"CREATE TRIGGER {d.quote(u_name)} AFTER UPDATE ON {src} FOR EACH ROW BEGIN "
+            f"IF NOT ({same_key}) THEN {upsert('OLD', 'D')}; {upsert('NEW', 'I')}; "
+            f"ELSE {upsert('NEW', 'U')}; END IF; END",
+            f"CREATE TRIGGER {d.quote(d_name)} AFTER DELETE ON {src} FOR EACH ROW {upsert('OLD', 'D')}",
+        ]
+        drop = [f"DROP TRIGGER IF EXISTS {d.quote(n)}" for n in (i_name, u_name, d_name)]
+        drop.append(f"DROP TABLE IF EXISTS {rlog}")
+        return SnapshotLogObjects(
+            rlog_name(table.name), (i_name, u_name, d_name), create=tuple(create), drop=tuple(drop)
+        )
+
+    # --- bi-directional replication ----------------------------------------------------------------
+    def bidir_triggers(self, table: TableInfo, names: dict[str, str], log, local: str, publisher: bool):
+        d = self
+        src = d.qualify(table.name)
+        g = d.quote(ROWGUID_COLUMN)
+        keys = key_columns(table)
+        same_key = " AND ".join(f"OLD.{d.quote(k.name)} <=> NEW.{d.quote(k.name)}" for k in keys)
+        fresh = d.concat(d.literal(local + "@"), d.uuid_sql)
+        logs = "TRUE" if publisher else d.has_prefix_sql(f"NEW.{g}", local + "@")
+        message = d.literal(bidir_key_error(table.name)[:120])
+        replay_delete = log.upsert("OLD", "D", log.unmark(f"OLD.{g}"), "NULL") if publisher else "DO 0;"
+        create = [
+            f"CREATE TRIGGER {d.quote(names['GI'])} BEFORE INSERT ON {src} FOR EACH ROW "
+            f"BEGIN IF NEW.{g} IS NULL THEN SET NEW.{g} = {fresh}; END IF; END",
+            f"CREATE TRIGGER {d.quote(names['GU'])} BEFORE UPDATE ON {src} FOR EACH ROW BEGIN "
+            f"IF NOT ({same_key}) THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = {message}; END IF; "
+            f"IF NEW.{g} <=> OLD.{g} THEN SET NEW.{g} = {fresh}; END IF; END",
+            f"CREATE TRIGGER {d.quote(names['I'])} AFTER INSERT ON {src} FOR EACH ROW "
+            f"BEGIN IF {logs} THEN {log.upsert('NEW', 'I', f'NEW.{g}', 'NULL')} END IF; END",
+            f"CREATE TRIGGER {d.quote(names['U'])} AFTER UPDATE ON {src} FOR EACH ROW "
+            f"BEGIN IF NOT ({log.is_mark(f'NEW.{g}')}) AND {logs} THEN "
+            f"{log.upsert('NEW', 'U', f'NEW.{g}', f'OLD.{g}')} END IF; END",
+            f"CREATE TRIGGER {d.quote(names['D'])} AFTER DELETE ON {src} FOR EACH ROW "
+            f"BEGIN IF {log.is_mark(f'OLD.{g}')} THEN {replay_delete} "
+            f"ELSE {log.upsert('OLD', 'D', fresh, f'OLD.{g}')} END IF; END",
+        ]
+        drop = [f"DROP TRIGGER IF EXISTS {d.quote(n)}" for n in names.values()]
+        return create, drop
+
+    # --- transactional replication -----------------------------------------------------------------
+    # No deferred triggers and no transaction id a trigger can read reliably: the first entry of a
+    # transaction locks the RTSEQ row and takes the next number, recording its connection (and origin)
+    # there; later entries of the same connection join that number while it is still open.
+    def replay_context_sql(self, nolog: bool, origin: str | None, context_table: str) -> list[str]:
+        return [f"SET @repladmin_nolog = {1 if nolog else 'NULL'}, @repladmin_origin = {self.optional_literal(origin)}"]
+
+    def reset_context_sql(self, context_table: str) -> list[str]:
+        # Session variables outlive transactions.
+        return ["SET @repladmin_nolog = NULL, @repladmin_origin = NULL"]
+
+    def json_value_sql(self, expr: str, family: str) -> str:
+        if family == "boolean":
+            return f"({expr} <> 0)"
+        return super().json_value_sql(expr, family)
+
+    def text_image_sql(self, stmt: str, args: str) -> str:
+        return f"JSON_OBJECT('stmt', {stmt}, 'args', JSON_EXTRACT(COALESCE({args}, '[]'), '$'))"
+
+    def capture_entry_sql(self, logs, table: str, op: str, new: str, old: str, local: str) -> str:
+        q = self.quote
+        entry_cols = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
+        origin = f"COALESCE(@repladmin_origin, {self.literal(local)})"
+        return (
+            "IF @repladmin_nolog IS NULL THEN "
+            f"SELECT {q('N')}, {q('CONN')}, {q('ORIGIN')} INTO @repladmin_n, @repladmin_conn, @repladmin_from "
+            f"FROM {logs.seq} WHERE {q('ID')} = 1 FOR UPDATE; "
+            f"IF NOT (@repladmin_conn <=> CONNECTION_ID()) OR NOT (@repladmin_from <=> {origin}) THEN "
+            "SET @repladmin_n = @repladmin_n + 1; "
+            f"UPDATE {logs.seq} SET {q('N')} = @repladmin_n, {q('CONN')} = CONNECTION_ID(), {q('ORIGIN')} = {origin} "
+            f"WHERE {q('ID')} = 1; "
+            f"INSERT INTO {logs.tx} ({q('TXID')}, {q('N')}, {q('ORIGIN')}, {q('AT')}) "
+            f"VALUES (@repladmin_n, @repladmin_n, {origin}, {self.clock_now_sql}); END IF; "
+            f"INSERT INTO {logs.log} ({entry_cols}) "
+            f"VALUES (@repladmin_n, {self.literal(table)}, '{op}', {new}, {old}); END IF;"
+        )
+
+    def text_trigger_ddl(
+        self, name: str, table: str, schema: str, account: str, body: str
+    ) -> tuple[list[str], list[str]]:
+        q = self.quote
+        create = [
+            f"CREATE TRIGGER {q(name)} AFTER INSERT ON {table} FOR EACH ROW BEGIN "
+            f"IF NEW.{q('ACCOUNT')} = {account} THEN {body} END IF; END"
+        ]
+        return create, [f"DROP TRIGGER IF EXISTS {q(name)}"]
+
+    def append_entry_sql(self, logs, op: str, table: str, new: str, local: str) -> list:
+        q = self.quote
+        columns = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
+        # A console entry is always a transaction of its own: it takes the next number and closes it.
+        return [
+            (f"UPDATE {logs.seq} SET {q('N')} = {q('N')} + 1, {q('CONN')} = NULL WHERE {q('ID')} = 1", []),
+            (f"SET @repladmin_n = (SELECT {q('N')} FROM {logs.seq} WHERE {q('ID')} = 1)", []),
+            (
+                f"INSERT INTO {logs.tx} ({q('TXID')}, {q('N')}, {q('ORIGIN')}, {q('AT')}) "
+                f"VALUES (@repladmin_n, @repladmin_n, ?, {self.clock_now_sql})",
+                [local],
+            ),
+            (f"INSERT INTO {logs.log} ({columns}) VALUES (@repladmin_n, ?, ?, ?, NULL)", [table, op, new]),
+        ]
+
+    def replaying_sql(self) -> str:
+        return "(@repladmin_nolog IS NOT NULL OR @repladmin_origin IS NOT NULL)"
+
+    def rowguid_triggers(self, table: TableInfo, fresh: str, rowguid: str):
+        g = self.quote(rowguid)
+        src = self.qualify(table.name, table.schema)
+        insert_name = bounded_name(f"{table.name}_GI", self.max_identifier)
+        update_name = bounded_name(f"{table.name}_GU", self.max_identifier)
+        return (
+            (insert_name, update_name),
+            (
+                f"CREATE TRIGGER {self.quote(insert_name)} BEFORE INSERT ON {src} FOR EACH ROW BEGIN "
+                f"IF NOT {self.replaying_sql()} AND NEW.{g} IS NULL THEN SET NEW.{g} = {fresh}; END IF; END",
+                f"CREATE TRIGGER {self.quote(update_name)} BEFORE UPDATE ON {src} FOR EACH ROW BEGIN "
+                f"IF NOT {self.replaying_sql()} AND NEW.{g} <=> OLD.{g} THEN SET NEW.{g} = {fresh}; END IF; END",
+            ),
+            (f"DROP TRIGGER IF EXISTS {self.quote(insert_name)}", f"DROP TRIGGER IF EXISTS {self.quote(update_name)}"),
+        )
+
+    def retag_origin_sql(self, tx: str, seq: str, origin: str) -> list[str]:
+        q = self.quote
+        return [
+            f"UPDATE {tx} SET {q('ORIGIN')} = {origin} WHERE {q('N')} = @repladmin_n",
+            f"UPDATE {seq} SET {q('CONN')} = NULL WHERE {q('ID')} = 1",
+        ]

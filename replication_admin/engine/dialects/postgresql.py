@@ -9,7 +9,22 @@ from replication_admin.engine.dialects.base import (
     check_port,
     odbc_value,
 )
+from replication_admin.engine.objects import (
+    NOLOG_SETTING,
+    ORIGIN_SETTING,
+    ROWGUID_COLUMN,
+    SnapshotLogObjects,
+    bidir_key_error,
+    bounded_name,
+    key_columns,
+    log_values,
+    rlog_key,
+    rlog_name,
+)
+from replication_admin.engine.schema import TableInfo
 from replication_admin.engine.types import LogicalType, split_declared
+
+XACT_ID = "pg_current_xact_id()::text::bigint"
 
 _PARSE = {
     "smallint": "smallint",
@@ -40,6 +55,17 @@ class PostgreSQL(Dialect):
     jdbc_driver = "org.postgresql.Driver"
     max_identifier = 63
     read_only_properties = {"readOnly": "true", "readOnlyMode": "always"}
+    has_boolean = True
+    supports_updateable_publications = True
+    supports_bidir = True
+    trigger_functions = True
+    resolves_procedures_by_type = True
+    numbers_at_commit = True
+    bidir_guid_triggers = ("G",)
+    uuid_sql = "gen_random_uuid()::text"
+    clock_now_sql = "(clock_timestamp() AT TIME ZONE 'UTC')"
+    log_now_sql = "(now() AT TIME ZONE 'UTC')"
+    now_select_sql = "SELECT CAST(now() AT TIME ZONE 'UTC' AS timestamp)"
 
     def parse_type(self, declared: str) -> LogicalType:
         base, first, second, _rest = split_declared(declared)
@@ -138,3 +164,254 @@ class PostgreSQL(Dialect):
         if address.schema:
             properties["currentSchema"] = address.schema
         return JdbcEndpoint(url=url, properties=properties)
+
+    # --- statement shapes --------------------------------------------------------------------------
+    def serial_key_ddl(self, name: str) -> str:
+        return f"{self.quote(name)} bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+
+    def insert_ignore_sql(self, table: str, rest: str) -> str:
+        return f"INSERT INTO {table} {rest} ON CONFLICT DO NOTHING"
+
+    def delete_joined_sql(
+        self,
+        target: str,
+        staging: str,
+        on: str,
+        condition: str,
+        keys: str,
+        aliases: str,
+        plain_condition: str,
+        *,
+        condition_first: bool = False,
+        as_alias: bool = False,
+    ) -> str:
+        where = f"{condition} AND {on}" if condition_first else f"{on} AND {condition}"
+        return f"DELETE FROM {target}{' AS' if as_alias else ''} t USING {staging} s WHERE {where}"
+
+    def lock_joined_sql(self, target: str, staging: str, on: str) -> str | None:
+        return f"SELECT 1 FROM {target} t JOIN {staging} s ON {on} FOR UPDATE OF t"
+
+    def copy_structure_sql(self, dest: str, schema: str, staging: str) -> str | None:
+        return f"CREATE TABLE {self.qualify(staging, schema)} (LIKE {self.qualify(dest, schema)} INCLUDING ALL)"
+
+    def dependents_sql(self, table: str, schema: str) -> tuple[str, list[str]]:
+        return (
+            "SELECT (SELECT count(*) FROM pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal)"
+            " + (SELECT count(*) FROM pg_constraint f WHERE f.confrelid = c.oid)"
+            " + (SELECT count(*) FROM pg_depend dp JOIN pg_rewrite rw ON rw.oid = dp.objid"
+            "    WHERE dp.refobjid = c.oid AND rw.ev_class <> c.oid) "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ? AND c.relname = ?",
+            [schema or "public", table],
+        )
+
+    # --- snapshot logs -----------------------------------------------------------------------------
+    def snaptime_index_sql(self, rlog: str, qualified: str) -> str:
+        return f'CREATE INDEX ON {qualified} ("SNAPTIME")'
+
+    def snapshot_log_objects(self, table: TableInfo) -> SnapshotLogObjects:
+        d = self
+        keys = key_columns(table)
+        schema = table.schema or "public"
+        rlog = d.qualify(rlog_name(table.name), schema)
+        src = d.qualify(table.name, schema)
+        now = "(now() AT TIME ZONE 'UTC')"
+        guid = "gen_random_uuid()::text"
+        i_name, u_name, d_name = d.snapshot_trigger_names(table.name)
+        conflict = ", ".join(d.quote(rlog_key(k.name)) for k in keys)
+        update = ", ".join(f"{d.quote(c)} = EXCLUDED.{d.quote(c)}" for c in ("SNAPTIME", "DMLTYPE", "RLOG_ROWGUID"))
+
+        def upsert(ref: str, op: str) -> str:
+            cols, vals = log_values(d, keys, ref, now, guid, op)
+            return f"INSERT INTO {rlog} ({cols}) VALUES ({vals}) ON CONFLICT ({conflict}) DO UPDATE SET {update};"
+
+        old_key = ", ".join(f"OLD.{d.quote(k.name)}" for k in keys)
+        new_key = ", ".join(f"NEW.{d.quote(k.name)}" for k in keys)
+        bodies = {
+            i_name: upsert("NEW", "I"),
+            u_name: (
+                f"IF ROW({old_key}) IS DISTINCT FROM ROW({new_key}) THEN "
+                f"{upsert('OLD', 'D')} {upsert('NEW', 'I')} ELSE {upsert('NEW', 'U')} END IF;"
+            ),
+            d_name: upsert("OLD", "D"),
+        }
+        events = {i_name: "INSERT", u_name: "UPDATE", d_name: "DELETE"}
+        create = list(d.snapshot_log_table_ddl(table))
+        for name, body in bodies.items():
+            function = d.qualify(name, schema)
+            text = f"BEGIN {body} RETURN NULL; END"
+            tag = _dollar_tag(text)
+            create.append(f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS {tag} {text} {tag}")
+            create.append(
+                f"CREATE TRIGGER {d.quote(name)} AFTER {events[name]} ON {src} FOR EACH ROW "
+                f"EXECUTE FUNCTION {function}()"
+            )
+        drop = [f"DROP TRIGGER IF EXISTS {d.quote(n)} ON {src}" for n in bodies]
+        drop += [f"DROP FUNCTION IF EXISTS {d.qualify(n, schema)}()" for n in bodies]
+        drop.append(f"DROP TABLE IF EXISTS {rlog}")
+        names = (i_name, u_name, d_name)
+        return SnapshotLogObjects(rlog_name(table.name), names, functions=names, create=tuple(create), drop=tuple(drop))
+
+    # --- bi-directional replication ----------------------------------------------------------------
+    def bidir_triggers(self, table: TableInfo, names: dict[str, str], log, local: str, publisher: bool):
+        d = self
+        src = d.qualify(table.name, table.schema)
+        schema = table.schema or "public"
+        g = d.quote(ROWGUID_COLUMN)
+        keys = key_columns(table)
+        old_key = ", ".join(f"OLD.{d.quote(k.name)}" for k in keys)
+        new_key = ", ".join(f"NEW.{d.quote(k.name)}" for k in keys)
+        fresh = d.concat(d.literal(local + "@"), d.uuid_sql)
+        logs = "TRUE" if publisher else d.has_prefix_sql(f"NEW.{g}", local + "@")
+        deleted_by_replay = (
+            f"{log.upsert('OLD', 'D', log.unmark(f'OLD.{g}'), 'NULL')}" if publisher else "NULL;"
+        )  # a subscriber does not log what replication deletes
+        bodies = {
+            names["G"]: (
+                "BEFORE INSERT OR UPDATE",
+                f"IF TG_OP = 'UPDATE' AND ROW({old_key}) IS DISTINCT FROM ROW({new_key}) THEN "
+                f"RAISE EXCEPTION {d.literal(bidir_key_error(table.name))}; END IF; "
+                f"IF TG_OP = 'INSERT' THEN IF NEW.{g} IS NULL THEN NEW.{g} := {fresh}; END IF; "
+                f"ELSIF NEW.{g} IS NOT DISTINCT FROM OLD.{g} THEN NEW.{g} := {fresh}; END IF; RETURN NEW;",
+            ),
+            names["I"]: (
+                "AFTER INSERT",
+                f"IF {logs} THEN {log.upsert('NEW', 'I', f'NEW.{g}', 'NULL')} END IF; RETURN NULL;",
+            ),
+            names["U"]: (
+                "AFTER UPDATE",
+                f"IF NOT ({log.is_mark(f'NEW.{g}')}) AND {logs} THEN "
+                f"{log.upsert('NEW', 'U', f'NEW.{g}', f'OLD.{g}')} END IF; RETURN NULL;",
+            ),
+            names["D"]: (
+                "AFTER DELETE",
+                f"IF {log.is_mark(f'OLD.{g}')} THEN {deleted_by_replay} "
+                f"ELSE {log.upsert('OLD', 'D', fresh, f'OLD.{g}')} END IF; RETURN NULL;",
+            ),
+        }
+        create, drop = [], []
+        for name, (when, body) in bodies.items():
+            function = d.qualify(name, schema)
+            text = f"BEGIN {body} END"
+            tag = "$bidir$"
+            while tag in text:
+                tag = tag[:-1] + "x$"
+            create.append(f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS {tag} {text} {tag}")
+            create.append(f"CREATE TRIGGER {d.quote(name)} {when} ON {src} FOR EACH ROW EXECUTE FUNCTION {function}()")
+            drop.append(f"DROP TRIGGER IF EXISTS {d.quote(name)} ON {src}")
+            drop.append(f"DROP FUNCTION IF EXISTS {function}()")
+        return create, drop
+
+    # --- transactional replication -----------------------------------------------------------------
+    # The first entry of a transaction inserts its RTTX row (TXID = pg_current_xact_id()). A deferred
+    # constraint trigger on RTTX numbers the transaction at commit time by incrementing RTSEQ.
+    def _numbering_function(self, names, schema: str) -> str:
+        return self.qualify(bounded_name(f"{names.tx}_number", self.max_identifier), schema or "public")
+
+    def commit_numbering_ddl(self, names, schema: str) -> list[str]:
+        q = self.quote
+        seq, tx = self.qualify(names.seq, schema), self.qualify(names.tx, schema)
+        function = self._numbering_function(names, schema)
+        body = (
+            f"DECLARE n bigint; BEGIN UPDATE {seq} SET {q('N')} = {q('N')} + 1 RETURNING {q('N')} INTO n; "
+            f"UPDATE {tx} SET {q('N')} = n, {q('AT')} = {self.clock_now_sql} WHERE {q('TXID')} = NEW.{q('TXID')}; "
+            "RETURN NULL; END"
+        )
+        return [
+            f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $rt$ {body} $rt$",
+            f"CREATE CONSTRAINT TRIGGER {q(bounded_name(names.tx + '_number', self.max_identifier))} "
+            f"AFTER INSERT ON {tx} DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {function}()",
+        ]
+
+    def drop_commit_numbering_ddl(self, names, schema: str) -> list[str]:
+        return [f"DROP FUNCTION IF EXISTS {self._numbering_function(names, schema)}()"]
+
+    def replay_context_sql(self, nolog: bool, origin: str | None, context_table: str) -> list[str]:
+        return [
+            f"SELECT set_config('{NOLOG_SETTING}', {self.literal('on' if nolog else '')}, true), "
+            f"set_config('{ORIGIN_SETTING}', {self.literal(origin or '')}, true)"
+        ]
+
+    def row_image_sql(self, ref: str, columns: list[tuple[str, str]]) -> str:
+        return f"to_jsonb({ref})::text"
+
+    def text_image_sql(self, stmt: str, args: str) -> str:
+        return f"jsonb_build_object('stmt', {stmt}, 'args', coalesce({args}, '[]')::jsonb)::text"
+
+    def capture_entry_sql(self, logs, table: str, op: str, new: str, old: str, local: str) -> str:
+        q = self.quote
+        entry_cols = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
+        origin = f"coalesce(nullif(current_setting('{ORIGIN_SETTING}', true), ''), {self.literal(local)})"
+        return (
+            f"IF coalesce(current_setting('{NOLOG_SETTING}', true), '') <> 'on' THEN "
+            f"INSERT INTO {logs.tx} ({q('TXID')}, {q('ORIGIN')}) VALUES ({XACT_ID}, {origin}) "
+            f"ON CONFLICT ({q('TXID')}) DO NOTHING; "
+            f"INSERT INTO {logs.log} ({entry_cols}) VALUES ({XACT_ID}, {self.literal(table)}, '{op}', {new}, {old}); "
+            "END IF;"
+        )
+
+    def row_trigger_ddl(self, name: str, when: str, table: str, body: str, schema: str) -> tuple[list[str], list[str]]:
+        function = self.qualify(name, schema or "public")
+        create = [
+            f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $rt$ BEGIN {body} RETURN NULL; END $rt$",
+            f"CREATE TRIGGER {self.quote(name)} {when} ON {table} FOR EACH ROW EXECUTE FUNCTION {function}()",
+        ]
+        drop = [f"DROP TRIGGER IF EXISTS {self.quote(name)} ON {table}", f"DROP FUNCTION IF EXISTS {function}()"]
+        return create, drop
+
+    def text_trigger_ddl(
+        self, name: str, table: str, schema: str, account: str, body: str
+    ) -> tuple[list[str], list[str]]:
+        q = self.quote
+        function = self.qualify(name, schema or "public")
+        create = [
+            f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $rt$ BEGIN {body} RETURN NULL; END $rt$",
+            f"CREATE TRIGGER {q(name)} AFTER INSERT ON {table} FOR EACH ROW "
+            f"WHEN (NEW.{q('ACCOUNT')} = {account}) EXECUTE FUNCTION {function}()",
+        ]
+        return create, [f"DROP TRIGGER IF EXISTS {q(name)} ON {table}", f"DROP FUNCTION IF EXISTS {function}()"]
+
+    def append_entry_sql(self, logs, op: str, table: str, new: str, local: str) -> list:
+        q = self.quote
+        columns = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
+        return [
+            (f"INSERT INTO {logs.tx} ({q('TXID')}, {q('ORIGIN')}) VALUES ({XACT_ID}, ?)", [local]),
+            (f"INSERT INTO {logs.log} ({columns}) VALUES ({XACT_ID}, ?, ?, ?, NULL)", [table, op, new]),
+        ]
+
+    def replaying_sql(self) -> str:
+        return (
+            f"(coalesce(current_setting('{NOLOG_SETTING}', true), '') = 'on' "
+            f"OR coalesce(current_setting('{ORIGIN_SETTING}', true), '') <> '')"
+        )
+
+    def rowguid_triggers(self, table: TableInfo, fresh: str, rowguid: str):
+        g = self.quote(rowguid)
+        src = self.qualify(table.name, table.schema)
+        name = bounded_name(f"{table.name}_G", self.max_identifier)
+        function = self.qualify(name, table.schema or "public")
+        body = (
+            f"IF NOT {self.replaying_sql()} AND (TG_OP = 'INSERT' AND NEW.{g} IS NULL OR "
+            f"TG_OP = 'UPDATE' AND NEW.{g} IS NOT DISTINCT FROM OLD.{g}) THEN NEW.{g} := {fresh}; END IF; "
+            "RETURN NEW;"
+        )
+        return (
+            (name,),
+            (
+                f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $rt$ BEGIN {body} END $rt$",
+                f"CREATE TRIGGER {self.quote(name)} BEFORE INSERT OR UPDATE ON {src} FOR EACH ROW "
+                f"EXECUTE FUNCTION {function}()",
+            ),
+            (f"DROP TRIGGER IF EXISTS {self.quote(name)} ON {src}", f"DROP FUNCTION IF EXISTS {function}()"),
+        )
+
+    def retag_origin_sql(self, tx: str, seq: str, origin: str) -> list[str]:
+        q = self.quote
+        return [f"UPDATE {tx} SET {q('ORIGIN')} = {origin} WHERE {q('TXID')} = {XACT_ID}"]
+
+
+def _dollar_tag(body: str) -> str:
+    tag, n = "$rlog$", 0
+    while tag in body:
+        n += 1
+        tag = f"$rlog{n}$"
+    return tag

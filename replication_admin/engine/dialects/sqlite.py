@@ -14,10 +14,20 @@ from __future__ import annotations
 import os
 
 from replication_admin.engine.dialects.base import Address, AddressError, Dialect, JdbcEndpoint, odbc_value
+from replication_admin.engine.objects import (
+    ROWGUID_COLUMN,
+    SnapshotLogObjects,
+    bidir_key_error,
+    key_columns,
+    log_values,
+    rlog_name,
+)
+from replication_admin.engine.schema import TableInfo
 from replication_admin.engine.types import LogicalType, split_declared
 
 TIMESTAMP_FORMAT_SPARK = "yyyy-MM-dd HH:mm:ss.SSSSSS"
 TIMESTAMP_FORMAT_PY = "%Y-%m-%d %H:%M:%S.%f"
+NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now') || '000'"  # UTC, six fraction digits like the stored text
 
 
 def check_sqlite_path(path: str) -> str:
@@ -38,6 +48,13 @@ class SQLite(Dialect):
     jdbc_driver = "org.sqlite.JDBC"
     max_identifier = 1024
     read_only_properties = {"open_mode": "1"}  # SQLITE_OPEN_READONLY
+    text_timestamps = True
+    single_writer = True
+    supports_bidir = True
+    uuid_sql = "lower(hex(randomblob(16)))"
+    clock_now_sql = NOW
+    log_now_sql = NOW
+    now_select_sql = f"SELECT {NOW}"
 
     def parse_type(self, declared: str) -> LogicalType:
         base, first, second, _rest = split_declared(declared)
@@ -124,3 +141,166 @@ class SQLite(Dialect):
             url=f"jdbc:sqlite:{path}",
             properties={"driver": self.jdbc_driver, "busy_timeout": "30000"},
         )
+
+    # --- expressions and statement shapes ----------------------------------------------------------
+    def timestamp_literal(self, text: str) -> str:
+        return f"'{text}'"
+
+    def null_safe_equal(self, a: str, b: str) -> str:
+        return f"{a} IS {b}"
+
+    def serial_key_ddl(self, name: str) -> str:
+        return f"{self.quote(name)} INTEGER PRIMARY KEY AUTOINCREMENT"
+
+    def insert_ignore_sql(self, table: str, rest: str) -> str:
+        return f"INSERT OR IGNORE INTO {table} {rest}"
+
+    def upsert_row_source(self, values: str) -> str:
+        # `SELECT ... WHERE true` keeps SQLite's parser from reading ON CONFLICT as a join clause.
+        return f"SELECT {values} WHERE true"
+
+    def dependents_sql(self, table: str, schema: str) -> tuple[str, list[str]]:
+        # SQLite's staging copy is rebuilt from introspection (columns and key only), so a table with
+        # indexes of its own is refreshed in place rather than swapped.
+        return (
+            "SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?)"
+            " + (SELECT count(*) FROM sqlite_master WHERE type = 'view')"
+            " + (SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL)"
+            " + (SELECT count(*) FROM sqlite_master m, pragma_foreign_key_list(m.name) f"
+            "    WHERE m.type = 'table' AND f.\"table\" = ?)",
+            [table, table, table],
+        )
+
+    # --- snapshot logs -----------------------------------------------------------------------------
+    def snapshot_log_objects(self, table: TableInfo) -> SnapshotLogObjects:
+        d = self
+        keys = key_columns(table)
+        rlog = d.qualify(rlog_name(table.name))
+        now = NOW
+        guid = "lower(hex(randomblob(16)))"
+        i_name, u_name, d_name = d.snapshot_trigger_names(table.name)
+        src = d.qualify(table.name)
+        same_key = " AND ".join(f"OLD.{d.quote(k.name)} IS NEW.{d.quote(k.name)}" for k in keys)
+
+        def upsert(ref: str, op: str, where: str = "") -> str:
+            cols, vals = log_values(d, keys, ref, now, guid, op)
+            return f"INSERT OR REPLACE INTO {rlog} ({cols}) SELECT {vals}{where};"
+
+        create = [
+            *d.snapshot_log_table_ddl(table),
+            f"CREATE TRIGGER {d.quote(i_name)} AFTER INSERT ON {src} BEGIN {upsert('NEW', 'I')} END",
+            f"CREATE TRIGGER {d.quote(u_name)} AFTER UPDATE ON {src} BEGIN "
+            f"{upsert('OLD', 'D', f' WHERE NOT ({same_key})')} "
+            f"{upsert('NEW', 'I', f' WHERE NOT ({same_key})')} "
+            f"{upsert('NEW', 'U', f' WHERE ({same_key})')} END",
+            f"CREATE TRIGGER {d.quote(d_name)} AFTER DELETE ON {src} BEGIN {upsert('OLD', 'D')} END",
+        ]
+        drop = [f"DROP TRIGGER IF EXISTS {d.quote(n)}" for n in (i_name, u_name, d_name)]
+        drop.append(f"DROP TABLE IF EXISTS {rlog}")
+        return SnapshotLogObjects(
+            rlog_name(table.name), (i_name, u_name, d_name), create=tuple(create), drop=tuple(drop)
+        )
+
+    # --- bi-directional replication ----------------------------------------------------------------
+    def bidir_triggers(self, table: TableInfo, names: dict[str, str], log, local: str, publisher: bool):
+        d = self
+        src = d.qualify(table.name)
+        g = d.quote(ROWGUID_COLUMN)
+        keys = key_columns(table)
+        fresh = d.concat(d.literal(local + "@"), d.uuid_sql)
+        same_key = " AND ".join(f"OLD.{d.quote(k.name)} IS NEW.{d.quote(k.name)}" for k in keys)
+        where_new = " AND ".join(f"{d.quote(k.name)} = NEW.{d.quote(k.name)}" for k in keys)
+
+        def logs(expr: str) -> str:
+            return "1" if publisher else d.has_prefix_sql(expr, local + "@")
+
+        # SQLite cannot change NEW in a trigger: the row is updated after the fact. That nested UPDATE
+        # fires the update trigger (not this one: recursive triggers are off), which logs the insert.
+        insert_log = (
+            log.upsert("NEW", "I", f"NEW.{g}", "NULL")
+            .rstrip(";")
+            .replace(" WHERE true ", f" WHERE NEW.{g} IS NOT NULL AND {logs(f'NEW.{g}')} ")
+        )
+        row = f"(SELECT {g} FROM {src} WHERE {where_new})"
+        op = f"CASE WHEN OLD.{g} IS NULL THEN 'I' ELSE 'U' END"
+        update_log = (
+            f"INSERT INTO {log.rlog} ({log.columns()}) SELECT {log.values('NEW', op, row, f'OLD.{g}')} "
+            f"WHERE NOT ({log.is_mark(row)}) AND {logs(row)} {log.on_conflict()}"
+        )
+        delete_replayed = (
+            log.upsert("OLD", "D", log.unmark(f"OLD.{g}"), "NULL")
+            .rstrip(";")
+            .replace(" WHERE true ", f" WHERE {log.is_mark(f'OLD.{g}')} ")
+        )
+        delete_local = (
+            log.upsert("OLD", "D", fresh, f"OLD.{g}")
+            .rstrip(";")
+            .replace(" WHERE true ", f" WHERE NOT ({log.is_mark(f'OLD.{g}')}) ")
+        )
+        create = [
+            f"CREATE TRIGGER {d.quote(names['I'])} AFTER INSERT ON {src} BEGIN "
+            f"UPDATE {src} SET {g} = {fresh} WHERE NEW.{g} IS NULL AND {where_new}; {insert_log}; END",
+            f"CREATE TRIGGER {d.quote(names['U'])} AFTER UPDATE ON {src} BEGIN "
+            f"SELECT RAISE(ABORT, {d.literal(bidir_key_error(table.name))}) WHERE NOT ({same_key}); "
+            f"UPDATE {src} SET {g} = {fresh} WHERE NEW.{g} IS OLD.{g} AND {where_new}; {update_log}; END",
+            f"CREATE TRIGGER {d.quote(names['D'])} AFTER DELETE ON {src} BEGIN "
+            + (f"{delete_replayed}; " if publisher else "")
+            + f"{delete_local}; END",
+        ]
+        drop = [f"DROP TRIGGER IF EXISTS {d.quote(n)}" for n in names.values()]
+        return create, drop
+
+    # --- transactional replication -----------------------------------------------------------------
+    # One writer at a time: entries are written without a number; the sequencer numbers them later.
+    # The replay context lives in the one-row table RTCTX.
+    def replay_context_ddl(self, table: str) -> list[str]:
+        q = self.quote
+        return [
+            f"CREATE TABLE IF NOT EXISTS {table} ({q('ID')} integer NOT NULL PRIMARY KEY, "
+            f"{q('NOLOG')} integer NOT NULL DEFAULT 0, {q('ORIGIN')} varchar(128))",
+            f"INSERT OR IGNORE INTO {table} ({q('ID')}, {q('NOLOG')}) VALUES (1, 0)",
+        ]
+
+    def replay_context_sql(self, nolog: bool, origin: str | None, context_table: str) -> list[str]:
+        q = self.quote
+        return [
+            f"UPDATE {context_table} SET {q('NOLOG')} = {1 if nolog else 0}, "
+            f"{q('ORIGIN')} = {self.optional_literal(origin)}"
+        ]
+
+    def reset_context_sql(self, context_table: str) -> list[str]:
+        q = self.quote
+        return [f"UPDATE {context_table} SET {q('NOLOG')} = 0, {q('ORIGIN')} = NULL"]
+
+    def text_image_sql(self, stmt: str, args: str) -> str:
+        return f"json_object('stmt', {stmt}, 'args', json(coalesce({args}, '[]')))"
+
+    def capture_entry_sql(self, logs, table: str, op: str, new: str, old: str, local: str) -> str:
+        q = self.quote
+        entry_cols = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
+        return (
+            f"INSERT INTO {logs.log} ({entry_cols}, {q('ORIGIN')}) "
+            f"SELECT NULL, {self.literal(table)}, '{op}', {new}, {old}, "
+            f"coalesce((SELECT {q('ORIGIN')} FROM {logs.ctx}), {self.literal(local)}) "
+            f"WHERE coalesce((SELECT {q('NOLOG')} FROM {logs.ctx}), 0) = 0;"
+        )
+
+    def text_trigger_ddl(
+        self, name: str, table: str, schema: str, account: str, body: str
+    ) -> tuple[list[str], list[str]]:
+        q = self.quote
+        create = [
+            f"CREATE TRIGGER {q(name)} AFTER INSERT ON {table} FOR EACH ROW "
+            f"WHEN NEW.{q('ACCOUNT')} = {account} BEGIN {body} END"
+        ]
+        return create, [f"DROP TRIGGER IF EXISTS {q(name)}"]
+
+    def append_entry_sql(self, logs, op: str, table: str, new: str, local: str) -> list:
+        q = self.quote
+        columns = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
+        return [
+            (
+                f"INSERT INTO {logs.log} ({columns}, {q('ORIGIN')}) VALUES (NULL, ?, ?, ?, NULL, ?)",
+                [table, op, new, local],
+            )
+        ]

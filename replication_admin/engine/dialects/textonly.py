@@ -12,6 +12,8 @@ from replication_admin.engine.dialects.base import (
     JdbcEndpoint,
     check_identifier,
 )
+from replication_admin.engine.objects import SnapshotLogObjects, key_columns, log_columns, rlog_key, rlog_name
+from replication_admin.engine.schema import TableInfo
 from replication_admin.engine.types import LogicalType, split_declared
 
 
@@ -55,6 +57,33 @@ class TextOnlyDialect(Dialect):
         raise AddressError(f"{self.label} servers are not reachable from this console (DDL generation only)")
 
 
+def _row_trigger_text(
+    d: Dialect, table: TableInfo, names: tuple[str, str, str], now: str, guid: str, new: str, old: str
+) -> list[str]:
+    """Row-level snapshot-log triggers in the Oracle / DB2 / Informix style (delete the key's log row,
+    insert anew)."""
+    keys = key_columns(table)
+    rlog, src = d.qualify(rlog_name(table.name)), d.qualify(table.name)
+    rcols = log_columns(d, keys)
+
+    def log(ref: str, op: str) -> str:
+        where = " AND ".join(f"{d.quote(rlog_key(k.name))} = {ref}.{d.quote(k.name)}" for k in keys)
+        vals = ", ".join([*(f"{ref}.{d.quote(k.name)}" for k in keys), now, f"'{op}'", guid])
+        return f"DELETE FROM {rlog} WHERE {where}; INSERT INTO {rlog} ({rcols}) VALUES ({vals});"
+
+    changed = " OR ".join(f"{old}.{d.quote(k.name)} <> {new}.{d.quote(k.name)}" for k in keys)
+    i_name, u_name, d_name = names
+    header = f"REFERENCING NEW AS {new} OLD AS {old} FOR EACH ROW"
+    return [
+        f"CREATE TRIGGER {d.quote(i_name)} AFTER INSERT ON {src} REFERENCING NEW AS {new} FOR EACH ROW "
+        f"BEGIN {log(new, 'I')} END",
+        f"CREATE TRIGGER {d.quote(u_name)} AFTER UPDATE ON {src} {header} BEGIN "
+        f"IF {changed} THEN {log(old, 'D')} {log(new, 'I')} ELSE {log(new, 'U')} END IF; END",
+        f"CREATE TRIGGER {d.quote(d_name)} AFTER DELETE ON {src} REFERENCING OLD AS {old} FOR EACH ROW "
+        f"BEGIN {log(old, 'D')} END",
+    ]
+
+
 class SQLServer(TextOnlyDialect):
     name = "mssql"
     label = "SQL Server"
@@ -63,6 +92,38 @@ class SQLServer(TextOnlyDialect):
     def quote(self, name: str) -> str:
         check_identifier(name, self.max_identifier)
         return "[" + name.replace("]", "]]") + "]"
+
+    def snapshot_log_objects(self, table: TableInfo) -> SnapshotLogObjects:
+        d = self
+        keys = key_columns(table)
+        rlog, src = d.qualify(rlog_name(table.name)), d.qualify(table.name)
+        i_name, u_name, d_name = d.snapshot_trigger_names(table.name)
+        rcols = log_columns(d, keys)
+        join = " AND ".join(f"r.{d.quote(rlog_key(k.name))} = x.{d.quote(k.name)}" for k in keys)
+
+        def merge(source: str, op: str) -> str:
+            picks = ", ".join(f"x.{d.quote(k.name)}" for k in keys)
+            return (
+                f"DELETE r FROM {rlog} r JOIN {source} x ON {join}; "
+                f"INSERT INTO {rlog} ({rcols}) SELECT {picks}, GETUTCDATE(), '{op}', CONVERT(varchar(255), NEWID()) "
+                f"FROM {source} x;"
+            )
+
+        changed = " OR ".join(f"UPDATE({d.quote(k.name)})" for k in keys)
+        create = [
+            *d.snapshot_log_table_ddl(table),
+            f"CREATE TRIGGER {d.quote(i_name)} ON {src} AFTER INSERT AS BEGIN SET NOCOUNT ON; "
+            f"{merge('inserted', 'I')} END",
+            f"CREATE TRIGGER {d.quote(u_name)} ON {src} AFTER UPDATE AS BEGIN SET NOCOUNT ON; "
+            f"IF {changed} BEGIN {merge('deleted', 'D')} {merge('inserted', 'I')} END "
+            f"ELSE BEGIN {merge('inserted', 'U')} END END",
+            f"CREATE TRIGGER {d.quote(d_name)} ON {src} AFTER DELETE AS BEGIN SET NOCOUNT ON; "
+            f"{merge('deleted', 'D')} END",
+        ]
+        drop = [f"DROP TRIGGER {d.quote(n)}" for n in (i_name, u_name, d_name)] + [f"DROP TABLE {rlog}"]
+        return SnapshotLogObjects(
+            rlog_name(table.name), (i_name, u_name, d_name), create=tuple(create), drop=tuple(drop)
+        )
 
     numeric_default = "numeric(38, 15)"
     numeric_sized = "numeric({p}, {s})"
@@ -90,6 +151,23 @@ class Oracle(TextOnlyDialect):
     name = "oracle"
     label = "Oracle"
     max_identifier = 30
+
+    def snapshot_log_objects(self, table: TableInfo) -> SnapshotLogObjects:
+        names = self.snapshot_trigger_names(table.name)
+        function = (
+            "CREATE OR REPLACE FUNCTION OPL_GETUTCDATE RETURN DATE IS BEGIN "
+            "RETURN CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE); END;"
+        )
+        create = [
+            *self.snapshot_log_table_ddl(table),
+            function,
+            *_row_trigger_text(self, table, names, "OPL_GETUTCDATE()", "RAWTOHEX(SYS_GUID())", ":NEW", ":OLD"),
+        ]
+        drop = [f"DROP TRIGGER {self.quote(n)}" for n in names] + [f"DROP TABLE {self.qualify(rlog_name(table.name))}"]
+        return SnapshotLogObjects(
+            rlog_name(table.name), names, functions=("OPL_GETUTCDATE",), create=tuple(create), drop=tuple(drop)
+        )
+
     numeric_default = "NUMERIC(38, 15)"
     numeric_sized = "NUMERIC({p}, {s})"
     mapping = {
@@ -116,6 +194,23 @@ class DB2(TextOnlyDialect):
     name = "db2"
     label = "IBM DB2"
     max_identifier = 128
+    snapshot_trigger_suffixes = ("_I", "_U", "_D")
+
+    def snapshot_log_objects(self, table: TableInfo) -> SnapshotLogObjects:
+        names = self.snapshot_trigger_names(table.name)
+        create = [
+            *self.snapshot_log_table_ddl(table),
+            "CREATE SEQUENCE opl_seq_rowguid AS BIGINT START WITH 1 INCREMENT BY 1 NO CYCLE",
+            *_row_trigger_text(
+                self, table, names, "CURRENT TIMESTAMP - CURRENT TIMEZONE",
+                "CHAR(NEXT VALUE FOR opl_seq_rowguid)", "N", "O",
+            ),
+        ]  # fmt: skip
+        drop = [f"DROP TRIGGER {self.quote(n)}" for n in names] + [f"DROP TABLE {self.qualify(rlog_name(table.name))}"]
+        return SnapshotLogObjects(
+            rlog_name(table.name), names, sequences=("opl_seq_rowguid",), create=tuple(create), drop=tuple(drop)
+        )
+
     numeric_default = "NUMERIC(32, 15)"
     numeric_sized = "NUMERIC({p}, {s})"
     mapping = {
@@ -142,6 +237,48 @@ class Informix(TextOnlyDialect):
     name = "informix"
     label = "Informix"
     max_identifier = 128
+
+    def snapshot_log_objects(self, table: TableInfo) -> SnapshotLogObjects:
+        d = self
+        names = d.snapshot_trigger_names(table.name)
+        keys = key_columns(table)
+        rlog = d.qualify(rlog_name(table.name))
+        r_proc, u_proc = f"{table.name}_R_proc", f"{table.name}_U_proc"
+        params = ", ".join(f"p_{i} {d.render_type(k.logical)}" for i, k in enumerate(keys))
+        where = " AND ".join(f"{d.quote(rlog_key(k.name))} = p_{i}" for i, k in enumerate(keys))
+        rcols = log_columns(d, keys)
+        pvals = ", ".join(f"p_{i}" for i in range(len(keys)))
+        create = [
+            *d.snapshot_log_table_ddl(table),
+            "CREATE SEQUENCE opl_seq_rowguid INCREMENT BY 1 START WITH 1",
+            f"CREATE PROCEDURE {d.quote(r_proc)}({params}, p_op CHAR(1)) "
+            f"DELETE FROM {rlog} WHERE {where}; "
+            f"INSERT INTO {rlog} ({rcols}) VALUES ({pvals}, DBINFO('utc_current'), p_op, "
+            f"opl_seq_rowguid.NEXTVAL); END PROCEDURE",
+            f"CREATE PROCEDURE {d.quote(u_proc)}({params.replace('p_', 'o_')}, {params.replace('p_', 'n_')}) "
+            f"IF {' OR '.join(f'o_{i} <> n_{i}' for i in range(len(keys)))} THEN "
+            f"CALL {d.quote(r_proc)}({pvals.replace('p_', 'o_')}, 'D'); "
+            f"CALL {d.quote(r_proc)}({pvals.replace('p_', 'n_')}, 'I'); "
+            f"ELSE CALL {d.quote(r_proc)}({pvals.replace('p_', 'n_')}, 'U'); END IF; END PROCEDURE",
+        ]
+        src = d.qualify(table.name)
+        new_keys = ", ".join(f"n.{d.quote(k.name)}" for k in keys)
+        old_keys = ", ".join(f"o.{d.quote(k.name)}" for k in keys)
+        create += [
+            f"CREATE TRIGGER {d.quote(names[0])} INSERT ON {src} REFERENCING NEW AS n "
+            f"FOR EACH ROW (EXECUTE PROCEDURE {d.quote(r_proc)}({new_keys}, 'I'))",
+            f"CREATE TRIGGER {d.quote(names[1])} UPDATE ON {src} REFERENCING OLD AS o NEW AS n "
+            f"FOR EACH ROW (EXECUTE PROCEDURE {d.quote(u_proc)}({old_keys}, {new_keys}))",
+            f"CREATE TRIGGER {d.quote(names[2])} DELETE ON {src} REFERENCING OLD AS o "
+            f"FOR EACH ROW (EXECUTE PROCEDURE {d.quote(r_proc)}({old_keys}, 'D'))",
+        ]
+        drop = [f"DROP TRIGGER {d.quote(n)}" for n in names]
+        drop += [f"DROP PROCEDURE {d.quote(p)}" for p in (u_proc, r_proc)] + [f"DROP TABLE {rlog}"]
+        return SnapshotLogObjects(
+            rlog_name(table.name), names, sequences=("opl_seq_rowguid",), procedures=(r_proc, u_proc),
+            create=tuple(create), drop=tuple(drop),
+        )  # fmt: skip
+
     numeric_default = "DECIMAL(31, 15)"
     numeric_sized = "DECIMAL({p}, {s})"
     mapping = {
