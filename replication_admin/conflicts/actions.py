@@ -14,13 +14,16 @@ from replication_admin.core import connections
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.jobs import do_start_job
 from replication_admin.engine.resolvers import (
-    CLASSES,
     CR_TYPES,
+    CUSTOM,
     ResolverColumn,
     ResolverError,
     ResolverSpec,
+    check_conflict_type,
+    conflict_types_text,
     find_column,
     generated_resolver,
+    resolver_class,
     resolver_proc_name,
     spark_type,
     validate_assignments,
@@ -97,19 +100,18 @@ def _definition(
     transactional: bool,
 ) -> tuple[str, str, dict[str, str], str]:
     """(class, expression, assignments, column) of a new resolver, checked."""
-    cls = (cls or "").strip().lower()
-    if cls not in CLASSES:
-        raise ResolverError(f"unknown resolver class {cls!r}; the classes are {', '.join(CLASSES)}")
-    if cls == "custom":
+    spec = resolver_class(cls)
+    cls = spec.name
+    if spec.written:
         if not expression or not str(expression).strip():
-            raise ResolverError("a custom resolver needs an expression returning the code")
+            raise ResolverError(f"a {cls} resolver needs an expression returning the code")
         checked = validate_expression(expression, columns, cr_type)
         return cls, checked, validate_assignments(assignments or {}, columns, cr_type), ""
     if (expression and str(expression).strip()) or assignments:
-        raise ResolverError(f"the {cls} class makes its own expression; choose custom to write one")
+        raise ResolverError(f"the {cls} class makes its own expression; choose {CUSTOM} to write one")
     generated, generated_assignments = generated_resolver(cls, cr_type, column, columns, transactional)
     used_column = ""
-    if cls in ("min", "max", "ave", "add"):
+    if spec.needs_column:
         found = find_column(columns, column or "")
         used_column = found.name if found else (column or "")
     return cls, generated, generated_assignments, used_column
@@ -133,8 +135,7 @@ def do_add_resolver(
     target = f"{table_name} {cr_type}"
     require(actor, EDIT, "resolver.add", target)
     try:
-        if cr_type not in CR_TYPES:
-            raise ResolverError(f"resolver type must be I (insert), U (update) or D (delete), not {cr_type!r}")
+        check_conflict_type(cr_type)
         columns = list(columns)
         if not columns:
             raise ResolverError(f"the columns of {table_name} are unknown")
@@ -201,8 +202,8 @@ def do_update_resolver(actor: Actor, resolver, expression: str, assignments: dic
         resolver.expression = checked
         resolver.assignments = checked_assignments
         resolver.notify = notify
-        if changed and resolver.resolver_class != "custom":
-            resolver.resolver_class = "custom"
+        if changed and resolver.resolver_class != CUSTOM:
+            resolver.resolver_class = CUSTOM
             resolver.column = ""
         resolver.save(update_fields=["expression", "assignments", "notify", "resolver_class", "column"])
         record(
@@ -338,7 +339,7 @@ def _proposed_spec(proposed: dict, saved: list[ResolverSpec], columns) -> Resolv
     if cr_type is None and replaced is not None:
         cr_type = replaced.cr_type
     if cr_type not in CR_TYPES:
-        raise ResolverError(f"the proposed resolver's type must be I, U or D, not {cr_type!r}")
+        raise ResolverError(f"the proposed resolver's type must be {conflict_types_text(False)}, not {cr_type!r}")
     expression = validate_expression(proposed.get("expression") or "", columns, cr_type)
     assignments = validate_assignments(proposed.get("assignments") or {}, columns, cr_type)
     order = proposed.get("order")

@@ -28,6 +28,7 @@ from replication_admin.core import connections
 from replication_admin.engine import dialects, levels
 from replication_admin.engine import transactional_sql as sql
 from replication_admin.engine.refresh_sql import create_table_ddl
+from replication_admin.engine.resolvers import DEFAULT_DECISION
 from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.models import (
     LevelSample,
@@ -918,9 +919,6 @@ def _classify(op: str, current: dict | None, old: dict | None) -> str | None:
     if (old or {}).get(guid) != current.get(guid):
         return "U" if op == "U" else "D"
     return None
-
-
-DEFAULT_DECISION = {"I": 3, "U": 3, "D": 5}
 
 
 def _decide(acct: ReplAccount, table: TableInfo, ctype: str, current, incoming, old) -> dict:
