@@ -6,18 +6,25 @@ from collections.abc import Iterable
 
 from django import forms
 
+from replication_admin.engine.resolvers import RESOLVER_CLASSES, join_words, resolver_classes
 from replication_admin.models import Server, SnapshotPublication, SnapshotSubscription
 from replication_admin.models.catalog import CR_TYPES
 
-RESOLVER_CLASSES = [
-    ("pub_wins", "pub_wins — the publisher's row wins"),
-    ("sub_wins", "sub_wins — the subscriber's row wins"),
-    ("min", "min — the row with the smaller value of a column wins"),
-    ("max", "max — the row with the larger value of a column wins"),
-    ("ave", "ave — the column becomes the average of both rows"),
-    ("custom", "custom — your own expression"),
-]
-COLUMN_CLASSES = {"min", "max", "ave"}
+
+def resolver_class_choices() -> list[tuple[str, str]]:
+    """The registered classes a bi-directional snapshot can use, as (name, "name — what it does")."""
+    return [(c.name, f"{c.name} — {c.description}") for c in resolver_classes(transactional=False)]
+
+
+def needs_column(cls: str | None) -> bool:
+    spec = RESOLVER_CLASSES.get(cls or "")
+    return spec is not None and spec.needs_column
+
+
+def is_written(cls: str | None) -> bool:
+    """True for the class whose expression the admin writes (custom)."""
+    spec = RESOLVER_CLASSES.get(cls or "")
+    return spec is not None and spec.written
 
 
 class PublicationForm(forms.Form):
@@ -110,8 +117,8 @@ _ASSIGNMENTS_HELP = "For code 2: one column = expression per line, e.g. price = 
 
 class ResolverForm(_AssignmentsMixin, forms.Form):
     type = forms.ChoiceField(choices=CR_TYPES, label="Conflict type")
-    resolver_class = forms.ChoiceField(choices=RESOLVER_CLASSES, label="Class", initial="pub_wins")
-    column = forms.ChoiceField(choices=[], required=False, help_text="min, max and ave compare this column")
+    resolver_class = forms.ChoiceField(choices=[], label="Class", initial="pub_wins")
+    column = forms.ChoiceField(choices=[], required=False)
     expression = forms.CharField(
         max_length=4000, required=False, help_text=_EXPRESSION_HELP,
         widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
@@ -125,6 +132,9 @@ class ResolverForm(_AssignmentsMixin, forms.Form):
 
     def __init__(self, *args, column_names: Iterable[str] = (), **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["resolver_class"].choices = resolver_class_choices()
+        compared = [c.name for c in resolver_classes(transactional=False) if c.needs_column]
+        self.fields["column"].help_text = f"{join_words(compared, 'and')} compare this column" if compared else ""
         self.column_names = list(column_names)
         if self.column_names:
             self.fields["column"].choices = [("", "—"), *((c, c) for c in self.column_names)]
@@ -136,10 +146,10 @@ class ResolverForm(_AssignmentsMixin, forms.Form):
     def clean(self):
         cleaned = super().clean()
         cls = cleaned.get("resolver_class")
-        if cls in COLUMN_CLASSES and not cleaned.get("column"):
+        if needs_column(cls) and not cleaned.get("column"):
             self.add_error("column", f"{cls} compares a column: choose it.")
-        if cls == "custom" and not (cleaned.get("expression") or "").strip():
-            self.add_error("expression", "A custom resolver needs an expression returning its decision.")
+        if is_written(cls) and not (cleaned.get("expression") or "").strip():
+            self.add_error("expression", f"A {cls} resolver needs an expression returning its decision.")
         return cleaned
 
 

@@ -12,7 +12,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from replication_admin.bidir import actions as bidir
 from replication_admin.bidir.forms import (
-    COLUMN_CLASSES,
     DropSubscriptionForm,
     DryRunForm,
     InitCopyForm,
@@ -21,6 +20,8 @@ from replication_admin.bidir.forms import (
     ResolverForm,
     SubscribeForm,
     format_assignments,
+    is_written,
+    needs_column,
 )
 from replication_admin.conflicts import actions as resolver_actions
 from replication_admin.core import connections
@@ -28,7 +29,7 @@ from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.forms import ScheduleForm
 from replication_admin.core.web import denied, is_htmx, refuse, render_page_or_partial
-from replication_admin.engine.resolvers import CODE_NAMES, DEFAULT_DECISION, ResolverError
+from replication_admin.engine.resolvers import CODE_NAMES, CUSTOM, DEFAULT_DECISION, ResolverError
 from replication_admin.models import (
     JobRun,
     ScheduledEvent,
@@ -391,12 +392,12 @@ def _editor(request: HttpRequest, publication: SnapshotPublication, **extra) -> 
 def _error_field(form, text: str) -> str | None:
     """The field an action's error message is about, to show it next to that field."""
     lowered = text.lower()
-    cls = form.cleaned_data.get("resolver_class", "custom")
+    cls = form.cleaned_data.get("resolver_class", CUSTOM)
     for words, field in (
         (("e-mail",), "notify"),
-        (("resolver expression", "custom resolver needs an expression"), "expression"),
+        (("resolver expression", "resolver needs an expression"), "expression"),
         (("assign",), "assignments"),
-        (("column",), "column" if cls in COLUMN_CLASSES else None),
+        (("column",), "column" if needs_column(cls) else None),
         (("class",), "resolver_class"),
         (("resolver type",), "type"),
     ):
@@ -418,7 +419,7 @@ def resolver_add(request: HttpRequest, pk: int) -> HttpResponse:
     form = ResolverForm(request.POST, column_names=[c.name for c in columns])
     if form.is_valid():
         d = form.cleaned_data
-        custom = d["resolver_class"] == "custom"
+        custom = is_written(d["resolver_class"])
         try:
             resolver = resolver_actions.do_add_resolver(
                 Actor.from_request(request), publication.item, columns, d["type"], d["resolver_class"],
@@ -540,7 +541,7 @@ def resolver_dry_run(request: HttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         error = "; ".join(" ".join(e) for e in form.errors.values())
     elif (
-        request.POST.get("resolver_class", "custom") == "custom"
+        is_written(request.POST.get("resolver_class", CUSTOM))
         and form.cleaned_data["type"]
         and form.cleaned_data["expression"].strip()
     ):

@@ -23,11 +23,12 @@ from replication_admin.core.conflicts import resolver_chain
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.jobs import do_start_job
 from replication_admin.engine.resolvers import (
-    CLASSES,
-    CR_TYPES,
+    CUSTOM,
     ResolverError,
+    check_conflict_type,
     find_column,
     generated_resolver,
+    resolver_class,
     resolver_proc_name,
     validate_assignments,
     validate_expression,
@@ -92,19 +93,18 @@ def _definition(
     transactional: bool,
 ) -> tuple[str, str, dict[str, str], str]:
     """(class, expression, assignments, column) of a new resolver, checked."""
-    cls = (cls or "").strip().lower()
-    if cls not in CLASSES:
-        raise ResolverError(f"unknown resolver class {cls!r}; the classes are {', '.join(CLASSES)}")
-    if cls == "custom":
+    spec = resolver_class(cls)
+    cls = spec.name
+    if spec.written:
         if not expression or not str(expression).strip():
-            raise ResolverError("a custom resolver needs an expression returning the code")
+            raise ResolverError(f"a {cls} resolver needs an expression returning the code")
         checked = validate_expression(expression, columns, cr_type)
         return cls, checked, validate_assignments(assignments or {}, columns, cr_type), ""
     if (expression and str(expression).strip()) or assignments:
-        raise ResolverError(f"the {cls} class makes its own expression; choose custom to write one")
+        raise ResolverError(f"the {cls} class makes its own expression; choose {CUSTOM} to write one")
     generated, generated_assignments = generated_resolver(cls, cr_type, column, columns, transactional)
     used_column = ""
-    if cls in ("min", "max", "ave", "add"):
+    if spec.needs_column:
         found = find_column(columns, column or "")
         used_column = found.name if found else (column or "")
     return cls, generated, generated_assignments, used_column
@@ -128,8 +128,7 @@ def do_add_resolver(
     target = f"{table_name} {cr_type}"
     require(actor, EDIT, "resolver.add", target)
     try:
-        if cr_type not in CR_TYPES:
-            raise ResolverError(f"resolver type must be I (insert), U (update) or D (delete), not {cr_type!r}")
+        check_conflict_type(cr_type)
         columns = list(columns)
         if not columns:
             raise ResolverError(f"the columns of {table_name} are unknown")
@@ -196,8 +195,8 @@ def do_update_resolver(actor: Actor, resolver, expression: str, assignments: dic
         resolver.expression = checked
         resolver.assignments = checked_assignments
         resolver.notify = notify
-        if changed and resolver.resolver_class != "custom":
-            resolver.resolver_class = "custom"
+        if changed and resolver.resolver_class != CUSTOM:
+            resolver.resolver_class = CUSTOM
             resolver.column = ""
         resolver.save(update_fields=["expression", "assignments", "notify", "resolver_class", "column"])
         record(

@@ -12,6 +12,7 @@ from replication_admin.engine.resolvers import (
     ResolverColumn,
     ResolverError,
     ResolverSpec,
+    conflict_types_text,
     spark_type,
     validate_assignments,
     validate_expression,
@@ -77,7 +78,7 @@ def proposed_spec(proposed: dict, saved: list[ResolverSpec], columns) -> Resolve
     if cr_type is None and replaced is not None:
         cr_type = replaced.cr_type
     if cr_type not in CR_TYPES:
-        raise ResolverError(f"the proposed resolver's type must be I, U or D, not {cr_type!r}")
+        raise ResolverError(f"the proposed resolver's type must be {conflict_types_text(False)}, not {cr_type!r}")
     expression = validate_expression(proposed.get("expression") or "", columns, cr_type)
     assignments = validate_assignments(proposed.get("assignments") or {}, columns, cr_type)
     order = proposed.get("order")

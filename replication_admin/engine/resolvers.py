@@ -19,7 +19,7 @@ import datetime as dt
 import itertools
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
@@ -32,12 +32,6 @@ from replication_admin.engine.types import BINARY_KINDS, INTEGER_KINDS, LogicalT
 
 MAX_LENGTH = 4000
 ROWGUID = "ROWGUID"
-CR_TYPES = ("I", "U", "D")
-TYPE_NAMES = {"I": "insert", "U": "update", "D": "delete"}
-# Codes a resolver of each type may return (Virtuoso: 2 only for I and U, 5 only for D).
-VALID_CODES: dict[str, tuple[int, ...]] = {"I": (0, 1, 2, 3), "U": (0, 1, 2, 3), "D": (0, 1, 3, 5)}
-# What happens when no resolver decides: I and U -> publisher wins, D -> ignore.
-DEFAULT_DECISION = {"I": 3, "U": 3, "D": 5}
 CODE_NAMES = {
     0: "undecided",
     1: "subscriber wins",
@@ -46,9 +40,157 @@ CODE_NAMES = {
     5: "ignore",
 }
 QUALIFIERS = {"pub": "p", "new": "n", "old": "o"}
-CLASSES = ("pub_wins", "sub_wins", "min", "max", "ave", "add", "custom")
 NUMERIC_TYPES = ("bigint", "double", "decimal")
 ORDERABLE_TYPES = (*NUMERIC_TYPES, "string", "date", "timestamp")
+
+
+# --- conflict types and resolver classes: the one definition everything else reads ----------------------
+
+
+@dataclass(frozen=True)
+class ConflictType:
+    """A kind of conflict (SYS_SNAPSHOT_CR.CR_TYPE / SYS_REPL_CR.CR_TYPE)."""
+
+    code: str  # I, U or D
+    label: str  # insert, update, delete
+    valid_codes: tuple[int, ...]  # what its resolvers may return
+    default_decision: int  # what happens when no resolver decides
+
+
+# Virtuoso: 2 only for I and U, 5 only for D; when no resolver decides, I and U -> publisher wins, D -> ignore.
+CONFLICT_TYPES: dict[str, ConflictType] = {
+    t.code: t
+    for t in (
+        ConflictType("I", "insert", (0, 1, 2, 3), 3),
+        ConflictType("U", "update", (0, 1, 2, 3), 3),
+        ConflictType("D", "delete", (0, 1, 3, 5), 5),
+    )
+}
+CR_TYPES = tuple(CONFLICT_TYPES)
+TYPE_NAMES = {t.code: t.label for t in CONFLICT_TYPES.values()}
+VALID_CODES: dict[str, tuple[int, ...]] = {t.code: t.valid_codes for t in CONFLICT_TYPES.values()}
+DEFAULT_DECISION = {t.code: t.default_decision for t in CONFLICT_TYPES.values()}
+
+
+@dataclass(frozen=True)
+class ColumnTypes:
+    """The columns a resolver class can work on: Spark type families (empty: any type)."""
+
+    kind: str  # how messages call them: numeric, orderable, any
+    families: tuple[str, ...] = ()
+
+    def fits(self, spark_type_name: str) -> bool:
+        return not self.families or type_family(spark_type_name) in self.families
+
+
+NUMERIC = ColumnTypes("numeric", NUMERIC_TYPES)
+ORDERABLE = ColumnTypes("orderable", ORDERABLE_TYPES)
+ANY_TYPE = ColumnTypes("any", ())
+
+
+@dataclass(frozen=True)
+class Target:
+    """The column a resolver class works on, as written in resolver expressions."""
+
+    name: str
+    pub: str  # pub.<column>
+    new: str  # new.<column>
+    old: str  # old.<column>
+
+
+@dataclass(frozen=True)
+class ResolverClass:
+    """A resolver class of REPL_ADD_SNAPSHOT_CR / REPL_ADD_CR: what it fits and the resolver it generates."""
+
+    name: str  # CR_CLASS
+    label: str  # short, e.g. "publisher wins", "min of a column"
+    description: str  # what it does, e.g. "the publisher's row wins"
+    # (expression, assignments) it generates; gets the column when `column` is set, else None
+    decide: Callable[[Target | None], tuple[str, dict[str, str]]]
+    conflict_types: tuple[str, ...] = CR_TYPES
+    column: ColumnTypes | None = None  # None: works on no column
+    needs_old_row: bool = False  # True: transactional only (a bi-directional snapshot knows only old.ROWGUID)
+    written: bool = False  # True: the admin writes the expression (custom)
+
+    @property
+    def needs_column(self) -> bool:
+        return self.column is not None
+
+    def fits_type(self, cr_type: str) -> bool:
+        return cr_type in self.conflict_types
+
+    def fits_publication(self, transactional: bool) -> bool:
+        return transactional or not self.needs_old_row
+
+
+def _register(*classes: ResolverClass) -> dict[str, ResolverClass]:
+    return {c.name: c for c in classes}
+
+
+CUSTOM = "custom"
+# Declaration order is the order forms offer them in.
+RESOLVER_CLASSES: dict[str, ResolverClass] = _register(
+    ResolverClass("pub_wins", "publisher wins", "the publisher's row wins", lambda _: ("3", {})),
+    ResolverClass("sub_wins", "subscriber wins", "the subscriber's row wins", lambda _: ("1", {})),
+    ResolverClass(
+        "min", "min of a column", "the row with the smaller value of a column wins",
+        lambda c: (f"CASE WHEN {c.pub} < {c.new} THEN 3 WHEN {c.pub} > {c.new} THEN 1 ELSE 0 END", {}),
+        conflict_types=("I", "U"), column=ORDERABLE,
+    ),
+    ResolverClass(
+        "max", "max of a column", "the row with the larger value of a column wins",
+        lambda c: (f"CASE WHEN {c.pub} > {c.new} THEN 3 WHEN {c.pub} < {c.new} THEN 1 ELSE 0 END", {}),
+        conflict_types=("I", "U"), column=ORDERABLE,
+    ),
+    ResolverClass(
+        "ave", "ave of a column", "the column becomes the average of both rows",
+        lambda c: ("2", {c.name: f"({c.pub} + {c.new}) / 2"}),
+        conflict_types=("I", "U"), column=NUMERIC,
+    ),
+    ResolverClass(
+        "add", "add of a column", "the subscriber's change of a column is added to the publisher's value",
+        lambda c: ("2", {c.name: f"{c.pub} + ({c.new} - {c.old})"}),
+        conflict_types=("I", "U"), column=NUMERIC, needs_old_row=True,
+    ),
+    ResolverClass(CUSTOM, "custom", "your own expression", lambda _: ("0", {}), written=True),
+)  # fmt: skip
+
+
+def resolver_classes(transactional: bool | None = None) -> list[ResolverClass]:
+    """The registered classes in declaration order; with `transactional`, those fitting that publication kind."""
+    return [c for c in RESOLVER_CLASSES.values() if transactional is None or c.fits_publication(transactional)]
+
+
+def class_names(transactional: bool | None = None) -> tuple[str, ...]:
+    return tuple(c.name for c in resolver_classes(transactional))
+
+
+def resolver_class(name: str) -> ResolverClass:
+    """The registered class `name` (case-insensitive), or a ResolverError naming the classes."""
+    name = (name or "").strip().lower()
+    found = RESOLVER_CLASSES.get(name)
+    if found is None:
+        raise ResolverError(f"unknown resolver class {name!r}; the classes are {', '.join(RESOLVER_CLASSES)}")
+    return found
+
+
+def join_words(words: Sequence[str], last: str = "or") -> str:
+    """'a', 'a or b', 'a, b or c'."""
+    return f" {last} ".join(filter(None, (", ".join(words[:-1]), words[-1]))) if words else ""
+
+
+def conflict_types_text(labels: bool = True, quote: str = "") -> str:
+    """'I (insert), U (update) or D (delete)'; without labels 'I, U or D' (quote="'": "'I', 'U' or 'D'")."""
+    return join_words(
+        [f"{quote}{t.code}{quote}" + (f" ({t.label})" if labels else "") for t in CONFLICT_TYPES.values()]
+    )
+
+
+def check_conflict_type(cr_type: str) -> str:
+    if cr_type not in CONFLICT_TYPES:
+        raise ResolverError(f"resolver type must be {conflict_types_text()}, not {cr_type!r}")
+    return cr_type
+
 
 # sqlglot node classes a resolver expression may contain.
 _ALLOWED_NODES: tuple[type[exp.Expression], ...] = (
@@ -450,9 +592,7 @@ def _check(
 
 
 def _check_type(cr_type: str) -> str:
-    if cr_type not in CR_TYPES:
-        raise ResolverError(f"resolver type must be I (insert), U (update) or D (delete), not {cr_type!r}")
-    return cr_type
+    return check_conflict_type(cr_type)
 
 
 def _results(tree: exp.Expression) -> Iterable[exp.Expression]:
@@ -588,47 +728,33 @@ def generated_resolver(
     columns: Sequence[ResolverColumn],
     transactional: bool = False,
 ) -> tuple[str, dict[str, str]]:
-    """(expression, assignments) of one of Virtuoso's generated resolver classes."""
+    """(expression, assignments) of one of the registered resolver classes (custom: undecided, 0)."""
     _check_type(cr_type)
-    cls = (cls or "").strip().lower()
-    if cls not in CLASSES:
-        raise ResolverError(f"unknown resolver class {cls!r}; the classes are {', '.join(CLASSES)}")
-    if cls == "pub_wins":
-        return "3", {}
-    if cls == "sub_wins":
-        return "1", {}
-    if cls == "custom":
-        return "0", {}
-    if cls == "add" and not transactional:
-        raise ResolverError("the add class is for transactional publications only (it needs the old row)")
-    if cr_type == "D":
-        raise ResolverError(f"the {cls} class applies to insert and update conflicts only, not to deletes")
-    if not column:
-        raise ResolverError(f"the {cls} class needs a column")
-    target = find_column(columns, column)
-    if target is None:
-        known = ", ".join(c.name for c in columns if not c.is_key and not _is_rowguid(c.name))
-        raise ResolverError(f"the table has no column {column!r}; {cls} can work on: {known}")
-    if target.is_key:
-        raise ResolverError(f"the {cls} class cannot work on {target.name!r}: it is part of the primary key")
-    if _is_rowguid(target.name):
-        raise ResolverError(f"the {cls} class cannot work on {target.name!r}")
-    family = type_family(target.spark_type)
-    needed = ORDERABLE_TYPES if cls in ("min", "max") else NUMERIC_TYPES
-    if family not in needed:
-        kind = "an orderable" if cls in ("min", "max") else "a numeric"
-        raise ResolverError(f"the {cls} class needs {kind} column; {target.name!r} is {target.spark_type}")
-    pub, new, old = (column_ref(q, target.name) for q in ("pub", "new", "old"))
-    if cls == "min":
-        expression = f"CASE WHEN {pub} < {new} THEN 3 WHEN {pub} > {new} THEN 1 ELSE 0 END"
-        assignments: dict[str, str] = {}
-    elif cls == "max":
-        expression = f"CASE WHEN {pub} > {new} THEN 3 WHEN {pub} < {new} THEN 1 ELSE 0 END"
-        assignments = {}
-    elif cls == "ave":
-        expression, assignments = "2", {target.name: f"({pub} + {new}) / 2"}
-    else:  # add
-        expression, assignments = "2", {target.name: f"{pub} + ({new} - {old})"}
+    spec = resolver_class(cls)
+    cls = spec.name
+    if not spec.fits_publication(transactional):
+        raise ResolverError(f"the {cls} class is for transactional publications only (it needs the old row)")
+    if not spec.fits_type(cr_type):
+        fits = join_words([TYPE_NAMES[t] for t in spec.conflict_types], "and")
+        raise ResolverError(f"the {cls} class applies to {fits} conflicts only, not to {TYPE_NAMES[cr_type]}s")
+    target = None
+    if spec.column is not None:
+        if not column:
+            raise ResolverError(f"the {cls} class needs a column")
+        found = find_column(columns, column)
+        if found is None:
+            known = ", ".join(c.name for c in columns if not c.is_key and not _is_rowguid(c.name))
+            raise ResolverError(f"the table has no column {column!r}; {cls} can work on: {known}")
+        if found.is_key:
+            raise ResolverError(f"the {cls} class cannot work on {found.name!r}: it is part of the primary key")
+        if _is_rowguid(found.name):
+            raise ResolverError(f"the {cls} class cannot work on {found.name!r}")
+        if not spec.column.fits(found.spark_type):
+            raise ResolverError(
+                f"the {cls} class needs {_a(spec.column.kind)} column; {found.name!r} is {found.spark_type}"
+            )
+        target = Target(found.name, *(column_ref(q, found.name) for q in ("pub", "new", "old")))
+    expression, assignments = spec.decide(target)
     return (
         validate_expression(expression, columns, cr_type),
         validate_assignments(assignments, columns, cr_type),

@@ -29,6 +29,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from replication_admin.engine.resolvers import CR_TYPES, class_names, conflict_types_text
+
 # --- tokens ---------------------------------------------------------------------------------------------
 
 
@@ -563,8 +565,8 @@ def _word_arg(value: Arg, what: str, max_length: int | None = None) -> str:
 
 
 def _cr_type(value: Arg) -> str:
-    if not isinstance(value, str) or value.upper() not in {"I", "U", "D"}:
-        raise ValueError("the conflict type must be 'I', 'U' or 'D'")
+    if not isinstance(value, str) or value.upper() not in CR_TYPES:
+        raise ValueError("the conflict type must be " + conflict_types_text(False, quote="'"))
     return value.upper()
 
 
@@ -574,7 +576,6 @@ ACCOUNT_MAX_LENGTH = 100  # a publication's name
 SERVER_MAX_LENGTH = 128  # a server's replication name
 USER_MAX_LENGTH = 128
 ITEM_MAX_LENGTH = 320  # a published table's or procedure's name, as written ('DB.DBA.TEST')
-TRX_CR_CLASSES = ("pub_wins", "sub_wins", "min", "max", "ave", "add", "custom")
 
 
 def _account(value: Arg) -> str:
@@ -791,7 +792,7 @@ FUNCTIONS: dict[str, Function] = {
         ("table", "type", "suffix", "order", "class", "column", "expression"),
         lambda tb, ty, suf, order, cls, col=None, expr=None: AddCr(
             table=_name_arg(tb, "table"), cr_type=_cr_type(ty), suffix=_word_arg(suf, "suffix"),
-            order=_int_arg(order, "order", 0, 1_000_000), cls=_cr_class(cls, TRX_CR_CLASSES),
+            order=_int_arg(order, "order", 0, 1_000_000), cls=_cr_class(cls, class_names(transactional=True)),
             column=_text_arg(col), expression=_text_arg(expr),
         ),
         optional=2,

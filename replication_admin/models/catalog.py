@@ -12,8 +12,10 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
+from replication_admin.engine.resolvers import CONFLICT_TYPES
+
 ITEM_TYPES = [(1, "WebDAV collection"), (2, "table"), (3, "procedure")]
-CR_TYPES = [("I", "insert"), ("U", "update"), ("D", "delete")]
+CR_TYPES = [(t.code, t.label) for t in CONFLICT_TYPES.values()]
 INIT_STATES = [("none", "not copied"), ("staging", "staging"), ("copying", "copying"), ("done", "copied")]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django import forms
 
-from replication_admin.engine.resolvers import CLASSES
+from replication_admin.engine.resolvers import resolver_classes
 from replication_admin.engine.schema import TableInfo
 from replication_admin.models import Server
 from replication_admin.servers.forms import ServerForm
@@ -93,22 +93,22 @@ class TablesForm(forms.Form):
         return [value] if isinstance(value, str) else list(value)
 
 
-RESOLVER_CHOICES = [("", "no resolver: the default rule")] + [
-    (cls, {"pub_wins": "publisher wins", "sub_wins": "subscriber wins"}.get(cls, f"{cls} of a column"))
-    for cls in CLASSES
-    if cls != "custom"
-]
+def resolver_choices() -> list[tuple[str, str]]:
+    """The registered classes the wizard can set up (not the ones whose expression the admin writes)."""
+    return [("", "no resolver: the default rule")] + [(c.name, c.label) for c in resolver_classes() if not c.written]
 
 
 class ResolversForm(forms.Form):
     def __init__(self, *args, columns: list[str], **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        choices = resolver_choices()
+        compared = ", ".join(c.name for c in resolver_classes() if c.needs_column and not c.written)
         for cr_type, label in CR_TYPES:
             self.fields[f"cls_{cr_type}"] = forms.ChoiceField(
-                choices=RESOLVER_CHOICES, required=False, label=f"{label.capitalize()} conflicts"
+                choices=choices, required=False, label=f"{label.capitalize()} conflicts"
             )
             self.fields[f"column_{cr_type}"] = forms.ChoiceField(
-                choices=[("", "—")] + [(c, c) for c in columns], required=False, label="column (min, max, ave, add)"
+                choices=[("", "—")] + [(c, c) for c in columns], required=False, label=f"column ({compared})"
             )
 
     def resolvers(self) -> dict[str, dict]:

@@ -19,7 +19,7 @@ from replication_admin.core.introspection import lookup_table
 from replication_admin.engine import dialects
 from replication_admin.engine import statements as st
 from replication_admin.engine.queries import QueryError, check_column_list, check_condition
-from replication_admin.engine.resolvers import CLASSES, ResolverError
+from replication_admin.engine.resolvers import CONFLICT_TYPES, RESOLVER_CLASSES, ResolverError
 from replication_admin.engine.schema import TableInfo
 from replication_admin.engine.transactional_sql import UPDATEABLE_DIALECTS
 from replication_admin.models import (
@@ -56,8 +56,8 @@ MODE_LABELS = {key: label for key, label, _ in MODES}
 SNAPSHOT_MODES = ("noninc", "inc")
 CONFLICT_MODES = ("bidir", "trx_upd")
 KEYED_MODES = ("inc", "bidir", "trx", "trx_upd")
-CR_TYPES = (("U", "update"), ("I", "insert"), ("D", "delete"))
-COLUMN_CLASSES = ("min", "max", "ave", "add")
+# The conflict types in the order the wizard asks about them: updates, the common case, first.
+CR_TYPES = tuple((t.code, t.label) for t in sorted(CONFLICT_TYPES.values(), key=lambda t: t.code != "U"))
 # The steps in order; "resolvers" only shows for the modes that have conflicts.
 STEPS = [
     ("publisher", "Publisher"),
@@ -298,7 +298,8 @@ def check_resolvers(plan: Plan) -> None:
             cls = choice.get("cls", "")
             if not cls:
                 continue
-            if cls not in CLASSES or cls == "custom":
+            spec = RESOLVER_CLASSES.get(cls)
+            if spec is None or spec.written:
                 raise PlanError(
                     f"choose a standard resolver class for {cr_type}; write custom ones on the resolvers page"
                 )

@@ -7,13 +7,26 @@ from decimal import Decimal
 
 import pytest
 
+from replication_admin.engine import resolvers
+from replication_admin.engine import statements as st
 from replication_admin.engine.resolvers import (
+    CONFLICT_TYPES,
+    CR_TYPES,
+    DEFAULT_DECISION,
+    RESOLVER_CLASSES,
+    TYPE_NAMES,
+    VALID_CODES,
+    ColumnTypes,
+    ResolverClass,
     ResolverColumn,
     ResolverError,
+    check_conflict_type,
+    class_names,
     compile_assignments,
     compile_expression,
     from_json_value,
     generated_resolver,
+    resolver_class,
     resolver_proc_name,
     spark_type,
     to_json_value,
@@ -338,3 +351,79 @@ def test_json_values_round_trip():
                         ("maybe", "boolean"), ("not a date", "date"), ({"hex": "zz"}, "binary")]:  # fmt: skip
         with pytest.raises(ResolverError, match="cannot read"):
             from_json_value(value, kind)
+
+
+# --- the registry of conflict types and resolver classes ---------------------------------------------
+
+
+def test_conflict_types_are_defined_once_with_their_labels_codes_and_defaults():
+    assert CR_TYPES == ("I", "U", "D")
+    assert TYPE_NAMES == {"I": "insert", "U": "update", "D": "delete"}
+    assert DEFAULT_DECISION == {"I": 3, "U": 3, "D": 5}  # I and U: publisher wins; D: ignore
+    assert VALID_CODES == {"I": (0, 1, 2, 3), "U": (0, 1, 2, 3), "D": (0, 1, 3, 5)}
+    assert all(t.default_decision in t.valid_codes for t in CONFLICT_TYPES.values())
+    assert check_conflict_type("D") == "D"
+    with pytest.raises(ResolverError, match=r"resolver type must be I \(insert\), U \(update\) or D \(delete\)"):
+        check_conflict_type("X")
+
+
+def test_the_registry_holds_the_classes_in_declaration_order_and_what_each_fits():
+    assert tuple(RESOLVER_CLASSES) == ("pub_wins", "sub_wins", "min", "max", "ave", "add", "custom")
+    assert class_names(transactional=False) == ("pub_wins", "sub_wins", "min", "max", "ave", "custom")
+    assert class_names(transactional=True) == tuple(RESOLVER_CLASSES)
+    assert [c.name for c in RESOLVER_CLASSES.values() if c.needs_column] == ["min", "max", "ave", "add"]
+    assert [c.name for c in RESOLVER_CLASSES.values() if c.written] == ["custom"]
+    assert {c.name: c.conflict_types for c in RESOLVER_CLASSES.values()} == {
+        "pub_wins": CR_TYPES, "sub_wins": CR_TYPES, "min": ("I", "U"), "max": ("I", "U"), "ave": ("I", "U"),
+        "add": ("I", "U"), "custom": CR_TYPES,
+    }  # fmt: skip
+    assert resolver_class(" MIN ").name == "min"
+    with pytest.raises(ResolverError, match="unknown resolver class 'bogus'; the classes are pub_wins, sub_wins"):
+        resolver_class("bogus")
+
+
+@pytest.mark.parametrize("spec", list(RESOLVER_CLASSES.values()), ids=lambda c: c.name)
+def test_every_registered_class_makes_a_valid_resolver_for_each_type_it_fits_and_refuses_the_others(spec):
+    column = "price" if spec.needs_column else None
+    for cr_type in CR_TYPES:
+        if spec.fits_type(cr_type):
+            expression, assignments = generated_resolver(spec.name, cr_type, column, COLUMNS, transactional=True)
+            assert validate_expression(expression, COLUMNS, cr_type) == expression
+            assert validate_assignments(assignments, COLUMNS, cr_type) == assignments
+        else:
+            with pytest.raises(ResolverError, match=f"not to {TYPE_NAMES[cr_type]}s"):
+                generated_resolver(spec.name, cr_type, column, COLUMNS, transactional=True)
+    if spec.needs_old_row:
+        with pytest.raises(ResolverError, match="transactional publications only"):
+            generated_resolver(spec.name, spec.conflict_types[0], column, COLUMNS, transactional=False)
+
+
+LATEST = ResolverClass(
+    "latest",
+    "latest of a column",
+    "the row with the later date or time wins",
+    lambda c: (f"CASE WHEN {c.new} > {c.pub} THEN 1 ELSE 3 END", {}),
+    conflict_types=("I", "U"),
+    column=ColumnTypes("date or time", ("date", "timestamp")),
+)
+
+
+def test_one_registry_entry_is_a_new_class_for_the_generator_and_both_statement_forms(monkeypatch):
+    """Adding a resolver class is one entry: the generator and the statement parser take it as it is."""
+    with pytest.raises(st.StatementError, match="the class must be one of"):
+        st.parse_one("REPL_ADD_CR ('items', 'U', 'late', 10, 'latest', 'updated')")
+    monkeypatch.setitem(resolvers.RESOLVER_CLASSES, "latest", LATEST)
+
+    assert class_names(transactional=False)[-1] == "latest" and class_names(transactional=True)[-1] == "latest"
+    assert generated_resolver("latest", "U", "updated", COLUMNS) == (
+        "CASE WHEN new.updated > pub.updated THEN 1 ELSE 3 END",
+        {},
+    )
+    with pytest.raises(ResolverError, match="the latest class needs a date or time column; 'price' is decimal"):
+        generated_resolver("latest", "U", "price", COLUMNS)
+    with pytest.raises(ResolverError, match="applies to insert and update conflicts only, not to deletes"):
+        generated_resolver("latest", "D", "updated", COLUMNS)
+    trx = st.parse_one("REPL_ADD_CR ('items', 'U', 'late', 10, 'LATEST', 'updated')")
+    assert (trx.cls, trx.column) == ("latest", "updated")
+    snapshot = st.parse_one("REPL_ADD_SNAPSHOT_CR ('pg1.items', 'I', 'late', 10, 'latest', 'updated')")
+    assert (snapshot.cls, snapshot.column) == ("latest", "updated")
