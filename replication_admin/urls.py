@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from replication_admin.bidir import views as bidir
+from replication_admin.conflicts import resolver_views as resolvers
 from replication_admin.conflicts import views as conflicts
 from replication_admin.console import audit_log as audit
 from replication_admin.console import dashboard, jobs, lists, statement_console
@@ -56,12 +57,12 @@ urlpatterns = [
     path("publications/<int:pk>/sync/", bidir.publication_sync, name="publications-sync"),
     path("publications/<int:pk>/schedule/", bidir.publication_schedule, name="publications-schedule"),
     path("publications/<int:pk>/subscribe/", bidir.publication_subscribe, name="publications-subscribe"),
-    path("publications/<int:pk>/resolvers/", bidir.resolver_page, name="publications-resolvers"),
-    path("publications/<int:pk>/resolvers/add/", bidir.resolver_add, name="publications-resolvers-add"),
-    path("publications/<int:pk>/resolvers/dry-run/", bidir.resolver_dry_run, name="publications-dry-run"),
-    path("publications/resolvers/<int:pk>/edit/", bidir.resolver_edit, name="publications-resolver-edit"),
-    path("publications/resolvers/<int:pk>/move/", bidir.resolver_move, name="publications-resolver-move"),
-    path("publications/resolvers/<int:pk>/remove/", bidir.resolver_remove, name="publications-resolver-remove"),
+    path("publications/<int:pk>/resolvers/", resolvers.resolver_page, name="publications-resolvers"),
+    path("publications/<int:pk>/resolvers/add/", resolvers.resolver_add, name="publications-resolvers-add"),
+    path("publications/<int:pk>/resolvers/dry-run/", resolvers.resolver_dry_run, name="publications-dry-run"),
+    path("publications/resolvers/<int:pk>/edit/", resolvers.resolver_edit, name="publications-resolver-edit"),
+    path("publications/resolvers/<int:pk>/move/", resolvers.resolver_move, name="publications-resolver-move"),
+    path("publications/resolvers/<int:pk>/remove/", resolvers.resolver_remove, name="publications-resolver-remove"),
     path("publications/trx/new/", trx.publication_create, name="trx-publications-new"),
     path(TRX_PUB, trx.publication_detail, name="trx-publications-detail"),
     path(TRX_PUB + "items/add/", trx.publication_add_item, name="trx-publications-add-item"),

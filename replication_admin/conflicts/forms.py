@@ -9,6 +9,7 @@ from django import forms
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from replication_admin.engine.resolvers import RESOLVER_CLASSES, join_words, resolver_classes
 from replication_admin.models import ConflictBackup
 from replication_admin.models.catalog import CR_TYPES
 
@@ -56,3 +57,141 @@ class ConflictFilterForm(forms.Form):
 def _start_of(day: date) -> datetime:
     """Midnight of a day in the console's time zone (a range on created_at keeps its index usable)."""
     return timezone.make_aware(datetime.combine(day, time.min))
+
+
+def resolver_class_choices() -> list[tuple[str, str]]:
+    """The registered classes a bi-directional snapshot can use, as (name, "name — what it does")."""
+    return [(c.name, f"{c.name} — {c.description}") for c in resolver_classes(transactional=False)]
+
+
+def needs_column(cls: str | None) -> bool:
+    spec = RESOLVER_CLASSES.get(cls or "")
+    return spec is not None and spec.needs_column
+
+
+def is_written(cls: str | None) -> bool:
+    """True for the class whose expression the admin writes (custom)."""
+    spec = RESOLVER_CLASSES.get(cls or "")
+    return spec is not None and spec.written
+
+
+def parse_assignments(text: str) -> dict[str, str]:
+    """`column = expression` per line (a column name may be double-quoted) -> {column: expression}."""
+    assignments: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith('"'):
+            end = line.find('"', 1)
+            while end != -1 and line[end + 1 : end + 2] == '"':
+                end = line.find('"', end + 2)
+            if end == -1:
+                raise forms.ValidationError(f"line {number}: the quoted column name is not closed")
+            column, rest = line[1:end].replace('""', '"'), line[end + 1 :].lstrip()
+            if not rest.startswith("="):
+                raise forms.ValidationError(f"line {number}: write it as column = expression")
+            expression = rest[1:].strip()
+        else:
+            column, sep, expression = line.partition("=")
+            column, expression = column.strip(), expression.strip()
+            if not sep or not column:
+                raise forms.ValidationError(f"line {number}: write it as column = expression")
+        if not expression:
+            raise forms.ValidationError(f"line {number}: the expression for {column} is missing")
+        if column in assignments:
+            raise forms.ValidationError(f"line {number}: {column} is assigned twice")
+        assignments[column] = expression
+    return assignments
+
+
+def format_assignments(assignments: dict | None) -> str:
+    def name(column: str) -> str:
+        return f'"{column.replace(chr(34), chr(34) * 2)}"' if any(c in column for c in ' ="') else column
+
+    return "\n".join(f"{name(c)} = {e}" for c, e in (assignments or {}).items())
+
+
+class _AssignmentsMixin:
+    column_names: list[str]
+
+    def clean_assignments(self) -> dict[str, str]:
+        parsed = parse_assignments(self.cleaned_data.get("assignments") or "")
+        unknown = [c for c in parsed if self.column_names and c not in self.column_names]
+        if unknown:
+            raise forms.ValidationError(f"not a column of the table: {', '.join(unknown)}")
+        return parsed
+
+
+_EXPRESSION_HELP = (
+    "Spark SQL returning a code (0, 1, 2, 3 or 5), over pub.<column>, new.<column> and old.ROWGUID, "
+    "e.g. CASE WHEN new.price < pub.price THEN 1 ELSE 3 END"
+)
+
+
+_ASSIGNMENTS_HELP = "For code 2: one column = expression per line, e.g. price = least(pub.price, new.price)"
+
+
+class ResolverForm(_AssignmentsMixin, forms.Form):
+    type = forms.ChoiceField(choices=CR_TYPES, label="Conflict type")
+    resolver_class = forms.ChoiceField(choices=[], label="Class", initial="pub_wins")
+    column = forms.ChoiceField(choices=[], required=False)
+    expression = forms.CharField(
+        max_length=4000, required=False, help_text=_EXPRESSION_HELP,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+    )  # fmt: skip
+    assignments = forms.CharField(
+        max_length=8000, required=False, help_text=_ASSIGNMENTS_HELP,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+    )  # fmt: skip
+    notify = forms.EmailField(required=False, label="Notify", help_text="E-mail address told about each conflict")
+    order = forms.IntegerField(required=False, min_value=0, help_text="Empty: after the others of its type")
+
+    def __init__(self, *args, column_names: Iterable[str] = (), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["resolver_class"].choices = resolver_class_choices()
+        compared = [c.name for c in resolver_classes(transactional=False) if c.needs_column]
+        self.fields["column"].help_text = f"{join_words(compared, 'and')} compare this column" if compared else ""
+        self.column_names = list(column_names)
+        if self.column_names:
+            self.fields["column"].choices = [("", "—"), *((c, c) for c in self.column_names)]
+        else:  # the table could not be described: take the name as written
+            self.fields["column"] = forms.CharField(
+                max_length=255, required=False, help_text=self.fields["column"].help_text
+            )
+
+    def clean(self):
+        cleaned = super().clean()
+        cls = cleaned.get("resolver_class")
+        if needs_column(cls) and not cleaned.get("column"):
+            self.add_error("column", f"{cls} compares a column: choose it.")
+        if is_written(cls) and not (cleaned.get("expression") or "").strip():
+            self.add_error("expression", f"A {cls} resolver needs an expression returning its decision.")
+        return cleaned
+
+
+class ResolverEditForm(_AssignmentsMixin, forms.Form):
+    expression = forms.CharField(
+        max_length=4000, required=False, help_text=_EXPRESSION_HELP,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+    )  # fmt: skip
+    assignments = forms.CharField(
+        max_length=8000, required=False, help_text=_ASSIGNMENTS_HELP,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+    )  # fmt: skip
+    notify = forms.EmailField(required=False, label="Notify")
+
+    def __init__(self, *args, column_names: Iterable[str] = (), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.column_names = list(column_names)
+
+
+class DryRunForm(forms.Form):
+    """What to try: the recorded conflicts against the chain as saved, or with one expression proposed."""
+
+    type = forms.ChoiceField(choices=[("", "—"), *CR_TYPES], required=False)
+    expression = forms.CharField(max_length=4000, required=False)
+    assignments = forms.CharField(max_length=8000, required=False)
+
+    def clean_assignments(self) -> dict[str, str]:
+        return parse_assignments(self.cleaned_data.get("assignments") or "")

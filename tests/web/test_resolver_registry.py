@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from replication_admin.bidir.forms import ResolverForm
 from replication_admin.conflicts.actions import check_definition, do_add_resolver
+from replication_admin.conflicts.forms import ResolverForm
 from replication_admin.core.audit import Actor
 from replication_admin.engine import resolvers
 from replication_admin.engine import statements as st

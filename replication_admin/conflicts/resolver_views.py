@@ -1,0 +1,293 @@
+"""The conflict resolver chain of a bi-directional publication's table (SYS_SNAPSHOT_CR): the editor, adding,
+editing, moving and removing resolvers, and dry runs of the chain over recorded conflicts."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from replication_admin.conflicts import actions as resolver_actions
+from replication_admin.conflicts.forms import (
+    DryRunForm,
+    ResolverEditForm,
+    ResolverForm,
+    format_assignments,
+    is_written,
+    needs_column,
+)
+from replication_admin.core import connections
+from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.errors import ReplicationError
+from replication_admin.core.web import denied, is_htmx, refuse
+from replication_admin.engine.resolvers import CODE_NAMES, CUSTOM, DEFAULT_DECISION, ResolverError
+from replication_admin.models import (
+    JobRun,
+    SnapshotConflictResolver,
+    SnapshotPublication,
+)
+from replication_admin.models.catalog import CR_TYPES
+
+EDIT = "replication_admin.edit"
+OPERATE = "replication_admin.operate"
+
+
+def _publication(pk: int) -> SnapshotPublication:
+    return get_object_or_404(SnapshotPublication.objects.select_related("server"), pk=pk)
+
+
+def _columns(publication: SnapshotPublication) -> tuple[list, str]:
+    """The published table's columns as resolvers see them, or the reason they cannot be read."""
+    try:
+        return list(resolver_actions.table_columns(publication.server, publication.table)), ""
+    except (connections.ConnectionFailed, connections.TableNotFound, ReplicationError, ResolverError) as exc:
+        return [], str(exc)
+
+
+def _chains(publication: SnapshotPublication) -> list[dict]:
+    resolvers = list(
+        SnapshotConflictResolver.objects.filter(table_name=publication.item).order_by("type", "order", "id")
+    )
+    chains = []
+    for code, label in CR_TYPES:
+        chain = [r for r in resolvers if r.type == code]
+        for r in chain:
+            r.assignments_text = format_assignments(r.assignments)
+        chains.append({
+            "type": code, "label": label, "resolvers": chain,
+            "default": DEFAULT_DECISION[code], "default_label": CODE_NAMES[DEFAULT_DECISION[code]],
+        })  # fmt: skip
+    return chains
+
+
+def _resolver_context(request: HttpRequest, publication: SnapshotPublication, **extra) -> dict:
+    columns, columns_error = extra.pop("columns", None) or _columns(publication)
+    context = {
+        "publication": publication,
+        "chains": _chains(publication),
+        "columns": columns,
+        "columns_error": columns_error,
+        "codes": sorted(CODE_NAMES.items()),
+        "form": ResolverForm(column_names=[c.name for c in columns]),
+        **_dry_run_context(None),
+    }
+    context.update(extra)
+    return context
+
+
+def _dry_run_job(publication: SnapshotPublication, job_id: str | None) -> JobRun | None:
+    if not job_id or not job_id.isdigit():
+        return None
+    job = JobRun.objects.filter(pk=int(job_id), kind="resolver_dry_run").first()
+    return job if job is not None and job.params.get("item") == publication.item else None
+
+
+def _dry_run_context(job: JobRun | None, error: str = "") -> dict:
+    """A dry run's job and, once it succeeded, its rows with the codes named."""
+    rows = []
+    if job is not None and job.state == JobRun.State.SUCCEEDED and isinstance(job.result, dict):
+        for row in job.result.get("rows", []):
+            rows.append({
+                **row,
+                "recorded_label": CODE_NAMES.get(row.get("recorded_decision"), "?"),
+                "label": CODE_NAMES.get(row.get("decision"), "?"),
+            })  # fmt: skip
+    return {"dry_run": job, "dry_rows": rows, "dry_run_error": error}
+
+
+@require_GET
+def resolver_page(request: HttpRequest, pk: int) -> HttpResponse:
+    publication = _publication(pk)
+    dry_run = _dry_run_job(publication, request.GET.get("dry_run"))
+    if is_htmx(request) and dry_run is not None:
+        context = {"publication": publication, **_dry_run_context(dry_run)}
+        return render(request, "replication_admin/bidir/resolvers.html#dry-run", context)
+    context = _resolver_context(request, publication, **_dry_run_context(dry_run))
+    return render(request, "replication_admin/bidir/resolvers.html", context)
+
+
+def _editor(request: HttpRequest, publication: SnapshotPublication, **extra) -> HttpResponse:
+    """The resolver editor (chains and add form): only that part for htmx, else the whole page."""
+    context = _resolver_context(request, publication, **extra)
+    template = "replication_admin/bidir/resolvers.html"
+    return render(request, f"{template}#resolver-editor" if is_htmx(request) else template, context)
+
+
+def _error_field(form, text: str) -> str | None:
+    """The field an action's error message is about, to show it next to that field."""
+    lowered = text.lower()
+    cls = form.cleaned_data.get("resolver_class", CUSTOM)
+    for words, field in (
+        (("e-mail",), "notify"),
+        (("resolver expression", "resolver needs an expression"), "expression"),
+        (("assign",), "assignments"),
+        (("column",), "column" if needs_column(cls) else None),
+        (("class",), "resolver_class"),
+        (("resolver type",), "type"),
+    ):
+        if any(w in lowered for w in words):
+            return field if field in form.fields else None
+    return None
+
+
+def _resolver_error(form, exc: Exception) -> None:
+    form.add_error(_error_field(form, str(exc)), str(exc))
+
+
+@require_POST
+def resolver_add(request: HttpRequest, pk: int) -> HttpResponse:
+    publication = _publication(pk)
+    if refused := refuse(request, EDIT, "resolver.add", f"{publication.item} {request.POST.get('type', '')}"):
+        return refused
+    columns, columns_error = _columns(publication)
+    form = ResolverForm(request.POST, column_names=[c.name for c in columns])
+    if form.is_valid():
+        d = form.cleaned_data
+        custom = is_written(d["resolver_class"])
+        try:
+            resolver = resolver_actions.do_add_resolver(
+                Actor.from_request(request), publication.item, columns, d["type"], d["resolver_class"],
+                order=d["order"], column=d["column"] or None,
+                expression=d["expression"] if custom else None,
+                assignments=d["assignments"] if custom else None,
+                notify=d["notify"] or "",
+            )  # fmt: skip
+        except PermissionDenied as exc:
+            return denied(request, exc)
+        except (ResolverError, ReplicationError) as exc:
+            _resolver_error(form, exc)
+        else:
+            note = f"Added {resolver.proc} to the {resolver.get_type_display()} chain."
+            if not is_htmx(request):
+                messages.success(request, note)
+                return redirect("publications-resolvers", pk=publication.pk)
+            return _editor(request, publication, columns=(columns, columns_error), saved=note)
+    return _editor(request, publication, columns=(columns, columns_error), form=form)
+
+
+def _resolver(pk: int) -> tuple[SnapshotConflictResolver, SnapshotPublication]:
+    resolver = get_object_or_404(SnapshotConflictResolver, pk=pk)
+    publication = SnapshotPublication.objects.filter(item=resolver.table_name).select_related("server").first()
+    if publication is None:
+        from django.http import Http404
+
+        raise Http404("The resolver's table is not published bi-directionally.")
+    return resolver, publication
+
+
+@require_http_methods(["GET", "POST"])
+def resolver_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    resolver, publication = _resolver(pk)
+    columns, columns_error = _columns(publication)
+    initial = {"expression": resolver.expression, "assignments": format_assignments(resolver.assignments),
+               "notify": resolver.notify}  # fmt: skip
+    form = ResolverEditForm(request.POST or None, initial=initial, column_names=[c.name for c in columns])
+    if request.method == "POST":
+        if refused := refuse(request, EDIT, "resolver.update", f"{resolver.table_name} {resolver.proc}"):
+            return refused
+        if form.is_valid():
+            d = form.cleaned_data
+            try:
+                resolver_actions.do_update_resolver(
+                    Actor.from_request(request), resolver, d["expression"], d["assignments"], d["notify"] or "", columns
+                )
+            except PermissionDenied as exc:
+                return denied(request, exc)
+            except (ResolverError, ReplicationError) as exc:
+                _resolver_error(form, exc)
+            else:
+                messages.success(request, f"Saved {resolver.proc}.")
+                if is_htmx(request):
+                    response = HttpResponse(status=204)
+                    response["HX-Redirect"] = reverse("publications-resolvers", args=[publication.pk])
+                    return response
+                return redirect("publications-resolvers", pk=publication.pk)
+    context = {"publication": publication, "resolver": resolver, "form": form, "columns": columns,
+               "columns_error": columns_error, "codes": sorted(CODE_NAMES.items())}  # fmt: skip
+    template = "replication_admin/bidir/resolver_edit.html"
+    return render(request, f"{template}#edit-form" if is_htmx(request) else template, context)
+
+
+@require_POST
+def resolver_move(request: HttpRequest, pk: int) -> HttpResponse:
+    resolver, publication = _resolver(pk)
+    if refused := refuse(request, EDIT, "resolver.move", f"{resolver.table_name} {resolver.proc}"):
+        return refused
+    direction = request.POST.get("direction", "")
+    if direction not in ("up", "down"):
+        return HttpResponse("direction is up or down", status=400)
+    try:
+        resolver_actions.do_move_resolver(Actor.from_request(request), resolver, direction)
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    except (ResolverError, ReplicationError) as exc:
+        messages.error(request, str(exc))
+    if is_htmx(request):
+        return _editor(request, publication)
+    return redirect("publications-resolvers", pk=publication.pk)
+
+
+@require_http_methods(["GET", "POST"])
+def resolver_remove(request: HttpRequest, pk: int) -> HttpResponse:
+    resolver, publication = _resolver(pk)
+    if request.method == "POST":
+        if refused := refuse(request, EDIT, "resolver.remove", f"{resolver.table_name} {resolver.proc}"):
+            return refused
+        try:
+            resolver_actions.do_remove_resolver(Actor.from_request(request), resolver)
+        except PermissionDenied as exc:
+            return denied(request, exc)
+        except (ResolverError, ReplicationError) as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"Removed {resolver.proc}.")
+        return redirect("publications-resolvers", pk=publication.pk)
+    return render(request, "replication_admin/confirm.html", {
+        "title": f"Remove resolver {resolver.proc}?",
+        "body": f"The {resolver.get_type_display()} chain of {publication.item} no longer asks it; the resolvers "
+                "after it move up. Conflicts already recorded keep their decision.",
+        "action": "Remove resolver",
+        "cancel_url": reverse("publications-resolvers", args=[publication.pk]),
+        "hidden": {},
+    })  # fmt: skip
+
+
+@require_POST
+def resolver_dry_run(request: HttpRequest, pk: int) -> HttpResponse:
+    """Decide the recorded conflicts again with the chain as saved (or with the expression being edited added
+    at the end of its type's chain) and show which decisions would change."""
+    publication = _publication(pk)
+    if refused := refuse(request, OPERATE, "job.resolver_dry_run", f"{publication.item} resolvers"):
+        return refused
+    form = DryRunForm(request.POST)
+    proposed = None
+    error = ""
+    if not form.is_valid():
+        error = "; ".join(" ".join(e) for e in form.errors.values())
+    elif (
+        is_written(request.POST.get("resolver_class", CUSTOM))
+        and form.cleaned_data["type"]
+        and form.cleaned_data["expression"].strip()
+    ):
+        d = form.cleaned_data
+        proposed = {"id": None, "name": "proposed", "cr_type": d["type"], "order": None,
+                    "expression": d["expression"], "assignments": d["assignments"]}  # fmt: skip
+    job = None
+    if not error:
+        try:
+            job = resolver_actions.do_start_dry_run(
+                Actor.from_request(request), publication.item, publication.server, publication.table, proposed=proposed
+            )
+        except PermissionDenied as exc:
+            return denied(request, exc)
+        except (ResolverError, ReplicationError) as exc:
+            error = str(exc)
+    if not is_htmx(request):
+        if error:
+            messages.error(request, f"Dry run not started: {error}")
+            return redirect("publications-resolvers", pk=publication.pk)
+        return redirect(reverse("publications-resolvers", args=[publication.pk]) + f"?dry_run={job.pk}")
+    context = {"publication": publication, **_dry_run_context(job, error)}
+    return render(request, "replication_admin/bidir/resolvers.html#dry-run", context)
