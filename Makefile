@@ -12,6 +12,7 @@ demo: setup
 lint:
 	$(PY) -m ruff format --check .
 	$(PY) -m ruff check .
+	PYTHONPATH=. .venv/bin/lint-imports
 	$(PY) manage.py check
 	$(PY) manage.py makemigrations --check --dry-run
 

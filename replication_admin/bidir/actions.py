@@ -8,9 +8,10 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from replication_admin.bidir import sync as bidir
+from replication_admin.bidir import objects as bidir_objects
+from replication_admin.bidir import sync as bidir_sync
+from replication_admin.bidir.objects import BidirError
 from replication_admin.bidir.runs import BidirInit, BidirSync, InitParams, SyncParams
-from replication_admin.bidir.sync import BidirError
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import require_table
@@ -47,7 +48,7 @@ def find_publication(item: str) -> SnapshotPublication:
 
 
 def publication_for(server: Server, table: str) -> SnapshotPublication:
-    return find_publication(bidir.item_name(server, table))
+    return find_publication(bidir_objects.item_name(server, table))
 
 
 def subscriptions_of(publication: SnapshotPublication) -> QuerySet[SnapshotSubscription]:
@@ -71,13 +72,13 @@ def do_create_publication(actor: Actor, server: Server, table: str) -> SnapshotP
     require(actor, EDIT, "bidir.publish", target)
     try:
         info = require_table(server, table)
-        item = bidir.item_name(server, info.name)
+        item = bidir_objects.item_name(server, info.name)
         if SnapshotPublication.objects.filter(item=item, type=TABLE).exists():
             raise BidirError(f"{item} is already published")
         if SnapshotSubscription.objects.filter(server=server.name, item__endswith=f".{info.name}").exists():
             raise BidirError(f"{server.name}.{info.name} is a subscriber's copy; it cannot also be published")
         publication = SnapshotPublication(item=item, type=TABLE, server=server, table=info.name)
-        bidir.create_objects(server, info, publication, publisher=True)
+        bidir_objects.create_objects(server, info, publication, publisher=True)
     except ReplicationError as exc:
         _failed(actor, "bidir.publish", target, exc)
         raise
@@ -100,8 +101,8 @@ def do_drop_publication(actor: Actor, publication: SnapshotPublication) -> str:
     for subscription in subscriptions_of(publication):
         server = Server.objects.filter(name=subscription.server).first()
         if server is not None:
-            bidir.drop_objects(server, publication.table, publication)
-    bidir.drop_objects(publication.server, publication.table, publication)
+            bidir_objects.drop_objects(server, publication.table, publication)
+    bidir_objects.drop_objects(publication.server, publication.table, publication)
     with transaction.atomic():
         subscriptions_of(publication).delete()
         SnapshotConflictResolver.objects.filter(table_name=publication.item).delete()
@@ -123,8 +124,8 @@ def do_create_subscription(actor: Actor, publication: SnapshotPublication, serve
             raise BidirError(f"{server.name} already subscribes to {publication.item}")
         if SnapshotPublication.objects.filter(server=server, table__iexact=publication.table).exists():
             raise BidirError(f"{server.name}.{publication.table} is itself published; it cannot subscribe")
-        info = bidir.create_subscriber_table(publication, server)
-        bidir.create_objects(server, info, publication, publisher=False)
+        info = bidir_objects.create_subscriber_table(publication, server)
+        bidir_objects.create_objects(server, info, publication, publisher=False)
     except ReplicationError as exc:
         _failed(actor, "bidir.subscribe", target, exc)
         raise
@@ -141,7 +142,7 @@ def do_drop_subscription(actor: Actor, subscription: SnapshotSubscription, drop_
     publication = find_publication(subscription.item)
     server = Server.objects.filter(name=subscription.server).first()
     if server is not None:
-        bidir.drop_objects(server, publication.table, publication, drop_table=drop_table)
+        bidir_objects.drop_objects(server, publication.table, publication, drop_table=drop_table)
     with transaction.atomic():
         subscription.delete()
         record(actor, "bidir.unsubscribe", target, detail={"drop_table": drop_table})
@@ -203,7 +204,7 @@ def do_schedule_publication(
 
 def reapply_losing_version(backup: ConflictBackup) -> str:
     """The conflict inbox's re-apply of a bi-directional conflict's losing version (on the publisher)."""
-    return bidir.reapply_losing_version(backup)
+    return bidir_sync.reapply_losing_version(backup)
 
 
 def do_purge_urplogs(actor: Actor) -> int:
@@ -217,6 +218,6 @@ def do_purge_urplogs(actor: Actor) -> int:
             server = Server.objects.filter(name=subscription.server).first()
             if server is None or publication.server is None:
                 continue
-            deleted += bidir.purge_replay_logs(publication, subscription, server)
+            deleted += bidir_sync.purge_replay_logs(publication, subscription, server)
     record(actor, "urplog.purge", detail={"deleted": deleted})
     return deleted

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from replication_admin.bidir.sync import init_subscription, sync_publication
+from replication_admin.bidir.initial_copy import init_subscription
+from replication_admin.bidir.sync import sync_publication
 from replication_admin.core.jobs import JobParams, JobRunner, register
 
 

@@ -17,7 +17,6 @@ publisher ROWGUID, so every subscriber, the originator included, converges on it
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -27,26 +26,27 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs import bidir_sync as spark_bidir
+from replication_admin.bidir.apply import Side, StaleDecisions, _fetch, _insert_rows, run_apply
+from replication_admin.bidir.objects import (
+    MAX_ATTEMPTS,
+    BidirError,
+    lock_name,
+    publisher_table,
+    rplog,
+    server_now,
+    subscriber_table,
+)
 from replication_admin.core import connections
 from replication_admin.core.conflicts import decide, new_guid, resolver_chain
-from replication_admin.core.errors import ReplicationError
-from replication_admin.core.introspection import find_table, lookup_table
 from replication_admin.core.locks import item_lock
 from replication_admin.core.spark import endpoint, spark_session
 from replication_admin.core.times import aware, naive_utc
 from replication_admin.core.transactions import (
     error_message,
-    is_duplicate_key,
-    is_retryable,
     run_each,
-    run_with_undo,
 )
 from replication_admin.engine import bidir_sql as sql
-from replication_admin.engine import dialects
-from replication_admin.engine.compare import read_type
-from replication_admin.engine.refresh_sql import create_table_ddl, insert_rows_sql, rows_per_statement
 from replication_admin.engine.resolvers import ResolverColumn, spark_type, to_json_value
-from replication_admin.engine.schema import TableInfo
 from replication_admin.engine.snapshot_log import rlog_name
 from replication_admin.engine.values import bind_value
 from replication_admin.models import (
@@ -55,346 +55,17 @@ from replication_admin.models import (
     RegistryEntry,
     Server,
     SnapshotConflictResolver,
-    SnapshotLog,
     SnapshotPublication,
     SnapshotSubscription,
 )
 
-MAX_ATTEMPTS = 4
-
-
-class BidirError(ReplicationError):
-    """A bi-directional replication request that cannot be carried out; the message says why."""
-
-
-def item_name(server: Server, table: str) -> str:
-    return f"{server.name}.{table}"
-
-
-def lock_name(publication: SnapshotPublication) -> str:
-    return f"bidir:{publication.item}"
-
-
-def server_now(server: Server) -> datetime:
-    d = dialects.get(server.dialect)
-    with connections.connect(server, readonly=True) as conn:
-        value = conn.cursor().execute(sql.now_sql(d)).fetchone()[0]
-    return naive_utc(aware(value))  # type: ignore[arg-type]
-
-
-def publisher_table(publication: SnapshotPublication) -> TableInfo:
-    assert publication.server is not None
-    info = lookup_table(publication.server, publication.table)
-    if info is None:
-        raise BidirError(f"the published table {publication.table!r} no longer exists on {publication.server}")
-    if info.column(sql.ROWGUID_COLUMN) is None:
-        raise BidirError(
-            f"{publication.server}.{info.name} has no {sql.ROWGUID_COLUMN} column (was the table recreated after "
-            "it was published?); drop the publication and publish the table again"
-        )
-    return info
-
-
-def subscriber_table(publication: SnapshotPublication, server: Server) -> TableInfo:
-    info = lookup_table(server, publication.table)
-    if info is None:
-        raise BidirError(f"{publication.table!r} does not exist on the subscriber {server.name}")
-    return info
-
-
-def rplog(publication: SnapshotPublication, d) -> str:
-    assert publication.server is not None
-    return sql.replay_log_name(publication.server.name, publication.table, min(63, d.max_identifier))
-
-
 # --- objects ---------------------------------------------------------------------------------------------
-
-
-def _refuse_snapshot_log(server: Server, table: TableInfo) -> None:
-    if SnapshotLog.objects.filter(server=server, table=table.name).exists() or find_table(
-        server, rlog_name(table.name)
-    ):
-        raise BidirError(
-            f"{server.name}.{table.name} already has a snapshot log ({rlog_name(table.name)}); "
-            "drop it before publishing the table bi-directionally"
-        )
-
-
-def _with_rowguid(server: Server, table: TableInfo) -> tuple[TableInfo, list[str]]:
-    """The table with its ROWGUID column (added and filled when missing), and the DDL that did it."""
-    d = dialects.get(server.dialect)
-    try:
-        column = sql.check_rowguid(table)
-    except sql.BidirError as exc:
-        raise BidirError(str(exc)) from None
-    if column is not None:
-        return table, [sql.fill_rowguid_sql(d, table, server.name)]
-    return sql.table_with_rowguid(table), [sql.add_rowguid_ddl(d, table), sql.fill_rowguid_sql(d, table, server.name)]
-
-
-def create_objects(server: Server, table: TableInfo, publication: SnapshotPublication, publisher: bool) -> None:
-    d = dialects.get(server.dialect)
-    if not table.primary_key:
-        raise BidirError(f"{server.name}.{table.name} has no primary key; bi-directional replication needs one")
-    _refuse_snapshot_log(server, table)
-    table, rowguid_ddl = _with_rowguid(server, table)
-    try:
-        objects = sql.bidir_objects(d, table, server.name, publisher)
-        replay = sql.bidir_rplog_ddl(d, rplog(publication, d), table.schema)
-    except (sql.BidirError, ValueError) as exc:
-        raise BidirError(str(exc)) from None
-    run_with_undo(server, [*rowguid_ddl, *objects.create, replay], objects.drop)
-
-
-def drop_objects(server: Server, table_name: str, publication: SnapshotPublication, drop_table: bool = False) -> None:
-    d = dialects.get(server.dialect)
-    info = lookup_table(server, table_name)
-    if info is None:
-        return
-    statements = list(sql.bidir_objects(d, sql.table_with_rowguid(info), server.name, False).drop)
-    statements.append(f"DROP TABLE IF EXISTS {d.qualify(rplog(publication, d), info.schema)}")
-    for kind in ("BSIC", "BSIN", "BSAP", "BSPS"):
-        statements.append(f"DROP TABLE IF EXISTS {d.qualify(sql.work_table(d, kind, info.name), info.schema)}")
-    if drop_table:
-        statements.append(f"DROP TABLE IF EXISTS {d.qualify(info.name, info.schema)}")
-    run_each(server, statements, ignore_errors=True)
-
-
-def create_subscriber_table(publication: SnapshotPublication, server: Server) -> TableInfo:
-    """The subscriber's copy: created with the publisher's columns when missing, checked when present."""
-    pub_table = sql.table_with_rowguid(publisher_table(publication))
-    d = dialects.get(server.dialect)
-    existing = lookup_table(server, publication.table)
-    if existing is None:
-        columns = [(c.name, c.logical) for c in pub_table.columns]
-        keys = [k.name for k in pub_table.primary_key]
-        try:
-            ddl = create_table_ddl(d, publication.table, connections.table_schema(server), columns, keys)
-        except ValueError as exc:
-            raise BidirError(f"cannot create {publication.table!r} on {server.name}: {exc}") from None
-        run_with_undo(server, [ddl], [])
-        created = lookup_table(server, publication.table)
-        assert created is not None
-        return created
-    missing = [c.name for c in pub_table.columns if existing.column(c.name) is None and c.name != sql.ROWGUID_COLUMN]
-    if missing:
-        raise BidirError(
-            f"{server.name}.{existing.name} exists but lacks the publisher's column(s) {', '.join(missing)}"
-        )
-    pub_keys = [k.name.lower() for k in pub_table.primary_key]
-    if [k.name.lower() for k in existing.primary_key] != pub_keys:
-        raise BidirError(f"{server.name}.{existing.name} exists with another primary key than the publisher's")
-    return existing
 
 
 # --- helpers for moving rows -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Side:
-    server: Server
-    d: object
-    table: TableInfo
-    layout: sql.Layout
-    read_types: dict[str, str]
-
-    @classmethod
-    def of(cls, server: Server, table: TableInfo, layout: sql.Layout) -> Side:
-        d = dialects.get(server.dialect)
-        try:
-            own = layout.renamed(table)
-        except sql.BidirError as exc:
-            raise BidirError(f"{server.name}: {exc}") from None
-        types = {m.alias: read_type(d, m.logical) for m in own.moved}
-        return cls(server, d, table, own, types)
-
-    def qualify(self, name: str) -> str:
-        return self.d.qualify(name, self.table.schema)  # type: ignore[attr-defined]
-
-    def work(self, kind: str) -> str:
-        return sql.work_table(self.d, kind, self.table.name)  # type: ignore[arg-type]
-
-    def recreate(self, name: str, ddl: str) -> None:
-        run_each(self.server, [f"DROP TABLE IF EXISTS {self.qualify(name)}", ddl])
-
-    def drop(self, *names: str) -> None:
-        run_each(self.server, [f"DROP TABLE IF EXISTS {self.qualify(n)}" for n in names], ignore_errors=True)
-
-
-class StaleDecisions(RuntimeError):
-    """A row changed on the publisher between reading it and applying: read and decide again."""
-
-
-def run_apply(server: Server, plan: sql.ApplyPlan, before: Sequence[str] = (), measure: str | None = None):
-    """One apply transaction. Returns the row of `measure` (run after `before`, inside the transaction)."""
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        with connections.connect(server, autocommit=False) as conn:
-            cursor = conn.cursor()
-            try:
-                measured = None
-                if plan.lock:
-                    cursor.execute(plan.lock).fetchall()
-                if measure:
-                    measured = tuple(cursor.execute(measure).fetchone())
-                for statement in [*before, plan.prelude]:
-                    cursor.execute(statement)
-                if plan.check and int(cursor.execute(plan.check).fetchone()[0]):
-                    conn.rollback()
-                    raise StaleDecisions("rows changed on the publisher while the sync decided")
-                for statement in plan.statements:
-                    cursor.execute(statement)
-                conn.commit()
-                return measured
-            except pyodbc.Error as exc:
-                conn.rollback()
-                if is_duplicate_key(exc):
-                    raise StaleDecisions(f"a row appeared on {server.name} meanwhile") from None
-                if attempt < MAX_ATTEMPTS and is_retryable(exc):
-                    continue
-                raise
-    return None
-
-
-def _insert_rows(server: Server, name: str, schema: str, d, columns: list[str], rows: list[list]) -> None:
-    if not rows:
-        return
-    per = rows_per_statement(len(columns))
-    with connections.connect(server, autocommit=False) as conn:
-        cursor = conn.cursor()
-        for start in range(0, len(rows), per):
-            chunk = rows[start : start + per]
-            statement = insert_rows_sql(d, name, schema, columns, len(chunk))
-            cursor.execute(statement, [v for row in chunk for v in row])
-        conn.commit()
-
-
 # --- initial copy (REPL_INIT_SNAPSHOT) -------------------------------------------------------------------
-
-
-def init_subscription(job: JobRun, reporter, subscription_id: int, rows_per_commit: int | None = None) -> dict:
-    subscription = SnapshotSubscription.objects.get(pk=subscription_id)
-    publication = SnapshotPublication.objects.select_related("server").get(
-        item=subscription.item, type=subscription.type
-    )
-    with item_lock(lock_name(publication), job), connections.reuse():
-        subscription.refresh_from_db()
-        per_commit = int(rows_per_commit or subscription.init_rows_per_commit or 100)
-        assert publication.server is not None
-        pub_server = publication.server
-        sub_server = Server.objects.get(name=subscription.server)
-        pub_table = publisher_table(publication)
-        layout = sql.Layout.of(pub_table)
-        pub = Side.of(pub_server, pub_table, layout)
-        sub = Side.of(sub_server, subscriber_table(publication, sub_server), layout)
-        staging = sub.work("BSIC")
-        resume = subscription.init_state == "copying" and find_table(sub_server, staging) is not None
-        if not resume:
-            rows = _stage_init_copy(subscription, pub, sub, staging, per_commit, reporter)
-        else:
-            rows = int(subscription.init_rows_total or 0)
-            reporter.log(f"resuming the initial copy after row number {subscription.init_bookmark}")
-        copied = _copy_chunks(subscription, sub, staging, per_commit, rows, reporter)
-        if _fetch(sub_server, sql.log_count_sql(sub.d, sub.table))[0][0]:  # type: ignore[arg-type]
-            run_each(
-                sub_server,
-                [
-                    sql.init_staging_key_index_sql(sub.d, sub.table, sub.layout, staging),  # type: ignore[arg-type]
-                    sql.init_cleanup_sql(sub.d, sub.table, sub.layout, staging),  # type: ignore[arg-type]
-                ],
-            )
-        sub.drop(staging)
-        SnapshotSubscription.objects.filter(pk=subscription.pk).update(
-            init_state="done",
-            init_rows_done=rows,
-            last_push_ts=subscription.init_started_at
-            if not resume
-            else SnapshotSubscription.objects.get(pk=subscription.pk).init_started_at,
-            last_pull_ts=timezone.now(),
-            last_error="",
-        )
-        SnapshotPublication.objects.filter(pk=publication.pk).update(last_ts=timezone.now())
-        reporter.progress(rows, max(rows, 1), f"copied {rows} row(s) to {sub_server.name}")
-        return {"mode": "init", "rows": rows, "inserted": copied, "rows_per_commit": per_commit, "resumed": resume}
-
-
-def _stage_init_copy(subscription, pub: Side, sub: Side, staging: str, per_commit: int, reporter) -> int:
-    started = server_now(pub.server)
-    SnapshotSubscription.objects.filter(pk=subscription.pk).update(
-        init_state="staging",
-        init_rows_done=0,
-        init_rows_total=None,
-        init_bookmark=-1,
-        init_started_at=aware(started),
-        init_rows_per_commit=per_commit,
-    )
-    subscription.init_started_at = aware(started)
-    sub.recreate(staging, sql.init_staging_ddl(sub.d, staging, sub.table.schema, sub.layout))  # type: ignore[arg-type]
-    d = pub.d
-    items = ", ".join(f"t.{d.quote(m.dest)} AS {m.alias}" for m in pub.layout.moved)  # type: ignore[attr-defined]
-    select_sql = f"SELECT {items} FROM {pub.qualify(pub.table.name)} t"
-    key = pub.layout.keys[0].alias
-    partition = key if len(pub.layout.keys) == 1 and pub.read_types[key] == "BIGINT" else None
-    plan = spark_bidir.InitCopy(
-        source=endpoint(pub.server, readonly=True),
-        select_sql=select_sql,
-        custom_schema=", ".join(f"{m.alias} {pub.read_types[m.alias]}" for m in pub.layout.moved),
-        partition_alias=partition,
-        moved=sub.layout.moved,
-        read_types=pub.read_types,
-        dest=endpoint(sub.server),
-        staging_sql=sub.qualify(staging),
-    )
-    with reporter.phase("spark_session"):
-        spark = spark_session()
-    reporter.progress(0, 1, f"reading {pub.server.name}.{pub.table.name} into {staging} on {sub.server.name}")
-    with reporter.phase("spark_copy"):
-        rows = spark_bidir.stage_copy(spark, plan, progress=reporter.spark_progress(0, 1, 2))
-    # The subscriber's copy starts from the publisher's rows: its own pending changes are discarded.
-    run_apply(
-        sub.server,
-        sql.ApplyPlan(
-            prelude=f"DELETE FROM {sub.qualify(rlog_name(sub.table.name))}",
-            lock=None,
-            check=None,
-            statements=(
-                f"DELETE FROM {sub.qualify(sub.table.name)}",
-                f"DELETE FROM {sub.qualify(rlog_name(sub.table.name))}",
-            ),
-        ),
-    )
-    SnapshotSubscription.objects.filter(pk=subscription.pk).update(init_state="copying", init_rows_total=rows)
-    subscription.init_bookmark = -1
-    return rows
-
-
-def _copy_chunks(subscription, sub: Side, staging: str, per_commit: int, total: int, reporter) -> int:
-    last_sql, insert_sql = sql.init_chunk_sql(sub.d, sub.table, sub.layout, staging, per_commit)  # type: ignore[arg-type]
-    bookmark = int(SnapshotSubscription.objects.get(pk=subscription.pk).init_bookmark)
-    done = int(SnapshotSubscription.objects.get(pk=subscription.pk).init_rows_done)
-    inserted = 0
-    reported = timezone.now()
-    with connections.connect(sub.server, autocommit=False) as conn:
-        cursor = conn.cursor()
-        while True:
-            row = cursor.execute(last_sql, [bookmark]).fetchone()
-            last = row[0] if row else None
-            if last is None:
-                conn.commit()
-                break
-            count = cursor.execute(insert_sql, [bookmark, int(last)]).rowcount
-            conn.commit()
-            inserted += max(count, 0)
-            done = min(total, done + per_commit)
-            bookmark = int(last)
-            now = timezone.now()
-            if (now - reported).total_seconds() >= 0.5:
-                reported = now
-                SnapshotSubscription.objects.filter(pk=subscription.pk).update(
-                    init_bookmark=bookmark, init_rows_done=done
-                )
-                reporter.progress(done, max(total, 1), f"copied {done} of {total} row(s), {per_commit} per commit")
-    SnapshotSubscription.objects.filter(pk=subscription.pk).update(init_bookmark=bookmark, init_rows_done=total)
-    return inserted
 
 
 # --- sync (REPL_UPDATE_SNAPSHOT) --------------------------------------------------------------------------
@@ -681,11 +352,6 @@ def push(spark, publication, subscription, pub: Side, sub: Side, tolerance: int,
             sub.server, [sql.rplog_purge_sql(d_sub, replay, sub.table.schema, pub.server.name, sub.server.name, before)]
         )  # type: ignore[arg-type]
     return outcome
-
-
-def _fetch(server: Server, query: str) -> list:
-    with connections.connect(server, readonly=True) as conn:
-        return conn.cursor().execute(query).fetchall()
 
 
 SMALL_WINDOW = 20_000

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from sqlglot import parse_one
@@ -14,7 +15,8 @@ from sqlglot.schema import MappingSchema
 
 from replication_admin.core import connections
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.introspection import require_table
+from replication_admin.core.introspection import lookup_table, require_table
+from replication_admin.core.transactions import run_with_undo
 from replication_admin.engine import dialects
 from replication_admin.engine.queries import (
     SQLGLOT_DIALECT,
@@ -227,3 +229,30 @@ def check_destination(shape: SourceShape, dest: TableInfo) -> None:
             f"destination {dest.name!r} has {len(dest.columns)} column(s); it needs more than the "
             f"{len(shape.key)} primary key part(s) of the source"
         )
+
+
+def ensure_copy(server: Server, name: str, source: TableInfo, optional: Collection[str] = ()) -> TableInfo:
+    """A subscriber's copy of `source` on `server`: created with the source's columns and primary key when
+    missing; when present, it must have every column of the source (but the `optional` ones, which the
+    replication adds itself) and the same primary key, or nothing is replicated into it."""
+    existing = lookup_table(server, name)
+    if existing is None:
+        d = dialects.get(server.dialect)
+        columns = [(c.name, c.logical) for c in source.columns]
+        keys = [k.name for k in source.primary_key]
+        try:
+            ddl = create_table_ddl(d, name, connections.table_schema(server), columns, keys)
+        except ValueError as exc:
+            raise ReplicationError(f"cannot create {name!r} on {server.name}: {exc}") from None
+        run_with_undo(server, [ddl], [])
+        created = lookup_table(server, name)
+        assert created is not None
+        return created
+    missing = [c.name for c in source.columns if existing.column(c.name) is None and c.name not in optional]
+    if missing:
+        raise ReplicationError(
+            f"{server.name}.{existing.name} exists but lacks the publisher's column(s) {', '.join(missing)}"
+        )
+    if [k.name.lower() for k in existing.primary_key] != [k.name.lower() for k in source.primary_key]:
+        raise ReplicationError(f"{server.name}.{existing.name} exists with another primary key than the publisher's")
+    return existing

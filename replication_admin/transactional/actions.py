@@ -12,7 +12,7 @@ from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import lookup_table
 from replication_admin.core.jobs import do_start_job
-from replication_admin.engine import levels
+from replication_admin.engine import levels, transactional_sql
 from replication_admin.models import (
     AuditEntry,
     ConflictBackup,
@@ -25,7 +25,11 @@ from replication_admin.models import (
     TpGrant,
     TpItem,
 )
-from replication_admin.transactional import replication as trx
+from replication_admin.transactional import actions as trx_actions
+from replication_admin.transactional import capture as trx_capture
+from replication_admin.transactional import lookups as trx_lookups
+from replication_admin.transactional import positions as trx_positions
+from replication_admin.transactional import procedures as trx_procedures
 from replication_admin.transactional.runs import SubscriptionParams, TrxInit, TrxSync
 
 EDIT = "replication_admin.edit"
@@ -55,7 +59,7 @@ def _guarded(actor: Actor, action: str, target: str):
 def publication(server: Server, account: str) -> ReplAccount:
     row = ReplAccount.objects.filter(server=server.name, account=account).first()
     if row is None:
-        raise trx.TrxError(f"publication {account!r} does not exist on {server.name}")
+        raise trx_lookups.TrxError(f"publication {account!r} does not exist on {server.name}")
     return row
 
 
@@ -70,8 +74,8 @@ def do_publish(
     require(actor, EDIT, "trx.publish", target)
     with _guarded(actor, "trx.publish", target):
         if ReplAccount.objects.filter(server=server.name, account=account).exists():
-            raise trx.TrxError(f"The publication '{account}' already exists on {server.name}")
-        trx.create_log(server, account)
+            raise trx_lookups.TrxError(f"The publication '{account}' already exists on {server.name}")
+        trx_capture.create_log(server, account)
     now = timezone.now()
     with transaction.atomic():
         row = ReplAccount.objects.create(
@@ -91,12 +95,12 @@ def do_unpublish(actor: Actor, account: ReplAccount) -> str:
     """REPL_UNPUBLISH: triggers and log go; subscribers keep their copies and are unsubscribed."""
     target = f"{account.server}/{account.account}"
     require(actor, EDIT, "trx.unpublish", target)
-    server = trx.server_named(account.server)
-    for item in trx.table_items(account):
-        trx.drop_capture(server, account.account, trx.item_table(item.item))
+    server = trx_lookups.server_named(account.server)
+    for item in trx_lookups.table_items(account):
+        trx_capture.drop_capture(server, account.account, trx_lookups.item_table(item.item))
     for item in TpItem.objects.filter(server=account.server, acct=account.account, type=PROCEDURE):
-        trx.unpublish_procedure(server, trx.item_table(item.item))
-    trx.drop_log(server, account.account)
+        trx_procedures.unpublish_procedure(server, trx_lookups.item_table(item.item))
+    trx_capture.drop_log(server, account.account)
     with transaction.atomic():
         TpItem.objects.filter(server=account.server, acct=account.account).delete()
         TpGrant.objects.filter(acct=account.account).delete()
@@ -116,25 +120,25 @@ def do_pub_add(
     """REPL_PUB_ADD: a table gets its I/U/D triggers and its creating statement goes into the log first."""
     target = f"{account.server}/{account.account}: {item}"
     require(actor, EDIT, "trx.pub_add", target)
-    server = trx.server_named(account.server)
+    server = trx_lookups.server_named(account.server)
     with _guarded(actor, "trx.pub_add", target):
         if item_type == PROCEDURE:
             return _pub_add_procedure(actor, account, server, item, is_copy, options or 3, target)
-        name = trx.item_table(item)
-        info = trx.describe(server, name)
+        name = trx_lookups.item_table(item)
+        info = trx_lookups.describe(server, name)
         if any(
-            i.item == item or trx.item_table(i.item) == info.name
+            i.item == item or trx_lookups.item_table(i.item) == info.name
             for i in TpItem.objects.filter(server=account.server, type=TABLE)
         ):
-            raise trx.TrxError(f"table {info.name!r} is already published on {server.name}")
+            raise trx_lookups.TrxError(f"table {info.name!r} is already published on {server.name}")
         if not info.primary_key:
-            raise trx.TrxError(f"table {info.name!r} has no primary key; a published table needs one")
-        trx.add_capture(server, account.account, info, updateable=bool(account.is_updateable))
-        info = trx.describe(server, info.name)  # with its ROWGUID column when the publication is updateable
+            raise trx_lookups.TrxError(f"table {info.name!r} has no primary key; a published table needs one")
+        trx_capture.add_capture(server, account.account, info, updateable=bool(account.is_updateable))
+        info = trx_lookups.describe(server, info.name)  # with its ROWGUID column when the publication is updateable
         try:
-            trx.append_entry(server, account.account, "C", info.name, trx.sql.table_definition(info))
+            trx_capture.append_entry(server, account.account, "C", info.name, transactional_sql.table_definition(info))
         except Exception:
-            trx.drop_capture(server, account.account, info.name)
+            trx_capture.drop_capture(server, account.account, info.name)
             raise
     with transaction.atomic():
         row = TpItem.objects.create(
@@ -148,14 +152,14 @@ def _pub_add_procedure(
     actor: Actor, account: ReplAccount, server: Server, item: str, is_copy: int, options: int, target: str
 ) -> TpItem:
     if account.is_updateable:
-        raise trx.TrxError(
+        raise trx_lookups.TrxError(
             "procedure calls cannot be replicated bi-directionally; "
             "publish them in a publication that is not updateable"
         )
-    name = trx.item_table(item)
+    name = trx_lookups.item_table(item)
     if TpItem.objects.filter(server=account.server, type=PROCEDURE, item=item).exists():
-        raise trx.TrxError(f"procedure {name!r} is already published on {server.name}")
-    trx.publish_procedure(server, account.account, name, options)
+        raise trx_lookups.TrxError(f"procedure {name!r} is already published on {server.name}")
+    trx_procedures.publish_procedure(server, account.account, name, options)
     with transaction.atomic():
         row = TpItem.objects.create(
             server=account.server, acct=account.account, type=PROCEDURE, item=item, options=options, is_copy=is_copy
@@ -167,25 +171,25 @@ def _pub_add_procedure(
 def find_item(account: ReplAccount, item: str, item_type: int) -> TpItem:
     row = TpItem.objects.filter(server=account.server, acct=account.account, type=item_type, item=item).first()
     if row is None:
-        name = trx.item_table(item)
+        name = trx_lookups.item_table(item)
         row = (
-            next((i for i in trx.table_items(account) if trx.item_table(i.item) == name), None)
+            next((i for i in trx_lookups.table_items(account) if trx_lookups.item_table(i.item) == name), None)
             if item_type == TABLE
             else None
         )
     if row is None:
-        raise trx.TrxError(f"'{item}' is not an item of the publication {account.account}")
+        raise trx_lookups.TrxError(f"'{item}' is not an item of the publication {account.account}")
     return row
 
 
 def do_pub_remove(actor: Actor, account: ReplAccount, item: TpItem, drop: bool = False) -> str:
     target = f"{account.server}/{account.account}: {item.item}"
     require(actor, EDIT, "trx.pub_remove", target)
-    server = trx.server_named(account.server)
+    server = trx_lookups.server_named(account.server)
     if item.type == PROCEDURE:
-        trx.unpublish_procedure(server, trx.item_table(item.item))
+        trx_procedures.unpublish_procedure(server, trx_lookups.item_table(item.item))
     else:
-        trx.drop_capture(server, account.account, trx.item_table(item.item))
+        trx_capture.drop_capture(server, account.account, trx_lookups.item_table(item.item))
     with transaction.atomic():
         item.delete()
         record(actor, "trx.pub_remove", target, detail={"drop": drop})
@@ -206,7 +210,7 @@ def do_revoke(actor: Actor, account: ReplAccount, grantee: str) -> str:
         deleted, _ = TpGrant.objects.filter(acct=account.account, grantee=grantee).delete()
         record(actor, "trx.revoke", f"{account.account} -> {grantee}")
     if not deleted:
-        raise trx.TrxError(f"{grantee} has no grant on {account.account}")
+        raise trx_lookups.TrxError(f"{grantee} has no grant on {account.account}")
     return f"{grantee} may no longer subscribe to {account.account}"
 
 
@@ -214,9 +218,9 @@ def do_repl_text(actor: Actor, account: ReplAccount, statement: str, args: tuple
     """REPL_TEXT: log a statement (a procedure call) with its arguments as a transaction of its own."""
     target = f"{account.server}/{account.account}"
     require(actor, EDIT, "trx.text", target)
-    server = trx.server_named(account.server)
-    trx.append_entry(server, account.account, "T", "", json.dumps({"stmt": statement, "args": list(args)}))
-    count = trx.publisher_count(server, account.account)
+    server = trx_lookups.server_named(account.server)
+    trx_capture.append_entry(server, account.account, "T", "", json.dumps({"stmt": statement, "args": list(args)}))
+    count = trx_capture.publisher_count(server, account.account)
     record(actor, "trx.text", target, detail={"statement": statement, "level": levels.level_of(count)})
     return levels.level_of(count)
 
@@ -225,7 +229,7 @@ def do_new_log(actor: Actor, account: ReplAccount, log_file: str) -> str:
     """REPL_NEW_LOG: a new log segment starts at the current level (purging works segment by segment)."""
     target = f"{account.server}/{account.account}"
     require(actor, EDIT, "trx.new_log", target)
-    count = trx.publisher_count(trx.server_named(account.server), account.account)
+    count = trx_capture.publisher_count(trx_lookups.server_named(account.server), account.account)
     with transaction.atomic():
         ReplAccount.objects.filter(pk=account.pk).update(
             log_file=log_file, log_started_at=timezone.now(), log_start_level=levels.level_of(count)
@@ -242,7 +246,7 @@ def do_declare_server(actor: Actor, context: Server, name: str, dsn: str, addres
     require(actor, EDIT, "trx.server", f"{context.name}: {name}")
     server = Server.objects.filter(name=name).first()
     if server is None:
-        raise trx.TrxError(f"server {name!r} is not registered on this console; register it first")
+        raise trx_lookups.TrxError(f"server {name!r} is not registered on this console; register it first")
     with transaction.atomic():
         row, _ = DeclaredServer.objects.update_or_create(
             subscriber=context.name, server=server.name, defaults={"dsn": dsn, "address": address or dsn}
@@ -265,23 +269,23 @@ def do_subscribe(
     require(actor, EDIT, "trx.subscribe", target)
     with _guarded(actor, "trx.subscribe", target):
         if publisher_name == subscriber.name:
-            raise trx.TrxError("publication and subscription servers have identical names.")
+            raise trx_lookups.TrxError("publication and subscription servers have identical names.")
         if not DeclaredServer.objects.filter(subscriber=subscriber.name, server=publisher_name).exists():
-            raise trx.TrxError("Publishing server must be declared with REPL_SERVER before subscribing")
+            raise trx_lookups.TrxError("Publishing server must be declared with REPL_SERVER before subscribing")
         account = ReplAccount.objects.filter(server=publisher_name, account=account_name).first()
         if account is None:
-            raise trx.TrxError(f"{publisher_name} has no publication '{account_name}'")
+            raise trx_lookups.TrxError(f"{publisher_name} has no publication '{account_name}'")
         if ReplSubscriber.objects.filter(
             server=publisher_name, account=account_name, subscriber=subscriber.name, subscribed=True
         ).exists():
-            raise trx.TrxError(f"The subscription '{account_name}' already exist")
+            raise trx_lookups.TrxError(f"The subscription '{account_name}' already exist")
         grants = TpGrant.objects.filter(acct=account_name)
         if grants.exists() and not grants.filter(grantee__in=[subscriber.name, actor.username]).exists():
-            raise trx.TrxError(f"{subscriber.name} has no grant on the publication '{account_name}'")
-        for item in trx.table_items(account):
-            if lookup_table(subscriber, trx.item_table(item.item)) is not None:
-                raise trx.TrxError(f"The table '{item.item}' already exists")
-        trx.ensure_level_table(subscriber)
+            raise trx_lookups.TrxError(f"{subscriber.name} has no grant on the publication '{account_name}'")
+        for item in trx_lookups.table_items(account):
+            if lookup_table(subscriber, trx_lookups.item_table(item.item)) is not None:
+                raise trx_lookups.TrxError(f"The table '{item.item}' already exists")
+        trx_positions.ensure_level_table(subscriber)
     with transaction.atomic():
         row, _ = ReplSubscriber.objects.update_or_create(
             server=publisher_name,
@@ -305,14 +309,14 @@ def do_subscribe(
 
 
 def find_subscription(subscriber: Server, publisher_name: str, account_name: str) -> ReplSubscriber:
-    return trx.subscription(subscriber.name, publisher_name, account_name)
+    return trx_lookups.subscription(subscriber.name, publisher_name, account_name)
 
 
 def do_unsubscribe(actor: Actor, sub: ReplSubscriber, item: str | None = None) -> str:
     target = f"{sub.subscriber} <- {sub.server}/{sub.account}"
     require(actor, EDIT, "trx.unsubscribe", target)
     if item is not None:
-        raise trx.TrxError(
+        raise trx_lookups.TrxError(
             "a subscription is dropped as a whole on this console; call REPL_UNSUBSCRIBE without an item"
         )
     with transaction.atomic():
@@ -347,14 +351,21 @@ def do_sync(actor: Actor, sub: ReplSubscriber, sync: bool | None = None) -> JobR
 def do_follow(actor: Actor, sub: ReplSubscriber, follow: bool) -> None:
     """SYNC_REPL turns in-sync mode on; REPL_DISCONNECT turns it off."""
     require(
-        actor, OPERATE, "trx.follow" if follow else "trx.disconnect", f"{sub.subscriber} <- {sub.server}/{sub.account}"
+        actor,
+        OPERATE,
+        "trx.follow" if follow else "trx.disconnect",
+        f"{sub.subscriber} <- {sub.server}/{sub.account}",
     )
     with transaction.atomic():
         updates: dict = {"follow": follow}
         if not follow:
             updates["state"] = ReplSubscriber.DISCONNECTED
         ReplSubscriber.objects.filter(pk=sub.pk).update(**updates)
-        record(actor, "trx.follow" if follow else "trx.disconnect", f"{sub.subscriber} <- {sub.server}/{sub.account}")
+        record(
+            actor,
+            "trx.follow" if follow else "trx.disconnect",
+            f"{sub.subscriber} <- {sub.server}/{sub.account}",
+        )
 
 
 def do_mark_valid(actor: Actor, sub: ReplSubscriber, valid: bool) -> str:
@@ -410,18 +421,23 @@ def do_purge(actor: Actor, account: ReplAccount) -> int:
     than REPL_MAX_DELTA behind the publisher, which no subscriber can ask for any more)."""
     target = f"{account.server}/{account.account}"
     require(actor, OPERATE, "trx.purge", target)
-    server = trx.server_named(account.server)
-    count = trx.publisher_count(server, account.account)
+    server = trx_lookups.server_named(account.server)
+    count = trx_capture.publisher_count(server, account.account)
     subscribers = ReplSubscriber.objects.filter(server=account.server, account=account.account, subscribed=True)
     applied = [s.count for s in subscribers if s.valid]
     upto = min([count, *applied])
     upto = max(upto, count - levels.REPL_MAX_DELTA)
-    deleted = trx.purge_log(server, account.account, upto)
+    deleted = trx_capture.purge_log(server, account.account, upto)
     now = timezone.now()
     with transaction.atomic():
         ReplAccount.objects.filter(pk=account.pk).update(purged_upto=upto, last_purge_at=now)
         schedule_purger(ReplAccount.objects.get(pk=account.pk))
-        record(actor, "trx.purge", target, detail={"upto_level": levels.level_of(upto), "transactions": deleted})
+        record(
+            actor,
+            "trx.purge",
+            target,
+            detail={"upto_level": levels.level_of(upto), "transactions": deleted},
+        )
     return deleted
 
 
@@ -451,7 +467,7 @@ def schedule_purger(account: ReplAccount) -> ScheduledEvent | None:
 
 def status(sub: ReplSubscriber) -> tuple[int, int]:
     """REPL_STATUS: (level, state) as the subscriber's own database and this console know them."""
-    position = trx.subscriber_position(trx.server_named(sub.subscriber), sub.server, sub.account)
+    position = trx_positions.subscriber_position(trx_lookups.server_named(sub.subscriber), sub.server, sub.account)
     level = position[0] if position else 0
     return level, sub.state
 
@@ -481,13 +497,13 @@ def lag_of(sub: ReplSubscriber, account: ReplAccount) -> int | None:
 
 def published_table(server: Server, table: str):
     """A table published transactionally on `server` (REPL_ADD_CR names one)."""
-    info = trx.describe(server, trx.item_table(table))
+    info = trx_lookups.describe(server, trx_lookups.item_table(table))
     for item in TpItem.objects.filter(server=server.name, type=TABLE):
-        if trx.item_table(item.item) == info.name:
+        if trx_lookups.item_table(item.item) == info.name:
             return info
-    raise trx.TrxError(f"{server.name}.{info.name} is not in a transactional publication")
+    raise trx_lookups.TrxError(f"{server.name}.{info.name} is not in a transactional publication")
 
 
 def reapply_losing_version(backup: ConflictBackup) -> str:
     """The conflict inbox's re-apply of a transactional conflict's losing version (on the publisher)."""
-    return trx.reapply_losing_version(backup)
+    return trx_actions.reapply_losing_version(backup)

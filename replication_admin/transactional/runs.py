@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from replication_admin.core.jobs import JobParams, JobRunner, register
-from replication_admin.transactional.replication import init_copy, sync_subscription
+from replication_admin.transactional.initial_copy import init_copy
+from replication_admin.transactional.sync import sync_subscription
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import time
 import pytest
 
 from replication_admin.core import connections
-from replication_admin.transactional import replication as trx
+from replication_admin.transactional import sync as trx_sync
 from tests.jobs.test_bidir import same
 from tests.jobs.test_trx_replication import run, sql
 
@@ -113,7 +113,7 @@ def test_transactional_apply_throughput_and_in_sync_latency(make_server, jobs_sy
 
     writer = threading.Thread(target=write_and_watch)
     writer.start()
-    trx.follow_loop(done.is_set, interval=0.05)
+    trx_sync.follow_loop(done.is_set, interval=0.05)
     writer.join()
     assert len(latencies) == LATENCY_TXNS
     ordered = sorted(latencies)

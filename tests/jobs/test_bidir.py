@@ -356,10 +356,10 @@ def test_hostile_resolver_expressions_are_refused_and_change_nothing(nodes):
 
 
 def test_a_change_made_while_its_previous_version_is_pulled_is_not_a_conflict(nodes, monkeypatch):
-    from replication_admin.bidir import sync as bidir
+    from replication_admin.bidir import sync as bidir_sync
 
     pub, sub_my, sub_lite = nodes
-    consume = bidir._consume
+    consume = bidir_sync._consume
 
     def user_writes_during_the_sync(sub, change_ids, as_is=None):
         if sub.server.name == "my2":  # after the publisher applied the pulled version, before the consume
@@ -370,9 +370,9 @@ def test_a_change_made_while_its_previous_version_is_pulled_is_not_a_conflict(no
 
     sql(sub_my, 'UPDATE "items" SET name = ? WHERE id = 6', ["my first"])
     sql(sub_my, 'DELETE FROM "items" WHERE id = 7')
-    monkeypatch.setattr(bidir, "_consume", user_writes_during_the_sync)
+    monkeypatch.setattr(bidir_sync, "_consume", user_writes_during_the_sync)
     sync()
-    monkeypatch.setattr(bidir, "_consume", consume)
+    monkeypatch.setattr(bidir_sync, "_consume", consume)
     assert rows(pub)[6][0] == "my first" and 7 not in rows(pub)
     summary = sync()
     assert summary["conflicts"] == 0, list(ConflictBackup.objects.values("primary_key", "conflict_type"))
@@ -445,7 +445,7 @@ def test_hostile_table_and_column_names_replicate_both_ways(make_server, jobs_sy
 
 
 def test_replay_logs_are_purged_and_a_change_the_publisher_already_has_is_not_applied_twice(nodes, monkeypatch):
-    from replication_admin.bidir import sync as bidir
+    from replication_admin.bidir import sync as bidir_sync
     from replication_admin.models import RegistryEntry, ScheduledEvent
 
     pub, sub_my, sub_lite = nodes
@@ -453,8 +453,8 @@ def test_replay_logs_are_purged_and_a_change_the_publisher_already_has_is_not_ap
     sql(sub_my, 'UPDATE "items" SET name = ? WHERE id = 6', ["my 6"])
     sql(sub_my, 'INSERT INTO "items" (id, name, price) VALUES (400, ?, 4)', ["my 400"])
     # The worker dies after the publisher applied the pull, before the subscriber's log was consumed ...
-    monkeypatch.setattr(bidir, "_consume", lambda *args, **kwargs: None)
-    monkeypatch.setattr(bidir, "_forget", lambda *args, **kwargs: None)
+    monkeypatch.setattr(bidir_sync, "_consume", lambda *args, **kwargs: None)
+    monkeypatch.setattr(bidir_sync, "_forget", lambda *args, **kwargs: None)
     sync()
     monkeypatch.undo()
     assert fetch_all(sub_my, "SELECT COUNT(*) FROM `RLOG_items`") == [(2,)]

@@ -12,7 +12,8 @@ import pytest
 from replication_admin.core import connections
 from replication_admin.engine import dialects, levels
 from replication_admin.engine import transactional_sql as sql
-from replication_admin.transactional import replication as trx
+from replication_admin.transactional import capture as trx_capture
+from replication_admin.transactional import lookups as trx_lookups
 
 DIALECTS = ["postgresql", "mysql", "sqlite"]
 
@@ -35,20 +36,20 @@ def execute(server, *statements, params=()):
 def published(make_server, dialect: str, account: str = "tbl"):
     server = make_server(dialect)
     execute(server, ITEMS_DDL[dialect], "CREATE TABLE other (id integer PRIMARY KEY)")
-    trx.create_log(server, account)
-    trx.add_capture(server, account, trx.describe(server, "items"))
+    trx_capture.create_log(server, account)
+    trx_capture.add_capture(server, account, trx_lookups.describe(server, "items"))
     return server
 
 
 def committed(server, statement: str) -> None:
     """Run one autocommitted statement, then let a reader look at the log (as a sync does)."""
     execute(server, statement)
-    trx.publisher_count(server, "tbl")
+    trx_capture.publisher_count(server, "tbl")
 
 
 def transactions(server, account: str = "tbl"):
-    count = trx.publisher_count(server, account)
-    return trx.read_transactions(server, account, 0, count)
+    count = trx_capture.publisher_count(server, account)
+    return trx_capture.read_transactions(server, account, 0, count)
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
@@ -64,7 +65,7 @@ def test_each_change_is_logged_with_its_row_images_in_its_own_transaction(make_s
     assert [t.level for t in txns] == [1, 2, 3]
     assert [[e.op for e in t.entries] for t in txns] == [["I"], ["U"], ["D"]]
     assert all(t.origin == server.name for t in txns)
-    table = trx.describe(server, "items")
+    table = trx_lookups.describe(server, "items")
     inserted = sql.row_values(txns[0].entries[0].new, table, dialect)
     assert inserted[:3] == [1, "a'b \"c", "12.34"]
     assert inserted[3].startswith("2026-11-22 10:11:12.123")
@@ -87,7 +88,7 @@ def test_a_transaction_of_several_statements_is_one_level_and_binary_survives(ma
     txns = transactions(server)
     assert len(txns) == 1 and txns[0].count == 1
     assert [e.op for e in txns[0].entries] == ["I", "I", "I", "U"]
-    table = trx.describe(server, "items")
+    table = trx_lookups.describe(server, "items")
     assert sql.row_values(txns[0].entries[1].new, table, dialect)[4] == bytes([0, 2, 255])
 
 
@@ -112,7 +113,7 @@ def test_a_transaction_that_began_first_and_commits_last_gets_the_later_level(ma
         second.close()
     txns = transactions(server)
     assert [t.level for t in txns] == [1, 2]
-    table = trx.describe(server, "items")
+    table = trx_lookups.describe(server, "items")
     assert [sql.key_values(e.new, table, dialect) for e in txns[0].entries] == [[2]]
     assert [e.op for e in txns[1].entries][-1] == "U"
 
@@ -162,7 +163,7 @@ def test_levels_wrap_from_0x7fffffff_to_1(make_server, dialect):
     execute(server, f"UPDATE {d.qualify(names.seq, connections.table_schema(server))} SET {d.quote('N')} = {start}")
     for i in range(4):
         committed(server, f"INSERT INTO items (id, name) VALUES ({i}, 'w')")
-    txns = trx.read_transactions(server, "tbl", start, trx.publisher_count(server, "tbl"))
+    txns = trx_capture.read_transactions(server, "tbl", start, trx_capture.publisher_count(server, "tbl"))
     assert [t.level for t in txns] == [0x7FFFFFFE, 0x7FFFFFFF, 1, 2]
     assert [t.count for t in txns] == [start + 1, start + 2, start + 3, start + 4]
 
@@ -174,7 +175,7 @@ def test_repl_text_rows_and_console_entries_are_logged_in_order(make_server, dia
     text_insert = f"INSERT INTO {d.quote('REPL_TEXT')} ({d.quote('ACCOUNT')}, {d.quote('STMT')}, {d.quote('ARGS')}) "
     committed(server, text_insert + "VALUES ('tbl', 'wl_hit_repl (?, ?)', '[\"1.2.3.4\", \"bob\"]')")
     committed(server, text_insert + "VALUES ('another', 'ignored (?)', '[1]')")
-    trx.append_entry(server, "tbl", "T", "", '{"stmt": "p (?)", "args": [7]}')
+    trx_capture.append_entry(server, "tbl", "T", "", '{"stmt": "p (?)", "args": [7]}')
     txns = transactions(server)
     assert [(t.entries[0].op, t.entries[0].new) for t in txns] == [
         ("T", {"stmt": "wl_hit_repl (?, ?)", "args": ["1.2.3.4", "bob"]}),
@@ -189,7 +190,7 @@ def test_back_to_back_transactions_of_one_connection_with_no_read_between_share_
         for i in (1, 2, 3):
             conn.cursor().execute(f"INSERT INTO items (id, name) VALUES ({i}, 'x')")
             conn.commit()
-    trx.publisher_count(server, "tbl")
+    trx_capture.publisher_count(server, "tbl")
     committed(server, "UPDATE items SET name = 'after a read' WHERE id = 1")
     txns = transactions(server)
     assert [[(e.op, e.new["id"]) for e in t.entries] for t in txns] == [[("I", 1), ("I", 2), ("I", 3)], [("U", 1)]]

@@ -17,7 +17,7 @@ from replication_admin.core.audit import Actor
 from replication_admin.models import ReplAccount, ReplSubscriber, ScheduledEvent, SkippedTransaction, TpGrant
 from replication_admin.tasks import scheduler_round
 from replication_admin.transactional import actions as trx_actions
-from replication_admin.transactional import replication as trx
+from replication_admin.transactional import sync as trx_sync
 from tests.jobs.test_bidir import same
 from tests.jobs.test_trx_replication import refused, run, sql, value
 
@@ -163,7 +163,7 @@ def test_a_sync_whose_connection_is_killed_retries_and_applies_everything_once(m
 
     thread = threading.Thread(target=kill_the_waiting_apply)
     thread.start()
-    outcome = trx.sync_once(ReplSubscriber.objects.get(subscriber="pg2"))
+    outcome = trx_sync.sync_once(ReplSubscriber.objects.get(subscriber="pg2"))
     thread.join()
     blocker.close()
     assert killed, "the apply never waited for the lock"

@@ -163,7 +163,7 @@ def test_in_sync_mode_makes_each_new_transaction_visible_within_a_second(rep):
     import threading
     import time
 
-    from replication_admin.transactional import replication as trx
+    from replication_admin.transactional import sync as trx_sync
 
     rep1, rep2 = rep
     subscribed_in_sync(rep1, rep2)
@@ -188,7 +188,7 @@ def test_in_sync_mode_makes_each_new_transaction_visible_within_a_second(rep):
 
     thread = threading.Thread(target=write_and_watch)
     thread.start()
-    applied = trx.follow_loop(done.is_set, interval=0.05)
+    applied = trx_sync.follow_loop(done.is_set, interval=0.05)
     thread.join()
     assert len(latencies) == 20 and applied == 20
     assert sorted(latencies)[10] < 1.0, latencies
@@ -197,7 +197,7 @@ def test_in_sync_mode_makes_each_new_transaction_visible_within_a_second(rep):
 
 def test_a_subscriber_over_the_backlog_threshold_is_cut_and_resyncs_from_its_level(rep):
     from replication_admin.models import ReplAccount
-    from replication_admin.transactional import replication as trx
+    from replication_admin.transactional import sync as trx_sync
 
     rep1, rep2 = rep
     sub = subscribed_in_sync(rep1, rep2)
@@ -205,15 +205,15 @@ def test_a_subscriber_over_the_backlog_threshold_is_cut_and_resyncs_from_its_lev
     for key in range(200, 220):
         sql(rep1, f'INSERT INTO "ab ""cd" VALUES ({key}, \'burst\')')
     level_before = sub.level
-    assert trx.follow_step(sub) is None
+    assert trx_sync.follow_step(sub) is None
     sub.refresh_from_db()
     assert sub.state == ReplSubscriber.DISCONNECTED and "feed is cut" in sub.last_error
     assert sub.level == level_before and value(rep2, 'SELECT COUNT(*) FROM `ab "cd`') == 1
-    assert sub.pk not in [s.pk for s in trx.followed()]
+    assert sub.pk not in [s.pk for s in trx_sync.followed()]
     outcome = run(rep2, "REPL_SYNC ('rep1', 'tbl')")[0]
     assert outcome.details["applied"] == 20
     sub.refresh_from_db()
-    assert sub.state == ReplSubscriber.IN_SYNC and sub.pk in [s.pk for s in trx.followed()]
+    assert sub.state == ReplSubscriber.IN_SYNC and sub.pk in [s.pk for s in trx_sync.followed()]
     assert same(rep1, rep2, 'ab "cd')["equal"]
 
 

@@ -12,7 +12,9 @@ from django.utils import timezone
 
 from replication_admin.models import Alert, AuditEntry, JobRun, ReplAccount, ReplSubscriber, ScheduledEvent
 from replication_admin.tasks import run_event, run_job
-from replication_admin.transactional import replication as trx
+from replication_admin.transactional import lookups as trx_lookups
+from replication_admin.transactional import positions as trx_positions
+from replication_admin.transactional import sync as trx_sync
 from tests.web.conftest import make_user
 
 
@@ -83,21 +85,21 @@ def test_a_failing_scheduled_event_raises_an_alert(mail_to_dba, mailoutbox):
 
 def test_a_subscriber_that_becomes_invalid_raises_an_alert(mail_to_dba, mailoutbox):
     sub = ReplSubscriber.objects.create(server="pub", account="acct", subscriber="sub", level=0, valid=1)
-    with pytest.raises(trx.InvalidSubscriber):
-        trx.check_request(sub, level=50, pub_level=10, pub_count=10, oldest=1)
+    with pytest.raises(trx_lookups.InvalidSubscriber):
+        trx_sync.check_request(sub, level=50, pub_level=10, pub_count=10, oldest=1)
     alert = Alert.objects.get(kind="subscriber_invalid")
     assert alert.target == "sub <- pub/acct" and "level 50" in alert.message
-    with pytest.raises(trx.InvalidSubscriber):  # refused again: still one alert
-        trx.check_request(ReplSubscriber.objects.get(pk=sub.pk), level=50, pub_level=10, pub_count=10, oldest=1)
+    with pytest.raises(trx_lookups.InvalidSubscriber):  # refused again: still one alert
+        trx_sync.check_request(ReplSubscriber.objects.get(pk=sub.pk), level=50, pub_level=10, pub_count=10, oldest=1)
     assert Alert.objects.count() == 1 and len(mailoutbox) == 1
 
 
 def test_lag_over_the_publications_threshold_raises_an_alert(mail_to_dba, mailoutbox):
     ReplAccount.objects.create(server="pub", account="acct", alert_lag=5)
     sub = ReplSubscriber.objects.create(server="pub", account="acct", subscriber="sub", level=0, valid=1)
-    trx.record_position(sub, count=10, pub_count=15)
+    trx_positions.record_position(sub, count=10, pub_count=15)
     assert not Alert.objects.exists()  # 5 behind: at the threshold, not over it
-    trx.record_position(sub, count=10, pub_count=40)
+    trx_positions.record_position(sub, count=10, pub_count=40)
     alert = Alert.objects.get(kind="lag")
     assert "30 transactions behind" in alert.message and alert.url == sub.get_absolute_url()
 

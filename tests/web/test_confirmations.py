@@ -37,7 +37,7 @@ from replication_admin.models import (
 )
 from replication_admin.snapshots import actions as snap
 from replication_admin.statements import execute
-from replication_admin.transactional import replication as trx
+from replication_admin.transactional import capture as trx_capture
 from tests.tables import create_table, fetch_all, insert_rows
 from tests.web.conftest import make_user
 from tests.web.test_roles import url_names
@@ -109,7 +109,7 @@ def world(make_server) -> World:
     outcomes = execute(command, "REPL_PUBLISH ('acct', 'acct.log'); REPL_PUB_ADD ('acct', 'u', 2, 0, null)", demo)
     assert all(o.ok for o in outcomes), [o.message for o in outcomes]
     insert_rows(demo, "u", ["id", "v"], [(1, "a"), (2, "b")])
-    count = trx.publisher_count(demo, "acct")
+    count = trx_capture.publisher_count(demo, "acct")
     TpGrant.objects.create(acct="acct", grantee="branch")
     ReplSubscriber.objects.create(
         server="demo", account="acct", subscriber="branch", init_state="done", count=count, level=count

@@ -7,7 +7,7 @@ import time
 
 from django.core.management.base import BaseCommand
 
-from replication_admin.transactional.replication import follow_loop
+from replication_admin.transactional.sync import follow_loop
 
 
 class Command(BaseCommand):

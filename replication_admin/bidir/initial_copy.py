@@ -1,0 +1,157 @@
+"""REPL_INIT_SNAPSHOT: the publisher's rows staged on the subscriber by Spark and committed in chunks of the
+given rows per commit, with a bookmark, so a killed copy resumes where it stopped."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from jobs import bidir_sync as spark_bidir
+from replication_admin.bidir.apply import Side, _fetch, run_apply
+from replication_admin.bidir.objects import (
+    lock_name,
+    publisher_table,
+    server_now,
+    subscriber_table,
+)
+from replication_admin.core import connections
+from replication_admin.core.introspection import find_table
+from replication_admin.core.locks import item_lock
+from replication_admin.core.spark import endpoint, spark_session
+from replication_admin.core.times import aware
+from replication_admin.core.transactions import (
+    run_each,
+)
+from replication_admin.engine import bidir_sql as sql
+from replication_admin.engine.snapshot_log import rlog_name
+from replication_admin.models import (
+    JobRun,
+    Server,
+    SnapshotPublication,
+    SnapshotSubscription,
+)
+
+
+def init_subscription(job: JobRun, reporter, subscription_id: int, rows_per_commit: int | None = None) -> dict:
+    subscription = SnapshotSubscription.objects.get(pk=subscription_id)
+    publication = SnapshotPublication.objects.select_related("server").get(
+        item=subscription.item, type=subscription.type
+    )
+    with item_lock(lock_name(publication), job), connections.reuse():
+        subscription.refresh_from_db()
+        per_commit = int(rows_per_commit or subscription.init_rows_per_commit or 100)
+        assert publication.server is not None
+        pub_server = publication.server
+        sub_server = Server.objects.get(name=subscription.server)
+        pub_table = publisher_table(publication)
+        layout = sql.Layout.of(pub_table)
+        pub = Side.of(pub_server, pub_table, layout)
+        sub = Side.of(sub_server, subscriber_table(publication, sub_server), layout)
+        staging = sub.work("BSIC")
+        resume = subscription.init_state == "copying" and find_table(sub_server, staging) is not None
+        if not resume:
+            rows = _stage_init_copy(subscription, pub, sub, staging, per_commit, reporter)
+        else:
+            rows = int(subscription.init_rows_total or 0)
+            reporter.log(f"resuming the initial copy after row number {subscription.init_bookmark}")
+        copied = _copy_chunks(subscription, sub, staging, per_commit, rows, reporter)
+        if _fetch(sub_server, sql.log_count_sql(sub.d, sub.table))[0][0]:  # type: ignore[arg-type]
+            run_each(
+                sub_server,
+                [
+                    sql.init_staging_key_index_sql(sub.d, sub.table, sub.layout, staging),  # type: ignore[arg-type]
+                    sql.init_cleanup_sql(sub.d, sub.table, sub.layout, staging),  # type: ignore[arg-type]
+                ],
+            )
+        sub.drop(staging)
+        SnapshotSubscription.objects.filter(pk=subscription.pk).update(
+            init_state="done",
+            init_rows_done=rows,
+            last_push_ts=subscription.init_started_at
+            if not resume
+            else SnapshotSubscription.objects.get(pk=subscription.pk).init_started_at,
+            last_pull_ts=timezone.now(),
+            last_error="",
+        )
+        SnapshotPublication.objects.filter(pk=publication.pk).update(last_ts=timezone.now())
+        reporter.progress(rows, max(rows, 1), f"copied {rows} row(s) to {sub_server.name}")
+        return {"mode": "init", "rows": rows, "inserted": copied, "rows_per_commit": per_commit, "resumed": resume}
+
+
+def _stage_init_copy(subscription, pub: Side, sub: Side, staging: str, per_commit: int, reporter) -> int:
+    started = server_now(pub.server)
+    SnapshotSubscription.objects.filter(pk=subscription.pk).update(
+        init_state="staging",
+        init_rows_done=0,
+        init_rows_total=None,
+        init_bookmark=-1,
+        init_started_at=aware(started),
+        init_rows_per_commit=per_commit,
+    )
+    subscription.init_started_at = aware(started)
+    sub.recreate(staging, sql.init_staging_ddl(sub.d, staging, sub.table.schema, sub.layout))  # type: ignore[arg-type]
+    d = pub.d
+    items = ", ".join(f"t.{d.quote(m.dest)} AS {m.alias}" for m in pub.layout.moved)  # type: ignore[attr-defined]
+    select_sql = f"SELECT {items} FROM {pub.qualify(pub.table.name)} t"
+    key = pub.layout.keys[0].alias
+    partition = key if len(pub.layout.keys) == 1 and pub.read_types[key] == "BIGINT" else None
+    plan = spark_bidir.InitCopy(
+        source=endpoint(pub.server, readonly=True),
+        select_sql=select_sql,
+        custom_schema=", ".join(f"{m.alias} {pub.read_types[m.alias]}" for m in pub.layout.moved),
+        partition_alias=partition,
+        moved=sub.layout.moved,
+        read_types=pub.read_types,
+        dest=endpoint(sub.server),
+        staging_sql=sub.qualify(staging),
+    )
+    with reporter.phase("spark_session"):
+        spark = spark_session()
+    reporter.progress(0, 1, f"reading {pub.server.name}.{pub.table.name} into {staging} on {sub.server.name}")
+    with reporter.phase("spark_copy"):
+        rows = spark_bidir.stage_copy(spark, plan, progress=reporter.spark_progress(0, 1, 2))
+    # The subscriber's copy starts from the publisher's rows: its own pending changes are discarded.
+    run_apply(
+        sub.server,
+        sql.ApplyPlan(
+            prelude=f"DELETE FROM {sub.qualify(rlog_name(sub.table.name))}",
+            lock=None,
+            check=None,
+            statements=(
+                f"DELETE FROM {sub.qualify(sub.table.name)}",
+                f"DELETE FROM {sub.qualify(rlog_name(sub.table.name))}",
+            ),
+        ),
+    )
+    SnapshotSubscription.objects.filter(pk=subscription.pk).update(init_state="copying", init_rows_total=rows)
+    subscription.init_bookmark = -1
+    return rows
+
+
+def _copy_chunks(subscription, sub: Side, staging: str, per_commit: int, total: int, reporter) -> int:
+    last_sql, insert_sql = sql.init_chunk_sql(sub.d, sub.table, sub.layout, staging, per_commit)  # type: ignore[arg-type]
+    bookmark = int(SnapshotSubscription.objects.get(pk=subscription.pk).init_bookmark)
+    done = int(SnapshotSubscription.objects.get(pk=subscription.pk).init_rows_done)
+    inserted = 0
+    reported = timezone.now()
+    with connections.connect(sub.server, autocommit=False) as conn:
+        cursor = conn.cursor()
+        while True:
+            row = cursor.execute(last_sql, [bookmark]).fetchone()
+            last = row[0] if row else None
+            if last is None:
+                conn.commit()
+                break
+            count = cursor.execute(insert_sql, [bookmark, int(last)]).rowcount
+            conn.commit()
+            inserted += max(count, 0)
+            done = min(total, done + per_commit)
+            bookmark = int(last)
+            now = timezone.now()
+            if (now - reported).total_seconds() >= 0.5:
+                reported = now
+                SnapshotSubscription.objects.filter(pk=subscription.pk).update(
+                    init_bookmark=bookmark, init_rows_done=done
+                )
+                reporter.progress(done, max(total, 1), f"copied {done} of {total} row(s), {per_commit} per commit")
+    SnapshotSubscription.objects.filter(pk=subscription.pk).update(init_bookmark=bookmark, init_rows_done=total)
+    return inserted

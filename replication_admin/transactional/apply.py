@@ -1,0 +1,188 @@
+"""Applying whole publisher transactions on a subscriber, in order, the level moved in the same transaction; a
+transaction that fails is skipped and recorded as a gap."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from replication_admin.core.introspection import lookup_table
+from replication_admin.core.transactions import (
+    run_each,
+    run_in_transaction,
+    with_retries,
+)
+from replication_admin.engine import levels
+from replication_admin.engine import transactional_sql as sql
+from replication_admin.engine.refresh_sql import create_table_ddl
+from replication_admin.engine.schema import TableInfo
+from replication_admin.models import (
+    Server,
+    SkippedTransaction,
+)
+from replication_admin.transactional.lookups import (
+    TrxError,
+    _d,
+    schema_of,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Target:
+    """A subscriber and the tables it replays into (described once per sync)."""
+
+    server: Server
+    publisher: str
+    account: str
+    tables: dict[str, TableInfo] = field(default_factory=dict)
+    published: dict[str, TableInfo] = field(default_factory=dict)  # publisher's description, by item table
+
+    @property
+    def d(self):
+        return _d(self.server)
+
+    def table(self, name: str) -> TableInfo:
+        if name not in self.tables:
+            info = lookup_table(self.server, name)
+            if info is None:
+                raise TrxError(f"table {name!r} does not exist on {self.server.name}")
+            source = self.published.get(name)
+            if source is not None:
+                # Replay writes the columns the publisher has; the subscriber's own extra columns are kept.
+                info = TableInfo(
+                    name=info.name,
+                    schema=info.schema,
+                    columns=tuple(c for c in info.columns if source.column(c.name) is not None),
+                )
+            self.tables[name] = info
+        return self.tables[name]
+
+
+def create_table_from(target: Target, definition: dict) -> bool:
+    """A 'C' entry: create the published table on the subscriber when it is missing (DDL runs outside
+    the apply transaction: MariaDB would commit it). Returns True when it was created."""
+    name = definition["table"]
+    if lookup_table(target.server, name) is not None:
+        return False
+    columns, key = sql.definition_columns(definition)
+    ddl = create_table_ddl(target.d, name, schema_of(target.server), columns, key)
+    run_each(target.server, [ddl])
+    target.tables.pop(name, None)
+    return True
+
+
+def _apply_entries(cursor, target: Target, txn: sql.Transaction) -> None:
+    if txn.origin == target.server.name:
+        return  # the subscriber's own change, pushed earlier: it has it already
+    d = target.d
+    dialect = target.server.dialect
+    pending: list = []  # consecutive upserts of one table go in one statement
+    pending_table: TableInfo | None = None
+
+    def flush() -> None:
+        nonlocal pending, pending_table
+        if pending and pending_table is not None:
+            per = max(1, 900 // max(1, len(pending_table.columns)))
+            for start in range(0, len(pending), per):
+                chunk = pending[start : start + per]
+                cursor.execute(sql.upsert_sql(d, pending_table, len(chunk)), [v for row in chunk for v in row])
+        pending, pending_table = [], None
+
+    for entry in txn.entries:
+        if entry.op == "C":
+            continue  # created before the transaction (create_table_from)
+        if entry.op == "P":
+            flush()
+            if dialect != "postgresql":
+                raise TrxError(
+                    f"the new definition of {(entry.new or {}).get('name')} is PostgreSQL's; {target.server.name} "
+                    "is not PostgreSQL (publish the procedure's calls only and define it there)"
+                )
+            cursor.execute(str((entry.new or {}).get("definition", "")))
+            continue
+        if entry.op == "T":
+            flush()
+            payload = entry.new or {}
+            statement = sql.typed_call(d, str(payload.get("stmt", "")), payload.get("types"))
+            args = list(payload.get("args") or [])
+            cursor.execute(statement, args) if args else cursor.execute(statement)
+            continue
+        table = target.table(entry.table)
+        if entry.op in ("I", "U"):
+            assert entry.new is not None
+            if entry.op == "U" and entry.old is not None:
+                old_key = sql.key_values(entry.old, table, dialect)
+                if old_key != sql.key_values(entry.new, table, dialect):
+                    flush()
+                    cursor.execute(sql.delete_sql(d, table), old_key)
+            if pending_table is not None and pending_table.name != table.name:
+                flush()
+            pending_table = table
+            pending.append(sql.row_values(entry.new, table, dialect))
+            continue
+        flush()
+        assert entry.old is not None
+        cursor.execute(sql.delete_sql(d, table), sql.key_values(entry.old, table, dialect))
+    flush()
+
+
+class LevelMoved(RuntimeError):
+    """The subscriber's level is not where this apply started: another apply got there first."""
+
+
+def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, nolog: bool = True) -> int:
+    """Apply whole transactions in order in one subscriber transaction that also moves the level from
+    `expected`. Returns the new count."""
+    d = target.d
+    schema = schema_of(target.server)
+    for txn in txns:
+        for entry in txn.entries:
+            if entry.op == "C" and entry.new is not None:
+                create_table_from(target, entry.new)
+    new_count = txns[-1].count
+
+    def work(cursor) -> int:
+        for statement in sql.replay_context_sql(d, nolog, None, schema):
+            cursor.execute(statement)
+        for txn in txns:
+            _apply_entries(cursor, target, txn)
+        cursor.execute(
+            sql.level_advance_sql(d, schema),
+            [levels.level_of(new_count), new_count, target.publisher, target.account, expected],
+        )
+        if cursor.rowcount != 1:
+            raise LevelMoved(f"{target.server.name} is no longer at count {expected}")
+        for statement in sql.reset_context_sql(d, schema):
+            cursor.execute(statement)
+        return new_count
+
+    return with_retries(target.server, work)
+
+
+def skip_transaction(target: Target, txn: sql.Transaction, expected: int, error: str) -> int:
+    """Record a transaction that cannot be applied and move past it (the gap stays visible)."""
+    d = target.d
+    schema = schema_of(target.server)
+    entries = [{"seq": e.seq, "table": e.table, "op": e.op, "new": e.new, "old": e.old} for e in txn.entries]
+    SkippedTransaction.objects.get_or_create(
+        server=target.publisher,
+        account=target.account,
+        subscriber=target.server.name,
+        count=txn.count,
+        defaults={"level": txn.level, "error": error[:4000], "entries": json.loads(json.dumps(entries, default=str))},
+    )
+    run_in_transaction(
+        target.server,
+        [
+            (
+                sql.level_advance_sql(d, schema),
+                [txn.level, txn.count, target.publisher, target.account, expected],
+            )
+        ],
+    )
+    log.warning("%s skipped %s/%s level %s: %s", target.server.name, target.publisher, target.account, txn.level, error)
+    return txn.count

@@ -1,0 +1,179 @@
+"""The publisher's log of a transactional publication: its tables and capture triggers, the sequencer that gives
+complete transactions their levels in commit order, reading and purging the log."""
+
+from __future__ import annotations
+
+import pyodbc
+
+from replication_admin.core import connections
+from replication_admin.core.introspection import lookup_table
+from replication_admin.core.transactions import (
+    is_retryable,
+    run_each,
+    run_in_transaction,
+    run_with_undo,
+)
+from replication_admin.engine import bidir_sql
+from replication_admin.engine import transactional_sql as sql
+from replication_admin.engine.schema import Column, TableInfo
+from replication_admin.models import (
+    Server,
+)
+from replication_admin.transactional.lookups import (
+    TrxError,
+    _d,
+    describe,
+    schema_of,
+)
+
+
+def create_log(server: Server, account: str) -> None:
+    d = _d(server)
+    schema = schema_of(server)
+    names = sql.log_names(d, account)
+    for name in (names.seq, names.tx, names.log):
+        if lookup_table(server, name) is not None:
+            raise TrxError(f"{server.name} already has a table {name}; drop it or choose another publication name")
+    statements = [*sql.context_ddl(d, schema), *sql.log_ddl(d, account, schema), *sql.text_table_ddl(d, schema)]
+    text = sql.text_capture_objects(d, account, server.name, schema)
+    append, drop_append = (
+        sql.append_function_ddl(d, account, server.name, schema) if d.name == "postgresql" else ([], [])
+    )
+    run_with_undo(
+        server,
+        [*statements, *text.create, *append],
+        [*drop_append, *text.drop, *sql.drop_log_ddl(d, account, schema)],
+    )
+
+
+def drop_log(server: Server, account: str) -> None:
+    d = _d(server)
+    schema = schema_of(server)
+    text = sql.text_capture_objects(d, account, server.name, schema)
+    drop_append = sql.append_function_ddl(d, account, server.name, schema)[1] if d.name == "postgresql" else []
+    run_each(server, [*drop_append, *text.drop, *sql.drop_log_ddl(d, account, schema)], ignore_errors=True)
+
+
+def add_capture(
+    server: Server, account: str, table: TableInfo, updateable: bool = False, local: str | None = None
+) -> None:
+    """The capture triggers of a published table (with ROWGUID and its triggers when updateable)."""
+    d = _d(server)
+    local = local or server.name
+    if not table.primary_key:
+        raise TrxError(f"table {table.name!r} has no primary key; a published table needs one")
+    statements: list[str] = []
+    undo: list[str] = []
+    if updateable:
+        try:
+            guid = sql.rowguid_objects(d, table, local)
+            if bidir_sql.check_rowguid(table) is None:
+                run_with_undo(server, [bidir_sql.add_rowguid_ddl(d, table)], [])
+            run_each(server, [bidir_sql.fill_rowguid_sql(d, table, local)])
+        except (sql.TrxError, bidir_sql.BidirError) as exc:
+            raise TrxError(str(exc)) from None
+        table = describe(server, table.name)
+        statements += list(guid.create)
+        undo += list(guid.drop)
+    objects = sql.capture_objects(d, account, table, local)
+    run_with_undo(server, [*statements, *objects.create], [*objects.drop, *undo])
+
+
+def drop_capture(server: Server, account: str, table_name: str) -> None:
+    d = _d(server)
+    info = lookup_table(server, table_name) or TableInfo(
+        name=table_name, columns=(Column("k", "int", sql.COUNT, False, 1),), schema=schema_of(server)
+    )
+    drops = list(sql.capture_objects(d, account, info, server.name).drop)
+    if server.dialect in ("postgresql", "mysql"):
+        drops += list(sql.rowguid_objects(d, info, server.name).drop)
+    run_each(server, drops, ignore_errors=True)
+
+
+def append_entry(server: Server, account: str, op: str, table: str, payload: str) -> None:
+    """Log one entry (a REPL_TEXT call, a creating statement) as a transaction of its own."""
+    d = _d(server)
+    run_in_transaction(server, sql.append_entry_sql(d, account, op, table, payload, server.name, schema_of(server)))
+    sequence(server, account)
+
+
+def sequence(server: Server, account: str) -> None:
+    """SQLite: number the entries written since the last pass (see engine.trx); elsewhere nothing."""
+    if server.dialect != "sqlite":
+        return
+    d = _d(server)
+    schema = schema_of(server)
+    with connections.connect(server) as conn:
+        cursor = conn.cursor()
+        cursor.execute("BEGIN IMMEDIATE")
+        try:
+            rows = cursor.execute(sql.unnumbered_sql(d, account, schema)).fetchall()
+            if rows:
+                count = int(cursor.execute(sql.count_sql(d, account, schema)).fetchone()[0])
+                add_tx, mark_log, set_count = sql.number_run_sql(d, account, schema)
+                for first, last, origin in sql.runs_of_origin([(int(r[0]), r[1]) for r in rows]):
+                    count += 1
+                    cursor.execute(add_tx, [count, count, origin or server.name])
+                    cursor.execute(mark_log, [count, first, last])
+                cursor.execute(set_count, [count])
+            cursor.execute("COMMIT")
+        except BaseException:
+            cursor.execute("ROLLBACK")
+            raise
+
+
+def publisher_count(server: Server, account: str) -> int:
+    """How many transactions of the publication a reader may take: committed, numbered and closed."""
+    d = _d(server)
+    schema = schema_of(server)
+    if server.dialect == "sqlite":
+        sequence(server, account)
+    if server.dialect != "mysql":
+        with connections.connect(server, readonly=True) as conn:
+            return int(conn.cursor().execute(sql.count_sql(d, account, schema)).fetchone()[0])
+    lock, close = sql.close_sql(d, account, schema)
+    with connections.connect(server, autocommit=False) as conn:
+        cursor = conn.cursor()
+        try:
+            count, _conn = cursor.execute(lock).fetchone()
+            cursor.execute(close)
+            conn.commit()
+            return int(count)
+        except pyodbc.Error as exc:
+            conn.rollback()
+            if not is_retryable(exc):
+                raise
+    # A writer holds the counter: its number may still grow, the ones before it are complete.
+    with connections.connect(server) as conn:
+        count, open_conn = conn.cursor().execute(sql.counter_sql(d, account, schema)).fetchone()
+    return int(count) - (0 if open_conn is None else 1)
+
+
+def oldest_count(server: Server, account: str) -> int | None:
+    d = _d(server)
+    with connections.connect(server, readonly=True) as conn:
+        value = conn.cursor().execute(sql.oldest_count_sql(d, account, schema_of(server))).fetchone()[0]
+    return None if value is None else int(value)
+
+
+def read_transactions(server: Server, account: str, after: int, upto: int) -> list[sql.Transaction]:
+    d = _d(server)
+    with connections.connect(server, readonly=True) as conn:
+        rows = conn.cursor().execute(sql.entries_sql(d, account, schema_of(server)), [after, upto]).fetchall()
+    return sql.group_transactions([tuple(r) for r in rows])
+
+
+def purge_log(server: Server, account: str, upto: int) -> int:
+    """Delete the log of the transactions numbered at or below `upto`; returns how many went."""
+    d = _d(server)
+    schema = schema_of(server)
+    names = sql.log_names(d, account)
+    with connections.connect(server, readonly=True) as conn:
+        q = d.quote
+        before = (
+            conn.cursor()
+            .execute(f"SELECT COUNT(*) FROM {d.qualify(names.tx, schema)} WHERE {q('N')} <= ?", [upto])
+            .fetchone()[0]
+        )
+    run_in_transaction(server, [(text, [upto]) for text in sql.purge_sql(d, account, schema)])
+    return int(before)

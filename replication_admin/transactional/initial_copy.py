@@ -1,0 +1,140 @@
+"""REPL_INIT_COPY: every published table copied to the subscriber on Spark at a consistent level."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from jobs import snapshot_refresh as spark_refresh
+from replication_admin.core import connections
+from replication_admin.core.locks import item_lock
+from replication_admin.core.shapes import ensure_copy, inc_shape, moved_columns
+from replication_admin.core.spark import spark_session
+from replication_admin.core.transactions import (
+    run_each,
+    run_in_transaction,
+)
+from replication_admin.engine import levels, refresh_sql
+from replication_admin.engine import transactional_sql as sql
+from replication_admin.engine.compare import read_type
+from replication_admin.engine.refresh_sql import create_table_ddl
+from replication_admin.engine.schema import TableInfo
+from replication_admin.models import (
+    ReplSubscriber,
+    Server,
+)
+from replication_admin.transactional.capture import (
+    publisher_count,
+)
+from replication_admin.transactional.lookups import (
+    TrxError,
+    _d,
+    describe,
+    item_table,
+    lock_name,
+    publication,
+    schema_of,
+    server_named,
+    table_items,
+)
+from replication_admin.transactional.positions import (
+    ensure_level_table,
+    record_position,
+    set_subscriber_position,
+)
+from replication_admin.transactional.procedures import procedure_definitions
+from replication_admin.transactional.push import setup_push
+
+
+def create_subscriber_table(pub_server: Server, sub_server: Server, name: str) -> TableInfo:
+    """The subscriber's copy of a published table: created from the publisher's description when missing,
+    checked (columns and primary key) when present."""
+    return ensure_copy(sub_server, name, describe(pub_server, name), optional=[sql.ROWGUID_COLUMN])
+
+
+def init_copy(job, reporter, subscription_id: int) -> dict:
+    """Copy every published table to the subscriber and set its level to the publisher's level read
+    before the copy: the sync replays what changed during the copy (replays are idempotent)."""
+    sub = ReplSubscriber.objects.get(pk=subscription_id)
+    acct = publication(sub.server, sub.account)
+    pub_server, sub_server = server_named(sub.server), server_named(sub.subscriber)
+    with item_lock(lock_name(sub), job), connections.reuse():
+        ReplSubscriber.objects.filter(pk=sub.pk).update(init_state="copying", init_at=timezone.now())
+        ensure_level_table(sub_server)
+        count = publisher_count(pub_server, sub.account)
+        d = _d(sub_server)
+        schema = schema_of(sub_server)
+        src_d = _d(pub_server)
+        items = table_items(acct)
+        staged: list[tuple[TableInfo, str, tuple]] = []
+        spark = None
+        copied = {}
+        try:
+            for done, item in enumerate(items):
+                name = item_table(item.item)
+                source = describe(pub_server, name)
+                dest = create_subscriber_table(pub_server, sub_server, name)
+                shape = inc_shape(pub_server, source, None, None)
+                moved = moved_columns(shape, dest)
+                staging = refresh_sql.staging_name(d, dest.name, "RTIC")
+                run_each(
+                    sub_server,
+                    [
+                        f"DROP TABLE IF EXISTS {d.qualify(staging, schema)}",
+                        create_table_ddl(d, staging, schema, [(m.alias, m.logical) for m in moved], []),
+                    ],
+                )
+                staged.append((dest, staging, moved))
+                read_types = {m.alias: read_type(src_d, dict(shape.output)[m.source]) for m in moved}
+                keys = [m for m in moved if m.is_key]
+                partition = keys[0].alias if len(keys) == 1 and read_types[keys[0].alias] == "BIGINT" else None
+                plan = spark_refresh.FullCopy(
+                    source=spark_refresh.Endpoint(
+                        pub_server.dialect, connections.jdbc_endpoint(pub_server, readonly=True)
+                    ),
+                    select_sql=refresh_sql.noninc_select(src_d, shape.sql, moved),
+                    custom_schema=", ".join(f"{m.alias} {read_types[m.alias]}" for m in moved),
+                    partition_alias=partition,
+                    moved=moved,
+                    read_types=read_types,
+                    dest=spark_refresh.Endpoint(sub_server.dialect, connections.jdbc_endpoint(sub_server)),
+                    staging_sql=d.qualify(staging, schema),
+                    staging_columns=tuple(m.alias for m in moved),
+                )
+                if spark is None:
+                    with reporter.phase("spark_session"):
+                        spark = spark_session()
+                with reporter.phase("spark_copy"):
+                    copied[dest.name] = spark_refresh.full_copy(spark, plan)
+                reporter.progress(done + 1, len(items) + 1, f"staged {copied[dest.name]} row(s) of {dest.name}")
+            definitions = procedure_definitions(pub_server, sub.account)
+            if definitions and sub_server.dialect != "postgresql":
+                names = ", ".join(n for n, _ in definitions)
+                raise TrxError(
+                    f"{sub.account} replicates PostgreSQL procedure definitions ({names}); "
+                    f"{sub_server.name} is not PostgreSQL"
+                )
+            statements: list = [(s, []) for s in sql.replay_context_sql(d, True, None, schema)]
+            statements += [(definition, []) for _, definition in definitions]
+            for dest, staging, moved in staged:
+                replace = refresh_sql.replace_content_sql(
+                    d, dest.name, schema, staging, moved, [m.alias for m in moved]
+                )
+                statements += [(s, []) for s in replace]
+            statements += set_subscriber_position(sub_server, sub.server, sub.account, count)
+            statements += [(s, []) for s in sql.reset_context_sql(d, schema)]
+            with reporter.phase("apply"):
+                run_in_transaction(sub_server, statements)
+        finally:
+            run_each(
+                sub_server, [f"DROP TABLE IF EXISTS {d.qualify(s, schema)}" for _, s, _ in staged], ignore_errors=True
+            )
+        if acct.is_updateable:
+            setup_push(sub, acct)
+        ReplSubscriber.objects.filter(pk=sub.pk).update(
+            init_state="done", count=count, level=levels.level_of(count), last_error="", state=ReplSubscriber.OFF
+        )
+        record_position(sub, count, count, force=True)
+        reporter.progress(
+            len(items) + 1, len(items) + 1, f"copied {sum(copied.values())} row(s) at level {levels.level_of(count)}"
+        )
+        return {"mode": "init", "rows": copied, "level": levels.level_of(count), "count": count}

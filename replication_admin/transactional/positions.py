@@ -1,0 +1,102 @@
+"""A subscriber's level: RTLEVEL on the subscriber (moved in the same transaction as each apply), its samples
+for the charts, and the subscription's state."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from replication_admin.core import connections
+from replication_admin.core.alerts import safely_raise
+from replication_admin.core.transactions import (
+    run_each,
+)
+from replication_admin.engine import levels
+from replication_admin.engine import transactional_sql as sql
+from replication_admin.models import (
+    LevelSample,
+    ReplAccount,
+    ReplSubscriber,
+    Server,
+)
+from replication_admin.transactional.lookups import (
+    _d,
+    schema_of,
+)
+
+
+def ensure_level_table(server: Server) -> None:
+    key = (server.name, server.dialect, server.database)
+    if key in _LEVEL_TABLES:
+        return
+    d = _d(server)
+    run_each(server, [sql.level_table_ddl(d, schema_of(server)), *sql.context_ddl(d, schema_of(server))])
+    _LEVEL_TABLES.add(key)
+
+
+def subscriber_position(sub: Server, publisher: str, account: str) -> tuple[int, int] | None:
+    """(level, count) the subscriber has applied, as its own database records it."""
+    d = _d(sub)
+    ensure_level_table(sub)
+    with connections.connect(sub, readonly=True) as conn:
+        row = conn.cursor().execute(sql.level_read_sql(d, schema_of(sub)), [publisher, account]).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def set_subscriber_position(sub: Server, publisher: str, account: str, count: int, cursor=None) -> list:
+    d = _d(sub)
+    delete, insert = sql.level_set_sql(d, schema_of(sub))
+    statements = [(delete, [publisher, account]), (insert, [levels.level_of(count), count, publisher, account])]
+    if cursor is not None:
+        for text, params in statements:
+            cursor.execute(text, params)
+    return statements
+
+
+SAMPLE_EVERY = 5.0  # seconds between two level samples of one subscriber
+
+
+def record_position(sub: ReplSubscriber, count: int, pub_count: int, force: bool = False) -> None:
+    now = timezone.now()
+    level = levels.level_of(count)
+    pub_level = levels.level_of(max(pub_count, count))
+    ReplSubscriber.objects.filter(pk=sub.pk).update(count=count, level=level, last_sync_at=now)
+    sub.count, sub.level, sub.last_sync_at = count, level, now
+    ReplAccount.objects.filter(server=sub.server, account=sub.account, count__lt=pub_count).update(
+        count=pub_count, level=levels.level_of(pub_count)
+    )
+    last = (
+        LevelSample.objects.filter(server=sub.server, account=sub.account, subscriber=sub.subscriber)
+        .order_by("-at")
+        .values_list("at", flat=True)
+        .first()
+    )
+    threshold = ReplAccount.objects.filter(server=sub.server, account=sub.account).values_list("alert_lag", flat=True)
+    behind = pub_count - count
+    if threshold and threshold[0] is not None and behind > threshold[0]:
+        safely_raise(
+            "lag",
+            f"{sub.subscriber} <- {sub.server}/{sub.account}",
+            f"{sub.subscriber} is {behind} transactions behind {sub.server}/{sub.account} (alert above {threshold[0]})",
+            sub.get_absolute_url(),
+        )
+    if force or last is None or (now - last).total_seconds() >= SAMPLE_EVERY:
+        LevelSample.objects.create(
+            server=sub.server,
+            account=sub.account,
+            subscriber=sub.subscriber,
+            at=now,
+            level=level,
+            publisher_level=pub_level,
+            lag=max(0, pub_count - count),
+        )
+
+
+def set_state(sub: ReplSubscriber, state: int, error: str | None = None) -> None:
+    updates: dict = {"state": state}
+    if error is not None:
+        updates.update(last_error=error[:4000], last_error_at=timezone.now())
+    ReplSubscriber.objects.filter(pk=sub.pk).update(**updates)
+    sub.state = state
+
+
+_LEVEL_TABLES: set[tuple] = set()

@@ -1,0 +1,272 @@
+"""Updateable subscriptions: the subscriber's own transactions go back to the publisher in order, conflicts
+decided by SYS_REPL_CR resolvers in one batch, losing versions kept, and re-applied from the inbox."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from replication_admin.core.conflicts import decide, default_decision, json_row, new_guid, resolver_chain
+from replication_admin.core.introspection import lookup_table
+from replication_admin.core.transactions import (
+    run_in_transaction,
+    with_retries,
+)
+from replication_admin.engine import levels
+from replication_admin.engine import transactional_sql as sql
+from replication_admin.engine.resolvers import DEFAULT_DECISION, ResolverColumn, spark_type
+from replication_admin.engine.schema import TableInfo
+from replication_admin.models import (
+    ConflictBackup,
+    RegistryEntry,
+    ReplAccount,
+    ReplSubscriber,
+    Server,
+    TransactionalConflictResolver,
+)
+from replication_admin.transactional.apply import LevelMoved
+from replication_admin.transactional.capture import (
+    add_capture,
+    create_log,
+    drop_capture,
+    publisher_count,
+    read_transactions,
+)
+from replication_admin.transactional.lookups import (
+    TrxError,
+    _d,
+    describe,
+    published_tables,
+    schema_of,
+    server_named,
+)
+from replication_admin.transactional.positions import (
+    ensure_level_table,
+    set_subscriber_position,
+    subscriber_position,
+)
+
+
+def setup_push(sub: ReplSubscriber, acct: ReplAccount) -> None:
+    """After an initial copy: the subscriber logs its own changes into its push account, and the
+    publisher records that it has everything logged so far."""
+    pub_server, sub_server = server_named(sub.server), server_named(sub.subscriber)
+    push_acct = sql.push_account(sub.account)
+    d = _d(sub_server)
+    names = sql.log_names(d, push_acct)
+    if lookup_table(sub_server, names.seq) is None:
+        create_log(sub_server, push_acct)
+    for name in published_tables(acct):
+        table = describe(sub_server, name)
+        drop_capture(sub_server, push_acct, table.name)
+        add_capture(sub_server, push_acct, table, updateable=True)
+    ensure_level_table(pub_server)
+    count = publisher_count(sub_server, push_acct)
+    run_in_transaction(pub_server, set_subscriber_position(pub_server, sub.subscriber, push_acct, count))
+
+
+def _classify(op: str, current: dict | None, old: dict | None) -> str | None:
+    """The reference's conflict rules for a replayed change (None: no conflict)."""
+    guid = sql.ROWGUID_COLUMN
+    if op == "I":
+        return "I" if current is not None else None
+    if current is None:
+        return "D"  # an update or delete of a row the publisher no longer has
+    if (old or {}).get(guid) != current.get(guid):
+        return "U" if op == "U" else "D"
+    return None
+
+
+class _Undecided(Exception):
+    """Conflicts met inside a push transaction that resolvers must decide: the transaction is rolled back,
+    they are decided together in one Spark job (outside any open transaction), and it runs again."""
+
+    def __init__(self, conflicts: list[tuple[TableInfo, dict]]) -> None:
+        super().__init__(f"{len(conflicts)} conflict(s) to decide")
+        self.conflicts = conflicts
+
+
+MAX_DECISION_ROUNDS = 5  # a row that keeps changing while its conflict is decided is read and decided again
+
+
+def _decide_all(pending: list[tuple[TableInfo, dict]], chains: dict[str, list], decisions: dict[str, dict]) -> None:
+    """Decide every pending conflict, one Spark job per table, and remember each decision with its input."""
+    by_table: dict[str, tuple[TableInfo, list[dict]]] = {}
+    for table, conflict in pending:
+        by_table.setdefault(table.name, (table, []))[1].append(conflict)
+    for name, (table, conflicts) in by_table.items():
+        columns = [ResolverColumn(c.name, spark_type(c.logical), bool(c.pk_position)) for c in table.columns]
+        for conflict, decision in zip(conflicts, decide(conflicts, chains[name], columns), strict=True):
+            decisions[conflict["key"]] = {"input": conflict, **decision}
+
+
+def _current(cursor, d, table: TableInfo, key: list) -> dict | None:
+    row = cursor.execute(sql.row_select_sql(d, table), key).fetchone()
+    return None if row is None else json_row(dict(zip([c.name for c in table.columns], row, strict=True)))
+
+
+def push_transaction(
+    acct: ReplAccount, pub_server: Server, tables: dict[str, TableInfo], subscriber: str, txn, expected: int
+) -> int:
+    """Replay one of the subscriber's transactions on the publisher, deciding conflicts, in one publisher
+    transaction that also records how far the subscriber's log has been pushed. Conflicts that resolvers
+    decide are decided in one batch between two attempts, never while the publisher transaction is open;
+    an attempt applies a decision only to the very versions it was made for."""
+    chains = {name: resolver_chain(f"{acct.server}.{name}", TransactionalConflictResolver) for name in tables}
+    decisions: dict[str, dict] = {}
+    for _ in range(MAX_DECISION_ROUNDS):
+        try:
+            return with_retries(
+                pub_server,
+                lambda cursor: _push_work(
+                    cursor, acct, pub_server, tables, subscriber, txn, expected, chains, decisions
+                ),
+            )
+        except _Undecided as undecided:
+            _decide_all(undecided.conflicts, chains, decisions)
+    raise TrxError(
+        f"{subscriber}'s transaction {txn.count}: rows kept changing on {acct.server} while its conflicts were "
+        f"decided ({MAX_DECISION_ROUNDS} times); the next sync tries again"
+    )
+
+
+def _push_work(
+    cursor,
+    acct: ReplAccount,
+    pub_server: Server,
+    tables: dict[str, TableInfo],
+    subscriber: str,
+    txn,
+    expected: int,
+    chains: dict[str, list],
+    decisions: dict[str, dict],
+) -> int:
+    d = _d(pub_server)
+    schema = schema_of(pub_server)
+    push_acct = sql.push_account(acct.account)
+    guid = sql.ROWGUID_COLUMN
+    for statement in sql.replay_context_sql(d, False, subscriber, schema):
+        cursor.execute(statement)
+    conflicted = False
+    undecided: list[tuple[TableInfo, dict]] = []
+    for entry in txn.entries:
+        if entry.op not in ("I", "U", "D") or entry.table not in tables:
+            continue  # calls and other tables are not replicated back
+        table = tables[entry.table]
+        image = entry.new if entry.op != "D" else entry.old
+        key = sql.key_values(image, table, d.name)
+        current = _current(cursor, d, table, key)
+        incoming = json_row(entry.new) if entry.new else None
+        old = json_row(entry.old) if entry.old else None
+        ctype = _classify(entry.op, current, old)
+        if ctype is None:
+            _write(cursor, d, table, entry.op, entry.new, key)
+            continue
+        conflicted = True
+        change = f"{subscriber}:{txn.count}:{entry.seq}"
+        conflict = {"key": change, "type": ctype, "pub": current, "new": incoming, "old": old or {}}
+        if not any(spec.cr_type == ctype for spec in chains[table.name]):
+            decision = default_decision(conflict)
+        elif change in decisions and decisions[change]["input"] == conflict:
+            decision = decisions[change]
+        else:
+            undecided.append((table, conflict))
+            continue
+        code = int(decision["decision"]) or DEFAULT_DECISION[ctype]
+        fresh = new_guid(acct.server)
+        if code == 1:
+            _write(cursor, d, table, entry.op, entry.new, key)
+            winner, loser = incoming, current
+        elif code == 2 and entry.op != "D":
+            final = {**(decision.get("final") or incoming), guid: fresh}
+            _write(cursor, d, table, "U", final, key)
+            winner, loser = final, current
+        else:  # the publisher's version stands and goes out again, to the originator too
+            if current is not None:
+                cursor.execute(sql.touch_sql(d, table), [fresh, *key])
+            winner, loser = current, incoming or old
+            code = code if code in (3, 5) else DEFAULT_DECISION[ctype]
+        ConflictBackup.objects.update_or_create(
+            item=f"{acct.server}.{table.name}",
+            source=subscriber,
+            change_guid=change,
+            defaults={
+                "kind": "transactional",
+                "table_name": table.name,
+                "publisher": acct.server,
+                "origin": txn.origin or subscriber,
+                "primary_key": {k.name: v for k, v in zip(table.primary_key, key, strict=True)},
+                "conflict_type": ctype,
+                "operation": entry.op,
+                "decision": code,
+                "resolver_id": decision.get("resolver_id"),
+                "resolver": decision.get("resolver") or "default",
+                "publisher_row": current,
+                "incoming_row": incoming or old,
+                "old_rowguid": (old or {}).get(guid),
+                "winning_row": winner,
+                "losing_row": loser,
+                "note": decision.get("note") or "",
+            },
+        )
+    if undecided:
+        raise _Undecided(undecided)
+    if conflicted:
+        for statement in sql.retag_origin_sql(d, acct.account, acct.server, schema):
+            cursor.execute(statement)
+    cursor.execute(
+        sql.level_advance_sql(d, schema),
+        [levels.level_of(txn.count), txn.count, subscriber, push_acct, expected],
+    )
+    if cursor.rowcount != 1:
+        raise LevelMoved(f"{acct.server} has already taken {subscriber}'s transaction {txn.count}")
+    for statement in sql.reset_context_sql(d, schema):
+        cursor.execute(statement)
+    return txn.count
+
+
+def _write(cursor, d, table: TableInfo, op: str, image: dict | None, key: list) -> None:
+    if op == "D":
+        cursor.execute(sql.delete_sql(d, table), key)
+        return
+    assert image is not None
+    cursor.execute(sql.upsert_sql(d, table, 1), sql.row_values(image, table, d.name))
+
+
+def push(sub: ReplSubscriber, acct: ReplAccount) -> int:
+    """Send the subscriber's own transactions, in order, to the publisher. Returns how many went."""
+    pub_server, sub_server = server_named(sub.server), server_named(sub.subscriber)
+    push_acct = sql.push_account(sub.account)
+    position = subscriber_position(pub_server, sub.subscriber, push_acct)
+    if position is None:
+        return 0
+    pushed = position[1]
+    available = publisher_count(sub_server, push_acct)
+    if available <= pushed:
+        return 0
+    tables = published_tables(acct, cached=True)
+    sent = 0
+    batch = RegistryEntry.get_int("repl_apply_batch")
+    while pushed < available:
+        for txn in read_transactions(sub_server, push_acct, pushed, min(available, pushed + batch)):
+            pushed = push_transaction(acct, pub_server, tables, sub.subscriber, txn, pushed)
+            sent += 1
+    return sent
+
+
+def reapply_losing_version(backup) -> str:
+    """Conflict inbox, transactional: write the losing version on the publisher as a change of its own
+    (a new ROWGUID of the publisher's), so the next syncs send it to every subscriber, its originator too."""
+    server = server_named(backup.publisher)
+    table = describe(server, backup.table_name)
+    d = _d(server)
+    key = sql.key_values(backup.primary_key or {}, table, d.name)
+    loser = backup.losing_row
+    if not loser or (backup.operation == "D" and backup.decision in (3, 5)):
+        run_in_transaction(server, [(sql.delete_sql(d, table), key)])
+        message = f"deleted {backup.primary_key} on {server.name}"
+    else:
+        row = {**loser, sql.ROWGUID_COLUMN: new_guid(server.name)}
+        run_in_transaction(server, [(sql.upsert_sql(d, table, 1), sql.row_values(row, table, d.name))])
+        message = f"wrote the losing version of {backup.primary_key} on {server.name}; the next syncs send it on"
+    ConflictBackup.objects.filter(pk=backup.pk).update(reapplied_at=timezone.now())
+    return message

@@ -1,0 +1,271 @@
+"""REPL_SYNC of a transactional subscription and the in-sync follower.
+
+The log of a publication lives in the publisher's database (capture.py). A sync reads the
+transactions after the subscriber's count and applies them on the subscriber in order. Each
+subscriber transaction applies whole publisher transactions only (a batch of them) and moves the
+subscriber's level in RTLEVEL, in the same transaction, from the count it started at: a second apply
+of the same batch finds the level moved and changes nothing, so every transaction is applied once.
+
+Errors: deadlocks, lock timeouts and lost connections are retried; any other error makes the batch be
+applied one transaction at a time, and the transaction that fails is skipped: its level is recorded
+in RTLEVEL (so the subscriber goes on) and in REPL_SKIPPED_TX (so the gap shows in the console).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyodbc
+
+from replication_admin.core import connections
+from replication_admin.core.alerts import safely_raise
+from replication_admin.core.locks import item_lock
+from replication_admin.core.transactions import (
+    error_message,
+    run_in_transaction,
+)
+from replication_admin.engine import levels
+from replication_admin.engine import transactional_sql as sql
+from replication_admin.models import (
+    RegistryEntry,
+    ReplAccount,
+    ReplSubscriber,
+)
+from replication_admin.transactional.apply import LevelMoved, Target, apply_batch, skip_transaction
+from replication_admin.transactional.capture import (
+    oldest_count,
+    publisher_count,
+    read_transactions,
+)
+from replication_admin.transactional.lookups import (
+    BacklogExceeded,
+    InvalidSubscriber,
+    TrxError,
+    _d,
+    lock_name,
+    publication,
+    published_tables,
+    schema_of,
+    server_named,
+)
+from replication_admin.transactional.positions import (
+    record_position,
+    set_state,
+    subscriber_position,
+)
+from replication_admin.transactional.push import push
+
+log = logging.getLogger(__name__)
+
+
+# --- items ------------------------------------------------------------------------------------------------
+
+
+# --- the publisher's log ------------------------------------------------------------------------------------
+
+
+# --- the subscriber's level ----------------------------------------------------------------------------------
+
+
+# --- applying transactions on a subscriber ------------------------------------------------------------------
+
+
+# --- sync --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SyncOutcome:
+    applied: int = 0  # transactions applied
+    skipped: int = 0
+    level: int = 0
+    count: int = 0
+    publisher_level: int = 0
+    publisher_count: int = 0
+    batches: int = 0
+    pushed: int = 0  # the subscriber's own transactions sent to the publisher (updateable)
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def check_request(sub: ReplSubscriber, level: int, pub_level: int, pub_count: int, oldest: int | None) -> None:
+    """The publisher's side of a sync request: store RS_LEVEL and RS_VALID as the reference says, and
+    refuse an invalid subscriber until an admin marks it valid again."""
+    was_valid = bool(sub.valid)
+    ok = levels.level_ok(level, pub_level)
+    reason = ""
+    if not ok:
+        reason = f"its level {level} is not at or below the publisher's level {pub_level}"
+    elif levels.count_of(level, pub_level, pub_count) < (pub_count + 1 if oldest is None else oldest) - 1:
+        ok = False
+        reason = f"the transactions after its level {level} have been purged from the log"
+    valid = 1 if (ok and was_valid) else 0
+    if (sub.level, sub.valid) != (level, valid):
+        ReplSubscriber.objects.filter(pk=sub.pk).update(level=level, valid=valid)
+        sub.level, sub.valid = level, valid
+    if not was_valid:
+        raise InvalidSubscriber(
+            f"{sub.subscriber} is marked invalid for {sub.server}/{sub.account}; re-initialise it "
+            "(REPL_INIT_COPY) and mark it valid before it syncs again"
+        )
+    if not ok:
+        message = f"{sub.subscriber} is no longer valid for {sub.server}/{sub.account}: {reason}"
+        safely_raise(
+            "subscriber_invalid", f"{sub.subscriber} <- {sub.server}/{sub.account}", message, sub.get_absolute_url()
+        )
+        raise InvalidSubscriber(message)
+
+
+def sync_once(
+    sub: ReplSubscriber,
+    max_transactions: int | None = None,
+    progress: Callable[[SyncOutcome], None] | None = None,
+    max_backlog: int | None = None,
+) -> SyncOutcome:
+    """Bring a subscriber up to the publisher's current level (or `max_transactions` further)."""
+    pub_server = server_named(sub.server)
+    sub_server = server_named(sub.subscriber)
+    acct = publication(sub.server, sub.account)
+    position = subscriber_position(sub_server, sub.server, sub.account)
+    if position is None:
+        raise TrxError(f"{sub.subscriber} has no level for {sub.server}/{sub.account} yet; run REPL_INIT_COPY first")
+    level, _own_count = position
+    pub_count = publisher_count(pub_server, sub.account)
+    pub_level = levels.level_of(pub_count)
+    check_request(sub, level, pub_level, pub_count, oldest_count(pub_server, sub.account))
+    count = levels.count_of(level, pub_level, pub_count)
+    if count != _own_count:
+        # Seen from this publisher's log the level means another count (the log was renumbered).
+        run_in_transaction(
+            sub_server,
+            [
+                (
+                    sql.level_advance_sql(_d(sub_server), schema_of(sub_server)),
+                    [level, count, sub.server, sub.account, _own_count],
+                )
+            ],
+        )
+    outcome = SyncOutcome(level=level, count=count, publisher_level=pub_level, publisher_count=pub_count)
+    if max_backlog is not None and pub_count - count > max_backlog:
+        raise BacklogExceeded(
+            f"{sub.subscriber} is {pub_count - count} transactions behind {sub.server}/{sub.account} "
+            f"(more than {max_backlog}); the feed is cut until it syncs again"
+        )
+    if acct.is_updateable:
+        outcome.pushed = push(sub, acct)
+    target = Target(sub_server, sub.server, sub.account, published=published_tables(acct, cached=True))
+    batch = RegistryEntry.get_int("repl_apply_batch")
+    goal = pub_count if max_transactions is None else min(pub_count, count + max_transactions)
+    while count < goal:
+        upto = min(goal, count + batch)
+        txns = read_transactions(pub_server, sub.account, count, upto)
+        if not txns or txns[0].count != count + 1:
+            raise TrxError(
+                f"{sub.server}/{sub.account} has no transaction after level {levels.level_of(count)} "
+                f"(the log has been purged past it); re-initialise {sub.subscriber}"
+            )
+        count = _apply_or_skip(target, txns, count, outcome)
+        outcome.batches += 1
+        outcome.count, outcome.level = count, levels.level_of(count)
+        record_position(sub, count, pub_count)
+        if progress is not None:
+            progress(outcome)
+    return outcome
+
+
+def _apply_or_skip(target: Target, txns: list[sql.Transaction], count: int, outcome: SyncOutcome) -> int:
+    try:
+        count = apply_batch(target, txns, count)
+        outcome.applied += len(txns)
+        return count
+    except LevelMoved:
+        raise
+    except (pyodbc.Error, TrxError, ValueError, KeyError) as exc:
+        if len(txns) > 1:
+            for txn in txns:
+                count = _apply_or_skip(target, [txn], count, outcome)
+            return count
+        count = skip_transaction(target, txns[0], count, error_message(exc))
+        outcome.skipped += 1
+        return count
+
+
+# --- initial copy (REPL_INIT_COPY) ---------------------------------------------------------------------------
+
+
+def sync_subscription(job, reporter, subscription_id: int) -> dict:
+    sub = ReplSubscriber.objects.get(pk=subscription_id)
+    with item_lock(lock_name(sub), job), connections.reuse():
+        set_state(sub, ReplSubscriber.SYNCING)
+        try:
+            outcome = sync_once(
+                sub,
+                progress=lambda o: reporter.progress(
+                    o.applied + o.skipped, max(1, o.publisher_count), f"level {o.level}"
+                ),
+            )
+        except Exception as exc:
+            set_state(sub, ReplSubscriber.DISCONNECTED, error_message(exc))
+            raise
+        set_state(sub, ReplSubscriber.IN_SYNC if sub.follow else ReplSubscriber.OFF)
+        ReplSubscriber.objects.filter(pk=sub.pk).update(last_error="")
+        return outcome.as_dict()
+
+
+# --- in-sync mode -------------------------------------------------------------------------------------------
+
+
+def max_backlog(account: ReplAccount) -> int:
+    return account.max_backlog or RegistryEntry.get_int("repl_max_backlog")
+
+
+def follow_step(sub: ReplSubscriber) -> SyncOutcome | None:
+    """One look at the publisher for an in-sync subscriber: apply what is new, or cut the feed when the
+    backlog is over the publication's threshold (the subscriber re-syncs from its level later)."""
+    acct = publication(sub.server, sub.account)
+    try:
+        return sync_once(sub, max_transactions=RegistryEntry.get_int("repl_apply_batch"), max_backlog=max_backlog(acct))
+    except BacklogExceeded as exc:
+        set_state(sub, ReplSubscriber.DISCONNECTED, str(exc))
+        log.warning("%s", exc)
+        return None
+    except LevelMoved:
+        return None  # a sync job applied the same transactions meanwhile; look again next round
+    except Exception as exc:
+        set_state(sub, ReplSubscriber.DISCONNECTED, error_message(exc))
+        raise
+
+
+def followed() -> list[ReplSubscriber]:
+    return list(
+        ReplSubscriber.objects.filter(follow=True, subscribed=True, valid=1, state=ReplSubscriber.IN_SYNC).order_by(
+            "id"
+        )
+    )
+
+
+def follow_loop(stop: Callable[[], bool], interval: float = 0.1) -> int:
+    """Serve every in-sync subscription until `stop()` says so; returns how many transactions it applied."""
+    applied = 0
+    with connections.reuse():
+        while not stop():
+            started = time.monotonic()
+            for sub in followed():
+                try:
+                    outcome = follow_step(sub)
+                except Exception:
+                    log.exception("in-sync apply for %s failed", sub)
+                    continue
+                if outcome is not None:
+                    applied += outcome.applied
+            time.sleep(max(0.0, interval - (time.monotonic() - started)))
+    return applied
+
+
+# --- updateable subscriptions: the subscriber's changes go back to the publisher -----------------------------
+
+
+# --- published procedures (PostgreSQL publishers) ----------------------------------------------------------
