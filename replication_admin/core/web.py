@@ -24,6 +24,11 @@ MAX_DAY_BUCKETS = 400  # past this many days per_day_counts lets the database tr
 MAX_QUERY_LENGTH = 200  # longer text filters are cut: nobody types more, and LIKE over it is wasted work
 
 ViewFunc = Callable[..., HttpResponse]
+# How a refusal names the missing permission, and the role that holds it.
+PERMISSION_NAMES = {
+    "replication_admin.edit": "the edit permission (the editor role)",
+    "replication_admin.operate": "the operate permission (the operator or editor role)",
+}
 
 # A sort key's field or fields, in the order they sort by ("-field" sorts that field the other way round).
 SortFields = str | tuple[str, ...]
@@ -140,7 +145,8 @@ def refuse(request: HttpRequest, perm: str, action: str, target: str = "") -> Ht
     """A 403 (recorded in the audit log as denied) when the user lacks `perm`; None when they hold it."""
     if check_perm(request, perm, action, target):
         return None
-    return denied(request, PermissionDenied(f"{request.user.get_username()} may not {action} (needs {perm})"))
+    needed = PERMISSION_NAMES.get(perm, perm)
+    return denied(request, PermissionDenied(f"{request.user.get_username()} may not {action}: it needs {needed}"))
 
 
 def requires(

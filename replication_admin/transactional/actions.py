@@ -25,11 +25,11 @@ from replication_admin.models import (
     TpGrant,
     TpItem,
 )
-from replication_admin.transactional import actions as trx_actions
 from replication_admin.transactional import capture as trx_capture
 from replication_admin.transactional import lookups as trx_lookups
 from replication_admin.transactional import positions as trx_positions
 from replication_admin.transactional import procedures as trx_procedures
+from replication_admin.transactional import push as trx_push
 from replication_admin.transactional.runs import SubscriptionParams, TrxInit, TrxSync
 
 EDIT = "replication_admin.edit"
@@ -506,4 +506,4 @@ def published_table(server: Server, table: str):
 
 def reapply_losing_version(backup: ConflictBackup) -> str:
     """The conflict inbox's re-apply of a transactional conflict's losing version (on the publisher)."""
-    return trx_actions.reapply_losing_version(backup)
+    return trx_push.reapply_losing_version(backup)

@@ -15,7 +15,7 @@ from replication_admin.engine.resolvers import NUMERIC, ColumnTypes, ResolverCla
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import SnapshotConflictResolver, SnapshotPublication, TransactionalConflictResolver
 from replication_admin.models.catalog import CR_TYPES as MODEL_CR_TYPES
-from replication_admin.snapshots.shapes import SnapshotError
+from replication_admin.core.errors import ReplicationError
 from replication_admin.wizard.forms import ResolversForm
 from replication_admin.wizard.plan import CR_TYPES as WIZARD_CR_TYPES
 from tests.tables import create_table
@@ -136,7 +136,7 @@ def test_one_registry_entry_is_offered_by_the_parser_the_forms_and_the_wizard(re
     assert (saved.proc, saved.resolver_class, saved.column, saved.expression, saved.assignments) == (
         "pg1.items_cr_U_delta_qty", "delta", "qty", "2", {"qty": "pub.qty + new.qty - old.qty"},
     )  # fmt: skip
-    with pytest.raises(SnapshotError, match="transactional publications only"):
+    with pytest.raises(ReplicationError, match="transactional publications only"):
         do_add_resolver(ACTOR, "pg1.items", COLUMNS, "U", "delta", column="qty")
 
 
