@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -19,6 +20,14 @@ from pathlib import Path
 
 import pyodbc
 import pytest
+from django.conf import settings
+
+from jobs.session import get_spark
+from replication_admin.core.audit import Actor
+from replication_admin.core.spark import spark_config
+from replication_admin.models import JobRun
+from replication_admin.servers.actions import ServerData, do_register_server
+from tests.users import editor_client, viewer_client  # noqa: F401 - fixtures for every feature's tests
 
 ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -69,8 +78,6 @@ def require_service(dialect: str) -> None:
 
 
 def require_spark() -> None:
-    from django.conf import settings
-
     if shutil.which("java") is None:
         unavailable("no java on PATH (Spark needs a Java runtime)")
     missing = [jar for jar in settings.JDBC_JARS if not os.path.isfile(jar)]
@@ -99,8 +106,6 @@ def drop_database(dialect: str, name: str) -> None:
 @pytest.fixture(autouse=True, scope="session")
 def sqlite_dirs_include_tmp():
     """Test SQLite files live under the system temp folder; let the console use them."""
-    from django.conf import settings
-
     settings.SQLITE_ALLOWED_DIRS = [*settings.SQLITE_ALLOWED_DIRS, tempfile.gettempdir()]
     os.environ["REPLADMIN_SQLITE_DIRS"] = ",".join(settings.SQLITE_ALLOWED_DIRS)
 
@@ -124,7 +129,6 @@ def live_database() -> Iterator[Callable[[str], str]]:
 @pytest.fixture
 def sqlite_path(tmp_path: Path) -> Callable[[str], str]:
     """Factory: an empty SQLite file under the test's tmp folder."""
-    import sqlite3
 
     def make(stem: str = "db") -> str:
         path = tmp_path / f"{stem}-{uuid.uuid4().hex[:6]}.sqlite3"
@@ -135,8 +139,6 @@ def sqlite_path(tmp_path: Path) -> Callable[[str], str]:
 
 
 def server_data(dialect: str, name: str, database: str):
-    from replication_admin.servers.actions import ServerData
-
     if dialect == "sqlite":
         return ServerData(name=name, dialect="sqlite", database=database)
     params = PG if dialect == "postgresql" else MY
@@ -154,9 +156,6 @@ def server_data(dialect: str, name: str, database: str):
 @pytest.fixture
 def make_server(db, live_database, sqlite_path):
     """Factory: register a server on a fresh database of the given dialect."""
-    from replication_admin.core.audit import Actor
-    from replication_admin.servers.actions import do_register_server
-
     counter = {"n": 0}
 
     def make(dialect: str, name: str | None = None):
@@ -172,8 +171,6 @@ def make_server(db, live_database, sqlite_path):
 def spark():
     """The process's one SparkSession (the same one the jobs use when run in sync mode)."""
     require_spark()
-    from jobs.session import get_spark
-    from replication_admin.core.spark import spark_config
 
     return get_spark(spark_config())
 
@@ -219,8 +216,6 @@ def qcluster(transactional_db, settings, tmp_path) -> Iterator[subprocess.Popen]
 
 
 def wait_for_job(job_id: int, timeout: float = 180.0):
-    from replication_admin.models import JobRun
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         job = JobRun.objects.get(pk=job_id)

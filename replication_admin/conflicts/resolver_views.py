@@ -4,7 +4,7 @@ editing, moving and removing resolvers, and dry runs of the chain over recorded 
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -171,8 +171,6 @@ def _resolver(pk: int) -> tuple[SnapshotConflictResolver, SnapshotPublication]:
     resolver = get_object_or_404(SnapshotConflictResolver, pk=pk)
     publication = SnapshotPublication.objects.filter(item=resolver.table_name).select_related("server").first()
     if publication is None:
-        from django.http import Http404
-
         raise Http404("The resolver's table is not published bi-directionally.")
     return resolver, publication
 

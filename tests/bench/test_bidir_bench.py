@@ -24,7 +24,7 @@ import pytest
 from replication_admin.core.audit import Actor
 from replication_admin.models import ConflictBackup, JobRun
 from replication_admin.statements import execute
-from tests.jobs.test_bidir import assert_converged
+from tests.bidir.test_bidir_sync import assert_converged
 from tests.tables import execute as run_sql
 from tests.tables import fetch_all
 

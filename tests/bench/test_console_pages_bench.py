@@ -1,12 +1,12 @@
 """Console pages benchmark (run on demand: `make bench`). It prints figures and ratios measured in the same run; it
 asserts only that every page answers 200.
 
-Every console page of tests/web/big_catalog.py (each list sorted, filtered and paged, the detail pages, the htmx
+Every console page of tests/console/big_catalog.py (each list sorted, filtered and paged, the detail pages, the htmx
 fragments, /metrics and /api/status), rendered RUNS times through Django's test client on a small catalog (a few rows
 of each kind) and then on the big one (10,000 conflicts, 1,000 subscriptions of each kind, 3,000 jobs): per page, the
 server time's median and p95 on the big catalog, the SQL queries it runs on each catalog, and two ratios of its median
 on the big catalog, to its median on the small one and to the login page's (a page that reads nothing), both measured
-in this run. The suite checks that the query counts stay the same (tests/web/test_list_pages.py); the times are here.
+in this run. The suite checks that the query counts stay the same (tests/console/test_list_pages.py); the times are here.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from tests.web.big_catalog import BIG, SMALL, TOKEN, Page, clear, console_pages, seed
-from tests.web.conftest import make_user
+from tests.console.big_catalog import BIG, SMALL, TOKEN, Page, clear, console_pages, seed
+from tests.users import make_user
 
 pytestmark = [pytest.mark.bench, pytest.mark.django_db]
 

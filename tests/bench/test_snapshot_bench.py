@@ -15,10 +15,13 @@ import subprocess
 import time
 
 import pytest
+from django.utils import timezone
 
 from replication_admin.core.audit import Actor
-from replication_admin.models import JobRun
+from replication_admin.models import JobRun, Snapshot
+from replication_admin.snapshots.actions import do_refresh_snapshot
 from replication_admin.statements import execute
+from tests.conftest import wait_for_job
 from tests.tables import execute as run_sql
 from tests.tables import fetch_all
 
@@ -142,12 +145,6 @@ def test_incremental_refresh_cost_follows_the_changes_not_the_table(make_server,
 
 
 def test_a_queued_refresh_on_a_warm_worker_starts_its_spark_work_quickly(make_server, qcluster):
-    from django.utils import timezone
-
-    from replication_admin.models import Snapshot
-    from replication_admin.snapshots.actions import do_refresh_snapshot
-    from tests.conftest import wait_for_job
-
     pg = make_server("postgresql", "wpg")
     make_server("sqlite", "wlite")
     run_sql(pg, "CREATE TABLE t (id integer PRIMARY KEY, v integer)")

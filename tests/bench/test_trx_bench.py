@@ -24,8 +24,8 @@ import pytest
 
 from replication_admin.core import connections
 from replication_admin.transactional import sync as trx_sync
-from tests.jobs.test_bidir import same
-from tests.jobs.test_trx_replication import run, sql
+from tests.bidir.test_bidir_sync import same
+from tests.transactional.test_trx_replication import run, sql
 
 pytestmark = [pytest.mark.bench, pytest.mark.live_db]
 

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import sync_playwright
 
 from tests.conftest import unavailable
 
@@ -31,7 +32,6 @@ def browser():
     # browser steps are ordinary blocking calls.
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    from playwright.sync_api import sync_playwright
 
     try:
         with sync_playwright() as p:

@@ -21,7 +21,7 @@ from replication_admin.models import (
 from replication_admin.servers.actions import do_register_server
 from tests.conftest import server_data
 from tests.tables import create_table, execute, fetch_all, insert_rows
-from tests.web.conftest import make_user
+from tests.users import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.spark, pytest.mark.live_db]
 

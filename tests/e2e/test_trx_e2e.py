@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from replication_admin.models import AuditEntry, LevelSample, ReplAccount, ReplSubscriber, SkippedTransaction
-from tests.web.conftest import make_user
+from tests.users import make_user
 
 pytestmark = [pytest.mark.browser]
 

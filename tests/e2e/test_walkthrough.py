@@ -29,7 +29,7 @@ from replication_admin.statements import execute as run_statements
 from tests.conftest import PG, server_data, wait_for_job
 from tests.e2e.test_bidir_e2e import job_badge, sign_in, started_job, wait_until_idle
 from tests.tables import create_table, execute, fetch_all, insert_rows
-from tests.web.conftest import make_user
+from tests.users import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.spark, pytest.mark.live_db]
 

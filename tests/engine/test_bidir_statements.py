@@ -20,6 +20,7 @@ from replication_admin.engine.statements import (
     parse,
     parse_one,
 )
+from replication_admin.statements import shown_text
 
 
 @pytest.mark.parametrize(
@@ -93,8 +94,6 @@ def test_malformed_bidirectional_statements_are_refused_with_the_reason(text, me
 
 
 def test_a_password_given_to_repl_snp_server_is_never_shown_or_recorded():
-    from replication_admin.statements import shown_text
-
     statement = parse_one("REPL_SNP_SERVER ('localhost:1121', 'dba', 's3cr''et')")
     assert statement.password == "s3cr'et"
     assert "s3cr" not in shown_text(statement) and "********" in shown_text(statement)

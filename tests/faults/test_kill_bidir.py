@@ -19,8 +19,8 @@ import pytest
 from replication_admin.core.audit import Actor
 from replication_admin.models import ConflictBackup, JobRun, SnapshotSubscription
 from replication_admin.statements import execute
+from tests.bidir.test_bidir_sync import COLUMNS, assert_converged, rows, sql, user_op
 from tests.conftest import ROOT, require_spark
-from tests.jobs.test_bidir import COLUMNS, assert_converged, rows, sql, user_op
 from tests.tables import create_table, insert_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.live_db]

@@ -21,7 +21,7 @@ from replication_admin.core.audit import Actor
 from replication_admin.models import JobRun, ReplLock, Snapshot
 from replication_admin.statements import execute
 from tests.conftest import ROOT, require_spark
-from tests.jobs.test_snapshots import COLUMNS, Workload
+from tests.snapshots.test_snapshot_refresh import COLUMNS, Workload
 from tests.tables import create_table, fetch_all
 
 pytestmark = [pytest.mark.spark, pytest.mark.live_db]

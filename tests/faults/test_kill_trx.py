@@ -7,7 +7,12 @@ of order, fails there and would show up as a skipped transaction."""
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -15,7 +20,8 @@ from replication_admin.core import connections
 from replication_admin.core.audit import Actor
 from replication_admin.models import JobRun, RegistryEntry, SkippedTransaction
 from replication_admin.statements import execute
-from tests.jobs.test_bidir import same
+from tests.bidir.test_bidir_sync import same
+from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.live_db]
 
@@ -33,12 +39,6 @@ def run(server, text: str):
 
 
 def start(statement: str, server: str, db_path: str):
-    import os
-    import subprocess
-    import sys
-
-    from tests.conftest import ROOT
-
     env = {**os.environ, "REPLADMIN_DB_PATH": db_path, "REPLADMIN_JOBS_SYNC": "1"}
     return subprocess.Popen(
         [sys.executable, str(ROOT / "manage.py"), "replsql", "--server", server, statement],
@@ -48,10 +48,6 @@ def start(statement: str, server: str, db_path: str):
 
 def kill_while_running(proc, rng: random.Random) -> bool:
     """Wait for the process's job to be running, let it work a random while, then SIGKILL its group."""
-    import os
-    import signal
-    import time
-
     deadline = time.monotonic() + 60
     while not JobRun.objects.filter(state="running", worker_pid=proc.pid).exists():
         if proc.poll() is not None or time.monotonic() > deadline:

@@ -20,7 +20,7 @@ from replication_admin.models import (
 from replication_admin.servers.actions import do_register_server
 from tests.conftest import server_data
 from tests.tables import create_table, insert_rows
-from tests.web.conftest import make_user
+from tests.users import make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -241,8 +241,6 @@ def test_removing_a_server_asks_for_confirmation_then_deletes_and_audits(editor_
 
 
 def test_the_tables_partial_lists_tables_with_their_primary_keys(viewer_client, sqlite_server):
-    from replication_admin.engine.types import LogicalType
-
     create_table(sqlite_server, 'ab "cd', [("id key", LogicalType("integer"))], ["id key"])
     response = viewer_client.get(reverse("servers-tables", args=["demo"]), HTTP_HX_REQUEST="true")
     body = response.content.decode()
@@ -264,8 +262,6 @@ def test_a_running_job_polls_for_progress_and_a_finished_one_stops(viewer_client
 def test_a_compare_started_from_the_console_shows_its_result(
     editor_client, sqlite_server, sqlite_path, spark, jobs_sync
 ):
-    from replication_admin.engine.types import LogicalType
-
     other = do_register_server(Actor.command(), server_data("sqlite", "other", sqlite_path("other")))
     cols = [("id", LogicalType("integer")), ("v", LogicalType("varchar", length=5))]
     for server, rows in ((sqlite_server, [(1, "a"), (2, "b")]), (other, [(1, "a"), (2, "c")])):

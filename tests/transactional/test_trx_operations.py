@@ -18,8 +18,8 @@ from replication_admin.models import ReplAccount, ReplSubscriber, ScheduledEvent
 from replication_admin.tasks import scheduler_round
 from replication_admin.transactional import actions as trx_actions
 from replication_admin.transactional import sync as trx_sync
-from tests.jobs.test_bidir import same
-from tests.jobs.test_trx_replication import refused, run, sql, value
+from tests.bidir.test_bidir_sync import same
+from tests.transactional.test_trx_replication import refused, run, sql, value
 
 
 @pytest.fixture

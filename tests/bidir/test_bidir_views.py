@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import (
@@ -120,8 +121,6 @@ def test_viewers_see_every_page_but_every_post_is_refused_and_audited(viewer_cli
 
 
 def test_the_list_shows_publisher_subscribers_last_sync_and_schedule(viewer_client, catalog):
-    from django.utils import timezone
-
     publication, *_ = catalog
     SnapshotPublication.objects.filter(pk=publication.pk).update(
         last_sync_at=timezone.now(), last_sync_error="branch: connection refused"

@@ -25,8 +25,8 @@ from replication_admin.models import ConflictBackup, Server, Snapshot
 from replication_admin.servers.views import SERVER_SORTS
 from replication_admin.snapshots.views import LOG_SORTS, SNAPSHOT_SORTS
 from replication_admin.transactional.selectors import TRX_PUBLICATION_SORTS, TRX_SUBSCRIPTION_SORTS
-from tests.web.big_catalog import BIG, LOG_TEXT, SEEDED, SMALL, TOKEN, clear, console_pages, seed
-from tests.web.conftest import make_user
+from tests.console.big_catalog import BIG, LOG_TEXT, SEEDED, SMALL, TOKEN, clear, console_pages, seed
+from tests.users import make_user
 
 pytestmark = pytest.mark.django_db
 

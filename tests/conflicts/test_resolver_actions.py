@@ -26,7 +26,7 @@ from replication_admin.models import (
     TransactionalConflictResolver,
 )
 from tests.tables import create_table
-from tests.web.conftest import make_user
+from tests.users import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import random
+import threading
+import time
+
 import pytest
 
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor
-from replication_admin.models import ReplSubscriber, SkippedTransaction
+from replication_admin.engine import dialects, levels
+from replication_admin.engine import transactional_sql as trx_sql
+from replication_admin.models import ReplAccount, ReplSubscriber, SkippedTransaction
 from replication_admin.statements import execute
-from tests.jobs.test_bidir import same
+from replication_admin.transactional import actions as trx_actions
+from replication_admin.transactional import sync as trx_sync
+from tests.bidir.test_bidir_sync import same
 
 
 def run(server, text: str) -> list:
@@ -111,8 +119,6 @@ def test_subscribing_checks_the_references_preconditions(rep):
 
 
 def test_an_invalid_subscriber_is_refused_until_reinitialised_and_marked_valid(rep):
-    from replication_admin.transactional import actions as trx_actions
-
     rep1, rep2 = rep
     run(rep2, "REPL_SERVER ('rep1', '1111'); REPL_SUBSCRIBE ('rep1', 'tbl'); REPL_INIT_COPY ('rep1', 'tbl')")
     sub = ReplSubscriber.objects.get(subscriber="rep2")
@@ -160,11 +166,6 @@ def subscribed_in_sync(rep1, rep2) -> ReplSubscriber:
 
 
 def test_in_sync_mode_makes_each_new_transaction_visible_within_a_second(rep):
-    import threading
-    import time
-
-    from replication_admin.transactional import sync as trx_sync
-
     rep1, rep2 = rep
     subscribed_in_sync(rep1, rep2)
     latencies: list[float] = []
@@ -196,9 +197,6 @@ def test_in_sync_mode_makes_each_new_transaction_visible_within_a_second(rep):
 
 
 def test_a_subscriber_over_the_backlog_threshold_is_cut_and_resyncs_from_its_level(rep):
-    from replication_admin.models import ReplAccount
-    from replication_admin.transactional import sync as trx_sync
-
     rep1, rep2 = rep
     sub = subscribed_in_sync(rep1, rep2)
     ReplAccount.objects.filter(server="rep1", account="tbl").update(max_backlog=5)
@@ -249,8 +247,6 @@ LOGGER_TABLES = {
 def test_the_references_replication_logger_sample_with_four_servers(make_server, jobs_sync, spark):
     """Four servers each publish `hits` and subscribe to the other three; every hit, wherever it is
     logged, reaches every server through REPL_TEXT calls of wl_hit_repl."""
-    import random
-
     logs = [make_server(d, f"log{i}") for i, d in enumerate(["postgresql", "mysql", "postgresql", "mysql"], 1)]
     for server in logs:
         sql(server, *LOGGER_TABLES[server.dialect])
@@ -373,9 +369,6 @@ def test_a_table_added_later_is_created_on_the_subscriber_before_its_rows_arrive
 
 
 def test_a_subscriber_syncs_across_the_wrap_of_levels(rep):
-    from replication_admin.engine import dialects, levels
-    from replication_admin.engine import transactional_sql as trx_sql
-
     rep1, rep2 = rep
     names = trx_sql.log_names(dialects.get("postgresql"), "tbl")
     sql(rep1, f'DELETE FROM "{names.tx}"', f'DELETE FROM "{names.log}"')

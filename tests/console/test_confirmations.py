@@ -38,9 +38,9 @@ from replication_admin.models import (
 from replication_admin.snapshots import actions as snap
 from replication_admin.statements import execute
 from replication_admin.transactional import capture as trx_capture
+from tests.console.test_roles import url_names
 from tests.tables import create_table, fetch_all, insert_rows
-from tests.web.conftest import make_user
-from tests.web.test_roles import url_names
+from tests.users import make_user
 
 pytestmark = pytest.mark.django_db
 

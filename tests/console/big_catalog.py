@@ -6,7 +6,7 @@ bi-directional publications with 1,000 subscriptions, 25 transactional publicati
 the detail pages show). `console_pages()` lists every console page (lists sorted, filtered and paged, detail pages,
 htmx fragments, /metrics and /api/status) over whichever catalog is in the database.
 
-Used by tests/web/test_list_pages.py (the queries a page runs do not grow with the catalog) and by the console
+Used by tests/console/test_list_pages.py (the queries a page runs do not grow with the catalog) and by the console
 pages benchmark in tests/bench (server time per page with the big catalog).
 """
 

@@ -1,4 +1,4 @@
-"""Users with and without the console's permissions, signed in."""
+"""Users with and without the console's permissions, signed in (fixtures registered in tests/conftest.py)."""
 
 from __future__ import annotations
 

@@ -9,13 +9,13 @@ from django.urls import reverse
 from replication_admin.conflicts.actions import check_definition, do_add_resolver
 from replication_admin.conflicts.forms import ResolverForm
 from replication_admin.core.audit import Actor
+from replication_admin.core.errors import ReplicationError
 from replication_admin.engine import resolvers
 from replication_admin.engine import statements as st
 from replication_admin.engine.resolvers import NUMERIC, ColumnTypes, ResolverClass, ResolverColumn, ResolverError
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import SnapshotConflictResolver, SnapshotPublication, TransactionalConflictResolver
 from replication_admin.models.catalog import CR_TYPES as MODEL_CR_TYPES
-from replication_admin.core.errors import ReplicationError
 from replication_admin.wizard.forms import ResolversForm
 from replication_admin.wizard.plan import CR_TYPES as WIZARD_CR_TYPES
 from tests.tables import create_table

@@ -25,7 +25,7 @@ from replication_admin.models import (
     SnapshotPublication,
     SnapshotSubscription,
 )
-from tests.web.conftest import make_user
+from tests.users import make_user
 
 pytestmark = pytest.mark.django_db
 

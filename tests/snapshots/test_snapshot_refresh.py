@@ -8,18 +8,24 @@ from __future__ import annotations
 
 import itertools
 import random
+import threading
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
+from jobs.jdbc import read_query
 from replication_admin.console.actions import do_compare_snapshot
+from replication_admin.core import connections
 from replication_admin.core.audit import Actor
 from replication_admin.engine import dialects
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import JobRun, ScheduledEvent, Snapshot, SnapshotLog
+from replication_admin.servers.actions import ServerData, do_register_server
+from replication_admin.snapshots.actions import do_repair_snapshot
 from replication_admin.statements import execute
-from tests.tables import create_table, fetch_all, insert_rows
+from tests.tables import _bind, create_table, fetch_all, insert_rows
 from tests.tables import execute as run_sql
 
 pytestmark = [pytest.mark.spark, pytest.mark.live_db]
@@ -81,7 +87,6 @@ class Workload:
         victim = self.rng.choice(sorted(self.ids))
         if op == "update":
             _, name, price, at, note = row(victim, self.rng)
-            from tests.tables import _bind
 
             run_sql(
                 self.server,
@@ -250,8 +255,6 @@ def test_snapshot_log_objects_are_created_and_dropped_exactly(make_server):
 
 
 def table_names(server) -> list[str]:
-    from replication_admin.core import connections
-
     return connections.list_tables(server)
 
 
@@ -309,7 +312,6 @@ def test_a_source_transaction_spanning_the_log_read_is_not_missed(make_server, s
     work = Workload(source, "t", 3)
     work.insert(10)
     run("create snapshot log for t; create snapshot tx_d.t_copy from t", source)
-    from replication_admin.core import connections
 
     open_tx = connections.open_connection(source, autocommit=False)
     try:
@@ -328,8 +330,6 @@ def test_a_source_transaction_spanning_the_log_read_is_not_missed(make_server, s
     ("source_dialect", "dest_dialect"), [("postgresql", "mysql"), ("mysql", "sqlite"), ("sqlite", "postgresql")]
 )
 def test_repair_fixes_exactly_the_rows_that_differ(make_server, spark, source_dialect, dest_dialect):
-    from replication_admin.snapshots.actions import do_repair_snapshot
-
     source = make_server(source_dialect, "rs")
     dest = make_server(dest_dialect, "rd")
     create_table(source, "t", COLUMNS, ["id"])
@@ -352,8 +352,6 @@ def test_repair_fixes_exactly_the_rows_that_differ(make_server, spark, source_di
 
 
 def test_purge_snapshot_log_deletes_only_rows_every_snapshot_has_replayed(make_server, spark):
-    from django.utils import timezone
-
     source = make_server("sqlite", "pg_s")
     make_server("sqlite", "pg_d1")
     make_server("mysql", "pg_d2")
@@ -375,10 +373,6 @@ def test_purge_snapshot_log_deletes_only_rows_every_snapshot_has_replayed(make_s
 
 @pytest.mark.parametrize("dest_dialect", ["postgresql", "mysql"])
 def test_readers_see_the_old_or_the_new_content_during_a_full_refresh(make_server, spark, dest_dialect):
-    import threading
-
-    from replication_admin.core import connections
-
     source = make_server("postgresql", "ro_s")
     dest = make_server(dest_dialect, "ro_d")
     create_table(source, "t", COLUMNS, ["id"])
@@ -409,8 +403,6 @@ def test_readers_see_the_old_or_the_new_content_during_a_full_refresh(make_serve
 
 
 def test_an_unreachable_server_gives_a_clear_error_and_changes_nothing(make_server, db):
-    from replication_admin.servers.actions import ServerData, do_register_server
-
     source = make_server("sqlite", "un_s")
     create_table(source, "t", COLUMNS, ["id"])
     do_register_server(
@@ -427,9 +419,6 @@ def test_an_unreachable_server_gives_a_clear_error_and_changes_nothing(make_serv
 
 
 def test_source_reads_run_in_read_only_sessions(make_server, spark):
-    from jobs.jdbc import read_query
-    from replication_admin.core import connections
-
     source = make_server("postgresql", "rdo")
     run_sql(source, "CREATE SEQUENCE s")
     with pytest.raises(Exception, match="read-only transaction"):

@@ -11,8 +11,8 @@ from django.core.management import CommandError, call_command
 
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import AuditEntry, JobRun, Snapshot, SnapshotLog
+from tests.console.test_roles import roles  # noqa: F401 (the fixture)
 from tests.tables import create_table
-from tests.web.test_roles import roles  # noqa: F401 (the fixture)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.live_db]
 

@@ -15,7 +15,7 @@ from replication_admin.tasks import run_event, run_job
 from replication_admin.transactional import lookups as trx_lookups
 from replication_admin.transactional import positions as trx_positions
 from replication_admin.transactional import sync as trx_sync
-from tests.web.conftest import make_user
+from tests.users import make_user
 
 
 @pytest.fixture

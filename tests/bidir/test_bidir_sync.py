@@ -5,15 +5,29 @@ Replicas are compared with the compare job (counts, keys and a hash of every row
 
 from __future__ import annotations
 
+import random
 from decimal import Decimal
 
 import pytest
 
+from replication_admin.bidir import sync as bidir_sync
+from replication_admin.bidir.actions import do_schedule_publication, publication_for
+from replication_admin.conflicts.actions import do_add_resolver, do_start_dry_run
+from replication_admin.conflicts.chains import table_columns
 from replication_admin.console.actions import do_start_compare
 from replication_admin.core.audit import Actor
 from replication_admin.engine import dialects
+from replication_admin.engine.statements import Name, UpdateSnapshotPub, parse_one
 from replication_admin.engine.types import LogicalType
-from replication_admin.models import ConflictBackup, JobRun, SnapshotSubscription
+from replication_admin.models import (
+    ConflictBackup,
+    JobRun,
+    RegistryEntry,
+    ScheduledEvent,
+    SnapshotConflictResolver,
+    SnapshotPublication,
+    SnapshotSubscription,
+)
 from replication_admin.statements import execute
 from tests.tables import create_table, fetch_all, insert_rows
 from tests.tables import execute as run_sql
@@ -262,8 +276,6 @@ def state_of_key(server, key: int) -> str | None:
 
 
 def test_a_seeded_random_workload_on_all_nodes_converges_and_loses_no_version(nodes):
-    import random
-
     pub, sub_my, sub_lite = nodes
     rng = random.Random(20261123)
     superseded: set[str] = set()
@@ -297,9 +309,6 @@ def test_a_seeded_random_workload_on_all_nodes_converges_and_loses_no_version(no
 
 
 def test_the_dry_run_decides_recorded_conflicts_as_the_sync_did_and_owners_are_told(nodes, mailoutbox):
-    from replication_admin.conflicts.actions import do_add_resolver, do_start_dry_run
-    from replication_admin.conflicts.chains import table_columns
-
     pub, sub_my, sub_lite = nodes
     columns = table_columns(pub, "items")
     do_add_resolver(
@@ -339,8 +348,6 @@ def test_the_dry_run_decides_recorded_conflicts_as_the_sync_did_and_owners_are_t
 
 
 def test_hostile_resolver_expressions_are_refused_and_change_nothing(nodes):
-    from replication_admin.models import SnapshotConflictResolver
-
     for expression in (
         "3; drop table items",
         "(select max(price) from items)",
@@ -356,8 +363,6 @@ def test_hostile_resolver_expressions_are_refused_and_change_nothing(nodes):
 
 
 def test_a_change_made_while_its_previous_version_is_pulled_is_not_a_conflict(nodes, monkeypatch):
-    from replication_admin.bidir import sync as bidir_sync
-
     pub, sub_my, sub_lite = nodes
     consume = bidir_sync._consume
 
@@ -381,8 +386,6 @@ def test_a_change_made_while_its_previous_version_is_pulled_is_not_a_conflict(no
 
 
 def test_explicit_codes_and_undecided_resolvers_pass_the_decision_on(nodes):
-    from replication_admin.models import SnapshotConflictResolver
-
     pub, sub_my, sub_lite = nodes
     run(
         "REPL_ADD_SNAPSHOT_CR ('pg1.items', 'I', 'pw', 10, 'pub_wins');"
@@ -410,10 +413,6 @@ def test_explicit_codes_and_undecided_resolvers_pass_the_decision_on(nodes):
 
 
 def test_a_scheduled_sync_holds_a_statement_naming_the_publication_even_with_a_hostile_name(make_server):
-    from replication_admin.bidir.actions import do_schedule_publication, publication_for
-    from replication_admin.engine.statements import Name, UpdateSnapshotPub, parse_one
-    from replication_admin.models import SnapshotPublication
-
     server = make_server("sqlite", "lite9")
     publication = SnapshotPublication.objects.create(item='lite9.ab "cd', server=server, table='ab "cd')
     event = do_schedule_publication(Actor.command(), publication, 5)
@@ -445,9 +444,6 @@ def test_hostile_table_and_column_names_replicate_both_ways(make_server, jobs_sy
 
 
 def test_replay_logs_are_purged_and_a_change_the_publisher_already_has_is_not_applied_twice(nodes, monkeypatch):
-    from replication_admin.bidir import sync as bidir_sync
-    from replication_admin.models import RegistryEntry, ScheduledEvent
-
     pub, sub_my, sub_lite = nodes
     assert ScheduledEvent.objects.get(name="purge_urplogs").sql == "repl_purge_urplogs()"
     sql(sub_my, 'UPDATE "items" SET name = ? WHERE id = 6', ["my 6"])

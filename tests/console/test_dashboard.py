@@ -15,6 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from replication_admin.core.web import line_chart
 from replication_admin.models import (
     ConflictBackup,
     JobRun,
@@ -264,8 +265,6 @@ def test_the_number_of_queries_does_not_grow_with_fifty_snapshots_and_fifty_subs
 
 
 def test_a_line_chart_of_one_sample_spans_a_minute_around_it_and_longer_ones_their_points():
-    from replication_admin.core.web import line_chart
-
     one = line_chart([{"x": ["2026-11-24 03:51:58"], "y": [0]}], "lag")
     assert one["layout"]["xaxis"]["range"] == ["2026-11-24 03:51:28", "2026-11-24 03:52:28"]
     hour = line_chart([{"x": ["2026-11-24 03:00:00"], "y": [1]}, {"x": ["2026-11-24 04:00:00"], "y": [2]}], "lag")

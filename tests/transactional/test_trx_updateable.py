@@ -7,9 +7,11 @@ from decimal import Decimal
 
 import pytest
 
-from replication_admin.models import ConflictBackup
-from tests.jobs.test_bidir import same
-from tests.jobs.test_trx_replication import run, sql, value
+from replication_admin.conflicts.actions import do_reapply_conflict
+from replication_admin.core.audit import Actor
+from replication_admin.models import ConflictBackup, TransactionalConflictResolver
+from tests.bidir.test_bidir_sync import same
+from tests.transactional.test_trx_replication import run, sql, value
 
 
 @pytest.fixture
@@ -92,8 +94,6 @@ def test_default_decisions_keep_the_publishers_version_and_the_losing_one_in_the
     assert backups[7].losing_row["name"] == "my seven"
 
     # The inbox re-applies a losing version on the publisher; it reaches every node, its originator too.
-    from replication_admin.conflicts.actions import do_reapply_conflict
-    from replication_admin.core.audit import Actor
 
     assert "losing version" in do_reapply_conflict(Actor.command(), backups[1])
     sync_all(my, pg)
@@ -117,8 +117,6 @@ def test_resolver_codes_subscriber_wins_average_add_and_minimum(nodes):
     assert value(pub, "SELECT name FROM items WHERE id = 1") == "my wins"
     assert value(pub, "SELECT name FROM items WHERE id = 8") == "my eight"
     converged(pub, my, pg)
-
-    from replication_admin.models import TransactionalConflictResolver
 
     TransactionalConflictResolver.objects.all().delete()
     run(

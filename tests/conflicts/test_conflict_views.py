@@ -13,7 +13,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from replication_admin.models import AuditEntry, ConflictBackup, SnapshotPublication
+from replication_admin.models import AuditEntry, ConflictBackup, JobRun, SnapshotPublication
 
 pytestmark = pytest.mark.django_db
 
@@ -248,8 +248,6 @@ def test_the_detail_page_puts_winner_and_loser_side_by_side_and_marks_the_differ
 
 
 def test_the_detail_page_links_the_sync_job_and_the_publication(viewer_client):
-    from replication_admin.models import JobRun
-
     job = JobRun.objects.create(kind="bidir_sync", target="REPL_UPDATE_SNAPSHOT shop.items", state="succeeded")
     publication = SnapshotPublication.objects.create(item="shop.items", table="items")
     row = conflict(job=job)

@@ -28,7 +28,7 @@ from replication_admin.models import (
 )
 from tests.conftest import PG
 from tests.tables import create_table, fetch_all, insert_rows
-from tests.web.conftest import make_user
+from tests.users import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import AuditEntry, JobRun, ScheduledEvent, Snapshot, SnapshotLog
+from tests.snapshots.test_snapshot_refresh import run
 from tests.tables import create_table, fetch_all, insert_rows
+from tests.users import make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.live_db]
 
@@ -59,7 +62,6 @@ def test_snapshot_detail_actions_refresh_schedule_compare_and_drop_with_delete(
     editor_client, servers, spark, jobs_sync
 ):
     source, dest = servers
-    from tests.jobs.test_snapshots import run
 
     run("create snapshot log for orders; create snapshot wh.orders_copy from orders", source)
     name = "wh.orders_copy"
@@ -109,10 +111,6 @@ def test_viewers_cannot_create_logs_or_snapshots(viewer_client, servers):
 
 
 def test_an_operator_runs_statements_but_not_those_that_create_or_drop(servers):
-    from django.test import Client
-
-    from tests.web.conftest import make_user
-
     client = Client()
     client.force_login(make_user("operator", "operate"))
     response = client.post(reverse("statements"), {"server": "shop", "text": "create snapshot log for orders"})
