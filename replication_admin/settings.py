@@ -131,32 +131,29 @@ TEMPLATES = [
 # The console's own catalog. SQLite by default (WAL so the worker and the web process share it);
 # REPLADMIN_DB_ENGINE=postgresql switches to a PostgreSQL catalog.
 DB_ENGINE = env_str("REPLADMIN_DB_ENGINE", "sqlite")
-if DB_ENGINE == "sqlite":
-    DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": env_str("REPLADMIN_DB_PATH", str(VAR_DIR / "console.sqlite3")),
-            "OPTIONS": {
-                "timeout": 30,
-                "transaction_mode": "IMMEDIATE",
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
-            "TEST": {"NAME": env_str("REPLADMIN_TEST_DB_PATH", str(VAR_DIR / "test-console.sqlite3"))},
-        }
-    }
-elif DB_ENGINE == "postgresql":
-    DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.postgresql",
-            "NAME": env_str("REPLADMIN_DB_NAME", "replication_admin"),
-            "USER": env_str("REPLADMIN_DB_USER", "root"),
-            "PASSWORD": env_str("REPLADMIN_DB_PASSWORD"),
-            "HOST": env_str("REPLADMIN_DB_HOST", "127.0.0.1"),
-            "PORT": env_str("REPLADMIN_DB_PORT", "5432"),
-        }
-    }
-else:
+CATALOG_DATABASES = {
+    "sqlite": lambda: {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": env_str("REPLADMIN_DB_PATH", str(VAR_DIR / "console.sqlite3")),
+        "OPTIONS": {
+            "timeout": 30,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
+        "TEST": {"NAME": env_str("REPLADMIN_TEST_DB_PATH", str(VAR_DIR / "test-console.sqlite3"))},
+    },
+    "postgresql": lambda: {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": env_str("REPLADMIN_DB_NAME", "replication_admin"),
+        "USER": env_str("REPLADMIN_DB_USER", "root"),
+        "PASSWORD": env_str("REPLADMIN_DB_PASSWORD"),
+        "HOST": env_str("REPLADMIN_DB_HOST", "127.0.0.1"),
+        "PORT": env_str("REPLADMIN_DB_PORT", "5432"),
+    },
+}
+if DB_ENGINE not in CATALOG_DATABASES:
     raise ImproperlyConfigured(f"REPLADMIN_DB_ENGINE must be sqlite or postgresql, got {DB_ENGINE!r}")
+DATABASES = {"default": CATALOG_DATABASES[DB_ENGINE]()}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -144,7 +144,7 @@ def describe_query(
         column = table.column(desc[0]) if table is not None else None
         if column is not None:
             output.append((desc[0], column.logical))
-        elif inferred and desc[0].lower() in inferred and server.dialect == "sqlite":
+        elif inferred and desc[0].lower() in inferred and dialects.get(server.dialect).dynamic_types:
             output.append((desc[0], inferred[desc[0].lower()]))
         else:
             output.append((desc[0], _logical_from_description(desc)))

@@ -12,6 +12,7 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
+from replication_admin.engine import dialects
 from replication_admin.engine.resolvers import CONFLICT_TYPES
 
 ITEM_TYPES = [(1, "WebDAV collection"), (2, "table"), (3, "procedure")]
@@ -68,7 +69,7 @@ class Server(models.Model):
         """Where the server is, for people (never includes the password)."""
         if self.odbc_dsn:
             return f"DSN {self.odbc_dsn}"
-        if self.dialect == "sqlite":
+        if dialects.get(self.dialect).file_based:
             return self.database
         return f"{self.user}@{self.host}:{self.port}/{self.database}" + (f" ({self.schema})" if self.schema else "")
 

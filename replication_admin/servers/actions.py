@@ -51,7 +51,7 @@ def validate(data: ServerData, existing: Server | None = None) -> ServerData:
         if data.odbc_dsn:
             if not re.match(r"^[A-Za-z0-9_.\- ]{1,128}$", data.odbc_dsn):
                 errors["odbc_dsn"] = "A DSN name is letters, digits, spaces, dots, dashes or underscores."
-        elif data.dialect == "sqlite":
+        elif dialects.get(data.dialect).file_based:
             try:
                 path = dialects.sqlite.check_sqlite_path(data.database)
                 path = connections.check_sqlite_file(path, must_exist=False)
@@ -72,7 +72,7 @@ def validate(data: ServerData, existing: Server | None = None) -> ServerData:
                 errors["database"] = "A database name is required."
             if not data.user:
                 errors["user"] = "A user name is required."
-            if data.schema and data.dialect != "postgresql":
+            if data.schema and not dialects.get(data.dialect).has_schemas:
                 errors["schema"] = "Only PostgreSQL servers have a schema here."
         if not errors:
             # The addresses must be derivable; this catches characters a driver cannot take.
@@ -100,7 +100,7 @@ def validate(data: ServerData, existing: Server | None = None) -> ServerData:
 def _addresses(server: Server) -> None:
     if server.odbc_dsn:
         server.db_address = server.odbc_dsn
-    elif server.dialect == "sqlite":
+    elif dialects.get(server.dialect).file_based:
         server.db_address = server.database
     else:
         server.db_address = f"{server.dialect}://{server.user}@{server.host}:{server.port}/{server.database}"

@@ -47,12 +47,13 @@ def _source_name(server: Server, table: str) -> str:
 
 def _run_ddl(server: Server, statements: list[str], undo: list[str]) -> None:
     """Run DDL; on failure undo what may have been created (MariaDB DDL does not roll back)."""
+    d = dialects.get(server.dialect)
     try:
-        with connections.connect(server, autocommit=server.dialect == "mysql") as conn:
+        with connections.connect(server, autocommit=not d.transactional_ddl) as conn:
             cursor = conn.cursor()
             for statement in statements:
                 cursor.execute(statement)
-            if server.dialect != "mysql":
+            if d.transactional_ddl:
                 conn.commit()
     except pyodbc.Error as exc:
         with connections.connect(server) as conn:

@@ -163,7 +163,7 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter) -> dict:
         with reporter.phase("apply"):
             if swap:
                 statements = sql.swap_sql(d, real, schema, staging, old)
-                if d.name == "mysql":
+                if d.atomic_rename_swap:
                     run_each(dest, statements[:1])  # RENAME TABLE swaps both names atomically
                     run_each(dest, statements[1:])
                     # The swapped-in table carries the statistics of the empty staging table; with them

@@ -97,7 +97,7 @@ def _apply_entries(cursor, target: Target, txn: sql.Transaction) -> None:
             continue  # created before the transaction (create_table_from)
         if entry.op == "P":
             flush()
-            if dialect != "postgresql":
+            if not d.has_ddl_triggers:
                 raise TrxError(
                     f"the new definition of {(entry.new or {}).get('name')} is PostgreSQL's; {target.server.name} "
                     "is not PostgreSQL (publish the procedure's calls only and define it there)"

@@ -36,9 +36,7 @@ def create_log(server: Server, account: str) -> None:
             raise TrxError(f"{server.name} already has a table {name}; drop it or choose another publication name")
     statements = [*sql.context_ddl(d, schema), *sql.log_ddl(d, account, schema), *sql.text_table_ddl(d, schema)]
     text = sql.text_capture_objects(d, account, server.name, schema)
-    append, drop_append = (
-        sql.append_function_ddl(d, account, server.name, schema) if d.name == "postgresql" else ([], [])
-    )
+    append, drop_append = sql.append_function_ddl(d, account, server.name, schema) if d.trigger_functions else ([], [])
     run_with_undo(
         server,
         [*statements, *text.create, *append],
@@ -50,7 +48,7 @@ def drop_log(server: Server, account: str) -> None:
     d = _d(server)
     schema = schema_of(server)
     text = sql.text_capture_objects(d, account, server.name, schema)
-    drop_append = sql.append_function_ddl(d, account, server.name, schema)[1] if d.name == "postgresql" else []
+    drop_append = sql.append_function_ddl(d, account, server.name, schema)[1] if d.trigger_functions else []
     run_each(server, [*drop_append, *text.drop, *sql.drop_log_ddl(d, account, schema)], ignore_errors=True)
 
 
@@ -85,7 +83,7 @@ def drop_capture(server: Server, account: str, table_name: str) -> None:
         name=table_name, columns=(Column("k", "int", sql.COUNT, False, 1),), schema=schema_of(server)
     )
     drops = list(sql.capture_objects(d, account, info, server.name).drop)
-    if server.dialect in ("postgresql", "mysql"):
+    if _d(server).supports_updateable_publications:
         drops += list(sql.rowguid_objects(d, info, server.name).drop)
     run_each(server, drops, ignore_errors=True)
 
@@ -99,7 +97,7 @@ def append_entry(server: Server, account: str, op: str, table: str, payload: str
 
 def sequence(server: Server, account: str) -> None:
     """SQLite: number the entries written since the last pass (see engine.trx); elsewhere nothing."""
-    if server.dialect != "sqlite":
+    if not _d(server).single_writer:
         return
     d = _d(server)
     schema = schema_of(server)
@@ -126,9 +124,9 @@ def publisher_count(server: Server, account: str) -> int:
     """How many transactions of the publication a reader may take: committed, numbered and closed."""
     d = _d(server)
     schema = schema_of(server)
-    if server.dialect == "sqlite":
+    if d.single_writer:
         sequence(server, account)
-    if server.dialect != "mysql":
+    if not d.numbers_at_first_change:
         with connections.connect(server, readonly=True) as conn:
             return int(conn.cursor().execute(sql.count_sql(d, account, schema)).fetchone()[0])
     lock, close = sql.close_sql(d, account, schema)

@@ -107,7 +107,7 @@ def init_copy(job, reporter, subscription_id: int) -> dict:
                     copied[dest.name] = spark_refresh.full_copy(spark, plan)
                 reporter.progress(done + 1, len(items) + 1, f"staged {copied[dest.name]} row(s) of {dest.name}")
             definitions = procedure_definitions(pub_server, sub.account)
-            if definitions and sub_server.dialect != "postgresql":
+            if definitions and not d.has_ddl_triggers:
                 names = ", ".join(n for n, _ in definitions)
                 raise TrxError(
                     f"{sub.account} replicates PostgreSQL procedure definitions ({names}); "

@@ -23,7 +23,7 @@ from replication_admin.transactional.lookups import (
 
 def describe_procedure(server: Server, name: str) -> tuple[sql.Procedure, str]:
     """A procedure of the publisher's schema and the identity PostgreSQL reports for it."""
-    if server.dialect != "postgresql":
+    if not _d(server).has_ddl_triggers:
         raise TrxError(
             f"publishing procedures needs a PostgreSQL publisher; {server.name} is {server.get_dialect_display()}, "
             "which has no DDL triggers to keep a redefined procedure's calls logged (use REPL_TEXT there)"
@@ -121,7 +121,7 @@ def unpublish_procedure(server: Server, name: str) -> None:
 
 def procedure_definitions(server: Server, account: str) -> list[tuple[str, str]]:
     """(name, definition) of the account's procedures whose definitions are replicated."""
-    if server.dialect != "postgresql":
+    if not _d(server).has_ddl_triggers:
         return []
     d = _d(server)
     q = d.quote

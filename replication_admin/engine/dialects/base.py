@@ -181,10 +181,32 @@ class Dialect:
     resolves_procedures_by_type: bool = False
     # Transactions are numbered at commit time (RTTX.N is only known then).
     numbers_at_commit: bool = False
+    # Transactions are numbered when they first change a published table, holding the publication's counter
+    # row until they commit (a reader counts only what is before the holder).
+    numbers_at_first_change: bool = False
+    # DDL triggers: a redefined published procedure's definition is logged and replicated.
+    has_ddl_triggers: bool = False
+    # DDL is transactional (rolls back); otherwise each statement commits and a failure is undone by hand.
+    transactional_ddl: bool = True
+    # RENAME TABLE swaps two tables atomically (a full refresh swaps the staging table in with one statement).
+    atomic_rename_swap: bool = False
+    # A database is a file (no host, port, user); its address is the path.
+    file_based: bool = False
+    # Tables live in named schemas of the database (a server registration may name one).
+    has_schemas: bool = False
+    # Column types are declared loosely (a query's output types are inferred from the query instead).
+    dynamic_types: bool = False
     # Suffixes of the snapshot-log triggers (I, U, D).
     snapshot_trigger_suffixes: tuple[str, str, str] = ("_I_log", "_U_log", "_D_log")
     # Extra BEFORE triggers of bi-directional replication that give rows their ROWGUID (name suffixes).
     bidir_guid_triggers: tuple[str, ...] = ()
+
+    def database_exists_sql(self, name: str) -> tuple[str, list[str]] | None:
+        """A query that finds the database `name` (None: create_database_sql is idempotent)."""
+        return None
+
+    def create_database_sql(self, name: str) -> str:
+        raise NotImplementedError(f"{self.label} databases are not created by replication_admin")
 
     @property
     def snaptime_read_type(self) -> str:

@@ -29,6 +29,13 @@ class MySQL(Dialect):
     name = "mysql"
     label = "MariaDB / MySQL"
     live = True
+    numbers_at_first_change = True
+    transactional_ddl = False
+    atomic_rename_swap = True
+
+    def create_database_sql(self, name: str) -> str:
+        return f"CREATE DATABASE IF NOT EXISTS {self.quote(name)} CHARACTER SET utf8mb4"
+
     default_port = 3306
     odbc_driver = "MariaDB Unicode"
     jdbc_driver = "org.mariadb.jdbc.Driver"

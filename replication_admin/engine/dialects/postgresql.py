@@ -61,6 +61,15 @@ class PostgreSQL(Dialect):
     trigger_functions = True
     resolves_procedures_by_type = True
     numbers_at_commit = True
+    has_ddl_triggers = True
+    has_schemas = True
+
+    def database_exists_sql(self, name: str) -> tuple[str, list[str]] | None:
+        return "SELECT 1 FROM pg_database WHERE datname = ?", [name]
+
+    def create_database_sql(self, name: str) -> str:
+        return f"CREATE DATABASE {self.quote(name)}"
+
     bidir_guid_triggers = ("G",)
     uuid_sql = "gen_random_uuid()::text"
     clock_now_sql = "(clock_timestamp() AT TIME ZONE 'UTC')"

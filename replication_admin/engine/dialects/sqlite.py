@@ -50,6 +50,8 @@ class SQLite(Dialect):
     read_only_properties = {"open_mode": "1"}  # SQLITE_OPEN_READONLY
     text_timestamps = True
     single_writer = True
+    file_based = True
+    dynamic_types = True
     supports_bidir = True
     uuid_sql = "lower(hex(randomblob(16)))"
     clock_now_sql = NOW

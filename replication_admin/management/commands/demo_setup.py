@@ -13,6 +13,7 @@ from django_q.models import Schedule
 from replication_admin.bidir.actions import do_schedule_publication, find_publication
 from replication_admin.core.audit import Actor
 from replication_admin.demo import create_demo_database
+from replication_admin.engine import dialects
 from replication_admin.models import (
     ReplAccount,
     ReplSubscriber,
@@ -160,12 +161,10 @@ class Command(BaseCommand):
         self.stdout.write(f'demo."Order Details" replicates transactionally to {target}, in sync')
 
     def _create_database(self, conn: pyodbc.Connection, dialect: str) -> None:
-        if dialect == "postgresql":
-            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = ?", DEMO_DATABASE).fetchone()
-            if not exists:
-                conn.execute(f'CREATE DATABASE "{DEMO_DATABASE}"')
-        else:
-            conn.execute(f"CREATE DATABASE IF NOT EXISTS `{DEMO_DATABASE}` CHARACTER SET utf8mb4")
+        d = dialects.get(dialect)
+        exists = d.database_exists_sql(DEMO_DATABASE)
+        if exists is None or not conn.execute(*exists).fetchone():
+            conn.execute(d.create_database_sql(DEMO_DATABASE))
 
     def _register(self, actor: Actor, data: ServerData) -> None:
         server = Server.objects.filter(name=data.name).first() or do_register_server(actor, data)
