@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -234,7 +235,7 @@ class PushPlan:
 @dataclass
 class PushResult:
     staged: int = 0
-    newest: object = None  # the newest SNAPTIME of the window (naive UTC datetime) or None
+    newest: datetime | None = None  # the newest SNAPTIME of the window (naive UTC) or None
 
 
 def push_changes(spark: SparkSession, plan: PushPlan) -> PushResult:

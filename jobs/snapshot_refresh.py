@@ -163,8 +163,8 @@ class IncrementLoad:
 class Batch:
     number: int
     rows: int
-    first_snaptime: object  # datetime (UTC, naive)
-    last_snaptime: object
+    first_snaptime: datetime  # UTC, naive
+    last_snaptime: datetime
 
 
 def plan_batches(counts: Sequence[tuple[object, int]], batch_rows: int = BATCH_ROWS) -> list[tuple[object, int]]:

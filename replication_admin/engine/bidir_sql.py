@@ -39,7 +39,6 @@ from replication_admin.engine.objects import (
     DMLTYPE,
     OLD_ROWGUID,
     ROWGUID,
-    TIMESTAMP,
     SnapshotLogObjects,
     bounded_name,
     key_columns,
@@ -49,6 +48,7 @@ from replication_admin.engine.objects import (
     rplog_name,
 )
 from replication_admin.engine.objects import ROWGUID_COLUMN as ROWGUID_COLUMN  # re-exported
+from replication_admin.engine.objects import TIMESTAMP as TIMESTAMP  # re-exported
 from replication_admin.engine.objects import BidirError as BidirError  # re-exported
 from replication_admin.engine.refresh_sql import Moved, timestamp_literal
 from replication_admin.engine.schema import Column, TableInfo
