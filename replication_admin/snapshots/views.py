@@ -14,6 +14,7 @@ from replication_admin.core.errors import ReplicationError
 from replication_admin.core.forms import ScheduleForm
 from replication_admin.core.web import SortFields, denied, listing
 from replication_admin.engine import dialects
+from replication_admin.engine.objects import SnapshotLogObjects
 from replication_admin.engine.snapshot_log import SnapshotLogError, rlog_name, snapshot_log
 from replication_admin.engine.statements import quote_name
 from replication_admin.models import JobRun, ScheduledEvent, Server, Snapshot, SnapshotLog
@@ -277,7 +278,8 @@ def _snapshot_log_confirm(request: HttpRequest, srv: Server, action: str) -> Htt
 def snapshot_log_ddl(request: HttpRequest, server: str, table: str) -> HttpResponse:
     """The snapshot log of a table as DDL for every dialect, for servers the console does not reach."""
     srv = get_object_or_404(Server, name=server)
-    scripts, error = [], ""
+    scripts: list[tuple[str, SnapshotLogObjects | None, str]] = []
+    error = ""
     try:
         info = connections.describe_table(srv, table)
         for dialect in dialects.DIALECTS.values():
