@@ -185,7 +185,7 @@ def _day_of(field: str, ends: list[tuple[date, datetime]]) -> Case | Value:
     return Case(before, default=_day_of(field, ends[half:]), output_field=DateField())
 
 
-def per_day_counts(queryset: QuerySet, field: str, by: str) -> list[tuple[date, object, int]]:
+def per_day_counts(queryset: QuerySet, field: str, by: str) -> list[tuple[date, Any, int]]:
     """(local day, value of `by`, rows) for the rows of `queryset`, by day in the console's time zone then `by`.
 
     The day of each row is found by comparing `field` with the midnights of the days spanned, in SQL: TruncDate
