@@ -207,7 +207,7 @@ def check_conflict_type(cr_type: str) -> str:
 
 
 # sqlglot node classes a resolver expression may contain.
-_ALLOWED_NODES: tuple[type[exp.Expr], ...] = (
+_ALLOWED_NODES: tuple[type[exp.Expression], ...] = (
     # values and names
     exp.Literal, exp.Null, exp.Boolean, exp.HexString, exp.Column, exp.Identifier, exp.Paren,
     exp.DataType, exp.DataTypeParam,
