@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.jdbc import read_partitioned, read_query
@@ -42,15 +44,19 @@ def _snaptime(df: DataFrame, dialect: str) -> DataFrame:
     return df.withColumn("snaptime", as_timestamp(F.col("snaptime"), snaptime_type(dialect)))
 
 
-def _snaptime_out(dest_dialect: str):
+def _snaptime_out(dest_dialect: str) -> Column:
     return snaptime_out(F.col("snaptime"), dest_dialect)
 
 
-def _values_out(moved: tuple[Moved, ...], read_types: dict[str, str], dest_dialect: str, prefix: str = ""):
+def _values_out(
+    moved: tuple[Moved, ...], read_types: dict[str, str], dest_dialect: str, prefix: str = ""
+) -> list[Column]:
     return [to_destination(F.col(prefix + m.alias), m, read_types[m.alias], dest_dialect).alias(m.alias) for m in moved]
 
 
-def _typed(moved: tuple[Moved, ...], read_types: dict[str, str], types: dict[str, str], prefix: str, out: str):
+def _typed(
+    moved: tuple[Moved, ...], read_types: dict[str, str], types: dict[str, str], prefix: str, out: str
+) -> list[Column]:
     """Values cast to the types resolvers compare them as (decimals as decimals, SQLite text as time)."""
     columns = []
     for m in moved:
@@ -81,7 +87,7 @@ class InitCopy:
     staging_sql: str
 
 
-def stage_copy(spark, plan: InitCopy, progress: Progress | None = None) -> int:
+def stage_copy(spark: SparkSession, plan: InitCopy, progress: Progress | None = None) -> int:
     """The publisher's rows, numbered (rn: increasing, not contiguous), staged on the subscriber."""
     df = read_partitioned(spark, plan.source.jdbc, plan.select_sql, plan.custom_schema, plan.partition_alias)
     assert df.rdd.getNumPartitions() <= 8, "row numbers assume at most 8 read partitions"
@@ -120,12 +126,16 @@ class PullPlan:
 class PullResult:
     replayed: list[str] = field(default_factory=list)  # change ids the publisher already has
     staged: list[str] = field(default_factory=list)  # change ids staged for the apply, conflicts or not
-    conflicts: list[dict] = field(default_factory=list)  # typed rows: k*, op, change_id, old_guid, snaptime, p*, n*
+    conflicts: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # typed rows: k*, op, change_id, old_guid, snaptime, p*, n*
     applied_without_conflict: int = 0
-    keys: dict[str, tuple] = field(default_factory=dict)  # change id -> (op, conflict type or None, key values)
+    keys: dict[str, tuple[Any, ...]] = field(
+        default_factory=dict
+    )  # change id -> (op, conflict type or None, key values)
 
 
-def pull_changes(spark, plan: PullPlan) -> PullResult:
+def pull_changes(spark: SparkSession, plan: PullPlan) -> PullResult:
     result = PullResult()
     changes = _snaptime(read_query(spark, plan.sub.jdbc, plan.changes_sql, plan.changes_schema), plan.sub.dialect)
     applied = read_query(spark, plan.pub.jdbc, plan.replayed_sql, "change_id STRING")
@@ -141,7 +151,7 @@ def pull_changes(spark, plan: PullPlan) -> PullResult:
         changes.unpersist()
 
 
-def _pull_pending(spark, plan: PullPlan, pending: DataFrame, result: PullResult) -> PullResult:
+def _pull_pending(spark: SparkSession, plan: PullPlan, pending: DataFrame, result: PullResult) -> PullResult:
     key_aliases = [k.alias for k in plan.keys]
     keys_out = _values_out(plan.keys, plan.sub_read_types, plan.pub.dialect)
     staged_keys = pending.select(*keys_out, "change_id")
@@ -225,10 +235,10 @@ class PushPlan:
 @dataclass
 class PushResult:
     staged: int = 0
-    newest: object = None  # the newest SNAPTIME of the window (naive UTC datetime) or None
+    newest: datetime | None = None  # the newest SNAPTIME of the window (naive UTC) or None
 
 
-def push_changes(spark, plan: PushPlan) -> PushResult:
+def push_changes(spark: SparkSession, plan: PushPlan) -> PushResult:
     changes = _snaptime(read_query(spark, plan.pub.jdbc, plan.changes_sql, plan.changes_schema), plan.pub.dialect)
     applied = read_query(spark, plan.sub.jdbc, plan.replayed_sql, "change_id STRING")
     changes = changes.persist()

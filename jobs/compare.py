@@ -9,8 +9,9 @@ The result is a plain dict stored on the JobRun; it is also the oracle the repli
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.jdbc import read_partitioned
@@ -83,7 +84,9 @@ def canonical_frame(df: DataFrame, side: Side) -> DataFrame:
     return frame.withColumn("h", row_hash(values))
 
 
-def compare_frames(left: DataFrame, right: DataFrame, plan: ComparePlan, sample_limit: int = SAMPLE_LIMIT) -> dict:
+def compare_frames(
+    left: DataFrame, right: DataFrame, plan: ComparePlan, sample_limit: int = SAMPLE_LIMIT
+) -> dict[str, Any]:
     keys = list(plan.left.key_aliases)
     values = list(plan.left.value_aliases)
     l_ = left.select(*[F.col(c).alias(f"l_{c}") for c in [*keys, *values, "h"]])
@@ -101,9 +104,9 @@ def compare_frames(left: DataFrame, right: DataFrame, plan: ComparePlan, sample_
             F.count(F.when(in_right & ~in_left, 1)).alias("missing_in_left"),
             F.count(F.when(differs, 1)).alias("different"),
         ).collect()[0]
-        result = {name: int(totals[name]) for name in totals.asDict()}
+        result: dict[str, Any] = {name: int(totals[name]) for name in totals.asDict()}
 
-        def keys_of(rows, prefix: str) -> list[dict]:
+        def keys_of(rows: list[Row], prefix: str) -> list[dict[str, Any]]:
             return [{name: row[f"{prefix}{k}"] for name, k in zip(plan.key_columns, keys, strict=True)} for row in rows]
 
         result["samples"] = {
@@ -140,12 +143,12 @@ def compare_frames(left: DataFrame, right: DataFrame, plan: ComparePlan, sample_
 
 
 def run(
-    spark,
+    spark: SparkSession,
     plan: ComparePlan,
     left_endpoint: JdbcEndpoint,
     right_endpoint: JdbcEndpoint,
     progress: Progress | None = None,
-) -> dict:
+) -> dict[str, Any]:
     report = progress or (lambda done, total, message: None)
     report(0, 3, "reading both tables")
     left_raw = read_partitioned(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+
 from replication_admin.engine.dialects import JdbcEndpoint
 
 FETCH_SIZE = 20_000
@@ -9,14 +11,16 @@ ROWS_PER_PARTITION = 250_000  # 1M rows -> 4 partitions: measured best for Postg
 MAX_PARTITIONS = 8
 
 
-def _reader(spark, endpoint: JdbcEndpoint):
+def _reader(spark: SparkSession, endpoint: JdbcEndpoint) -> DataFrameReader:
     reader = spark.read.format("jdbc").option("url", endpoint.url)
     for key, value in endpoint.properties.items():
         reader = reader.option(key, value)
     return reader.option("fetchsize", str(FETCH_SIZE))
 
 
-def read_query(spark, endpoint: JdbcEndpoint, select_sql: str, custom_schema: str | None = None):
+def read_query(
+    spark: SparkSession, endpoint: JdbcEndpoint, select_sql: str, custom_schema: str | None = None
+) -> DataFrame:
     """Read the rows of a SELECT (built by the engine from quoted identifiers)."""
     reader = _reader(spark, endpoint).option("dbtable", f"({select_sql}) src")
     if custom_schema:
@@ -24,7 +28,9 @@ def read_query(spark, endpoint: JdbcEndpoint, select_sql: str, custom_schema: st
     return reader.load()
 
 
-def key_bounds(spark, endpoint: JdbcEndpoint, select_sql: str, alias: str) -> tuple[int | None, int | None]:
+def key_bounds(
+    spark: SparkSession, endpoint: JdbcEndpoint, select_sql: str, alias: str
+) -> tuple[int | None, int | None]:
     """(min, max) of an integer key of a subquery, to split a large read into partitions.
 
     MIN and MAX of a key are index lookups; a COUNT(*) would scan the table, so the key range stands in
@@ -35,12 +41,12 @@ def key_bounds(spark, endpoint: JdbcEndpoint, select_sql: str, alias: str) -> tu
 
 
 def read_partitioned(
-    spark,
+    spark: SparkSession,
     endpoint: JdbcEndpoint,
     select_sql: str,
     custom_schema: str,
     partition_alias: str | None,
-):
+) -> DataFrame:
     """Read a SELECT, split on an integer key when the table is large enough to profit."""
     if partition_alias is None:
         return read_query(spark, endpoint, select_sql, custom_schema)

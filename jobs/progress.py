@@ -5,13 +5,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from pyspark.sql import SparkSession
+
 
 class StageProgress:
     """Reports finished tasks / all tasks of the running stages every `interval` seconds."""
 
     def __init__(
         self,
-        spark,
+        spark: SparkSession,
         report: Callable[[int, int], None],
         interval: float = 0.5,
         on_exit: Callable[[], None] | None = None,
@@ -48,6 +50,6 @@ class StageProgress:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=2)

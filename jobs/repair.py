@@ -8,6 +8,9 @@ destination transaction.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.compare import canonical_value, row_hash
@@ -18,7 +21,7 @@ from replication_admin.engine.compare import ComparePlan, Side
 from replication_admin.engine.refresh_sql import Moved
 
 
-def _with_canonical(df, side: Side, prefix: str):
+def _with_canonical(df: DataFrame, side: Side, prefix: str) -> DataFrame:
     keys = [c for c in side.columns if c.alias.startswith("k")]
     values = [canonical_value(c) for c in side.columns if not c.alias.startswith("k")]
     return df.select(
@@ -29,14 +32,14 @@ def _with_canonical(df, side: Side, prefix: str):
 
 
 def stage_repair(
-    spark,
+    spark: SparkSession,
     plan: ComparePlan,
     moved: tuple[Moved, ...],
     source: Endpoint,
     dest: Endpoint,
     staging_sql: str,
-    progress=None,
-) -> dict:
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, int]:
     left = read_partitioned(
         spark, source.jdbc, plan.left.select_sql(), plan.left.custom_schema(), plan.left.partition_alias
     )

@@ -14,6 +14,11 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from replication_admin.engine.resolvers import (
     CR_TYPES,
@@ -53,19 +58,12 @@ def _a(word: str) -> str:
     return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
 
 
-def _spark_types():
-    from pyspark.sql import types as T
-
-    return T
-
-
-def _data_type(spark_type_name: str):
-    T = _spark_types()
+def _data_type(spark_type_name: str) -> T.DataType:
     family = type_family(spark_type_name)
     if family == "decimal":
         precision, scale = decimal_precision(spark_type_name)
         return T.DecimalType(precision, scale)
-    simple = {
+    simple: dict[str, T.DataType] = {
         "bigint": T.LongType(),
         "double": T.DoubleType(),
         "string": T.StringType(),
@@ -79,7 +77,7 @@ def _data_type(spark_type_name: str):
     return simple[family]
 
 
-def _value(row: dict | None, column: ResolverColumn):
+def _value(row: dict[str, Any] | None, column: ResolverColumn) -> Any:
     if not row:
         return None
     if column.name in row:
@@ -90,20 +88,23 @@ def _value(row: dict | None, column: ResolverColumn):
 
 def _first_line(exc: BaseException, columns: Sequence[ResolverColumn]) -> str:
     """The first line of a Spark error, with the column aliases written back as pub./new./old. names."""
-    text = (getattr(exc, "getMessage", None) and exc.getMessage()) or str(exc)
+    get_message = getattr(exc, "getMessage", None)  # Spark's errors carry their message there
+    text = (get_message and get_message()) or str(exc)
     line = next((part.strip() for part in str(text).splitlines() if part.strip()), type(exc).__name__)
     qualifiers = {"p": "pub", "n": "new", "o": "old"}
 
-    def name(match: re.Match) -> str:
+    def name(match: re.Match[str]) -> str:
         index = int(match.group(2))
         if index >= len(columns):
-            return match.group(0)
+            return str(match.group(0))
         return f"{qualifiers[match.group(1)]}.{columns[index].name}"
 
     return _ALIAS.sub(name, line)[:500]
 
 
-def _compile_chain(chain: Sequence[ResolverSpec], columns: Sequence[ResolverColumn], types: set[str]):
+def _compile_chain(
+    chain: Sequence[ResolverSpec], columns: Sequence[ResolverColumn], types: set[str]
+) -> dict[str, list[_Step]]:
     """{type: [steps in order]} for the types that occur, sorted by (CR_ORDER, CR_ID)."""
     ordered = sorted(chain, key=lambda s: (s.order, s.id is None, s.id or 0))
     steps: dict[str, list[_Step]] = {t: [] for t in CR_TYPES}
@@ -121,8 +122,11 @@ def _compile_chain(chain: Sequence[ResolverSpec], columns: Sequence[ResolverColu
     return steps
 
 
-def _rows(conflicts: list[dict], columns: Sequence[ResolverColumn]) -> tuple[list[tuple], list[str]]:
-    rows, keys = [], []
+def _rows(
+    conflicts: list[dict[str, Any]], columns: Sequence[ResolverColumn]
+) -> tuple[list[tuple[Any, ...]], list[str]]:
+    rows: list[tuple[Any, ...]] = []
+    keys: list[str] = []
     for position, conflict in enumerate(conflicts):
         ctype = conflict.get("type")
         if ctype not in CR_TYPES:
@@ -143,8 +147,11 @@ def _rows(conflicts: list[dict], columns: Sequence[ResolverColumn]) -> tuple[lis
 
 
 def decide_rows(
-    spark, conflicts: list[dict], chain: Sequence[ResolverSpec], columns: Sequence[ResolverColumn]
-) -> list[dict]:
+    spark: SparkSession,
+    conflicts: list[dict[str, Any]],
+    chain: Sequence[ResolverSpec],
+    columns: Sequence[ResolverColumn],
+) -> list[dict[str, Any]]:
     """Decide each conflict with the resolver chain of its type.
 
     Input: [{"key": any, "type": "I"|"U"|"D", "pub": {col: json} | None, "new": {col: json} | None,
@@ -156,9 +163,6 @@ def decide_rows(
     columns = list(columns)
     if not columns:
         raise ResolverError("the table's columns are unknown")
-    from pyspark.sql import functions as F
-
-    T = _spark_types()
     rows, keys = _rows(conflicts, columns)
     types = {row[1] for row in rows}
     steps = _compile_chain(chain, columns, types)
@@ -175,9 +179,9 @@ def decide_rows(
 
     # Stages of columns, each column labelled with what it computes (kept to name a failing one).
     # Stage k evaluates the k-th resolver of every type's chain; chains of different types are independent.
-    stages: list[tuple[object, list[tuple[str, str]]]] = []
+    stages: list[tuple[DataFrame, list[tuple[str, str]]]] = []
 
-    def add(labelled: list[tuple[str, str, object]]) -> None:
+    def add(labelled: list[tuple[str, str, Column]]) -> None:
         nonlocal df
         if not labelled:
             return
@@ -263,7 +267,7 @@ def decide_rows(
         raise _explain_failure(stages, exc, columns) from None
 
     if [r["key"] for r in collected] != keys:  # collect keeps the input order; be sure of it
-        by_key: dict[str, list] = {}
+        by_key: dict[str, list[Row]] = {}
         for r in collected:
             by_key.setdefault(r["key"], []).append(r)
         collected = [by_key[k].pop(0) for k in keys]
@@ -281,11 +285,11 @@ def decide_rows(
                     f"resolver ({valid}); counted as 0"
                 )
         g = r["decider"]
-        step = by_index.get(g) if g is not None and g >= 0 else None
+        deciding = by_index.get(g) if g is not None and g >= 0 else None
         final = None
         if conflict["type"] != "D" and conflict.get("new") is not None:
             final = dict(conflict["new"])
-            if r["decision"] == 2 and step is not None:
+            if r["decision"] == 2 and deciding is not None:
                 for index, j, name in assigned:
                     if index == g:
                         existing = find_column([ResolverColumn(k, "", False) for k in final], columns[j].name)
@@ -294,8 +298,8 @@ def decide_rows(
             {
                 "key": conflict.get("key"),
                 "decision": int(r["decision"]),
-                "resolver_id": step.spec.id if step else None,
-                "resolver": step.spec.name if step else "default",
+                "resolver_id": deciding.spec.id if deciding else None,
+                "resolver": deciding.spec.name if deciding else "default",
                 "final": final,
                 "note": "; ".join(notes),
             }
@@ -303,7 +307,9 @@ def decide_rows(
     return results
 
 
-def _explain_failure(stages, exc: BaseException, columns: Sequence[ResolverColumn]) -> ResolverError:
+def _explain_failure(
+    stages: list[tuple[DataFrame, list[tuple[str, str]]]], exc: BaseException, columns: Sequence[ResolverColumn]
+) -> ResolverError:
     """Find the first column that fails to compute, in evaluation order (this only runs on error)."""
     for stage_df, labelled in stages:
         for label, name in labelled:

@@ -12,8 +12,10 @@ import threading
 import time
 from dataclasses import dataclass
 
+from pyspark.sql import SparkSession
+
 _lock = threading.Lock()
-_session = None
+_session: SparkSession | None = None
 _session_pid: int | None = None
 
 
@@ -48,7 +50,7 @@ def missing_jars(config: SparkConfig) -> list[str]:
     return [jar for jar in config.jars if not os.path.isfile(jar)]
 
 
-def get_spark(config: SparkConfig):
+def get_spark(config: SparkConfig) -> SparkSession:
     """Return this process's SparkSession, creating it on first use."""
     global _session, _session_pid
     with _lock:
@@ -61,8 +63,6 @@ def get_spark(config: SparkConfig):
         # collect() turns timestamps into Python datetimes in the process's time zone: keep it UTC.
         os.environ["TZ"] = "UTC"
         time.tzset()
-        from pyspark.sql import SparkSession
-
         builder = SparkSession.builder
         for key, value in spark_conf(config).items():
             builder = builder.config(key, value)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
-from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.compare import normalise_time_text
@@ -98,7 +100,14 @@ def write_staging(df: DataFrame, endpoint: Endpoint, table_sql: str) -> None:
     writer.save()
 
 
-def write_counted(df: DataFrame, endpoint: Endpoint, table_sql: str, name: str, spark=None, progress=None) -> int:
+def write_counted(
+    df: DataFrame,
+    endpoint: Endpoint,
+    table_sql: str,
+    name: str,
+    spark: SparkSession | None = None,
+    progress: Progress | None = None,
+) -> int:
     """write_staging, returning the number of rows written, counted as they stream through (no second
     pass); with `spark` and `progress`, the write's task progress is reported while it runs."""
     observation = Observation(name)
@@ -124,7 +133,7 @@ class FullCopy:
     staging_columns: tuple[str, ...]  # column names of the staging table, in `moved` order
 
 
-def full_copy(spark, plan: FullCopy, progress: Progress | None = None) -> int:
+def full_copy(spark: SparkSession, plan: FullCopy, progress: Progress | None = None) -> int:
     """Read the snapshot query and append its rows, in destination formats, to the staging table.
 
     Returns the number of rows written, counted as they stream through (no second pass)."""
@@ -154,8 +163,8 @@ class IncrementLoad:
 class Batch:
     number: int
     rows: int
-    first_snaptime: object  # datetime (UTC, naive)
-    last_snaptime: object
+    first_snaptime: datetime  # UTC, naive
+    last_snaptime: datetime
 
 
 def plan_batches(counts: Sequence[tuple[object, int]], batch_rows: int = BATCH_ROWS) -> list[tuple[object, int]]:
@@ -171,7 +180,7 @@ def plan_batches(counts: Sequence[tuple[object, int]], batch_rows: int = BATCH_R
     return assigned
 
 
-def load_increment(spark, plan: IncrementLoad, progress: Progress | None = None) -> list[Batch]:
+def load_increment(spark: SparkSession, plan: IncrementLoad, progress: Progress | None = None) -> list[Batch]:
     """Stage the not-yet-applied log rows with the current source values; return the batches."""
     window = read_query(spark, plan.source.jdbc, plan.window_sql, plan.window_schema)
     window = window.withColumn(
@@ -200,7 +209,7 @@ def load_increment(spark, plan: IncrementLoad, progress: Progress | None = None)
         )
         with StageProgress(spark, progress or (lambda d, t: None)):
             write_staging(out, plan.dest, plan.staging_sql)
-        totals: dict[int, list] = {}
+        totals: dict[int, list[Any]] = {}
         for (snaptime, batch), (_, rows) in zip(
             assigned, [(r["snaptime"], int(r["count"])) for r in counts], strict=True
         ):
@@ -212,15 +221,16 @@ def load_increment(spark, plan: IncrementLoad, progress: Progress | None = None)
         pending.unpersist()
 
 
-def max_snaptime(spark, source: Endpoint, select_sql: str):
+def max_snaptime(spark: SparkSession, source: Endpoint, select_sql: str) -> datetime | None:
     """The newest SNAPTIME in a snapshot log (None when empty), as a Python datetime."""
     read_as = snaptime_type(source.dialect)
     df = read_query(spark, source.jdbc, select_sql, f"snaptime {read_as}")
     row = df.select(as_timestamp(F.col("snaptime"), read_as).alias("t")).collect()[0]
-    return row["t"]
+    newest: datetime | None = row["t"]
+    return newest
 
 
-def stage_log_guids(spark, source: Endpoint, select_sql: str, dest: Endpoint, staging_sql: str) -> None:
+def stage_log_guids(spark: SparkSession, source: Endpoint, select_sql: str, dest: Endpoint, staging_sql: str) -> None:
     """Copy (rowguid, snaptime) of the log window to the destination, to pre-fill its replay log."""
     read_as = snaptime_type(source.dialect)
     df = read_query(spark, source.jdbc, select_sql, f"rowguid STRING, snaptime {read_as}")

@@ -216,11 +216,11 @@ def run_statement(actor: Actor, statement: st.Statement, context: Server | None,
         case st.PurgeReplayLogs():
             deleted = snap.do_purge_rplogs(actor)
             return Outcome(text, True, f"purged {deleted} replay log row(s)", details={"deleted": deleted})
-    outcome = _run_bidir(actor, statement, context, wait)
-    if outcome is None:
-        outcome = _run_trx(actor, statement, context, wait)
-    if outcome is not None:
-        return outcome
+    mode_outcome = _run_bidir(actor, statement, context, wait)
+    if mode_outcome is None:
+        mode_outcome = _run_trx(actor, statement, context, wait)
+    if mode_outcome is not None:
+        return mode_outcome
     raise StatementFailed(f"{statement.verb} cannot be run here")
 
 

@@ -31,7 +31,7 @@ from replication_admin.models import (
 @dataclass(frozen=True)
 class Side:
     server: Server
-    d: object
+    d: dialects.Dialect
     table: TableInfo
     layout: sql.Layout
     read_types: dict[str, str]
@@ -47,10 +47,10 @@ class Side:
         return cls(server, d, table, own, types)
 
     def qualify(self, name: str) -> str:
-        return self.d.qualify(name, self.table.schema)  # type: ignore[attr-defined]
+        return self.d.qualify(name, self.table.schema)
 
     def work(self, kind: str) -> str:
-        return sql.work_table(self.d, kind, self.table.name)  # type: ignore[arg-type]
+        return sql.work_table(self.d, kind, self.table.name)
 
     def recreate(self, name: str, ddl: str) -> None:
         run_each(self.server, [f"DROP TABLE IF EXISTS {self.qualify(name)}", ddl])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django import forms
 
 from replication_admin.models import Server, SnapshotPublication, SnapshotSubscription
@@ -26,7 +28,8 @@ class SubscribeForm(forms.Form):
     def __init__(self, *args, publication: SnapshotPublication, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         taken = SnapshotSubscription.objects.filter(item=publication.item, type=publication.type).values("server")
-        self.fields["server"].queryset = Server.objects.exclude(name=publication.server_id).exclude(name__in=taken)
+        server = cast(forms.ModelChoiceField, self.fields["server"])
+        server.queryset = Server.objects.exclude(name=publication.server_id).exclude(name__in=taken)
 
 
 class InitCopyForm(forms.Form):

@@ -54,12 +54,12 @@ def init_subscription(job: JobRun, reporter, subscription_id: int, rows_per_comm
             rows = int(subscription.init_rows_total or 0)
             reporter.log(f"resuming the initial copy after row number {subscription.init_bookmark}")
         copied = _copy_chunks(subscription, sub, staging, per_commit, rows, reporter)
-        if _fetch(sub_server, sql.log_count_sql(sub.d, sub.table))[0][0]:  # type: ignore[arg-type]
+        if _fetch(sub_server, sql.log_count_sql(sub.d, sub.table))[0][0]:
             run_each(
                 sub_server,
                 [
-                    sql.init_staging_key_index_sql(sub.d, sub.table, sub.layout, staging),  # type: ignore[arg-type]
-                    sql.init_cleanup_sql(sub.d, sub.table, sub.layout, staging),  # type: ignore[arg-type]
+                    sql.init_staging_key_index_sql(sub.d, sub.table, sub.layout, staging),
+                    sql.init_cleanup_sql(sub.d, sub.table, sub.layout, staging),
                 ],
             )
         sub.drop(staging)
@@ -88,9 +88,9 @@ def _stage_init_copy(subscription, pub: Side, sub: Side, staging: str, per_commi
         init_rows_per_commit=per_commit,
     )
     subscription.init_started_at = aware(started)
-    sub.recreate(staging, sql.init_staging_ddl(sub.d, staging, sub.table.schema, sub.layout))  # type: ignore[arg-type]
+    sub.recreate(staging, sql.init_staging_ddl(sub.d, staging, sub.table.schema, sub.layout))
     d = pub.d
-    items = ", ".join(f"t.{d.quote(m.dest)} AS {m.alias}" for m in pub.layout.moved)  # type: ignore[attr-defined]
+    items = ", ".join(f"t.{d.quote(m.dest)} AS {m.alias}" for m in pub.layout.moved)
     select_sql = f"SELECT {items} FROM {pub.qualify(pub.table.name)} t"
     key = pub.layout.keys[0].alias
     partition = key if len(pub.layout.keys) == 1 and pub.read_types[key] == "BIGINT" else None
@@ -128,7 +128,7 @@ def _stage_init_copy(subscription, pub: Side, sub: Side, staging: str, per_commi
 
 
 def _copy_chunks(subscription, sub: Side, staging: str, per_commit: int, total: int, reporter) -> int:
-    last_sql, insert_sql = sql.init_chunk_sql(sub.d, sub.table, sub.layout, staging, per_commit)  # type: ignore[arg-type]
+    last_sql, insert_sql = sql.init_chunk_sql(sub.d, sub.table, sub.layout, staging, per_commit)
     bookmark = int(SnapshotSubscription.objects.get(pk=subscription.pk).init_bookmark)
     done = int(SnapshotSubscription.objects.get(pk=subscription.pk).init_rows_done)
     inserted = 0

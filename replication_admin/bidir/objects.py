@@ -43,7 +43,7 @@ def server_now(server: Server) -> datetime:
     d = dialects.get(server.dialect)
     with connections.connect(server, readonly=True) as conn:
         value = conn.cursor().execute(sql.now_sql(d)).fetchone()[0]
-    return naive_utc(aware(value))  # type: ignore[arg-type]
+    return naive_utc(aware(value))
 
 
 def publisher_table(publication: SnapshotPublication) -> TableInfo:

@@ -11,10 +11,10 @@ from replication_admin.bidir import actions as bidir
 from replication_admin.bidir.forms import (
     PublicationForm,
 )
-from replication_admin.core.web import listing
+from replication_admin.core.web import SortFields, listing
 from replication_admin.models import ScheduledEvent, SnapshotPublication, SnapshotSubscription
 
-PUBLICATION_SORTS = {
+PUBLICATION_SORTS: dict[str, SortFields] = {
     "item": "item",
     "publisher": ("server_id", "table", "item"),
     "subscribers": ("subscriber_count", "item"),

@@ -161,16 +161,16 @@ def _conflict_actions(
             },
         )
         values = written or {}
-        key_values = [bind_value(_from_json(incoming[k.dest]), k.logical, d.name) for k in pub.layout.keys]  # type: ignore[attr-defined]
+        key_values = [bind_value(_from_json(incoming[k.dest]), k.logical, d.name) for k in pub.layout.keys]
         row = [
             *key_values,
             action,
             int(c["pub_present"]),
             published.get(guid_name) if published else None,
             c["change_id"],
-            bind_value(c["snaptime"], sql.TIMESTAMP, d.name),  # type: ignore[attr-defined]
+            bind_value(c["snaptime"], sql.TIMESTAMP, d.name),
         ]
-        row += [bind_value(_from_json(values.get(v.dest)), v.logical, d.name) for v in pub.layout.values]  # type: ignore[attr-defined]
+        row += [bind_value(_from_json(values.get(v.dest)), v.logical, d.name) for v in pub.layout.values]
         rows.append(row)
     return rows
 
@@ -178,15 +178,15 @@ def _conflict_actions(
 def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, reporter) -> PullOutcome:
     outcome = PullOutcome()
     d_pub, d_sub = pub.d, sub.d
-    if not _fetch(sub.server, sql.log_count_sql(d_sub, sub.table))[0][0]:  # type: ignore[arg-type]
+    if not _fetch(sub.server, sql.log_count_sql(d_sub, sub.table))[0][0]:
         # A subscriber's log holds only what it has not sent: empty, there is nothing to pull.
         SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_pull_ts=timezone.now())
         return outcome
     keys_stage, apply_stage = pub.work("BSIN"), pub.work("BSAP")
     replay = rplog(publication, d_pub)
     for attempt in range(1, MAX_ATTEMPTS + 1):
-        pub.recreate(keys_stage, sql.incoming_staging_ddl(d_pub, keys_stage, pub.table.schema, pub.layout))  # type: ignore[arg-type]
-        pub.recreate(apply_stage, sql.apply_staging_ddl(d_pub, apply_stage, pub.table.schema, pub.layout))  # type: ignore[arg-type]
+        pub.recreate(keys_stage, sql.incoming_staging_ddl(d_pub, keys_stage, pub.table.schema, pub.layout))
+        pub.recreate(apply_stage, sql.apply_staging_ddl(d_pub, apply_stage, pub.table.schema, pub.layout))
         pub_rows_schema = ", ".join(
             [
                 *(f"{k.alias} {pub.read_types[k.alias]}" for k in pub.layout.keys),
@@ -198,11 +198,11 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
         plan = spark_bidir.PullPlan(
             sub=endpoint(sub.server, readonly=True),
             pub=endpoint(pub.server),
-            changes_sql=sql.pull_select(d_sub, sub.table, sub.layout, sub.server.name),  # type: ignore[arg-type]
-            changes_schema=sql.changes_schema(d_sub, sub.layout, sub.read_types),  # type: ignore[arg-type]
-            replayed_sql=sql.rplog_guids_select(d_pub, replay, pub.table.schema, sub.server.name, pub.server.name),  # type: ignore[arg-type]
+            changes_sql=sql.pull_select(d_sub, sub.table, sub.layout, sub.server.name),
+            changes_schema=sql.changes_schema(d_sub, sub.layout, sub.read_types),
+            replayed_sql=sql.rplog_guids_select(d_pub, replay, pub.table.schema, sub.server.name, pub.server.name),
             keys_staging_sql=pub.qualify(keys_stage),
-            pub_rows_sql=sql.publisher_rows_select(d_pub, pub.table, pub.layout, keys_stage),  # type: ignore[arg-type]
+            pub_rows_sql=sql.publisher_rows_select(d_pub, pub.table, pub.layout, keys_stage),
             pub_rows_schema=pub_rows_schema,
             apply_staging_sql=pub.qualify(apply_stage),
             keys=sub.layout.keys,
@@ -221,7 +221,7 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
             _insert_rows(pub.server, apply_stage, pub.table.schema, d_pub, sql.staging_columns(pub.layout), rows)
             apply = sql.apply_sql(
                 d_pub, pub.table, pub.layout, apply_stage, replay, sub.server.name, pub.server.name, guarded=True
-            )  # type: ignore[arg-type]
+            )
             try:
                 run_apply(pub.server, apply)
             except StaleDecisions as exc:
@@ -258,20 +258,20 @@ def _consume(sub: Side, change_ids: list[str], as_is: dict[str, tuple] | None = 
         cursor = conn.cursor()
         for start in range(0, len(change_ids), 1000):
             chunk = change_ids[start : start + 1000]
-            cursor.execute(sql.consume_sql(d, sub.table, len(chunk)), chunk)  # type: ignore[arg-type]
+            cursor.execute(sql.consume_sql(d, sub.table, len(chunk)), chunk)
         if as_is:
             pulled = {_key_text(key): (change, op) for change, (op, key) in as_is.items()}
-            for row in cursor.execute(sql.pending_keys_sql(d, sub.table)).fetchall():  # type: ignore[arg-type]
+            for row in cursor.execute(sql.pending_keys_sql(d, sub.table)).fetchall():
                 key = tuple(row[:-1])
                 match = pulled.get(_key_text(key))
                 if match is None:
                     continue
                 change, op = match
-                values = [bind_value(v, k.logical, d.name) for v, k in zip(key, sub.layout.keys, strict=True)]  # type: ignore[attr-defined]
+                values = [bind_value(v, k.logical, d.name) for v, k in zip(key, sub.layout.keys, strict=True)]
                 if op == "D":  # the row was deleted, then made again: an insert for the publisher
-                    cursor.execute(sql.rebase_sql(d, sub.table, inserted=True), [*values])  # type: ignore[arg-type]
+                    cursor.execute(sql.rebase_sql(d, sub.table, inserted=True), [*values])
                 else:
-                    cursor.execute(sql.rebase_sql(d, sub.table, inserted=False), [change, *values])  # type: ignore[arg-type]
+                    cursor.execute(sql.rebase_sql(d, sub.table, inserted=False), [change, *values])
         conn.commit()
 
 
@@ -287,7 +287,7 @@ def _forget(pub: Side, replay: str, source: str, change_ids: list[str]) -> None:
         cursor = conn.cursor()
         for start in range(0, len(change_ids), 1000):
             chunk = change_ids[start : start + 1000]
-            cursor.execute(sql.rplog_forget_sql(pub.d, replay, pub.table.schema, source, len(chunk)), chunk)  # type: ignore[arg-type]
+            cursor.execute(sql.rplog_forget_sql(pub.d, replay, pub.table.schema, source, len(chunk)), chunk)
         conn.commit()
 
 
@@ -305,19 +305,19 @@ def push(spark, publication, subscription, pub: Side, sub: Side, tolerance: int,
     since = naive_utc(last_push) - timedelta(minutes=tolerance)
     if _all_pushed(pub, sub, replay, since):
         return PushOutcome()
-    sub.recreate(stage, sql.apply_staging_ddl(d_sub, stage, sub.table.schema, sub.layout))  # type: ignore[arg-type]
+    sub.recreate(stage, sql.apply_staging_ddl(d_sub, stage, sub.table.schema, sub.layout))
     plan = spark_bidir.PushPlan(
         pub=endpoint(pub.server, readonly=True),
         sub=endpoint(sub.server),
-        changes_sql=sql.push_select(d_pub, pub.table, pub.layout, sub.server.name, since),  # type: ignore[arg-type]
-        changes_schema=sql.changes_schema(d_pub, pub.layout, pub.read_types),  # type: ignore[arg-type]
+        changes_sql=sql.push_select(d_pub, pub.table, pub.layout, sub.server.name, since),
+        changes_schema=sql.changes_schema(d_pub, pub.layout, pub.read_types),
         replayed_sql=sql.rplog_guids_select(
             d_sub,
             replay,
             sub.table.schema,
             pub.server.name,
             sub.server.name,
-            since,  # type: ignore[arg-type]
+            since,
         ),
         apply_staging_sql=sub.qualify(stage),
         keys=sub.layout.keys,
@@ -330,8 +330,8 @@ def push(spark, publication, subscription, pub: Side, sub: Side, tolerance: int,
     if result.staged:
         apply = sql.apply_sql(
             d_sub, sub.table, sub.layout, stage, replay, pub.server.name, sub.server.name, guarded=True
-        )  # type: ignore[arg-type]
-        count_sql, delete_sql = sql.pending_local_sql(d_sub, sub.table, sub.layout, stage)  # type: ignore[arg-type]
+        )
+        count_sql, delete_sql = sql.pending_local_sql(d_sub, sub.table, sub.layout, stage)
         measured = run_apply(
             sub.server,
             sql.ApplyPlan(prelude=apply.prelude, lock=apply.lock, check=None, statements=apply.statements),
@@ -342,15 +342,15 @@ def push(spark, publication, subscription, pub: Side, sub: Side, tolerance: int,
         outcome.pushed, outcome.waiting = result.staged - waiting, waiting
         if waiting and oldest is not None:
             # Changes held back for rows the subscriber changed stay inside the next window.
-            held = naive_utc(aware(oldest)) - timedelta(microseconds=1)  # type: ignore[arg-type]
+            held = naive_utc(aware(oldest)) - timedelta(microseconds=1)
             newest = min(newest, held) if newest is not None else held
     sub.drop(stage)
     if newest is not None:
         SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_push_ts=aware(newest))
-        before = naive_utc(aware(newest)) - timedelta(minutes=purge_offset)  # type: ignore[arg-type]
+        before = naive_utc(aware(newest)) - timedelta(minutes=purge_offset)
         run_each(
             sub.server, [sql.rplog_purge_sql(d_sub, replay, sub.table.schema, pub.server.name, sub.server.name, before)]
-        )  # type: ignore[arg-type]
+        )
     return outcome
 
 
@@ -360,14 +360,14 @@ SMALL_WINDOW = 20_000
 def _all_pushed(pub: Side, sub: Side, replay: str, since: datetime) -> bool:
     """True when every change PUSH would read is already in the subscriber's replay log: the usual case
     for a sync with nothing new, which then costs two small queries instead of a Spark job."""
-    ids = _fetch(pub.server, sql.push_window_ids_sql(pub.d, pub.table, sub.server.name, since))  # type: ignore[arg-type]
+    ids = _fetch(pub.server, sql.push_window_ids_sql(pub.d, pub.table, sub.server.name, since))
     if not ids:
         return True
     if len(ids) > SMALL_WINDOW:
         return False
     applied = _fetch(
         sub.server,
-        sql.rplog_guids_select(sub.d, replay, sub.table.schema, pub.server.name, sub.server.name, since),  # type: ignore[arg-type]
+        sql.rplog_guids_select(sub.d, replay, sub.table.schema, pub.server.name, sub.server.name, since),
     )
     return {r[0] for r in ids} <= {r[0] for r in applied}
 
@@ -447,6 +447,7 @@ def _notify(publication: SnapshotPublication, job: JobRun) -> None:
     pending = ConflictBackup.objects.filter(job=job, notified=False, resolver_id__in=list(addresses))
     by_address: dict[str, list[ConflictBackup]] = {}
     for backup in pending:
+        assert backup.resolver_id is not None  # pending is filtered on resolver_id__in
         by_address.setdefault(addresses[backup.resolver_id], []).append(backup)
     for address, backups in by_address.items():
         lines = [
@@ -478,22 +479,20 @@ def purge_replay_logs(publication: SnapshotPublication, subscription: SnapshotSu
         before = naive_utc(subscription.last_push_ts) - timedelta(minutes=offset)
         purge = sql.rplog_purge_sql(
             sub.d, rplog(publication, sub.d), sub.table.schema, pub.server.name, server.name, before
-        )  # type: ignore[arg-type]
+        )
         with connections.connect(server) as conn:
             deleted += max(conn.cursor().execute(purge).rowcount, 0)
     with connections.connect(server, readonly=True) as conn:
         oldest = (
             conn.cursor()
-            .execute(
-                f"SELECT MIN({sub.d.quote('SNAPTIME')}) FROM {sub.qualify(rlog_name(sub.table.name))}"  # type: ignore[attr-defined]
-            )
+            .execute(f"SELECT MIN({sub.d.quote('SNAPTIME')}) FROM {sub.qualify(rlog_name(sub.table.name))}")
             .fetchone()[0]
         )
-    pending_from = naive_utc(aware(oldest)) if oldest is not None else server_now(server)  # type: ignore[arg-type]
+    pending_from = naive_utc(aware(oldest)) if oldest is not None else server_now(server)
     before = pending_from - timedelta(minutes=offset)
     purge = sql.rplog_purge_sql(
         pub.d, rplog(publication, pub.d), pub.table.schema, server.name, pub.server.name, before
-    )  # type: ignore[arg-type]
+    )
     with connections.connect(publication.server) as conn:
         deleted += max(conn.cursor().execute(purge).rowcount, 0)
     return deleted
@@ -512,12 +511,12 @@ def reapply_losing_version(backup: ConflictBackup) -> str:
     layout = sql.Layout.of(pub_table)
     side = Side.of(publication.server, pub_table, layout)
     d = side.d
-    q = d.quote  # type: ignore[attr-defined]
+    q = d.quote
     dst = side.qualify(pub_table.name)
     loser = backup.losing_row
     keys = backup.primary_key or {}
     where = " AND ".join(f"{q(k.dest)} = ?" for k in side.layout.keys)
-    key_values = [bind_value(_from_json(keys.get(k.dest)), k.logical, d.name) for k in side.layout.keys]  # type: ignore[attr-defined]
+    key_values = [bind_value(_from_json(keys.get(k.dest)), k.logical, d.name) for k in side.layout.keys]
     with transaction.atomic(), connections.connect(publication.server, autocommit=False) as conn:
         cursor = conn.cursor()
         if not loser or (backup.operation == "D" and backup.decision in (3, 5)):
@@ -525,7 +524,7 @@ def reapply_losing_version(backup: ConflictBackup) -> str:
             message = f"deleted {keys} on {publication.server.name}"
         else:
             values = [v for v in side.layout.values if v.dest != side.layout.guid.dest]
-            data = [bind_value(_from_json(loser.get(v.dest)), v.logical, d.name) for v in values]  # type: ignore[attr-defined]
+            data = [bind_value(_from_json(loser.get(v.dest)), v.logical, d.name) for v in values]
             guid = new_guid(publication.server.name)
             sets = ", ".join(f"{q(v.dest)} = ?" for v in values) + f", {q(side.layout.guid.dest)} = ?"
             cursor.execute(f"UPDATE {dst} SET {sets} WHERE {where}", [*data, guid, *key_values])

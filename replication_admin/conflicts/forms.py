@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import date, datetime, time, timedelta
+from typing import Any, cast
 
 from django import forms
 from django.db.models import QuerySet
@@ -26,10 +27,11 @@ class ConflictFilterForm(forms.Form):
 
     def __init__(self, *args, items: Iterable[str] = (), **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["item"].choices = [("", "any publication"), *((i, i) for i in items)]
+        cast(forms.ChoiceField, self.fields["item"]).choices = [("", "any publication"), *((i, i) for i in items)]
 
     def clean(self):
         cleaned = super().clean()
+        assert cleaned is not None  # Form.clean returns cleaned_data
         since, until = cleaned.get("since"), cleaned.get("until")
         if since and until and since > until:
             self.add_error("until", "The end is before the start.")
@@ -114,6 +116,7 @@ def format_assignments(assignments: dict | None) -> str:
 
 class _AssignmentsMixin:
     column_names: list[str]
+    cleaned_data: dict[str, Any]  # set by the form it is mixed into
 
     def clean_assignments(self) -> dict[str, str]:
         parsed = parse_assignments(self.cleaned_data.get("assignments") or "")
@@ -149,12 +152,12 @@ class ResolverForm(_AssignmentsMixin, forms.Form):
 
     def __init__(self, *args, column_names: Iterable[str] = (), **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["resolver_class"].choices = resolver_class_choices()
+        cast(forms.ChoiceField, self.fields["resolver_class"]).choices = resolver_class_choices()
         compared = [c.name for c in resolver_classes(transactional=False) if c.needs_column]
         self.fields["column"].help_text = f"{join_words(compared, 'and')} compare this column" if compared else ""
         self.column_names = list(column_names)
         if self.column_names:
-            self.fields["column"].choices = [("", "—"), *((c, c) for c in self.column_names)]
+            cast(forms.ChoiceField, self.fields["column"]).choices = [("", "—"), *((c, c) for c in self.column_names)]
         else:  # the table could not be described: take the name as written
             self.fields["column"] = forms.CharField(
                 max_length=255, required=False, help_text=self.fields["column"].help_text
@@ -162,6 +165,7 @@ class ResolverForm(_AssignmentsMixin, forms.Form):
 
     def clean(self):
         cleaned = super().clean()
+        assert cleaned is not None  # Form.clean returns cleaned_data
         cls = cleaned.get("resolver_class")
         if needs_column(cls) and not cleaned.get("column"):
             self.add_error("column", f"{cls} compares a column: choose it.")

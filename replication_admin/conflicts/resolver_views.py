@@ -40,6 +40,7 @@ def _publication(pk: int) -> SnapshotPublication:
 
 def _columns(publication: SnapshotPublication) -> tuple[list, str]:
     """The published table's columns as resolvers see them, or the reason they cannot be read."""
+    assert publication.server is not None
     try:
         return list(resolver_actions.table_columns(publication.server, publication.table)), ""
     except (connections.ConnectionFailed, connections.TableNotFound, ReplicationError, ResolverError) as exc:
@@ -263,7 +264,7 @@ def resolver_dry_run(request: HttpRequest, pk: int) -> HttpResponse:
     proposed = None
     error = ""
     if not form.is_valid():
-        error = "; ".join(" ".join(e) for e in form.errors.values())
+        error = "; ".join(" ".join(map(str, e)) for e in form.errors.values())
     elif (
         is_written(request.POST.get("resolver_class", CUSTOM))
         and form.cleaned_data["type"]
@@ -286,6 +287,7 @@ def resolver_dry_run(request: HttpRequest, pk: int) -> HttpResponse:
         if error:
             messages.error(request, f"Dry run not started: {error}")
             return redirect("publications-resolvers", pk=publication.pk)
+        assert job is not None  # started, since there is no error
         return redirect(reverse("publications-resolvers", args=[publication.pk]) + f"?dry_run={job.pk}")
     context = {"publication": publication, **_dry_run_context(job, error)}
     return render(request, "replication_admin/bidir/resolvers.html#dry-run", context)

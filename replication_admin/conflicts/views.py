@@ -22,6 +22,7 @@ from replication_admin.conflicts.selectors import conflicts_per_day_figure
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.web import (
+    HtmxHttpRequest,
     Listing,
     check_perm,
     denied,
@@ -76,7 +77,7 @@ def _filtered(request: HttpRequest) -> tuple[ConflictFilterForm, QuerySet[Confli
 
 
 @require_GET
-def conflict_list(request: HttpRequest) -> HttpResponse:
+def conflict_list(request: HtmxHttpRequest) -> HttpResponse:
     filters, conflicts, text = _filtered(request)
     ordered, sort = sort_queryset(request, conflicts.only(*LIST_FIELDS), CONFLICT_SORTS, "-created")
     page = paginate(request, ordered)

@@ -4,10 +4,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from replication_admin.core.web import listing
+from replication_admin.core.web import SortFields, listing
 from replication_admin.models import AuditEntry
 
-AUDIT_SORTS = {
+AUDIT_SORTS: dict[str, SortFields] = {
     "at": "at",
     "user": ("username", "-at"),
     "via": ("via", "-at"),

@@ -107,7 +107,7 @@ def replication_items(now: datetime, shown: int | None = None) -> list[dict]:
         detail = f"{s['dest_server']}.{s['dest_table']}"
         items.append(_item("snapshot", s["name"], detail, ("snapshots-detail", s["name"]), s["state"], at))
     for pub, pub_state, subs in bidir_states(DASHBOARD_SUB_FIELDS):
-        route = ("publications-detail", pub.pk)
+        route: tuple[object, ...] = ("publications-detail", pub.pk)
         detail = pub.last_sync_error or f"{pub.server_id}.{pub.table}"
         items.append(_item("bi-directional publication", pub.item, detail, route, pub_state, pub.last_sync_at))
         for sub, state in subs:

@@ -12,10 +12,10 @@ from replication_admin.console.forms import CompareForm, JobFilterForm
 from replication_admin.core import connections
 from replication_admin.core import jobs as job_actions
 from replication_admin.core.audit import Actor, PermissionDenied
-from replication_admin.core.web import denied, listing, render_page_or_partial
+from replication_admin.core.web import SortFields, denied, listing, render_page_or_partial
 from replication_admin.models import JobRun, Server, Snapshot
 
-JOB_SORTS = {
+JOB_SORTS: dict[str, SortFields] = {
     "id": "id",
     "kind": ("kind", "-id"),
     "target": ("target", "-id"),

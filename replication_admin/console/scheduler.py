@@ -7,10 +7,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from replication_admin.core.web import listing
+from replication_admin.core.web import SortFields, listing
 from replication_admin.models import ScheduledEvent
 
-EVENT_SORTS = {
+EVENT_SORTS: dict[str, SortFields] = {
     "name": "name",
     "start": ("start", "name"),
     "interval": ("interval", "name"),

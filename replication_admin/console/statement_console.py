@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
 from replication_admin.console.forms import StatementForm
 from replication_admin.core.audit import Actor, PermissionDenied
-from replication_admin.core.web import check_perm, denied
+from replication_admin.core.web import HtmxHttpRequest, check_perm, denied
 from replication_admin.engine.statements import StatementError
 from replication_admin.statements import execute
 
@@ -16,7 +16,7 @@ OPERATE = "replication_admin.operate"
 
 
 @require_http_methods(["GET", "POST"])
-def statement_console(request: HttpRequest) -> HttpResponse:
+def statement_console(request: HtmxHttpRequest) -> HttpResponse:
     # Running statements is an operator's work; statements that create or drop also need edit, which
     # each statement's action checks (and audits) itself.
     if request.method == "POST" and not check_perm(request, OPERATE, "statement", "statement console"):

@@ -12,7 +12,9 @@ from __future__ import annotations
 import hmac
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
@@ -90,7 +92,7 @@ TRX_SUB_FIELDS = ("server", "account", "subscriber", "level", "count", "valid", 
                   "last_sync_at", "last_error")  # fmt: skip
 
 
-def _duration(job: dict) -> float | None:
+def _duration(job: Mapping[str, Any]) -> float | None:
     total = (job["timings"] or {}).get("total")
     if isinstance(total, int | float):
         return float(total)
@@ -106,7 +108,8 @@ def snapshot_rows() -> list[dict]:
     for s in Snapshot.objects.values(*SNAPSHOT_FIELDS):
         refresh = refreshes.get(s["name"], {})
         last_success_at = refresh.get("last_success_at")
-        job = last_jobs.get(refresh.get("last_job_id"))
+        job_id = refresh.get("last_job_id")
+        job = last_jobs.get(job_id) if job_id is not None else None
         rows.append({
             "name": s["name"], "source_server": s["source_server"], "source_table": s["source_table"],
             "dest_server": s["dest_server"], "dest_table": s["dest_table"], "incremental": bool(s["is_incremental"]),
@@ -186,11 +189,11 @@ def trx_rows(now: datetime) -> list[dict]:
         })  # fmt: skip
     rows = []
     for server, name in sorted(accounts.keys() | subscribers.keys()):  # subscribers of an uncatalogued publication too
-        account, subs = accounts.get((server, name)), subscribers.get((server, name), [])
+        account, sub_rows = accounts.get((server, name)), subscribers.get((server, name), [])
         rows.append({
             "server": server, "account": name, "level": account.level if account else None,
-            "count": account.count if account else None, "subscribers": subs,
-            "state": health.worst(s["state"] for s in subs),
+            "count": account.count if account else None, "subscribers": sub_rows,
+            "state": health.worst(s["state"] for s in sub_rows),
         })  # fmt: skip
     return rows
 
@@ -271,7 +274,7 @@ class Exposition:
     def family(self, name: str, kind: str, help_text: str) -> None:
         self.lines += [f"# HELP {name} {escape_help(help_text)}", f"# TYPE {name} {kind}"]
 
-    def sample(self, name: str, labels: dict[str, object], value: float) -> None:
+    def sample(self, name: str, labels: Mapping[str, object], value: float) -> None:
         text = ",".join(f'{k}="{escape_label_value(v)}"' for k, v in labels.items())
         self.lines.append(f"{name}{{{text}}} {format_value(value)}" if text else f"{name} {format_value(value)}")
 
@@ -335,7 +338,8 @@ def _job_metrics(out: Exposition) -> None:
 
 
 def _conflict_metrics(out: Exposition) -> None:
-    types, decisions = dict(ConflictBackup._meta.get_field("conflict_type").choices), dict(ConflictBackup.DECISIONS)
+    choices = cast("list[tuple[str, str]]", ConflictBackup._meta.get_field("conflict_type").choices)
+    types, decisions = dict(choices), dict(ConflictBackup.DECISIONS)
     rows = (
         ConflictBackup.objects.values("kind", "conflict_type", "decision")
         .annotate(n=Count("id"))

@@ -4,7 +4,7 @@ import getpass
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 
 from replication_admin.models import AuditEntry
 
@@ -13,7 +13,7 @@ from replication_admin.models import AuditEntry
 class Actor:
     """Who is acting, and through what: a signed-in user on the web, a command, the scheduler."""
 
-    user: AbstractBaseUser | None = None
+    user: User | None = None
     via: str = "web"
     remote_addr: str | None = None
 

@@ -26,7 +26,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar, Generic, Self, TypeVar
+from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
 import pyodbc
 from django.conf import settings
@@ -146,7 +146,8 @@ class JobRunner(Generic[P]):
     def __init__(self, job: JobRun, reporter: Reporter) -> None:
         self.job = job
         self.reporter = reporter
-        self.params: P = self.params_type.from_json(job.params)  # type: ignore[assignment]
+        # params_type is the class of P (a ClassVar cannot name a type variable)
+        self.params: P = cast(P, self.params_type.from_json(job.params))
 
     def run(self) -> dict[str, Any]:
         raise NotImplementedError

@@ -44,12 +44,13 @@ def item_lock(name: str, job: JobRun | None) -> Iterator[None]:
             if _alive(current):
                 raise LockBusy(f"{name} is being applied by job #{current.job_id} (pid {current.pid})")
             # Its process is gone: say so on the job it left running, then take the item over.
-            JobRun.objects.filter(pk=current.job_id, state=JobRun.State.RUNNING).update(
-                state=JobRun.State.FAILED,
-                finished_at=timezone.now(),
-                error=f"the worker (pid {current.pid} on {current.host}) died during the run; "
-                f"job #{job.pk if job else '-'} took over and re-applied what was missing",
-            )
+            if current.job_id is not None:
+                JobRun.objects.filter(pk=current.job_id, state=JobRun.State.RUNNING).update(
+                    state=JobRun.State.FAILED,
+                    finished_at=timezone.now(),
+                    error=f"the worker (pid {current.pid} on {current.host}) died during the run; "
+                    f"job #{job.pk if job else '-'} took over and re-applied what was missing",
+                )
         try:
             ReplLock.objects.update_or_create(
                 name=name, defaults={"job": job, "pid": os.getpid(), "host": socket.gethostname()}

@@ -7,8 +7,9 @@ import datetime as dt
 import decimal
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import cast
 
-from sqlglot import parse_one
+from sqlglot import exp, parse_one
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
@@ -105,14 +106,19 @@ def annotated_types(sql: str, dialect: str, tables: list[TableInfo]) -> dict[str
         schema = MappingSchema(
             {t.name: {c.name: _sqlglot_type(c.logical) for c in t.columns} for t in tables}, dialect=read
         )
-        tree = annotate_types(
-            qualify(parse_one(sql, read=read), schema=schema, dialect=read), schema=schema, dialect=read
+        tree = cast(  # qualify gives back the SELECT it was given, typed as any expression
+            exp.Query,
+            annotate_types(
+                qualify(parse_one(sql, read=read), schema=schema, dialect=read), schema=schema, dialect=read
+            ),
         )
     except Exception:  # inference is a nicety; the driver's description stands in
         return {}
     types: dict[str, LogicalType] = {}
     for projection in tree.selects:
-        kind = projection.type.this.name if projection.type is not None else "UNKNOWN"
+        if projection.type is None:
+            continue  # nothing inferred: the driver's description stands
+        kind = projection.type.this.name
         if kind == "DECIMAL":
             params = [int(p.name) for p in projection.type.expressions if p.name.isdigit()]
             # Sums outgrow their column's precision: keep the scale, allow 38 digits.

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import overload
 
 
+@overload
+def aware(value: datetime | str) -> datetime: ...
+@overload
+def aware(value: None) -> None: ...
 def aware(value: datetime | str | None) -> datetime | None:
     """A database's timestamp (naive means UTC; drivers may hand back text) as an aware datetime."""
     if value is None:

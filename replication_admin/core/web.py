@@ -15,6 +15,7 @@ from django.db.models.functions import TruncDate
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import render
 from django.utils import timezone
+from django_htmx.middleware import HtmxDetails
 
 from replication_admin.core.audit import Actor, PermissionDenied, record
 from replication_admin.models import AuditEntry
@@ -34,10 +35,16 @@ PERMISSION_NAMES = {
 SortFields = str | tuple[str, ...]
 
 
+class HtmxHttpRequest(HttpRequest):
+    """A request as views see it: django_htmx's middleware sets `htmx` on every request."""
+
+    htmx: HtmxDetails
+
+
 def is_htmx(request: HttpRequest) -> bool:
     """A request made by htmx that is not a history restore (which needs the whole page)."""
-    htmx = getattr(request, "htmx", None)
-    return bool(htmx) and not htmx.history_restore_request
+    htmx: HtmxDetails | None = getattr(request, "htmx", None)
+    return htmx is not None and bool(htmx) and not htmx.history_restore_request
 
 
 def render_page_or_partial(request: HttpRequest, template: str, partial: str, context: dict) -> HttpResponse:
@@ -184,7 +191,7 @@ def _day_of(field: str, ends: list[tuple[date, datetime]]) -> Case | Value:
     return Case(before, default=_day_of(field, ends[half:]), output_field=DateField())
 
 
-def per_day_counts(queryset: QuerySet, field: str, by: str) -> list[tuple[date, object, int]]:
+def per_day_counts(queryset: QuerySet, field: str, by: str) -> list[tuple[date, Any, int]]:
     """(local day, value of `by`, rows) for the rows of `queryset`, by day in the console's time zone then `by`.
 
     The day of each row is found by comparing `field` with the midnights of the days spanned, in SQL: TruncDate
@@ -197,7 +204,7 @@ def per_day_counts(queryset: QuerySet, field: str, by: str) -> list[tuple[date, 
     first, last = span["first"].astimezone(tz).date(), span["last"].astimezone(tz).date()
     days = [first + timedelta(days=n) for n in range((last - first).days + 1)]
     if len(days) > MAX_DAY_BUCKETS:
-        day = TruncDate(field)
+        day: TruncDate | Case | Value = TruncDate(field)
     else:
         ends = [(d, timezone.make_aware(datetime.combine(d + timedelta(days=1), time.min), tz)) for d in days]
         day = _day_of(field, ends)
@@ -218,7 +225,7 @@ def local_stamp(at: datetime) -> str:
 def _day_axis(first: date, last: date) -> dict:
     """A date axis of whole days from `first` to `last`, each bar centred on its day (plotly otherwise zooms a
     single day down to milliseconds)."""
-    axis = {
+    axis: dict[str, Any] = {
         "type": "date",
         "range": [
             (datetime.combine(first, time.min) - DAY / 2).strftime(STAMP),

@@ -39,9 +39,6 @@ from replication_admin.engine.objects import (
     DMLTYPE,
     OLD_ROWGUID,
     ROWGUID,
-    ROWGUID_COLUMN,
-    TIMESTAMP,
-    BidirError,
     SnapshotLogObjects,
     bounded_name,
     key_columns,
@@ -50,6 +47,9 @@ from replication_admin.engine.objects import (
     rlog_name,
     rplog_name,
 )
+from replication_admin.engine.objects import ROWGUID_COLUMN as ROWGUID_COLUMN  # re-exported
+from replication_admin.engine.objects import TIMESTAMP as TIMESTAMP  # re-exported
+from replication_admin.engine.objects import BidirError as BidirError  # re-exported
 from replication_admin.engine.refresh_sql import Moved, timestamp_literal
 from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.engine.types import LogicalType
@@ -176,8 +176,13 @@ class UpdateableLog:
         """What a second change of a key does to its log row."""
         d = self.d
         q = d.quote
-        ex = lambda c: d.excluded_sql(q(c))  # noqa: E731
-        cur = lambda c: d.conflict_current_sql(self.rlog, q(c))  # noqa: E731
+
+        def ex(c: str) -> str:
+            return d.excluded_sql(q(c))
+
+        def cur(c: str) -> str:
+            return d.conflict_current_sql(self.rlog, q(c))
+
         if self.publisher:
             merged_type = ex("DMLTYPE")
             keep_old = [f"{q(OLD_ROWGUID)} = {ex(OLD_ROWGUID)}"]

@@ -115,7 +115,7 @@ class ComparePlan:
     only_left: tuple[str, ...] = field(default_factory=tuple)
     only_right: tuple[str, ...] = field(default_factory=tuple)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, list[str]]:
         return {
             "key_columns": list(self.key_columns),
             "compared_columns": list(self.compared_columns),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.engine.types import LogicalType
@@ -26,6 +27,16 @@ DELETE_MARK = "del:"
 # Transaction-local settings (PostgreSQL) that tell capture triggers what an apply transaction is.
 NOLOG_SETTING = "repladmin.nolog"
 ORIGIN_SETTING = "repladmin.origin"
+
+
+class Quoting(Protocol):
+    """What these helpers need of a dialect (engine.dialects.Dialect, which imports this module)."""
+
+    def quote(self, name: str) -> str: ...
+    def literal(self, value: str) -> str: ...
+    def concat(self, left: str, right: str) -> str: ...
+    @property
+    def uuid_sql(self) -> str: ...
 
 
 class SnapshotLogError(ValueError):
@@ -85,13 +96,13 @@ def key_columns(table: TableInfo) -> tuple[Column, ...]:
     return keys
 
 
-def log_columns(d, keys: tuple[Column, ...]) -> str:
+def log_columns(d: Quoting, keys: tuple[Column, ...]) -> str:
     """The RLOG_ key columns, SNAPTIME, DMLTYPE, RLOG_ROWGUID, quoted for the dialect `d`."""
     names = [*(rlog_key(k.name) for k in keys), "SNAPTIME", "DMLTYPE", "RLOG_ROWGUID"]
     return ", ".join(d.quote(n) for n in names)
 
 
-def log_values(d, keys: tuple[Column, ...], ref: str, now: str, guid: str, op: str) -> tuple[str, str]:
+def log_values(d: Quoting, keys: tuple[Column, ...], ref: str, now: str, guid: str, op: str) -> tuple[str, str]:
     """(log columns, values) of one snapshot-log row taken from the trigger row `ref`."""
     columns = log_columns(d, keys)
     values = ", ".join([*(f"{ref}.{d.quote(k.name)}" for k in keys), now, f"'{op}'", guid])
@@ -102,6 +113,6 @@ def bidir_key_error(table: str) -> str:
     return f"the primary key of {table} is replicated bi-directionally and cannot be updated"
 
 
-def new_guid_sql(d, origin: str) -> str:
+def new_guid_sql(d: Quoting, origin: str) -> str:
     """An SQL expression of the dialect `d` giving a fresh `<origin>@<uuid>`."""
     return d.concat(d.literal(origin + "@"), d.uuid_sql)

@@ -51,7 +51,7 @@ class CheckedQuery:
     tables: tuple[str, ...]  # base tables read
 
 
-def _parse(text: str, dialect: str, what: str) -> list[exp.Expression]:
+def _parse(text: str, dialect: str, what: str) -> list[exp.Expr]:
     if not text or not text.strip():
         raise QueryError(f"the {what} is empty")
     try:
@@ -62,7 +62,7 @@ def _parse(text: str, dialect: str, what: str) -> list[exp.Expression]:
     return trees
 
 
-def _check_tree(tree: exp.Expression, what: str) -> None:
+def _check_tree(tree: exp.Expr, what: str) -> None:
     for node in tree.walk():
         if isinstance(node, _FORBIDDEN):
             kind = type(node).__name__.upper()
@@ -122,7 +122,7 @@ def check_condition(text: str, dialect: str, table: TableInfo, alias: str | None
     select = trees[0]
     if any(k in select.args and select.args[k] for k in ("group", "having", "order", "limit", "joins")):
         raise QueryError("the condition must be one boolean expression, not a clause")
-    condition = select.args["where"].this
+    condition: exp.Expr = select.args["where"].this
     _check_tree(condition, "condition")
     if any(isinstance(n, exp.Select | exp.Subquery) for n in condition.walk()):
         raise QueryError("the condition must be a scalar condition on the source table (no subqueries)")

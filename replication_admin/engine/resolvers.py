@@ -22,11 +22,12 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 from replication_admin.engine.types import BINARY_KINDS, INTEGER_KINDS, LogicalType
 
@@ -123,6 +124,19 @@ class ResolverClass:
         return transactional or not self.needs_old_row
 
 
+Decide = Callable[[Target | None], tuple[str, dict[str, str]]]
+
+
+def _on_column(decide: Callable[[Target], tuple[str, dict[str, str]]]) -> Decide:
+    """The decide function of a class with a column (ResolverClass.decide gets the column when `column` is set)."""
+
+    def on(column: Target | None) -> tuple[str, dict[str, str]]:
+        assert column is not None, "a resolver class with a column is given its column"
+        return decide(column)
+
+    return on
+
+
 def _register(*classes: ResolverClass) -> dict[str, ResolverClass]:
     return {c.name: c for c in classes}
 
@@ -134,22 +148,22 @@ RESOLVER_CLASSES: dict[str, ResolverClass] = _register(
     ResolverClass("sub_wins", "subscriber wins", "the subscriber's row wins", lambda _: ("1", {})),
     ResolverClass(
         "min", "min of a column", "the row with the smaller value of a column wins",
-        lambda c: (f"CASE WHEN {c.pub} < {c.new} THEN 3 WHEN {c.pub} > {c.new} THEN 1 ELSE 0 END", {}),
+        _on_column(lambda c: (f"CASE WHEN {c.pub} < {c.new} THEN 3 WHEN {c.pub} > {c.new} THEN 1 ELSE 0 END", {})),
         conflict_types=("I", "U"), column=ORDERABLE,
     ),
     ResolverClass(
         "max", "max of a column", "the row with the larger value of a column wins",
-        lambda c: (f"CASE WHEN {c.pub} > {c.new} THEN 3 WHEN {c.pub} < {c.new} THEN 1 ELSE 0 END", {}),
+        _on_column(lambda c: (f"CASE WHEN {c.pub} > {c.new} THEN 3 WHEN {c.pub} < {c.new} THEN 1 ELSE 0 END", {})),
         conflict_types=("I", "U"), column=ORDERABLE,
     ),
     ResolverClass(
         "ave", "ave of a column", "the column becomes the average of both rows",
-        lambda c: ("2", {c.name: f"({c.pub} + {c.new}) / 2"}),
+        _on_column(lambda c: ("2", {c.name: f"({c.pub} + {c.new}) / 2"})),
         conflict_types=("I", "U"), column=NUMERIC,
     ),
     ResolverClass(
         "add", "add of a column", "the subscriber's change of a column is added to the publisher's value",
-        lambda c: ("2", {c.name: f"{c.pub} + ({c.new} - {c.old})"}),
+        _on_column(lambda c: ("2", {c.name: f"{c.pub} + ({c.new} - {c.old})"})),
         conflict_types=("I", "U"), column=NUMERIC, needs_old_row=True,
     ),
     ResolverClass(CUSTOM, "custom", "your own expression", lambda _: ("0", {}), written=True),
@@ -319,7 +333,7 @@ def _pos(text: str, start: int) -> str:
     return _at(line, col)
 
 
-def _node_at(node: exp.Expression, text: str) -> str:
+def _node_at(node: exp.Expr, text: str) -> str:
     """Where a node starts in the text, when sqlglot kept positions for it (identifiers have them)."""
     starts = [
         candidate.meta["start"]
@@ -329,7 +343,7 @@ def _node_at(node: exp.Expression, text: str) -> str:
     return _pos(text, min(starts)) if starts else ""
 
 
-def _token_at(tokens: Sequence, name: str, text: str) -> str:
+def _token_at(tokens: Sequence[Token], name: str, text: str) -> str:
     """Where the first call of function `name` is in the text."""
     for token, following in itertools.pairwise(tokens):
         if token.text.upper() == name.upper() and following.token_type == TokenType.L_PAREN:
@@ -340,7 +354,7 @@ def _token_at(tokens: Sequence, name: str, text: str) -> str:
 _DOUBLE_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
 
 
-def _tokenize(expression: str, what: str) -> list:
+def _tokenize(expression: str, what: str) -> list[Token]:
     try:
         return list(sqlglot.tokenize(expression, read="spark"))
     except TokenError as exc:
@@ -370,7 +384,7 @@ def _unbalanced(text: str, quote: str) -> bool:
     return inside == quote
 
 
-def _parse(expression: str, what: str) -> tuple[exp.Expression, list]:
+def _parse(expression: str, what: str) -> tuple[exp.Expr, list[Token]]:
     if not isinstance(expression, str):
         raise ResolverError(f"the {what} must be text, not {type(expression).__name__}")
     if not expression.strip():
@@ -418,7 +432,7 @@ def _parse(expression: str, what: str) -> tuple[exp.Expression, list]:
     return trees[0], tokens
 
 
-def _describe(node: exp.Expression) -> str:
+def _describe(node: exp.Expr) -> str:
     if isinstance(node, exp.Anonymous):
         return f"{node.name.upper()}()"
     if isinstance(node, exp.Func):
@@ -426,7 +440,7 @@ def _describe(node: exp.Expression) -> str:
     return type(node).__name__.upper()
 
 
-def _short(node: exp.Expression, limit: int = 60) -> str:
+def _short(node: exp.Expr, limit: int = 60) -> str:
     text = node.sql("spark", comments=False)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -504,7 +518,7 @@ def _check_column(
     return qualifier, columns.index(column)
 
 
-def _check_node(node: exp.Expression, tokens: Sequence, text: str, what: str) -> None:
+def _check_node(node: exp.Expr, tokens: Sequence[Token], text: str, what: str) -> None:
     """Refuse any node that is not part of a deterministic scalar expression over allowed functions."""
     if isinstance(node, exp.Query | exp.Subquery | exp.Exists):
         raise ResolverError(f"the {what} may not contain a query (SELECT, subquery or EXISTS){_node_at(node, text)}")
@@ -574,7 +588,7 @@ def _check_node(node: exp.Expression, tokens: Sequence, text: str, what: str) ->
 
 def _check(
     expression: str, columns: Sequence[ResolverColumn], cr_type: str | None, what: str
-) -> tuple[exp.Expression, list[tuple[exp.Column, str, int]]]:
+) -> tuple[exp.Expr, list[tuple[exp.Column, str, int]]]:
     """The checked tree and its column references (node, qualifier, column index)."""
     if not columns:
         raise ResolverError("the table's columns are unknown")
@@ -595,7 +609,7 @@ def _check_type(cr_type: str) -> str:
     return check_conflict_type(cr_type)
 
 
-def _results(tree: exp.Expression) -> Iterable[exp.Expression]:
+def _results(tree: exp.Expr) -> Iterable[exp.Expr]:
     """The expressions whose value the whole expression returns (the branches of CASE / IF)."""
     if isinstance(tree, exp.Paren):
         yield from _results(tree.this)
@@ -616,7 +630,7 @@ def _a(word: str) -> str:
     return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
 
 
-def _check_codes(tree: exp.Expression, cr_type: str, what: str) -> None:
+def _check_codes(tree: exp.Expr, cr_type: str, what: str) -> None:
     valid = VALID_CODES[cr_type]
     valid_text = ", ".join(f"{c} {CODE_NAMES[c]}" for c in valid)
     if isinstance(tree, exp.Predicate | exp.Connector | exp.Not | exp.Boolean):
@@ -645,13 +659,17 @@ def _check_codes(tree: exp.Expression, cr_type: str, what: str) -> None:
             )
 
 
-def _rename(tree: exp.Expression, refs: list[tuple[exp.Column, str, int]], make) -> exp.Expression:
+def _rename(tree: exp.Expr, refs: list[tuple[exp.Column, str, int]], make: Callable[[str, int], exp.Expr]) -> exp.Expr:
     """The tree with each checked column reference replaced by make(qualifier, index)."""
     replacements = {id(node): make(qualifier, index) for node, qualifier, index in refs}
-    return tree.transform(lambda node: replacements.get(id(node), node), copy=False)
+
+    def replace(node: exp.Expr) -> exp.Expr:
+        return replacements.get(id(node), node)
+
+    return tree.transform(replace, copy=False)
 
 
-def _normalise(tree: exp.Expression, refs: list[tuple[exp.Column, str, int]], columns) -> str:
+def _normalise(tree: exp.Expr, refs: list[tuple[exp.Column, str, int]], columns: Sequence[ResolverColumn]) -> str:
     def canonical(qualifier: str, index: int) -> exp.Column:
         return exp.Column(this=_identifier(columns[index].name), table=exp.Identifier(this=qualifier, quoted=False))
 
@@ -773,8 +791,11 @@ def resolver_proc_name(table: str, cr_type: str, suffix: str) -> str:
 
 # --- values ------------------------------------------------------------------------------------------
 
+# What to_json_value gives: JSON scalars, and binary as {"hex": ...}.
+JsonValue = None | bool | int | float | str | dict[str, str]
 
-def to_json_value(value):
+
+def to_json_value(value: object) -> JsonValue:
     """A value read from a row (or collected from Spark) as it is kept in JSON."""
     if value is None or isinstance(value, bool | int | str):
         return value
@@ -795,11 +816,11 @@ def to_json_value(value):
     return str(value)
 
 
-def _bad(value, spark_type_name: str, reason: str = "") -> ResolverError:
+def _bad(value: object, spark_type_name: str, reason: str = "") -> ResolverError:
     return ResolverError(f"cannot read {value!r} as {spark_type_name}{': ' + reason if reason else ''}")
 
 
-def _to_decimal(value, spark_type_name: str) -> Decimal:
+def _to_decimal(value: object, spark_type_name: str) -> Decimal:
     if isinstance(value, bool):
         raise _bad(value, spark_type_name)
     try:
@@ -815,7 +836,7 @@ def _to_decimal(value, spark_type_name: str) -> Decimal:
     return number
 
 
-def _to_datetime(value, spark_type_name: str) -> dt.datetime:
+def _to_datetime(value: object, spark_type_name: str) -> dt.datetime:
     if isinstance(value, dt.datetime):
         result = value
     elif isinstance(value, dt.date):
@@ -831,7 +852,7 @@ def _to_datetime(value, spark_type_name: str) -> dt.datetime:
     return result
 
 
-def from_json_value(value, spark_type_name: str):
+def from_json_value(value: Any, spark_type_name: str) -> Any:
     """A JSON value as the Python value Spark's createDataFrame accepts for `spark_type_name`."""
     if value is None:
         return None

@@ -67,7 +67,9 @@ def tokenize(text: str) -> list[Token]:
     while i < n:
         ch = text[i]
         if ch.isspace():
-            i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
+            space = _SPACE.match(text, i)
+            assert space is not None  # text[i] is a space
+            i = space.end()
             continue
         if text.startswith("--", i):
             end = text.find("\n", i)
@@ -100,9 +102,10 @@ def tokenize(text: str) -> list[Token]:
             i = j
             continue
         if ch.isdigit():
-            m = _NUMBER.match(text, i)
-            tokens.append(Token("number", m.group(), i, m.end()))  # type: ignore[union-attr]
-            i = m.end()  # type: ignore[union-attr]
+            number = _NUMBER.match(text, i)
+            assert number is not None  # text[i] is a digit
+            tokens.append(Token("number", number.group(), i, number.end()))
+            i = number.end()
             continue
         m = _WORD.match(text, i)
         if m:
@@ -670,15 +673,17 @@ def placeholder_count(sql: str) -> int:
 
 def _repl_text(account: Arg, sql_text: Arg, args: tuple[Arg, ...]) -> ReplText:
     acct, sql = _account(account), _word_arg(sql_text, "sql_text")
+    values: list[str | int | float | None] = []
     for number, value in enumerate(args, start=3):
         if isinstance(value, ServerNameOf):
             raise ValueError(f"argument {number} must be a string, a number or NULL")
+        values.append(value)
     markers = placeholder_count(sql)
     if markers != len(args):
         raise ValueError(
             f"sql_text has {markers} '?' placeholder(s) but {len(args)} argument(s) follow it; the counts must match"
         )
-    return ReplText(account=acct, sql_text=sql, args=args)  # type: ignore[arg-type]
+    return ReplText(account=acct, sql_text=sql, args=tuple(values))
 
 
 def _cr_class(value: Arg, classes: tuple[str, ...]) -> str:

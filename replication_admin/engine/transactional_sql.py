@@ -47,6 +47,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from replication_admin.engine import levels
 from replication_admin.engine.compare import family_of
@@ -54,12 +55,12 @@ from replication_admin.engine.dialects import DIALECTS, Dialect
 from replication_admin.engine.objects import (
     NOLOG_SETTING,
     ORIGIN_SETTING,
-    ROWGUID_COLUMN,
     CaptureObjects,
     bounded_name,
     key_columns,
     new_guid_sql,
 )
+from replication_admin.engine.objects import ROWGUID_COLUMN as ROWGUID_COLUMN  # re-exported
 from replication_admin.engine.schema import TableInfo
 from replication_admin.engine.types import LogicalType
 from replication_admin.engine.values import bind_value
@@ -225,7 +226,9 @@ def text_capture_objects(d: Dialect, account: str, local: str, schema: str = "")
 # --- appending entries from the console (REPL_TEXT, creating statements) ------------------------------------
 
 
-def append_entry_sql(d: Dialect, account: str, op: str, table: str, new: str, local: str, schema: str = "") -> list:
+def append_entry_sql(
+    d: Dialect, account: str, op: str, table: str, new: str, local: str, schema: str = ""
+) -> list[tuple[str, list[str]]]:
     """(statement, parameters) that log one entry as a transaction of its own, run in one transaction.
 
     The same bookkeeping as the triggers; on SQLite the sequencer numbers the entry afterwards."""
@@ -374,8 +377,8 @@ class Entry:
     seq: int
     table: str
     op: str
-    new: dict | None
-    old: dict | None
+    new: dict[str, Any] | None
+    old: dict[str, Any] | None
 
 
 @dataclass
@@ -390,7 +393,7 @@ class Transaction:
         return levels.level_of(self.count)
 
 
-def load_image(text: str | None) -> dict | None:
+def load_image(text: str | None) -> dict[str, Any] | None:
     if text is None:
         return None
     value = json.loads(text, parse_float=Decimal)
@@ -399,7 +402,7 @@ def load_image(text: str | None) -> dict | None:
     return value
 
 
-def group_transactions(rows: Sequence[Sequence]) -> list[Transaction]:
+def group_transactions(rows: Sequence[Sequence[Any]]) -> list[Transaction]:
     """Rows of entries_sql, in order, as transactions."""
     out: list[Transaction] = []
     for n, origin, at, seq, tbl, op, new, old in rows:
@@ -410,7 +413,7 @@ def group_transactions(rows: Sequence[Sequence]) -> list[Transaction]:
     return out
 
 
-def _decode(value, logical: LogicalType, dest_dialect: str):
+def _decode(value: Any, logical: LogicalType, dest_dialect: str) -> Any:
     """A JSON value of a row image as the destination stores it."""
     if value is None:
         return None
@@ -427,7 +430,7 @@ def _decode(value, logical: LogicalType, dest_dialect: str):
     return bind_value(value, logical, dest_dialect)
 
 
-def _image_value(image: dict, name: str):
+def _image_value(image: dict[str, Any], name: str) -> Any:
     """A column's value in a row image; names match case-insensitively (MariaDB and SQLite fold case)."""
     if name in image:
         return image[name]
@@ -435,7 +438,7 @@ def _image_value(image: dict, name: str):
     return folded[0] if folded else None
 
 
-def row_values(image: dict, table: TableInfo, dest_dialect: str) -> list:
+def row_values(image: dict[str, Any], table: TableInfo, dest_dialect: str) -> list[Any]:
     """The image's values in the order of `table`'s columns."""
     return [_decode(_image_value(image, c.name), c.logical, dest_dialect) for c in table.columns]
 
@@ -458,7 +461,7 @@ def delete_sql(d: Dialect, table: TableInfo) -> str:
     return f"DELETE FROM {d.qualify(table.name, table.schema)} WHERE {where}"
 
 
-def key_values(image: dict, table: TableInfo, dest_dialect: str) -> list:
+def key_values(image: dict[str, Any], table: TableInfo, dest_dialect: str) -> list[Any]:
     return [_decode(_image_value(image, k.name), k.logical, dest_dialect) for k in key_columns(table)]
 
 
@@ -481,7 +484,7 @@ def table_definition(table: TableInfo) -> str:
     return json.dumps({"table": table.name, "columns": columns, "key": [k.name for k in table.primary_key]})
 
 
-def definition_columns(definition: dict) -> tuple[list[tuple[str, LogicalType]], list[str]]:
+def definition_columns(definition: dict[str, Any]) -> tuple[list[tuple[str, LogicalType]], list[str]]:
     columns = [
         (c["name"], LogicalType(c["kind"], length=c.get("length"), precision=c.get("precision"), scale=c.get("scale")))
         for c in definition["columns"]

@@ -9,6 +9,7 @@ without their microseconds), decimals as their exact text, booleans as 0/1 where
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from replication_admin.engine import dialects
 from replication_admin.engine.compare import family_of
@@ -17,7 +18,7 @@ from replication_admin.engine.types import LogicalType
 TIMESTAMP_TEXT = "%Y-%m-%d %H:%M:%S.%f"
 
 
-def _timestamp_text(value) -> str:
+def _timestamp_text(value: object) -> str:
     if isinstance(value, dt.datetime):
         return value.strftime(TIMESTAMP_TEXT)
     text = str(value).strip()
@@ -27,19 +28,19 @@ def _timestamp_text(value) -> str:
         return text
 
 
-def _time_text(value) -> str:
+def _time_text(value: object) -> str:
     text = value.isoformat() if isinstance(value, dt.time) else str(value)
     whole, _, fraction = text.partition(".")
     return f"{whole}.{fraction[:6].ljust(6, '0')}"
 
 
-def _truthy(value) -> bool:
+def _truthy(value: object) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in {"1", "t", "true", "y", "yes"}
     return bool(value)
 
 
-def bind_value(value, logical: LogicalType, dest_dialect: str):
+def bind_value(value: Any, logical: LogicalType, dest_dialect: str) -> Any:
     """`value` as read from any source, in the form the destination stores it."""
     if value is None:
         return None

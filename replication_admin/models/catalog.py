@@ -238,6 +238,8 @@ class ConflictResolverBase(models.Model):
 
 
 class SnapshotConflictResolver(ConflictResolverBase):
+    assignments_text: str  # not a column: the resolver editor sets it for its table
+
     class Meta(ConflictResolverBase.Meta):
         db_table = "SYS_SNAPSHOT_CR"
         constraints = [

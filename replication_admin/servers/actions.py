@@ -41,7 +41,7 @@ def validate(data: ServerData, existing: Server | None = None) -> ServerData:
             "A server name is 1-64 letters, digits or underscores and starts with a letter or underscore "
             "(it is used unquoted in replication statements)."
         )
-    elif Server.objects.filter(name__iexact=data.name).exclude(pk=existing.pk if existing else None).exists():
+    elif Server.objects.filter(name__iexact=data.name).exclude(pk__in=[existing.pk] if existing else []).exists():
         errors["name"] = f"A server named {data.name!r} is already registered."
     if data.dialect not in dialects.LIVE_DIALECTS:
         errors["dialect"] = f"Choose one of: {', '.join(dialects.LIVE_DIALECTS)}."

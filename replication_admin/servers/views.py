@@ -8,13 +8,13 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor, PermissionDenied, record
-from replication_admin.core.web import check_perm, denied, listing, render_page_or_partial
+from replication_admin.core.web import HtmxHttpRequest, SortFields, check_perm, denied, listing, render_page_or_partial
 from replication_admin.engine import dialects
 from replication_admin.models import AuditEntry, Server
 from replication_admin.servers import actions as server_actions
 from replication_admin.servers.forms import ServerForm
 
-SERVER_SORTS = {
+SERVER_SORTS: dict[str, SortFields] = {
     "name": "name",
     "dialect": ("dialect", "name"),
     "location": ("host", "database", "name"),
@@ -90,7 +90,8 @@ def server_test_form(request: HttpRequest) -> HttpResponse:
     form = ServerForm(request.POST, instance=existing)
     if not form.is_valid():
         errors = "; ".join(
-            f"{'' if field == '__all__' else field + ': '}{' '.join(msgs)}" for field, msgs in form.errors.items()
+            f"{'' if field == '__all__' else field + ': '}{' '.join(map(str, msgs))}"
+            for field, msgs in form.errors.items()
         )
         result = connections.CheckResult(ok=False, message=f"Fix the form first: {errors}", reason="invalid")
     else:
@@ -107,7 +108,7 @@ def server_test_form(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-def server_check(request: HttpRequest, name: str) -> HttpResponse:
+def server_check(request: HtmxHttpRequest, name: str) -> HttpResponse:
     """htmx: test a registered server and store the outcome."""
     server = get_object_or_404(Server, name=name)
     try:

@@ -145,7 +145,7 @@ def do_purge_snapshot_log(actor: Actor, server: Server, table: str) -> int:
     if snapshots.filter(last_ts__isnull=True).exists():
         record(actor, "snapshot_log.purge", log.source, detail={"deleted": 0, "reason": "a snapshot never ran"})
         return 0
-    oldest = min(s.last_ts for s in snapshots)
+    oldest = min(s.last_ts for s in snapshots if s.last_ts is not None)  # none is null (checked above)
     cutoff = oldest - timedelta(minutes=RegistryEntry.get_int("snp_repl_tolerance_offset"))
     d = dialects.get(server.dialect)
     schema = connections.table_schema(server)
@@ -175,7 +175,7 @@ def do_purge_rplogs(actor: Actor) -> int:
             times = [s.last_ts for s in snapshots if s.dest_server_id == dest.name]
             if not times or any(t is None for t in times) or find_table(dest, log.rplog) is None:
                 continue
-            cutoff = (min(times) - timedelta(minutes=offset)).replace(tzinfo=None)
+            cutoff = (min(t for t in times if t is not None) - timedelta(minutes=offset)).replace(tzinfo=None)
             d = dialects.get(dest.dialect)
             schema = connections.table_schema(dest)
             older = f"{d.quote('SNAPTIME')} < {timestamp_literal(d, cutoff)}"

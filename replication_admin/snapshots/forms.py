@@ -34,6 +34,7 @@ class SnapshotForm(forms.Form):
 
     def clean(self):
         cleaned = super().clean()
+        assert cleaned is not None  # Form.clean returns cleaned_data
         if cleaned.get("kind") == "incremental" and not cleaned.get("source_table"):
             self.add_error("source_table", "An incremental snapshot copies a table: name it.")
         if cleaned.get("kind") == "nonincremental" and not cleaned.get("query"):

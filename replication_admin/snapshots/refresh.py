@@ -178,7 +178,7 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter) -> dict:
     finally:
         drops = [f"DROP TABLE IF EXISTS {d.qualify(t, schema)}" for t in (staging, guids)]
         run_each(dest, drops, ignore_errors=True)
-    updates = {"last_upd_bm": None}
+    updates: dict[str, datetime | None] = {"last_upd_bm": None}
     if new_last_ts is not None:
         updates["last_ts"] = aware(new_last_ts)
     Snapshot.objects.filter(pk=snapshot.pk).update(**updates)
@@ -396,8 +396,8 @@ def small_increment(
     with reporter.phase("apply"):
         run_in_transaction(dest, statements)
     newest = max(_parse_snaptime(r[width]) for r in pending)
-    current = Snapshot.objects.filter(pk=snapshot.pk).values_list("last_ts", flat=True).first()
-    if current is None or aware(newest) > current:
+    last_ts = Snapshot.objects.filter(pk=snapshot.pk).values_list("last_ts", flat=True).first()
+    if last_ts is None or aware(newest) > last_ts:
         Snapshot.objects.filter(pk=snapshot.pk).update(last_ts=aware(newest))
     reporter.progress(1, 1, f"applied {len(pending)} change(s) in one transaction")
     return {

@@ -12,8 +12,9 @@ from replication_admin.core import connections
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.forms import ScheduleForm
-from replication_admin.core.web import denied, listing
+from replication_admin.core.web import SortFields, denied, listing
 from replication_admin.engine import dialects
+from replication_admin.engine.objects import SnapshotLogObjects
 from replication_admin.engine.snapshot_log import SnapshotLogError, rlog_name, snapshot_log
 from replication_admin.engine.statements import quote_name
 from replication_admin.models import JobRun, ScheduledEvent, Server, Snapshot, SnapshotLog
@@ -28,7 +29,7 @@ def _snapshot(name: str) -> Snapshot:
     return get_object_or_404(Snapshot.objects.select_related("source_server", "dest_server"), name=name)
 
 
-SNAPSHOT_SORTS = {
+SNAPSHOT_SORTS: dict[str, SortFields] = {
     "name": "name",
     "type": ("is_incremental", "name"),
     "source": ("source_server_id", "source_table", "name"),
@@ -36,7 +37,11 @@ SNAPSHOT_SORTS = {
     "last_ts": ("last_ts", "name"),
 }
 SNAPSHOT_SEARCH = ("name", "source_table", "dest_table", "source_server__name", "dest_server__name")
-LOG_SORTS = {"source": "source", "server": ("server_id", "table"), "created": ("created_at", "source")}
+LOG_SORTS: dict[str, SortFields] = {
+    "source": "source",
+    "server": ("server_id", "table"),
+    "created": ("created_at", "source"),
+}
 
 
 def _last_refreshes(names: list[str]) -> dict[str, JobRun]:
@@ -273,7 +278,8 @@ def _snapshot_log_confirm(request: HttpRequest, srv: Server, action: str) -> Htt
 def snapshot_log_ddl(request: HttpRequest, server: str, table: str) -> HttpResponse:
     """The snapshot log of a table as DDL for every dialect, for servers the console does not reach."""
     srv = get_object_or_404(Server, name=server)
-    scripts, error = [], ""
+    scripts: list[tuple[str, SnapshotLogObjects | None, str]] = []
+    error = ""
     try:
         info = connections.describe_table(srv, table)
         for dialect in dialects.DIALECTS.values():

@@ -59,7 +59,7 @@ def _query(request, drop: tuple[str, ...] = (), **values: object) -> str:
 @register.simple_tag(takes_context=True)
 def page_url(context, number: int, page_param: str = "page") -> str:
     """The current URL's query string on page `number` of a list (its other filters, sorts and pages kept)."""
-    return _query(context["request"], **{page_param: number})
+    return _query(context["request"], (), **{page_param: number})
 
 
 @register.simple_tag(takes_context=True)

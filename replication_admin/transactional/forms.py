@@ -120,6 +120,7 @@ class PurgerForm(forms.Form):
 
     def clean(self):
         cleaned = super().clean()
+        assert cleaned is not None  # Form.clean returns cleaned_data
         kind = cleaned.get("kind")
         if kind is None:
             return cleaned

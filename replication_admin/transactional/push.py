@@ -177,6 +177,7 @@ def _push_work(
             _write(cursor, d, table, entry.op, entry.new, key)
             winner, loser = incoming, current
         elif code == 2 and entry.op != "D":
+            assert incoming is not None  # an insert or update carries its new row
             final = {**(decision.get("final") or incoming), guid: fresh}
             _write(cursor, d, table, "U", final, key)
             winner, loser = final, current

@@ -258,7 +258,7 @@ def publication_remove_item(request: HttpRequest, server: str, account: str) -> 
         return _remove_item_confirm(request, acct)
     form = RemoveItemForm(request.POST)
     pk = form.cleaned_data["item"] if form.is_valid() else None
-    item = TpItem.objects.filter(pk=pk, server=acct.server, acct=acct.account).first()
+    item = TpItem.objects.filter(pk=pk, server=acct.server, acct=acct.account).first() if pk is not None else None
     if refused := refuse(request, EDIT, "trx.pub_remove", f"{_acct_target(acct)}: {item.item if item else ''}"):
         return refused
     if item is None:
@@ -271,7 +271,7 @@ def _remove_item_confirm(request: HttpRequest, acct: ReplAccount) -> HttpRespons
     """GET: the confirmation page of removing the item `?item=` (its SYS_TP_ITEM id) from the publication."""
     form = RemoveItemForm(request.GET)
     pk = form.cleaned_data["item"] if form.is_valid() else None
-    item = TpItem.objects.filter(pk=pk, server=acct.server, acct=acct.account).first()
+    item = TpItem.objects.filter(pk=pk, server=acct.server, acct=acct.account).first() if pk is not None else None
     if item is None:
         messages.error(request, "That item is not part of the publication.")
         return redirect(acct)

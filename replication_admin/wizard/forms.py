@@ -3,6 +3,8 @@ against the servers."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from django import forms
 
 from replication_admin.engine.resolvers import resolver_classes
@@ -29,6 +31,7 @@ class ServerStepForm(forms.Form):
 
     def clean(self):
         cleaned = super().clean()
+        assert cleaned is not None  # Form.clean returns cleaned_data
         if cleaned.get("use") == "existing" and not cleaned.get("existing"):
             self.add_error("existing", "Choose a registered server, or register a new one.")
         return cleaned
@@ -79,13 +82,16 @@ class TablesForm(forms.Form):
     def __init__(self, *args, mode: str, tables: list[str], info: TableInfo | None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.mode = mode
-        self.fields["tables"].choices = [(t, t) for t in tables]
+        tables_field = cast(forms.ChoiceField, self.fields["tables"])
+        tables_field.choices = [(t, t) for t in tables]
         if mode in SNAPSHOT_MODES:  # one table: radio buttons posting one value
             self.fields["tables"] = forms.ChoiceField(
-                choices=self.fields["tables"].choices, widget=forms.RadioSelect, label="Table on the publisher",
+                choices=tables_field.choices, widget=forms.RadioSelect, label="Table on the publisher",
                 help_text="A snapshot copies one table", error_messages={"required": "Choose a table."},
             )  # fmt: skip
-        self.fields["columns"].choices = [(c.name, c.name) for c in (info.columns if info else ()) if not c.pk_position]
+        cast(forms.ChoiceField, self.fields["columns"]).choices = [
+            (c.name, c.name) for c in (info.columns if info else ()) if not c.pk_position
+        ]
         self.key_columns = [c.name for c in info.columns if c.pk_position] if info else []
 
     def clean_tables(self) -> list[str]:

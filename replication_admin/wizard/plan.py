@@ -257,7 +257,7 @@ def check_tables(plan: Plan) -> list[TableInfo]:
                 raise PlanError(f"condition: {exc}") from None
         if (
             plan.subscriber.existing
-            and Snapshot.objects.filter(dest_server_id=plan.subscriber.existing, dest_table__iexact=dest).exists()
+            and Snapshot.objects.filter(dest_server__name=plan.subscriber.existing, dest_table__iexact=dest).exists()
         ):
             raise PlanError(f"snapshot {plan.subscriber.name}.{dest} already exists")
     elif plan.columns or plan.condition:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from replication_admin.engine.objects import (
     DMLTYPE,
@@ -59,8 +60,10 @@ def check_host(host: str) -> str:
 
 
 def check_port(port: int | str | None) -> int:
+    if port is None:
+        raise AddressError(f"port {port!r} is not a number")
     try:
-        value = int(port)  # type: ignore[arg-type]
+        value = int(port)
     except (TypeError, ValueError):
         raise AddressError(f"port {port!r} is not a number") from None
     if not 1 <= value <= 65535:
@@ -106,6 +109,42 @@ class Address:
 class JdbcEndpoint:
     url: str
     properties: dict[str, str] = field(default_factory=dict)
+
+
+class LogTableNames(Protocol):
+    """The log tables of a transactional publication (engine.transactional_sql.LogNames)."""
+
+    @property
+    def seq(self) -> str: ...
+    @property
+    def tx(self) -> str: ...
+    @property
+    def log(self) -> str: ...
+
+
+class CaptureTables(LogTableNames, Protocol):
+    """The quoted tables a capture trigger writes (engine.transactional_sql._Tables)."""
+
+    @property
+    def ctx(self) -> str: ...
+
+
+class RowLog(Protocol):
+    """How a trigger writes a row into the updateable log (engine.bidir_sql.UpdateableLog)."""
+
+    @property
+    def rlog(self) -> str: ...
+    def columns(self) -> str: ...
+    def values(self, ref: str, op: str, guid: str, old: str) -> str: ...
+    def is_mark(self, expr: str) -> str: ...
+    def unmark(self, expr: str) -> str: ...
+    def on_conflict(self) -> str: ...
+    def upsert(self, ref: str, op: str, guid: str, old: str) -> str: ...
+
+
+# (statement, parameters) pairs, and (trigger names, create, drop) of BEFORE triggers.
+EntryStatements = list[tuple[str, list[str]]]
+TriggerObjects = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
 
 
 class Dialect:
@@ -359,28 +398,31 @@ class Dialect:
         return [f"CREATE TABLE {qualified} ({', '.join(cols)})", self.snaptime_index_sql(name, qualified)]
 
     def snapshot_trigger_names(self, table: str) -> tuple[str, str, str]:
-        names = tuple(table + s for s in self.snapshot_trigger_suffixes)
+        insert, update, delete = self.snapshot_trigger_suffixes
+        names = (table + insert, table + update, table + delete)
         for name in names:
             self.check_name_length(name, "trigger")
-        return names  # type: ignore[return-value]
+        return names
 
     def snapshot_log_objects(self, table: TableInfo) -> SnapshotLogObjects:
         """The snapshot log of `table`: RLOG_<table> and the I/U/D triggers that fill it."""
         raise NotImplementedError(f"{self.label} has no snapshot log generator")
 
     # --- bi-directional replication ----------------------------------------------------------------
-    def bidir_triggers(self, table: TableInfo, names: dict[str, str], log, local: str, publisher: bool):
+    def bidir_triggers(
+        self, table: TableInfo, names: dict[str, str], log: RowLog, local: str, publisher: bool
+    ) -> tuple[list[str], list[str]]:
         """(create, drop) of the ROWGUID and updateable-log triggers of `table` on server `local`.
 
         `log` writes a row into the updateable log (engine.bidir_sql.UpdateableLog)."""
         raise NotImplementedError(f"{self.label} has no bi-directional triggers")
 
     # --- transactional replication -----------------------------------------------------------------
-    def commit_numbering_ddl(self, names, schema: str) -> list[str]:
+    def commit_numbering_ddl(self, names: LogTableNames, schema: str) -> list[str]:
         """Objects that number a transaction when it commits (`names`: the publication's log tables)."""
         return []
 
-    def drop_commit_numbering_ddl(self, names, schema: str) -> list[str]:
+    def drop_commit_numbering_ddl(self, names: LogTableNames, schema: str) -> list[str]:
         return []
 
     def replay_context_ddl(self, table: str) -> list[str]:
@@ -424,7 +466,7 @@ class Dialect:
         """A REPL_TEXT row (statement, JSON array of arguments) as the JSON of a 'T' entry."""
         raise NotImplementedError(f"{self.label} has no REPL_TEXT capture")
 
-    def capture_entry_sql(self, logs, table: str, op: str, new: str, old: str, local: str) -> str:
+    def capture_entry_sql(self, logs: CaptureTables, table: str, op: str, new: str, old: str, local: str) -> str:
         """Trigger statements that log one entry for the current transaction.
 
         `logs`: the quoted RTSEQ, RTTX, RTLOG and RTCTX tables (attributes seq, tx, log, ctx)."""
@@ -441,7 +483,7 @@ class Dialect:
         """(create, drop) of the REPL_TEXT trigger that logs the calls of one account (a literal)."""
         raise NotImplementedError(f"{self.label} has no REPL_TEXT capture")
 
-    def append_entry_sql(self, logs, op: str, table: str, new: str, local: str) -> list:
+    def append_entry_sql(self, logs: CaptureTables, op: str, table: str, new: str, local: str) -> EntryStatements:
         """(statement, parameters) that log one entry as a transaction of its own."""
         raise NotImplementedError(f"{self.label} has no transactional capture")
 
@@ -449,7 +491,7 @@ class Dialect:
         """True inside an apply transaction."""
         raise NotImplementedError(f"{self.label} has no replay context")
 
-    def rowguid_triggers(self, table: TableInfo, fresh: str, rowguid: str):
+    def rowguid_triggers(self, table: TableInfo, fresh: str, rowguid: str) -> TriggerObjects:
         """(names, create, drop) of BEFORE triggers that give local inserts and updates a new ROWGUID."""
         raise NotImplementedError(f"{self.label} cannot set ROWGUID before a row is logged")
 

@@ -3,8 +3,12 @@ from __future__ import annotations
 from replication_admin.engine.dialects.base import (
     Address,
     AddressError,
+    CaptureTables,
     Dialect,
+    EntryStatements,
     JdbcEndpoint,
+    RowLog,
+    TriggerObjects,
     check_host,
     check_port,
     odbc_value,
@@ -286,7 +290,9 @@ class MySQL(Dialect):
         )
 
     # --- bi-directional replication ----------------------------------------------------------------
-    def bidir_triggers(self, table: TableInfo, names: dict[str, str], log, local: str, publisher: bool):
+    def bidir_triggers(
+        self, table: TableInfo, names: dict[str, str], log: RowLog, local: str, publisher: bool
+    ) -> tuple[list[str], list[str]]:
         d = self
         src = d.qualify(table.name)
         g = d.quote(ROWGUID_COLUMN)
@@ -333,7 +339,7 @@ class MySQL(Dialect):
     def text_image_sql(self, stmt: str, args: str) -> str:
         return f"JSON_OBJECT('stmt', {stmt}, 'args', JSON_EXTRACT(COALESCE({args}, '[]'), '$'))"
 
-    def capture_entry_sql(self, logs, table: str, op: str, new: str, old: str, local: str) -> str:
+    def capture_entry_sql(self, logs: CaptureTables, table: str, op: str, new: str, old: str, local: str) -> str:
         q = self.quote
         entry_cols = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
         origin = f"COALESCE(@repladmin_origin, {self.literal(local)})"
@@ -361,7 +367,7 @@ class MySQL(Dialect):
         ]
         return create, [f"DROP TRIGGER IF EXISTS {q(name)}"]
 
-    def append_entry_sql(self, logs, op: str, table: str, new: str, local: str) -> list:
+    def append_entry_sql(self, logs: CaptureTables, op: str, table: str, new: str, local: str) -> EntryStatements:
         q = self.quote
         columns = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
         # A console entry is always a transaction of its own: it takes the next number and closes it.
@@ -379,7 +385,7 @@ class MySQL(Dialect):
     def replaying_sql(self) -> str:
         return "(@repladmin_nolog IS NOT NULL OR @repladmin_origin IS NOT NULL)"
 
-    def rowguid_triggers(self, table: TableInfo, fresh: str, rowguid: str):
+    def rowguid_triggers(self, table: TableInfo, fresh: str, rowguid: str) -> TriggerObjects:
         g = self.quote(rowguid)
         src = self.qualify(table.name, table.schema)
         insert_name = bounded_name(f"{table.name}_GI", self.max_identifier)

@@ -3,8 +3,13 @@ from __future__ import annotations
 from replication_admin.engine.dialects.base import (
     Address,
     AddressError,
+    CaptureTables,
     Dialect,
+    EntryStatements,
     JdbcEndpoint,
+    LogTableNames,
+    RowLog,
+    TriggerObjects,
     check_host,
     check_port,
     odbc_value,
@@ -261,7 +266,9 @@ class PostgreSQL(Dialect):
         return SnapshotLogObjects(rlog_name(table.name), names, functions=names, create=tuple(create), drop=tuple(drop))
 
     # --- bi-directional replication ----------------------------------------------------------------
-    def bidir_triggers(self, table: TableInfo, names: dict[str, str], log, local: str, publisher: bool):
+    def bidir_triggers(
+        self, table: TableInfo, names: dict[str, str], log: RowLog, local: str, publisher: bool
+    ) -> tuple[list[str], list[str]]:
         d = self
         src = d.qualify(table.name, table.schema)
         schema = table.schema or "public"
@@ -313,10 +320,10 @@ class PostgreSQL(Dialect):
     # --- transactional replication -----------------------------------------------------------------
     # The first entry of a transaction inserts its RTTX row (TXID = pg_current_xact_id()). A deferred
     # constraint trigger on RTTX numbers the transaction at commit time by incrementing RTSEQ.
-    def _numbering_function(self, names, schema: str) -> str:
+    def _numbering_function(self, names: LogTableNames, schema: str) -> str:
         return self.qualify(bounded_name(f"{names.tx}_number", self.max_identifier), schema or "public")
 
-    def commit_numbering_ddl(self, names, schema: str) -> list[str]:
+    def commit_numbering_ddl(self, names: LogTableNames, schema: str) -> list[str]:
         q = self.quote
         seq, tx = self.qualify(names.seq, schema), self.qualify(names.tx, schema)
         function = self._numbering_function(names, schema)
@@ -331,7 +338,7 @@ class PostgreSQL(Dialect):
             f"AFTER INSERT ON {tx} DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {function}()",
         ]
 
-    def drop_commit_numbering_ddl(self, names, schema: str) -> list[str]:
+    def drop_commit_numbering_ddl(self, names: LogTableNames, schema: str) -> list[str]:
         return [f"DROP FUNCTION IF EXISTS {self._numbering_function(names, schema)}()"]
 
     def replay_context_sql(self, nolog: bool, origin: str | None, context_table: str) -> list[str]:
@@ -346,7 +353,7 @@ class PostgreSQL(Dialect):
     def text_image_sql(self, stmt: str, args: str) -> str:
         return f"jsonb_build_object('stmt', {stmt}, 'args', coalesce({args}, '[]')::jsonb)::text"
 
-    def capture_entry_sql(self, logs, table: str, op: str, new: str, old: str, local: str) -> str:
+    def capture_entry_sql(self, logs: CaptureTables, table: str, op: str, new: str, old: str, local: str) -> str:
         q = self.quote
         entry_cols = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
         origin = f"coalesce(nullif(current_setting('{ORIGIN_SETTING}', true), ''), {self.literal(local)})"
@@ -379,7 +386,7 @@ class PostgreSQL(Dialect):
         ]
         return create, [f"DROP TRIGGER IF EXISTS {q(name)} ON {table}", f"DROP FUNCTION IF EXISTS {function}()"]
 
-    def append_entry_sql(self, logs, op: str, table: str, new: str, local: str) -> list:
+    def append_entry_sql(self, logs: CaptureTables, op: str, table: str, new: str, local: str) -> EntryStatements:
         q = self.quote
         columns = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
         return [
@@ -393,7 +400,7 @@ class PostgreSQL(Dialect):
             f"OR coalesce(current_setting('{ORIGIN_SETTING}', true), '') <> '')"
         )
 
-    def rowguid_triggers(self, table: TableInfo, fresh: str, rowguid: str):
+    def rowguid_triggers(self, table: TableInfo, fresh: str, rowguid: str) -> TriggerObjects:
         g = self.quote(rowguid)
         src = self.qualify(table.name, table.schema)
         name = bounded_name(f"{table.name}_G", self.max_identifier)

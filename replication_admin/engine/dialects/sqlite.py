@@ -13,7 +13,16 @@ from __future__ import annotations
 
 import os
 
-from replication_admin.engine.dialects.base import Address, AddressError, Dialect, JdbcEndpoint, odbc_value
+from replication_admin.engine.dialects.base import (
+    Address,
+    AddressError,
+    CaptureTables,
+    Dialect,
+    EntryStatements,
+    JdbcEndpoint,
+    RowLog,
+    odbc_value,
+)
 from replication_admin.engine.objects import (
     ROWGUID_COLUMN,
     SnapshotLogObjects,
@@ -204,7 +213,9 @@ class SQLite(Dialect):
         )
 
     # --- bi-directional replication ----------------------------------------------------------------
-    def bidir_triggers(self, table: TableInfo, names: dict[str, str], log, local: str, publisher: bool):
+    def bidir_triggers(
+        self, table: TableInfo, names: dict[str, str], log: RowLog, local: str, publisher: bool
+    ) -> tuple[list[str], list[str]]:
         d = self
         src = d.qualify(table.name)
         g = d.quote(ROWGUID_COLUMN)
@@ -277,7 +288,7 @@ class SQLite(Dialect):
     def text_image_sql(self, stmt: str, args: str) -> str:
         return f"json_object('stmt', {stmt}, 'args', json(coalesce({args}, '[]')))"
 
-    def capture_entry_sql(self, logs, table: str, op: str, new: str, old: str, local: str) -> str:
+    def capture_entry_sql(self, logs: CaptureTables, table: str, op: str, new: str, old: str, local: str) -> str:
         q = self.quote
         entry_cols = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
         return (
@@ -297,7 +308,7 @@ class SQLite(Dialect):
         ]
         return create, [f"DROP TRIGGER IF EXISTS {q(name)}"]
 
-    def append_entry_sql(self, logs, op: str, table: str, new: str, local: str) -> list:
+    def append_entry_sql(self, logs: CaptureTables, op: str, table: str, new: str, local: str) -> EntryStatements:
         q = self.quote
         columns = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
         return [

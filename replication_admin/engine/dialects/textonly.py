@@ -48,7 +48,8 @@ class TextOnlyDialect(Dialect):
     def tables_sql(self, schema: str) -> tuple[str, list[str]]:
         raise AddressError(f"{self.label} servers are not reachable from this console (DDL generation only)")
 
-    columns_sql = tables_sql  # type: ignore[assignment]
+    def columns_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
+        raise AddressError(f"{self.label} servers are not reachable from this console (DDL generation only)")
 
     def odbc_connection_string(self, address: Address) -> str:
         raise AddressError(f"{self.label} servers are not reachable from this console (DDL generation only)")

@@ -92,9 +92,9 @@ class Command(BaseCommand):
         statements = []
         if not SnapshotLog.objects.filter(server_id="demo", table="Orders").exists():
             statements.append("create snapshot log for demo.Orders")
-        if not Snapshot.objects.filter(dest_server_id=target, dest_table="Orders").exists():
+        if not Snapshot.objects.filter(dest_server__name=target, dest_table="Orders").exists():
             statements.append(f"create snapshot {target}.Orders from demo.Orders")
-        if not Snapshot.objects.filter(dest_server_id=target, dest_table="order_totals").exists():
+        if not Snapshot.objects.filter(dest_server__name=target, dest_table="order_totals").exists():
             statements.append(
                 f"create nonincremental snapshot {target}.order_totals as "
                 '\'select OrderID, count(*) as lines, sum(Quantity) as units from demo."Order Details" '
@@ -103,7 +103,7 @@ class Command(BaseCommand):
         if statements:
             for outcome in execute(actor, ";\n".join(statements), wait=False):
                 self.stdout.write(f"{'ok  ' if outcome.ok else 'FAIL'} {outcome.statement}: {outcome.message}")
-        for snapshot in Snapshot.objects.filter(dest_server_id=target):
+        for snapshot in Snapshot.objects.filter(dest_server__name=target):
             do_schedule_snapshot(actor, snapshot, 1)
         self._bidirectional(actor, target)
         self._transactional(actor, target)
