@@ -13,6 +13,7 @@ lint:
 	$(PY) -m ruff format --check .
 	$(PY) -m ruff check .
 	PYTHONPATH=. .venv/bin/lint-imports
+	$(PY) -m mypy
 	$(PY) manage.py check
 	$(PY) manage.py makemigrations --check --dry-run
 
