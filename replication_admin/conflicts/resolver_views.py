@@ -104,15 +104,15 @@ def resolver_page(request: HttpRequest, pk: int) -> HttpResponse:
     dry_run = _dry_run_job(publication, request.GET.get("dry_run"))
     if is_htmx(request) and dry_run is not None:
         context = {"publication": publication, **_dry_run_context(dry_run)}
-        return render(request, "replication_admin/bidir/resolvers.html#dry-run", context)
+        return render(request, "replication_admin/conflicts/resolvers.html#dry-run", context)
     context = _resolver_context(request, publication, **_dry_run_context(dry_run))
-    return render(request, "replication_admin/bidir/resolvers.html", context)
+    return render(request, "replication_admin/conflicts/resolvers.html", context)
 
 
 def _editor(request: HttpRequest, publication: SnapshotPublication, **extra) -> HttpResponse:
     """The resolver editor (chains and add form): only that part for htmx, else the whole page."""
     context = _resolver_context(request, publication, **extra)
-    template = "replication_admin/bidir/resolvers.html"
+    template = "replication_admin/conflicts/resolvers.html"
     return render(request, f"{template}#resolver-editor" if is_htmx(request) else template, context)
 
 
@@ -205,7 +205,7 @@ def resolver_edit(request: HttpRequest, pk: int) -> HttpResponse:
                 return redirect("publications-resolvers", pk=publication.pk)
     context = {"publication": publication, "resolver": resolver, "form": form, "columns": columns,
                "columns_error": columns_error, "codes": sorted(CODE_NAMES.items())}  # fmt: skip
-    template = "replication_admin/bidir/resolver_edit.html"
+    template = "replication_admin/conflicts/resolver_edit.html"
     return render(request, f"{template}#edit-form" if is_htmx(request) else template, context)
 
 
@@ -290,4 +290,4 @@ def resolver_dry_run(request: HttpRequest, pk: int) -> HttpResponse:
         assert job is not None  # started, since there is no error
         return redirect(reverse("publications-resolvers", args=[publication.pk]) + f"?dry_run={job.pk}")
     context = {"publication": publication, **_dry_run_context(job, error)}
-    return render(request, "replication_admin/bidir/resolvers.html#dry-run", context)
+    return render(request, "replication_admin/conflicts/resolvers.html#dry-run", context)

@@ -99,7 +99,7 @@ def conflict_list(request: HtmxHttpRequest) -> HttpResponse:
             (r, publications.get(r.table_name)) for r in SnapshotConflictResolver.objects.all()
         ]
         context["transactional_resolvers"] = TransactionalConflictResolver.objects.all()
-    return render_page_or_partial(request, "replication_admin/conflicts.html", "conflict-results", context)
+    return render_page_or_partial(request, "replication_admin/conflicts/conflicts.html", "conflict-results", context)
 
 
 class _Echo:

@@ -39,4 +39,4 @@ def audit_list(request: HttpRequest) -> HttpResponse:
         "filtered": bool(who or action or outcome or entries_listing.q),
         "outcomes": AuditEntry.Outcome.values,
     }
-    return render(request, "replication_admin/audit.html", context)
+    return render(request, "replication_admin/console/audit.html", context)

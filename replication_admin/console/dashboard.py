@@ -254,7 +254,7 @@ def overview_context() -> dict:
 
 @require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
-    return render_page_or_partial(request, "replication_admin/dashboard.html", "overview", overview_context())
+    return render_page_or_partial(request, "replication_admin/console/dashboard.html", "overview", overview_context())
 
 
 @require_GET
@@ -262,8 +262,8 @@ def dashboard_charts(request: HttpRequest) -> HttpResponse:
     """The charts, asked for by the dashboard once it is shown (alone, they make a page of their own)."""
     context = {**charts_context(timezone.now()), "figure": json.dumps(job_outcomes_figure())}
     if is_htmx(request):
-        return render(request, "replication_admin/dashboard.html#charts", context)
-    return render(request, "replication_admin/dashboard_charts.html", context)
+        return render(request, "replication_admin/console/dashboard.html#charts", context)
+    return render(request, "replication_admin/console/dashboard_charts.html", context)
 
 
 @require_POST
@@ -275,5 +275,5 @@ def alert_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
     except PermissionDenied as exc:
         return denied(request, exc)
     if is_htmx(request):
-        return render(request, "replication_admin/dashboard.html#overview", overview_context())
+        return render(request, "replication_admin/console/dashboard.html#overview", overview_context())
     return redirect("dashboard")

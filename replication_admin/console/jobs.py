@@ -44,13 +44,13 @@ def job_list(request: HttpRequest) -> HttpResponse:
     filtered = any(request.GET.get(name) for name in ("state", "kind", "q"))
     context = {"page": jobs_listing.page, "jobs": jobs_listing, "filters": filters, "active": active,
                "filtered": filtered}  # fmt: skip
-    return render_page_or_partial(request, "replication_admin/jobs.html", "job-rows", context)
+    return render_page_or_partial(request, "replication_admin/console/jobs.html", "job-rows", context)
 
 
 @require_GET
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(JobRun, pk=pk)
-    return render_page_or_partial(request, "replication_admin/job_detail.html", "job-status", {"job": job})
+    return render_page_or_partial(request, "replication_admin/console/job_detail.html", "job-status", {"job": job})
 
 
 @require_http_methods(["GET", "POST"])
@@ -111,7 +111,9 @@ def compare_start(request: HttpRequest) -> HttpResponse:
                 form.add_error(None, exc)
             else:
                 return redirect("jobs-detail", pk=job.pk)
-    return render(request, "replication_admin/compare_form.html", {"form": form, "servers": Server.objects.all()})
+    return render(
+        request, "replication_admin/console/compare_form.html", {"form": form, "servers": Server.objects.all()}
+    )
 
 
 @require_POST
@@ -138,7 +140,9 @@ def column_options(request: HttpRequest) -> HttpResponse:
             error = str(exc)
     chosen = set(request.GET.getlist("column"))
     return render(
-        request, "replication_admin/snapshot_form.html#column-options", {"info": info, "error": error, "chosen": chosen}
+        request,
+        "replication_admin/snapshots/snapshot_form.html#column-options",
+        {"info": info, "error": error, "chosen": chosen},
     )
 
 
@@ -153,4 +157,6 @@ def table_options(request: HttpRequest) -> HttpResponse:
             tables = connections.list_tables(server)
         except connections.ConnectionFailed as exc:
             error = str(exc)
-    return render(request, "replication_admin/compare_form.html#table-options", {"tables": tables, "error": error})
+    return render(
+        request, "replication_admin/console/compare_form.html#table-options", {"tables": tables, "error": error}
+    )

@@ -17,7 +17,7 @@ def publication_list(request: HttpRequest) -> HttpResponse:
         **bidir_selectors.publication_list_context(request),
         **trx_selectors.publication_list_context(request),
     }
-    return render(request, "replication_admin/publications.html", context)
+    return render(request, "replication_admin/console/publications.html", context)
 
 
 @require_GET
@@ -26,4 +26,4 @@ def subscription_list(request: HttpRequest) -> HttpResponse:
         **bidir_selectors.subscription_list_context(request),
         **trx_selectors.subscription_list_context(request),
     }
-    return render(request, "replication_admin/subscriptions.html", context)
+    return render(request, "replication_admin/console/subscriptions.html", context)

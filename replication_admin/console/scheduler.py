@@ -37,4 +37,4 @@ def scheduler(request: HttpRequest) -> HttpResponse:
         "states": list(EVENT_STATES),
         "filtered": bool(state or events_listing.q),
     }
-    return render(request, "replication_admin/scheduler.html", context)
+    return render(request, "replication_admin/console/scheduler.html", context)

@@ -32,5 +32,5 @@ def statement_console(request: HtmxHttpRequest) -> HttpResponse:
             error = exc
     context = {"form": form, "outcomes": outcomes, "error": error}
     if request.htmx:
-        return render(request, "replication_admin/statements.html#results", context)
-    return render(request, "replication_admin/statements.html", context)
+        return render(request, "replication_admin/console/statements.html#results", context)
+    return render(request, "replication_admin/console/statements.html", context)

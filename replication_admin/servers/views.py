@@ -45,7 +45,7 @@ def server_list(request: HttpRequest) -> HttpResponse:
         "dialects": Server.DIALECTS,
         "filtered": bool(servers_listing.q or dialect),
     }
-    return render_page_or_partial(request, "replication_admin/servers.html", "server-rows", context)
+    return render_page_or_partial(request, "replication_admin/servers/servers.html", "server-rows", context)
 
 
 @require_http_methods(["GET", "POST"])
@@ -61,7 +61,7 @@ def server_add(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Server {server.name} registered.")
             return redirect("servers-detail", name=server.name)
-    return render(request, "replication_admin/server_form.html", {"form": form, "server": None})
+    return render(request, "replication_admin/servers/server_form.html", {"form": form, "server": None})
 
 
 @require_http_methods(["GET", "POST"])
@@ -78,7 +78,7 @@ def server_edit(request: HttpRequest, name: str) -> HttpResponse:
         else:
             messages.success(request, f"Server {server.name} saved.")
             return redirect("servers-detail", name=server.name)
-    return render(request, "replication_admin/server_form.html", {"form": form, "server": server})
+    return render(request, "replication_admin/servers/server_form.html", {"form": form, "server": server})
 
 
 @require_POST
@@ -104,7 +104,7 @@ def server_test_form(request: HttpRequest) -> HttpResponse:
             AuditEntry.Outcome.OK if result.ok else AuditEntry.Outcome.ERROR,
             {"message": result.message, "unsaved": True},
         )
-    return render(request, "replication_admin/server_form.html#connection-result", {"result": result})
+    return render(request, "replication_admin/servers/server_form.html#connection-result", {"result": result})
 
 
 @require_POST
@@ -116,7 +116,9 @@ def server_check(request: HtmxHttpRequest, name: str) -> HttpResponse:
     except PermissionDenied as exc:
         return denied(request, exc)
     if request.htmx:
-        return render(request, "replication_admin/server_detail.html#status", {"server": server, "result": result})
+        return render(
+            request, "replication_admin/servers/server_detail.html#status", {"server": server, "result": result}
+        )
     messages.info(request, result.message)
     return redirect("servers-detail", name=server.name)
 
@@ -124,7 +126,7 @@ def server_check(request: HtmxHttpRequest, name: str) -> HttpResponse:
 @require_GET
 def server_detail(request: HttpRequest, name: str) -> HttpResponse:
     server = get_object_or_404(Server, name=name)
-    return render(request, "replication_admin/server_detail.html", {"server": server})
+    return render(request, "replication_admin/servers/server_detail.html", {"server": server})
 
 
 @require_GET
@@ -143,7 +145,7 @@ def server_tables(request: HttpRequest, name: str) -> HttpResponse:
     except connections.ConnectionFailed as exc:
         error = str(exc) + (f" ({exc.detail})" if exc.detail else "")
     context = {"server": server, "tables": tables, "error": error}
-    return render_page_or_partial(request, "replication_admin/server_tables.html", "tables", context)
+    return render_page_or_partial(request, "replication_admin/servers/server_tables.html", "tables", context)
 
 
 @require_GET
@@ -157,7 +159,7 @@ def server_table(request: HttpRequest, name: str, table: str) -> HttpResponse:
         error = str(exc)
     return render(
         request,
-        "replication_admin/server_table.html",
+        "replication_admin/servers/server_table.html",
         {"server": server, "table": info, "error": error, "table_name": table},
     )
 

@@ -66,7 +66,7 @@ def snapshot_list(request: HttpRequest) -> HttpResponse:
         "logs": logs,
         "servers": Server.objects.values_list("name", flat=True),
     }
-    return render(request, "replication_admin/snapshots.html", context)
+    return render(request, "replication_admin/snapshots/snapshots.html", context)
 
 
 @require_http_methods(["GET", "POST"])
@@ -96,7 +96,7 @@ def snapshot_create(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Snapshot {snapshot.name} created; the first refresh is running.")
             return redirect("jobs-detail", pk=job.pk)
-    return render(request, "replication_admin/snapshot_form.html", {"form": form})
+    return render(request, "replication_admin/snapshots/snapshot_form.html", {"form": form})
 
 
 @require_GET
@@ -107,7 +107,7 @@ def snapshot_detail(request: HttpRequest, name: str) -> HttpResponse:
     log = SnapshotLog.objects.filter(server=snapshot.source_server, table=snapshot.source_table).first()
     form = ScheduleForm(initial={"every_minutes": event.interval if event else None})
     context = {"snapshot": snapshot, "jobs": jobs, "event": event, "log": log, "schedule_form": form}
-    return render(request, "replication_admin/snapshot_detail.html", context)
+    return render(request, "replication_admin/snapshots/snapshot_detail.html", context)
 
 
 def _start(request: HttpRequest, name: str, start) -> HttpResponse:
@@ -206,7 +206,7 @@ def snapshot_logs(request: HttpRequest, server: str) -> HttpResponse:
     except connections.ConnectionFailed as exc:
         error = str(exc)
     context = {"server": srv, "rows": rows, "error": error, "servers": Server.objects.all()}
-    return render(request, "replication_admin/snapshot_logs.html", context)
+    return render(request, "replication_admin/snapshots/snapshot_logs.html", context)
 
 
 # What dropping or purging a snapshot log does, for its confirmation page (creating one needs none).
@@ -291,7 +291,7 @@ def snapshot_log_ddl(request: HttpRequest, server: str, table: str) -> HttpRespo
     except (connections.ConnectionFailed, connections.TableNotFound) as exc:
         error = str(exc)
     context = {"server": srv, "table": table, "scripts": scripts, "error": error}
-    return render(request, "replication_admin/snapshot_log_ddl.html", context)
+    return render(request, "replication_admin/snapshots/snapshot_log_ddl.html", context)
 
 
 def _ticked_columns(server: Server, table: str, ticked: list[str]) -> str:

@@ -47,8 +47,8 @@ EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
 ACTION_ERRORS = (ReplicationError, ConnectionFailed, pyodbc.Error)
 SAMPLES_PER_SUBSCRIBER = 500
-PUBLICATION_TEMPLATE = "replication_admin/trx/publication_detail.html"
-SUBSCRIPTION_TEMPLATE = "replication_admin/trx/subscription_detail.html"
+PUBLICATION_TEMPLATE = "replication_admin/transactional/publication_detail.html"
+SUBSCRIPTION_TEMPLATE = "replication_admin/transactional/subscription_detail.html"
 
 
 # --- helpers ---------------------------------------------------------------------------------------------
@@ -190,7 +190,9 @@ def publication_create(request: HttpRequest) -> HttpResponse:
             else:
                 messages.success(request, f"Published {account.account} on {account.server}. Add its tables next.")
                 return redirect(account)
-    return render(request, "replication_admin/trx/publication_form.html", {"form": form, "section": "publications"})
+    return render(
+        request, "replication_admin/transactional/publication_form.html", {"form": form, "section": "publications"}
+    )
 
 
 def _publication_context(request: HttpRequest, account: ReplAccount) -> dict:
@@ -452,7 +454,7 @@ def subscription_create(request: HttpRequest) -> HttpResponse:
                                           "Run its initial copy next.")  # fmt: skip
                 return redirect(sub)
     context = {"form": form, "section": "subscriptions", "accounts": ReplAccount.objects.all()}
-    return render(request, "replication_admin/trx/subscription_form.html", context)
+    return render(request, "replication_admin/transactional/subscription_form.html", context)
 
 
 def _subscription_context(request: HttpRequest, sub: ReplSubscriber) -> dict:

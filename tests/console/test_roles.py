@@ -197,11 +197,17 @@ def ignored(name: str) -> bool:
 
 
 def url_names() -> set[str]:
-    """The name of every URL in replication_admin/urls.py; the admin site counts as one page, `admin`."""
+    """The name of every URL of the console (replication_admin/urls.py and the features' urls it includes);
+    the admin site counts as one page, `admin`."""
     names = set()
-    for entry in urls.urlpatterns:
+    entries = list(urls.urlpatterns)
+    while entries:
+        entry = entries.pop()
         if isinstance(entry, URLResolver):
-            names.add(entry.namespace or str(entry.pattern))
+            if entry.namespace:
+                names.add(entry.namespace)
+            else:
+                entries.extend(entry.url_patterns)
         elif isinstance(entry, URLPattern) and entry.name:
             names.add(entry.name)
     return {name for name in names if not ignored(name)}

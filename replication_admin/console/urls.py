@@ -1,0 +1,29 @@
+"""URLs of the dashboard, jobs and compare, the statement console, the publications and subscriptions pages,
+the scheduler, the audit log, the status API and metrics."""
+
+from django.urls import path
+
+from replication_admin.console import audit_log as audit
+from replication_admin.console import dashboard, jobs, lists, statement_console
+from replication_admin.console import scheduler as catalog
+from replication_admin.console import status_api as api
+
+urlpatterns = [
+    path("", dashboard.dashboard, name="dashboard"),
+    path("dashboard/charts/", dashboard.dashboard_charts, name="dashboard-charts"),
+    path("alerts/<int:pk>/acknowledge/", dashboard.alert_acknowledge, name="alerts-acknowledge"),
+    path("snapshots/new/columns/", jobs.column_options, name="snapshots-columns"),
+    path("snapshots/<path:name>/compare/", jobs.snapshot_compare, name="snapshots-compare"),
+    path("statements/", statement_console.statement_console, name="statements"),
+    path("publications/", lists.publication_list, name="publications"),
+    path("subscriptions/", lists.subscription_list, name="subscriptions"),
+    path("scheduler/", catalog.scheduler, name="scheduler"),
+    path("jobs/", jobs.job_list, name="jobs"),
+    path("jobs/compare/", jobs.compare_start, name="jobs-compare"),
+    path("jobs/compare/tables/", jobs.table_options, name="jobs-compare-tables"),
+    path("jobs/<int:pk>/", jobs.job_detail, name="jobs-detail"),
+    path("jobs/<int:pk>/cancel/", jobs.job_cancel, name="jobs-cancel"),
+    path("audit/", audit.audit_list, name="audit"),
+    path("api/status", api.status, name="api-status"),
+    path("metrics", api.metrics, name="metrics"),
+]

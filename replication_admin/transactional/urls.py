@@ -1,0 +1,30 @@
+"""URLs of transactional publications and subscriptions."""
+
+from django.urls import path
+
+from replication_admin.transactional import views as trx
+
+# A publication is named by its publisher and account, a subscription also by its subscriber.
+TRX_PUB = "publications/trx/<str:server>/<str:account>/"
+TRX_SUB = "subscriptions/trx/<str:subscriber>/<str:server>/<str:account>/"
+
+urlpatterns = [
+    path("publications/trx/new/", trx.publication_create, name="trx-publications-new"),
+    path(TRX_PUB, trx.publication_detail, name="trx-publications-detail"),
+    path(TRX_PUB + "items/add/", trx.publication_add_item, name="trx-publications-add-item"),
+    path(TRX_PUB + "items/remove/", trx.publication_remove_item, name="trx-publications-remove-item"),
+    path(TRX_PUB + "grant/", trx.publication_grant, name="trx-publications-grant"),
+    path(TRX_PUB + "revoke/", trx.publication_revoke, name="trx-publications-revoke"),
+    path(TRX_PUB + "new-log/", trx.publication_new_log, name="trx-publications-new-log"),
+    path(TRX_PUB + "purger/", trx.publication_purger, name="trx-publications-purger"),
+    path(TRX_PUB + "purge/", trx.publication_purge, name="trx-publications-purge"),
+    path(TRX_PUB + "drop/", trx.publication_drop, name="trx-publications-drop"),
+    path("subscriptions/trx/new/", trx.subscription_create, name="trx-subscriptions-new"),
+    path(TRX_SUB, trx.subscription_detail, name="trx-subscriptions-detail"),
+    path(TRX_SUB + "valid/", trx.subscription_valid, name="trx-subscriptions-valid"),
+    path(TRX_SUB + "init/", trx.subscription_init, name="trx-subscriptions-init"),
+    path(TRX_SUB + "sync/", trx.subscription_sync, name="trx-subscriptions-sync"),
+    path(TRX_SUB + "follow/", trx.subscription_follow, name="trx-subscriptions-follow"),
+    path(TRX_SUB + "schedule/", trx.subscription_schedule, name="trx-subscriptions-schedule"),
+    path(TRX_SUB + "drop/", trx.subscription_drop, name="trx-subscriptions-drop"),
+]
