@@ -209,6 +209,9 @@ Q_CLUSTER = {
     "save_limit": 1000,
     "label": "Background tasks",
 }
+# Seconds a job waits for an item another job is applying (a sync queued behind its initial copy) before
+# it fails as busy.
+LOCK_WAIT = env_int("REPLADMIN_LOCK_WAIT", 600)
 # Run jobs inside the requesting process (django-q2's sync mode): tests and one-off commands.
 JOBS_SYNC = env_bool("REPLADMIN_JOBS_SYNC", False)
 REDIS_URL = env_str("REPLADMIN_REDIS_URL")

@@ -65,7 +65,7 @@ def scheduler_round() -> list[str]:
 def run_event(name: str) -> str:
     """Run one scheduled event's statements and record SE_LAST_COMPLETED or SE_LAST_ERROR."""
     try:
-        with item_lock(f"event:{name}", None):
+        with item_lock(f"event:{name}", None, wait=0):  # a second run of a running event is not needed
             event = ScheduledEvent.objects.filter(name=name).first()
             if event is None or not is_due(_event_times(event), timezone.now()):
                 return f"event {name} is not due"

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -35,9 +37,8 @@ def _alive(lock: ReplLock) -> bool:
     return True
 
 
-@contextmanager
-def item_lock(name: str, job: JobRun | None) -> Iterator[None]:
-    """Hold `name` while applying; a lock left by a dead process is taken over."""
+def _take(name: str, job: JobRun | None) -> None:
+    """Take `name` for this process, or raise LockBusy naming the job that holds it."""
     with transaction.atomic():
         current = ReplLock.objects.select_for_update().filter(name=name).first()
         if current is not None and current.pid != os.getpid():
@@ -57,6 +58,29 @@ def item_lock(name: str, job: JobRun | None) -> Iterator[None]:
             )
         except IntegrityError:
             raise LockBusy(f"{name} is being applied by another job") from None
+
+
+@contextmanager
+def item_lock(name: str, job: JobRun | None, wait: float | None = None) -> Iterator[None]:
+    """Hold `name` while applying; a lock left by a dead process is taken over. A job that finds the item
+    busy waits behind the running one (up to `wait` seconds, REPLADMIN_LOCK_WAIT by default) instead of
+    failing, and says so in its message; past that, or with wait=0, LockBusy."""
+    patience = settings.LOCK_WAIT if wait is None else wait
+    deadline = time.monotonic() + patience
+    pause = 0.2
+    while True:
+        try:
+            _take(name, job)
+            break
+        except LockBusy as busy:
+            if time.monotonic() + pause > deadline:
+                raise
+            if job is not None:
+                if JobRun.objects.filter(pk=job.pk, state=JobRun.State.CANCELLED).exists():
+                    raise
+                JobRun.objects.filter(pk=job.pk).update(message=f"waiting: {busy}"[:500])
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
     try:
         yield
     finally:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyodbc
+from django.conf import settings
 
 from replication_admin.core import connections
 from replication_admin.core.alerts import safely_raise
@@ -30,6 +31,7 @@ from replication_admin.core.transactions import (
 from replication_admin.engine import levels
 from replication_admin.engine import transactional_sql as sql
 from replication_admin.models import (
+    JobRun,
     RegistryEntry,
     ReplAccount,
     ReplSubscriber,
@@ -193,11 +195,29 @@ def _apply_or_skip(target: Target, txns: list[sql.Transaction], count: int, outc
         return count
 
 
-# --- initial copy (REPL_INIT_COPY) ---------------------------------------------------------------------------
+# --- REPL_SYNC as a job ---------------------------------------------------------------------------------------
 
 
-def sync_subscription(job, reporter, subscription_id: int) -> dict:
+def wait_for_initial_copy(sub: ReplSubscriber, job: JobRun) -> None:
+    """A sync requested after the subscription's initial copy waits for that copy (queued or running) to
+    finish, instead of failing for want of a level; REPLADMIN_LOCK_WAIT bounds the wait."""
+    deadline = time.monotonic() + settings.LOCK_WAIT
+    earlier = JobRun.objects.filter(
+        kind="trx_init",
+        params__subscription=sub.pk,
+        state__in=[JobRun.State.QUEUED, JobRun.State.RUNNING],
+        pk__lt=job.pk,
+    )
+    pause = 0.2
+    while (copy := earlier.order_by("pk").first()) is not None and time.monotonic() < deadline:
+        JobRun.objects.filter(pk=job.pk).update(message=f"waiting for the initial copy (job #{copy.pk})")
+        time.sleep(pause)
+        pause = min(pause * 2, 2.0)
+
+
+def sync_subscription(job: JobRun, reporter, subscription_id: int) -> dict:
     sub = ReplSubscriber.objects.get(pk=subscription_id)
+    wait_for_initial_copy(sub, job)
     with item_lock(lock_name(sub), job), connections.reuse():
         set_state(sub, ReplSubscriber.SYNCING)
         try:
