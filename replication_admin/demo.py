@@ -720,9 +720,13 @@ def simulate_activity(path: str, *, seed: int | None = None) -> dict[str, int]:
     return {"created": created, "shipped": shipped, "cancelled": cancelled}
 
 
+HOT_PRODUCTS = 6  # the products every copy reprices: two copies change the same row often, so syncs meet conflicts
+
+
 def reprice(path: str, *, seed: int | None = None) -> int:
-    """Change the price of one or two products on a copy of the product list (the publisher or a
-    subscriber of the demo's bi-directional publication); a copy that is not there yet is left alone."""
+    """Change the price of one or two of the hot products on a copy of the product list (the publisher or a
+    subscriber of the demo's bi-directional publication); a copy that is not there yet is left alone. The
+    publisher and the branch reprice the same few products, so the conflict inbox fills within minutes."""
     rng = random.Random(seed)  # noqa: S311 - demo data, not secrets
     connection = sqlite3.connect(path, timeout=30)
     try:
@@ -730,7 +734,12 @@ def reprice(path: str, *, seed: int | None = None) -> int:
             tables = {r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "Products" not in tables:
                 return 0
-            ids = [r[0] for r in connection.execute("SELECT ProductID FROM Products WHERE Discontinued = 0")]
+            ids = [
+                r[0]
+                for r in connection.execute(
+                    "SELECT ProductID FROM Products WHERE Discontinued = 0 ORDER BY ProductID LIMIT ?", (HOT_PRODUCTS,)
+                )
+            ]
             changed = 0
             for product_id in rng.sample(ids, min(len(ids), rng.randint(1, 2))):
                 price = _money(Decimal(rng.randint(200, 9000)) / 100)

@@ -5,16 +5,18 @@ Plain SQLite files under tmp_path; no Django database is needed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from replication_admin.demo import create_demo_database
+from replication_admin.demo import HOT_PRODUCTS, create_demo_database, reprice
 
 NORTHWIND_COLUMNS = {
     "Categories": ["CategoryID", "CategoryName", "Description"],
@@ -355,3 +357,23 @@ def test_demo_replaces_an_existing_file_and_leaves_no_temporary_files(tmp_path: 
         assert fresh.execute("SELECT count(*) FROM Orders").fetchone() == (60,)
     fresh.close()
     assert os.listdir(path.parent) == ["demo.sqlite3"]
+
+
+def test_the_publisher_and_a_copy_reprice_the_same_few_products_so_the_demo_meets_conflicts(tmp_path):
+    publisher, branch = str(tmp_path / "demo.sqlite3"), str(tmp_path / "branch.sqlite3")
+    create_demo_database(publisher, orders=10)
+    shutil.copy(publisher, branch)
+
+    def prices(path: str) -> dict[int, object]:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            return dict(conn.execute("SELECT ProductID, UnitPrice FROM Products").fetchall())
+
+    before = prices(publisher)
+    both = set()
+    for minute in range(10):
+        assert reprice(publisher, seed=minute) >= 1 and reprice(branch, seed=100 + minute) >= 1
+        changed_here = {k for k, v in prices(publisher).items() if v != before[k]}
+        changed_there = {k for k, v in prices(branch).items() if v != before[k]}
+        both |= changed_here & changed_there
+    assert both, "ten minutes of repricing never touched the same product on both copies"
+    assert len({k for k, v in prices(publisher).items() if v != before[k]}) <= HOT_PRODUCTS
