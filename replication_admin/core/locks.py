@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from django.conf import settings
@@ -60,27 +60,42 @@ def _take(name: str, job: JobRun | None) -> None:
             raise LockBusy(f"{name} is being applied by another job") from None
 
 
+def wait_until(done: Callable[[], bool], seconds: float) -> bool:
+    """Ask `done` again, with growing pauses (0.2 s to 2 s), until it says yes or `seconds` have passed."""
+    deadline = time.monotonic() + seconds
+    pause = 0.2
+    while not done():
+        if time.monotonic() + pause > deadline:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, 2.0)
+    return True
+
+
 @contextmanager
 def item_lock(name: str, job: JobRun | None, wait: float | None = None) -> Iterator[None]:
     """Hold `name` while applying; a lock left by a dead process is taken over. A job that finds the item
     busy waits behind the running one (up to `wait` seconds, REPLADMIN_LOCK_WAIT by default) instead of
     failing, and says so in its message; past that, or with wait=0, LockBusy."""
-    patience = settings.LOCK_WAIT if wait is None else wait
-    deadline = time.monotonic() + patience
-    pause = 0.2
-    while True:
+    busy: LockBusy | None = None
+
+    def taken() -> bool:
+        nonlocal busy
         try:
             _take(name, job)
-            break
-        except LockBusy as busy:
-            if time.monotonic() + pause > deadline:
+            return True
+        except LockBusy as exc:
+            busy = exc
+            if job is None:
+                return False
+            if JobRun.objects.filter(pk=job.pk, state=JobRun.State.CANCELLED).exists():
                 raise
-            if job is not None:
-                if JobRun.objects.filter(pk=job.pk, state=JobRun.State.CANCELLED).exists():
-                    raise
-                JobRun.objects.filter(pk=job.pk).update(message=f"waiting: {busy}"[:500])
-            time.sleep(pause)
-            pause = min(pause * 2, 2.0)
+            JobRun.objects.filter(pk=job.pk).update(message=f"waiting: {exc}"[:500])
+            return False
+
+    if not wait_until(taken, settings.LOCK_WAIT if wait is None else wait):
+        assert busy is not None
+        raise busy
     try:
         yield
     finally:

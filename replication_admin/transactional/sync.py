@@ -23,7 +23,7 @@ from django.conf import settings
 
 from replication_admin.core import connections
 from replication_admin.core.alerts import safely_raise
-from replication_admin.core.locks import item_lock
+from replication_admin.core.locks import item_lock, wait_until
 from replication_admin.core.transactions import (
     error_message,
     run_in_transaction,
@@ -201,18 +201,20 @@ def _apply_or_skip(target: Target, txns: list[sql.Transaction], count: int, outc
 def wait_for_initial_copy(sub: ReplSubscriber, job: JobRun) -> None:
     """A sync requested after the subscription's initial copy waits for that copy (queued or running) to
     finish, instead of failing for want of a level; REPLADMIN_LOCK_WAIT bounds the wait."""
-    deadline = time.monotonic() + settings.LOCK_WAIT
     earlier = JobRun.objects.filter(
         kind="trx_init",
         params__subscription=sub.pk,
         state__in=[JobRun.State.QUEUED, JobRun.State.RUNNING],
         pk__lt=job.pk,
     )
-    pause = 0.2
-    while (copy := earlier.order_by("pk").first()) is not None and time.monotonic() < deadline:
-        JobRun.objects.filter(pk=job.pk).update(message=f"waiting for the initial copy (job #{copy.pk})")
-        time.sleep(pause)
-        pause = min(pause * 2, 2.0)
+
+    def copied() -> bool:
+        copy = earlier.order_by("pk").first()
+        if copy is not None:
+            JobRun.objects.filter(pk=job.pk).update(message=f"waiting for the initial copy (job #{copy.pk})")
+        return copy is None
+
+    wait_until(copied, settings.LOCK_WAIT)
 
 
 def sync_subscription(job: JobRun, reporter, subscription_id: int) -> dict:
