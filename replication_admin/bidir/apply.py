@@ -15,8 +15,8 @@ from replication_admin.bidir.objects import (
 from replication_admin.core import connections
 from replication_admin.core.transactions import (
     is_duplicate_key,
-    is_retryable,
     run_each,
+    with_retries,
 )
 from replication_admin.engine import bidir_sql as sql
 from replication_admin.engine import dialects
@@ -64,33 +64,29 @@ class StaleDecisions(RuntimeError):
 
 
 def run_apply(server: Server, plan: sql.ApplyPlan, before: Sequence[str] = (), measure: str | None = None):
-    """One apply transaction. Returns the row of `measure` (run after `before`, inside the transaction)."""
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        with connections.connect(server, autocommit=False) as conn:
-            cursor = conn.cursor()
-            try:
-                measured = None
-                if plan.lock:
-                    cursor.execute(plan.lock).fetchall()
-                if measure:
-                    measured = tuple(cursor.execute(measure).fetchone())
-                for statement in [*before, plan.prelude]:
-                    cursor.execute(statement)
-                if plan.check and int(cursor.execute(plan.check).fetchone()[0]):
-                    conn.rollback()
-                    raise StaleDecisions("rows changed on the publisher while the sync decided")
-                for statement in plan.statements:
-                    cursor.execute(statement)
-                conn.commit()
-                return measured
-            except pyodbc.Error as exc:
-                conn.rollback()
-                if is_duplicate_key(exc):
-                    raise StaleDecisions(f"a row appeared on {server.name} meanwhile") from None
-                if attempt < MAX_ATTEMPTS and is_retryable(exc):
-                    continue
-                raise
-    return None
+    """One apply transaction, under the retry policy. Returns the row of `measure` (run after `before`, inside
+    the transaction). A row that changed or appeared since the decisions were made is StaleDecisions."""
+
+    def work(cursor) -> tuple | None:
+        try:
+            measured = None
+            if plan.lock:
+                cursor.execute(plan.lock).fetchall()
+            if measure:
+                measured = tuple(cursor.execute(measure).fetchone())
+            for statement in [*before, plan.prelude]:
+                cursor.execute(statement)
+            if plan.check and int(cursor.execute(plan.check).fetchone()[0]):
+                raise StaleDecisions("rows changed on the publisher while the sync decided")
+            for statement in plan.statements:
+                cursor.execute(statement)
+            return measured
+        except pyodbc.Error as exc:
+            if is_duplicate_key(exc):
+                raise StaleDecisions(f"a row appeared on {server.name} meanwhile") from None
+            raise
+
+    return with_retries(server, work, attempts=MAX_ATTEMPTS)
 
 
 def _insert_rows(server: Server, name: str, schema: str, d, columns: list[str], rows: list[list]) -> None:

@@ -8,7 +8,7 @@ from jobs import snapshot_refresh as spark_refresh
 from replication_admin.core import connections
 from replication_admin.core.locks import item_lock
 from replication_admin.core.shapes import ensure_copy, inc_shape, moved_columns
-from replication_admin.core.spark import spark_session
+from replication_admin.core.spark import endpoint, spark_session
 from replication_admin.core.transactions import (
     run_each,
     run_in_transaction,
@@ -88,15 +88,13 @@ def init_copy(job, reporter, subscription_id: int) -> dict:
                 keys = [m for m in moved if m.is_key]
                 partition = keys[0].alias if len(keys) == 1 and read_types[keys[0].alias] == "BIGINT" else None
                 plan = spark_refresh.FullCopy(
-                    source=spark_refresh.Endpoint(
-                        pub_server.dialect, connections.jdbc_endpoint(pub_server, readonly=True)
-                    ),
+                    source=endpoint(pub_server, readonly=True),
                     select_sql=refresh_sql.noninc_select(src_d, shape.sql, moved),
                     custom_schema=", ".join(f"{m.alias} {read_types[m.alias]}" for m in moved),
                     partition_alias=partition,
                     moved=moved,
                     read_types=read_types,
-                    dest=spark_refresh.Endpoint(sub_server.dialect, connections.jdbc_endpoint(sub_server)),
+                    dest=endpoint(sub_server),
                     staging_sql=d.qualify(staging, schema),
                     staging_columns=tuple(m.alias for m in moved),
                 )

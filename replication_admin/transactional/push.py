@@ -105,13 +105,20 @@ def _current(cursor, d, table: TableInfo, key: list) -> dict | None:
 
 
 def push_transaction(
-    acct: ReplAccount, pub_server: Server, tables: dict[str, TableInfo], subscriber: str, txn, expected: int
+    acct: ReplAccount,
+    pub_server: Server,
+    tables: dict[str, TableInfo],
+    subscriber: str,
+    txn,
+    expected: int,
+    chains: dict[str, list] | None = None,
 ) -> int:
     """Replay one of the subscriber's transactions on the publisher, deciding conflicts, in one publisher
     transaction that also records how far the subscriber's log has been pushed. Conflicts that resolvers
     decide are decided in one batch between two attempts, never while the publisher transaction is open;
-    an attempt applies a decision only to the very versions it was made for."""
-    chains = {name: resolver_chain(f"{acct.server}.{name}", TransactionalConflictResolver) for name in tables}
+    an attempt applies a decision only to the very versions it was made for. `chains` caches the tables'
+    resolver chains across the transactions of one push (read when a table first meets a conflict)."""
+    chains = {} if chains is None else chains
     decisions: dict[str, dict] = {}
     for _ in range(MAX_DECISION_ROUNDS):
         try:
@@ -164,6 +171,8 @@ def _push_work(
         conflicted = True
         change = f"{subscriber}:{txn.count}:{entry.seq}"
         conflict = {"key": change, "type": ctype, "pub": current, "new": incoming, "old": old or {}}
+        if table.name not in chains:
+            chains[table.name] = resolver_chain(f"{acct.server}.{table.name}", TransactionalConflictResolver)
         if not any(spec.cr_type == ctype for spec in chains[table.name]):
             decision = default_decision(conflict)
         elif change in decisions and decisions[change]["input"] == conflict:
@@ -247,9 +256,10 @@ def push(sub: ReplSubscriber, acct: ReplAccount) -> int:
     tables = published_tables(acct, cached=True)
     sent = 0
     batch = RegistryEntry.get_int("repl_apply_batch")
+    chains: dict[str, list] = {}  # the tables' resolver chains, read once per push
     while pushed < available:
         for txn in read_transactions(sub_server, push_acct, pushed, min(available, pushed + batch)):
-            pushed = push_transaction(acct, pub_server, tables, sub.subscriber, txn, pushed)
+            pushed = push_transaction(acct, pub_server, tables, sub.subscriber, txn, pushed, chains)
             sent += 1
     return sent
 
