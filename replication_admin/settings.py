@@ -91,8 +91,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
-    "django_q",
+    # Before django_q: replication_admin's qcluster command (the cluster plus its runtime thread) wins.
     "replication_admin",
+    "django_q",
 ]
 
 MIDDLEWARE = [
@@ -205,6 +206,9 @@ Q_CLUSTER = {
     "retry": env_int("REPLADMIN_JOB_TIMEOUT", 3600) + 300,
     "max_attempts": 1,
     "poll": 0.2,
+    # Take one task per free worker: a task prefetched by a cluster that then dies is handed out again by
+    # the reaper (core/reaper.py) within a minute, whatever the broker.
+    "queue_limit": env_int("REPLADMIN_WORKERS", 2),
     "catch_up": False,
     "save_limit": 1000,
     "label": "Background tasks",
@@ -212,6 +216,14 @@ Q_CLUSTER = {
 # Seconds a job waits for an item another job is applying (a sync queued behind its initial copy) before
 # it fails as busy.
 LOCK_WAIT = env_int("REPLADMIN_LOCK_WAIT", 600)
+# Leases (core/leases.py): a running job and an item lock are renewed every LEASE_SECONDS / 5 by their
+# holder; past LEASE_SECONDS without renewal the reaper takes the job back and queues its next attempt,
+# at most JOB_ATTEMPTS attempts in all. The reaper runs every REAP_INTERVAL seconds in each worker host.
+LEASE_SECONDS = env_int("REPLADMIN_LEASE_SECONDS", 20)
+JOB_ATTEMPTS = env_int("REPLADMIN_JOB_ATTEMPTS", 5)
+REAP_INTERVAL = env_int("REPLADMIN_REAP_INTERVAL", 5)
+# Seconds the qcluster command gives its workers after SIGTERM before it hands their jobs back and stops them.
+SHUTDOWN_GRACE = env_int("REPLADMIN_SHUTDOWN_GRACE", 6)
 # Run jobs inside the requesting process (django-q2's sync mode): tests and one-off commands.
 JOBS_SYNC = env_bool("REPLADMIN_JOBS_SYNC", False)
 REDIS_URL = env_str("REPLADMIN_REDIS_URL")

@@ -102,6 +102,8 @@ def _bidir_job(text: str, job: JobRun, what: str) -> Outcome:
     job = JobRun.objects.get(pk=job.pk)
     if job.state == JobRun.State.SUCCEEDED:
         return Outcome(text, True, f"{what}: {job.result}", job.pk, job.result or {})
+    if job.state == JobRun.State.SKIPPED:  # a scheduled run while another job applied the item
+        return Outcome(text, True, f"{what} {job.message}", job.pk)
     if job.state in JobRun.FINISHED:
         return Outcome(text, False, f"{what} {job.state}: {job.error}", job.pk)
     return Outcome(text, True, f"{what} queued as job #{job.pk}", job.pk)
@@ -165,6 +167,8 @@ def _job_outcome(text: str, job: JobRun) -> Outcome:
         else:
             message = f"copied {result.get('rows', 0)} row(s)"
         return Outcome(text, True, message, job.pk, result)
+    if job.state == JobRun.State.SKIPPED:  # a scheduled run while another job applied the item
+        return Outcome(text, True, f"refresh {job.message}", job.pk)
     if job.state in JobRun.FINISHED:
         return Outcome(text, False, f"refresh {job.state}: {job.error}", job.pk)
     return Outcome(text, True, f"refresh queued as job #{job.pk}", job.pk)

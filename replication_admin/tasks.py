@@ -16,7 +16,7 @@ from django_q.tasks import async_task
 from replication_admin.bidir import runs as bidir_runs
 from replication_admin.conflicts import runs as conflict_runs
 from replication_admin.console import runs as console_runs
-from replication_admin.core import jobs
+from replication_admin.core import jobs, reaper
 from replication_admin.core.alerts import safely_raise
 from replication_admin.core.audit import Actor
 from replication_admin.core.locks import LockBusy, item_lock
@@ -34,9 +34,9 @@ log = logging.getLogger(__name__)
 RUNNER_MODULES = (bidir_runs, conflict_runs, console_runs, snapshot_runs, trx_runs)
 
 
-def run_job(job_id: int) -> str:
+def run_job(job_id: int, inline: bool = False) -> str:
     """Run one JobRun (start → run → finish); a redelivered or cancelled job is left as it is."""
-    return jobs.execute(job_id)
+    return jobs.execute(job_id, inline=inline)
 
 
 # --- scheduler ------------------------------------------------------------------------------------------
@@ -54,6 +54,7 @@ def _event_times(event) -> EventTimes:
 
 def scheduler_round() -> list[str]:
     """Every minute (a django-q2 schedule): hand each due SYS_SCHEDULED_EVENT to a worker."""
+    reaper.safely_reap()  # also here, for hosts that run the scheduler without this product's qcluster
     now = timezone.now()
     due = due_events((_event_times(e) for e in ScheduledEvent.objects.all()), now)
     for event in due:

@@ -50,7 +50,24 @@ def job_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(JobRun, pk=pk)
-    return render_page_or_partial(request, "replication_admin/console/job_detail.html", "job-status", {"job": job})
+    context = {"job": job, "attempts": attempt_chain(job)}
+    return render_page_or_partial(request, "replication_admin/console/job_detail.html", "job-status", context)
+
+
+def attempt_chain(job: JobRun, limit: int = 20) -> list[JobRun]:
+    """The attempts of the request `job` belongs to, first to last (a lost attempt is followed by a retry)."""
+    first = job
+    while first.retry_of_id is not None and limit:
+        first = JobRun.objects.only("pk", "state", "retry_of").get(pk=first.retry_of_id)
+        limit -= 1
+    chain = [first]
+    while limit:
+        nxt = JobRun.objects.only("pk", "state", "retry_of").filter(retry_of=chain[-1]).first()
+        if nxt is None:
+            break
+        chain.append(nxt)
+        limit -= 1
+    return chain
 
 
 @require_http_methods(["GET", "POST"])

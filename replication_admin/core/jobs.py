@@ -26,6 +26,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
 import pyodbc
@@ -38,7 +39,8 @@ from django_q.tasks import async_task
 from replication_admin.core import connections
 from replication_admin.core.alerts import safely_raise
 from replication_admin.core.audit import Actor, record, require
-from replication_admin.core.errors import ReplicationError
+from replication_admin.core.errors import LockBusy, ReplicationError
+from replication_admin.core.leases import HEARTBEAT, HOST, expiry
 from replication_admin.engine.queries import QueryError
 from replication_admin.models import AuditEntry, JobRun
 
@@ -96,7 +98,8 @@ class Reporter:
 
     def progress(self, done: int, total: int, message: str = "") -> None:
         state = JobRun.objects.filter(pk=self.job.pk).values_list("state", flat=True).first()
-        if state == JobRun.State.CANCELLED:
+        if state in (JobRun.State.CANCELLED, JobRun.State.LOST) or HEARTBEAT.was_taken_back(self.job.pk):
+            # Cancelled, or taken back by the reaper while this worker was cut off: another attempt runs it.
             raise JobCancelled()
         now = time.monotonic()
         if message:
@@ -182,15 +185,44 @@ def _expected(exc: Exception) -> str | None:
 
 
 def _start(job_id: int) -> JobRun | None:
-    """Claim a queued job for this process; None when it is not queued (redelivered, cancelled, gone)."""
+    """Claim a queued job for this process, with its lease; None when it is not queued (redelivered,
+    cancelled, gone)."""
     claimed = JobRun.objects.filter(pk=job_id, state=JobRun.State.QUEUED).update(
-        state=JobRun.State.RUNNING, started_at=timezone.now(), worker_pid=os.getpid()
-    )
+        state=JobRun.State.RUNNING, started_at=timezone.now(), worker_pid=os.getpid(), worker_host=HOST,
+        lease_expires_at=expiry(), waiting_for=None, message="",
+    )  # fmt: skip
     if not claimed:
         return None
     job = JobRun.objects.get(pk=job_id)
     JobRun.objects.filter(pk=job_id).update(attempts=job.attempts + 1)
+    job.attempts += 1
     return job
+
+
+def _back_to_queue(job: JobRun, busy: LockBusy) -> str:
+    """A queued run that found its item busy waits behind the job applying it, without a worker."""
+    message = busy.waiting[:500]
+    JobRun.objects.filter(pk=job.pk, state=JobRun.State.RUNNING).update(
+        state=JobRun.State.QUEUED, started_at=None, worker_pid=None, worker_host="", lease_expires_at=None,
+        attempts=job.attempts - 1, sent_at=None, message=message, waiting_for_id=busy.holder_job_id,
+        not_before=None if busy.holder_job_id else timezone.now() + timedelta(seconds=2),
+    )  # fmt: skip
+    # The holder may have ended meanwhile: then nobody else would hand this one out soon.
+    if (
+        busy.holder_job_id is None
+        or not JobRun.objects.filter(
+            pk=busy.holder_job_id, state__in=[JobRun.State.QUEUED, JobRun.State.RUNNING]
+        ).exists()
+    ) and busy.holder_job_id is not None:
+        _wake_waiters(busy.holder_job_id)
+    return f"job {job.pk} {message}"
+
+
+def _wake_waiters(job_id: int) -> None:
+    """Hand out the jobs that waited behind `job_id`, now that it has ended."""
+    for waiter in JobRun.objects.filter(state=JobRun.State.QUEUED, waiting_for_id=job_id).order_by("pk"):
+        if JobRun.objects.filter(pk=waiter.pk, waiting_for_id=job_id).update(waiting_for=None):
+            enqueue(waiter, sync=False)
 
 
 def _finish(job: JobRun, reporter: Reporter, started: float, **fields: Any) -> None:
@@ -200,14 +232,31 @@ def _finish(job: JobRun, reporter: Reporter, started: float, **fields: Any) -> N
     )
 
 
-def execute(job_id: int) -> str:
-    """Run one JobRun through its kind's runner: start → run → finish."""
+def execute(job_id: int, inline: bool = False) -> str:
+    """Run one JobRun through its kind's runner: start → run → finish, holding its lease throughout.
+
+    `inline`: the run happens inside the requesting process (it waits for a busy item there)."""
     started = time.monotonic()
     job = _start(job_id)
     if job is None:
         state = JobRun.objects.filter(pk=job_id).values_list("state", flat=True).first()
         return f"job {job_id} not run: {state or 'missing'}"
-    reporter = Reporter(job)
+    job.runs_inline = inline
+    # Inside a caller's transaction another thread could not write the lease; such a run is short.
+    beating = not connection.in_atomic_block
+    if beating:
+        HEARTBEAT.add_job(job.pk)
+    try:
+        return _run(job, Reporter(job), started)
+    finally:
+        if beating:
+            HEARTBEAT.remove_job(job.pk)
+        if JobRun.objects.filter(pk=job.pk, state__in=JobRun.FINISHED).exists():
+            _wake_waiters(job.pk)
+
+
+def _run(job: JobRun, reporter: Reporter, started: float) -> str:
+    job_id = job.pk
     try:
         runner_type = RUNNERS.get(job.kind)
         if runner_type is None:
@@ -217,6 +266,17 @@ def execute(job_id: int) -> str:
         reporter.timings["total"] = round(time.monotonic() - started, 4)
         JobRun.objects.filter(pk=job_id).update(timings=reporter.timings)
         return f"job {job_id} cancelled"
+    except LockBusy as busy:
+        if job.trigger == JobRun.Trigger.SCHEDULER:
+            # The running job does the work this run was for: not needed, not a failure, no alert.
+            _finish(job, reporter, started, state=JobRun.State.SKIPPED, message=f"skipped: {busy}"[:500])
+            return f"job {job_id} skipped"
+        if not job.runs_inline:
+            return _back_to_queue(job, busy)
+        message = str(busy)
+        _finish(job, reporter, started, state=JobRun.State.FAILED, error=message, message="failed")
+        safely_raise("job_failed", f"{job.kind} {job.target}", message, reverse("jobs-detail", args=[job_id]))
+        return f"job {job_id} failed"
     except Exception as exc:
         expected = _expected(exc)
         message = expected if expected is not None else f"{type(exc).__name__}: {exc}"
@@ -241,14 +301,16 @@ def enqueue(job: JobRun, sync: bool | None = None) -> None:
     sync = settings.JOBS_SYNC if sync is None else sync
 
     def send() -> None:
+        JobRun.objects.filter(pk=job.pk).update(sent_at=timezone.now())
         task_id = async_task(
             "replication_admin.tasks.run_job",
             job.pk,
+            inline=sync,
             task_name=f"job-{job.pk}-{job.kind}",
             group=job.kind,
             sync=sync,
         )
-        JobRun.objects.filter(pk=job.pk, task_id="").update(task_id=str(task_id or "")[:64])
+        JobRun.objects.filter(pk=job.pk, state=JobRun.State.QUEUED).update(task_id=str(task_id or "")[:64])
 
     if sync:
         send()
@@ -268,11 +330,22 @@ def do_start_job(
     kind = runner.kind
     require(actor, perm, f"job.{kind}", target)
     data = params.as_json()
+    inline = settings.JOBS_SYNC if sync is None else sync
+    trigger = JobRun.Trigger.SCHEDULER if actor.via == "scheduler" else JobRun.Trigger.PERSON
     with transaction.atomic():
+        if not inline:
+            # The same request already waiting in the queue: one run serves both.
+            same = JobRun.objects.filter(kind=kind, target=target, state=JobRun.State.QUEUED)
+            same = same.exclude(trigger=JobRun.Trigger.RETRY).order_by("pk")
+            queued = next((j for j in same[:20] if j.params == data), None)
+            if queued is not None:
+                record(actor, f"job.{kind}", target, detail={"job": queued.pk, "merged_into": queued.pk, **data})
+                return queued
         job = JobRun.objects.create(
             kind=kind,
             target=target,
             params=data,
+            trigger=trigger,
             created_by=actor.user if actor.user is not None and actor.user.is_authenticated else None,
         )
         record(actor, f"job.{kind}", target, detail={"job": job.pk, **data})

@@ -1,10 +1,17 @@
 """Item locks: one apply per item at a time (a refresh of a snapshot, a sync of a publication or a
-subscription, a scheduled event), so that a redelivered task never applies twice concurrently."""
+subscription, a scheduled event), so that a redelivered task never applies twice concurrently.
+
+A lock is a lease (core.leases): its holder's heartbeat renews it, so a holder that died or was cut off
+wherever it ran loses it when the lease expires; on the holder's own host a dead pid frees it at once.
+Finding the item busy is never a failure by itself:
+  - a scheduled run is skipped (the running job does the work),
+  - a queued run goes back to the queue behind the running job and starts when it ends (core.jobs),
+  - a run inside the requesting process (a command without --queue) waits here, saying so.
+"""
 
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,23 +20,17 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from replication_admin.core.errors import ReplicationError
+from replication_admin.core import reaper
+from replication_admin.core.errors import LockBusy
+from replication_admin.core.leases import HEARTBEAT, HOST, expiry
 from replication_admin.models import JobRun, ReplLock
 
-
-class LockBusy(ReplicationError):
-    """The item is being applied by another job."""
+__all__ = ["LockBusy", "item_lock", "wait_behind", "wait_until"]
 
 
-def _alive(lock: ReplLock) -> bool:
-    if lock.job_id is not None:
-        state = JobRun.objects.filter(pk=lock.job_id).values_list("state", flat=True).first()
-        if state in JobRun.FINISHED or state is None:
-            return False
-    if lock.host != socket.gethostname():
-        return True
+def _pid_alive(pid: int) -> bool:
     try:
-        os.kill(lock.pid, 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
@@ -37,27 +38,43 @@ def _alive(lock: ReplLock) -> bool:
     return True
 
 
+def _alive(lock: ReplLock) -> bool:
+    if lock.job_id is not None:
+        state = JobRun.objects.filter(pk=lock.job_id).values_list("state", flat=True).first()
+        if state is None or state in JobRun.FINISHED:
+            return False
+    if lock.host == HOST and not _pid_alive(lock.pid):
+        return False
+    if lock.expires_at is not None:
+        return lock.expires_at > timezone.now()
+    return lock.host != HOST or _pid_alive(lock.pid)
+
+
 def _take(name: str, job: JobRun | None) -> None:
     """Take `name` for this process, or raise LockBusy naming the job that holds it."""
     with transaction.atomic():
         current = ReplLock.objects.select_for_update().filter(name=name).first()
-        if current is not None and current.pid != os.getpid():
+        if current is not None and not (current.pid == os.getpid() and current.host == HOST):
             if _alive(current):
-                raise LockBusy(f"{name} is being applied by job #{current.job_id} (pid {current.pid})")
-            # Its process is gone: say so on the job it left running, then take the item over.
-            if current.job_id is not None:
-                JobRun.objects.filter(pk=current.job_id, state=JobRun.State.RUNNING).update(
-                    state=JobRun.State.FAILED,
-                    finished_at=timezone.now(),
-                    error=f"the worker (pid {current.pid} on {current.host}) died during the run; "
-                    f"job #{job.pk if job else '-'} took over and re-applied what was missing",
+                holder = f"job #{current.job_id}" if current.job_id else "another process"
+                raise LockBusy(
+                    f"{name} is being applied by {holder} (pid {current.pid} on {current.host})",
+                    current.job_id,
+                    f"waiting for {holder}, which is applying {name}",
                 )
+            took_over = current.job_id
+        else:
+            took_over = None
         try:
             ReplLock.objects.update_or_create(
-                name=name, defaults={"job": job, "pid": os.getpid(), "host": socket.gethostname()}
+                name=name, defaults={"job": job, "pid": os.getpid(), "host": HOST, "expires_at": expiry()}
             )
         except IntegrityError:
             raise LockBusy(f"{name} is being applied by another job") from None
+    HEARTBEAT.add_lock(name)
+    if took_over is not None:
+        # Its holder is gone: the job it left running is taken back (and retried) like the reaper does.
+        reaper.take_back(took_over, f"its worker stopped while applying {name}")
 
 
 def wait_until(done: Callable[[], bool], seconds: float) -> bool:
@@ -72,11 +89,19 @@ def wait_until(done: Callable[[], bool], seconds: float) -> bool:
     return True
 
 
+def _default_wait(job: JobRun | None) -> float:
+    """Only a run inside the requesting process waits here; a queued or scheduled one is handed back."""
+    if job is not None and (job.trigger == JobRun.Trigger.SCHEDULER or not job.runs_inline):
+        return 0
+    return float(settings.LOCK_WAIT)
+
+
 @contextmanager
 def item_lock(name: str, job: JobRun | None, wait: float | None = None) -> Iterator[None]:
-    """Hold `name` while applying; a lock left by a dead process is taken over. A job that finds the item
-    busy waits behind the running one (up to `wait` seconds, REPLADMIN_LOCK_WAIT by default) instead of
-    failing, and says so in its message; past that, or with wait=0, LockBusy."""
+    """Hold `name` while applying. A lock left by a gone holder is taken over. A busy item raises LockBusy
+    at once for queued and scheduled jobs (core.jobs queues or skips them); a run inside the requesting
+    process waits behind the running job (up to `wait` seconds, REPLADMIN_LOCK_WAIT by default), saying so
+    in its message."""
     busy: LockBusy | None = None
 
     def taken() -> bool:
@@ -90,13 +115,31 @@ def item_lock(name: str, job: JobRun | None, wait: float | None = None) -> Itera
                 return False
             if JobRun.objects.filter(pk=job.pk, state=JobRun.State.CANCELLED).exists():
                 raise
-            JobRun.objects.filter(pk=job.pk).update(message=f"waiting: {exc}"[:500])
+            JobRun.objects.filter(pk=job.pk).update(message=exc.waiting[:500])
             return False
 
-    if not wait_until(taken, settings.LOCK_WAIT if wait is None else wait):
+    if not wait_until(taken, _default_wait(job) if wait is None else wait):
         assert busy is not None
         raise busy
     try:
         yield
     finally:
-        ReplLock.objects.filter(name=name, pid=os.getpid()).delete()
+        HEARTBEAT.remove_lock(name)
+        held = ReplLock.objects.filter(name=name)
+        (held.filter(job=job) if job is not None else held.filter(pid=os.getpid(), host=HOST)).delete()
+
+
+def wait_behind(job: JobRun, earlier: JobRun, what: str) -> None:
+    """`job` needs `earlier` (queued or running) to finish first: a run inside the requesting process
+    waits for it here; a queued one goes back to the queue behind it (LockBusy); a scheduled one is skipped."""
+    message = f"waiting for {what} (job #{earlier.pk})"
+    if _default_wait(job) == 0:
+        raise LockBusy(message, earlier.pk, message)
+
+    def finished() -> bool:
+        state = JobRun.objects.filter(pk=earlier.pk).values_list("state", flat=True).first()
+        JobRun.objects.filter(pk=job.pk).update(message=message)
+        return state is None or state in JobRun.FINISHED
+
+    if not wait_until(finished, settings.LOCK_WAIT):
+        raise LockBusy(f"{what} (job #{earlier.pk}) has not finished after {settings.LOCK_WAIT} s", earlier.pk)

@@ -56,8 +56,21 @@ class JobRun(models.Model):
         SUCCEEDED = "succeeded"
         FAILED = "failed"
         CANCELLED = "cancelled"
+        # Its worker stopped renewing the lease (died, was cut off or shut down); a retry was queued.
+        LOST = "lost"
+        # A scheduled run whose item was busy with another job: not needed, not a failure.
+        SKIPPED = "skipped"
 
-    FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+    class Trigger(models.TextChoices):
+        PERSON = "person"  # the console, a command or the API
+        SCHEDULER = "scheduler"  # a SYS_SCHEDULED_EVENT
+        RETRY = "retry"  # the reaper, after the previous attempt was lost
+
+    FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED, State.LOST, State.SKIPPED)
+
+    # Not stored: whether this run happens inside the requesting process (a command without --queue, the
+    # scheduler) rather than on a worker; such a run waits for a busy item instead of going back to the queue.
+    runs_inline = True
 
     kind = models.CharField(max_length=40)
     target = models.CharField(max_length=500, help_text="What the job works on, for people")
@@ -75,8 +88,21 @@ class JobRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     task_id = models.CharField(max_length=64, blank=True)
-    attempts = models.IntegerField(default=0)
+    attempts = models.IntegerField(default=0, help_text="Which attempt of the chain this run is (1 = the first)")
     worker_pid = models.IntegerField(null=True, blank=True)
+    # The lease: the worker holding a running job renews it every few seconds; an expired lease means the
+    # worker is gone and the reaper takes the job back.
+    worker_host = models.CharField(max_length=255, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    trigger = models.CharField(max_length=12, choices=Trigger.choices, default=Trigger.PERSON)
+    retry_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries",
+        help_text="The lost attempt this run repeats",
+    )  # fmt: skip
+    # A queued job waiting behind the job applying its item is handed to a worker when that one ends.
+    waiting_for = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="waiters")
+    not_before = models.DateTimeField(null=True, blank=True, help_text="A retry's backoff: not handed out before")
+    sent_at = models.DateTimeField(null=True, blank=True, help_text="Last handed to the task broker")
 
     class Meta:
         db_table = "REPL_JOB_RUN"
@@ -89,6 +115,8 @@ class JobRun(models.Model):
             models.Index(fields=["kind"], name="repl_job_run_kind"),
             # The dashboard and the status API count the jobs finished lately by state from the index alone.
             models.Index(fields=["finished_at", "state"], name="repl_job_run_finished"),
+            # The reaper looks for running jobs whose lease has expired.
+            models.Index(fields=["state", "lease_expires_at"], name="repl_job_run_lease"),
         ]
 
     def __str__(self) -> str:
@@ -148,6 +176,8 @@ class ReplLock(models.Model):
     pid = models.IntegerField(db_column="L_PID")
     host = models.CharField(max_length=255, db_column="L_HOST")
     acquired_at = models.DateTimeField(auto_now=True, db_column="L_ACQUIRED_AT")
+    # A lease renewed by the holder's heartbeat; past it, the holder is gone wherever it ran.
+    expires_at = models.DateTimeField(null=True, blank=True, db_column="L_EXPIRES_AT")
 
     class Meta:
         db_table = "REPL_LOCK"

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 
 import pyodbc
 from django.conf import settings
+from django.db.models import Q
 
-from replication_admin.core import connections
+from replication_admin.core import connections, reaper
 from replication_admin.core.alerts import safely_raise
-from replication_admin.core.locks import item_lock, wait_until
+from replication_admin.core.locks import LockBusy, item_lock, wait_behind
 from replication_admin.core.transactions import (
     error_message,
     run_in_transaction,
@@ -199,22 +200,21 @@ def _apply_or_skip(target: Target, txns: list[sql.Transaction], count: int, outc
 
 
 def wait_for_initial_copy(sub: ReplSubscriber, job: JobRun) -> None:
-    """A sync requested after the subscription's initial copy waits for that copy (queued or running) to
-    finish, instead of failing for want of a level; REPLADMIN_LOCK_WAIT bounds the wait."""
-    earlier = JobRun.objects.filter(
-        kind="trx_init",
-        params__subscription=sub.pk,
-        state__in=[JobRun.State.QUEUED, JobRun.State.RUNNING],
-        pk__lt=job.pk,
-    )
-
-    def copied() -> bool:
-        copy = earlier.order_by("pk").first()
-        if copy is not None:
-            JobRun.objects.filter(pk=job.pk).update(message=f"waiting for the initial copy (job #{copy.pk})")
-        return copy is None
-
-    wait_until(copied, settings.LOCK_WAIT)
+    """A sync waits for the subscription's initial copy (queued or running) instead of failing for want of
+    a level: a copy requested before it, the next attempt of such a copy, or — for a subscription never
+    copied yet — any copy, even one requested just after it. Queued, the sync goes back to the queue
+    behind the copy; run inside the requesting process it waits (REPLADMIN_LOCK_WAIT at most); scheduled,
+    it is skipped."""
+    copies = JobRun.objects.filter(kind="trx_init", params__subscription=sub.pk)
+    never_copied = not copies.filter(state=JobRun.State.SUCCEEDED).exists()
+    while True:
+        pending = copies.filter(state__in=[JobRun.State.QUEUED, JobRun.State.RUNNING])
+        if not never_copied:
+            pending = pending.filter(Q(pk__lt=job.pk) | Q(trigger=JobRun.Trigger.RETRY))
+        copy = pending.order_by("pk").first()
+        if copy is None:
+            return
+        wait_behind(job, copy, "the initial copy")
 
 
 def sync_subscription(job: JobRun, reporter, subscription_id: int) -> dict:
@@ -249,7 +249,12 @@ def follow_step(sub: ReplSubscriber) -> SyncOutcome | None:
     backlog is over the publication's threshold (the subscriber re-syncs from its level later)."""
     acct = publication(sub.server, sub.account)
     try:
-        return sync_once(sub, max_transactions=RegistryEntry.get_int("repl_apply_batch"), max_backlog=max_backlog(acct))
+        # The same item lock as a sync job: while one runs, the follower leaves the subscription to it.
+        with item_lock(lock_name(sub), None, wait=0):
+            batch = RegistryEntry.get_int("repl_apply_batch")
+            return sync_once(sub, max_transactions=batch, max_backlog=max_backlog(acct))
+    except LockBusy:
+        return None
     except BacklogExceeded as exc:
         set_state(sub, ReplSubscriber.DISCONNECTED, str(exc))
         log.warning("%s", exc)
@@ -272,9 +277,13 @@ def followed() -> list[ReplSubscriber]:
 def follow_loop(stop: Callable[[], bool], interval: float = 0.1) -> int:
     """Serve every in-sync subscription until `stop()` says so; returns how many transactions it applied."""
     applied = 0
+    reaped = 0.0
     with connections.reuse():
         while not stop():
             started = time.monotonic()
+            if started - reaped >= settings.REAP_INTERVAL:
+                reaper.safely_reap()
+                reaped = started
             for sub in followed():
                 try:
                     outcome = follow_step(sub)

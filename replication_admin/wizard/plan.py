@@ -405,9 +405,10 @@ def build_steps(plan: Plan, infos: list[TableInfo]) -> Steps:
         f"REPL_SERVER ({_literal(pub)}, {_literal(pub)})",
         f"REPL_SUBSCRIBE ({_literal(pub)}, {account})",
     ]
+    # The copy first: the schedule's first sync then finds it queued and waits for it.
+    on_subscriber.append(f"REPL_INIT_COPY ({_literal(pub)}, {account})")
     if plan.schedule_minutes:
         on_subscriber.append(f"SUB_SCHEDULE ({_literal(pub)}, {account}, {plan.schedule_minutes})")
-    on_subscriber.append(f"REPL_INIT_COPY ({_literal(pub)}, {account})")
     return Steps([Script(pub, on_publisher), Script(sub, on_subscriber)])
 
 

@@ -51,7 +51,7 @@ def test_a_job_finding_its_item_busy_waits_for_it_and_then_applies(live_holder):
         lock = ReplLock.objects.get(name="trx:sub:pub:acct")
         assert lock.job_id == waiting.pk
         waiting.refresh_from_db()
-        assert waiting.message.startswith(f"waiting: trx:sub:pub:acct is being applied by job #{live_holder.pk} ")
+        assert waiting.message == f"waiting for job #{live_holder.pk}, which is applying trx:sub:pub:acct"
     releaser.join()
     assert not ReplLock.objects.filter(name="trx:sub:pub:acct").exists()
     assert JobRun.objects.get(pk=live_holder.pk).state == JobRun.State.RUNNING  # the holder was not disturbed
@@ -70,7 +70,7 @@ def test_a_cancelled_job_stops_waiting(live_holder):
         pytest.fail("a cancelled job took the item")
 
 
-def test_a_lock_left_by_a_dead_process_is_taken_over_and_its_job_marked_failed():
+def test_a_lock_left_by_a_dead_process_is_taken_over_and_its_job_taken_back_and_retried():
     proc = subprocess.Popen(["true"])
     proc.wait()
     dead = JobRun.objects.create(kind="trx_sync", target="sync", state=JobRun.State.RUNNING)
@@ -79,7 +79,10 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_and_its_job_marked_failed()
     with item_lock("snapshot:s", taker, wait=0):
         assert ReplLock.objects.get(name="snapshot:s").job_id == taker.pk
     dead.refresh_from_db()
-    assert dead.state == JobRun.State.FAILED and "died during the run" in dead.error
+    assert dead.state == JobRun.State.LOST and "its worker stopped while applying snapshot:s" in dead.error
+    retry = JobRun.objects.get(retry_of=dead)
+    assert retry.state == JobRun.State.QUEUED and retry.trigger == JobRun.Trigger.RETRY
+    assert f"attempt 2 was queued as job #{retry.pk}" in dead.error
 
 
 def test_a_sync_waits_for_the_initial_copy_requested_before_it():

@@ -1,0 +1,136 @@
+"""The reaper takes back jobs whose lease expired wherever their worker ran, frees their items, queues
+their next attempt after a backoff (bounded attempts), and hands out again a queued job whose task the
+broker lost. A scheduled run of a busy item is skipped without an alert."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from django_q.models import OrmQ
+
+from replication_admin.core import reaper
+from replication_admin.core.audit import Actor
+from replication_admin.core.leases import HOST
+from replication_admin.models import Alert, AuditEntry, JobRun, ReplLock
+from replication_admin.statements import execute
+from tests.snapshots.test_snapshot_refresh import COLUMNS, Workload
+from tests.tables import create_table
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def running_elsewhere(**fields) -> JobRun:
+    """A job a worker on another host runs, whose lease ran out a minute ago."""
+    defaults = {
+        "kind": "snapshot_refresh",
+        "target": "snapshot dst.t",
+        "params": {"snapshot": "dst.t", "nonincremental": False},
+        "state": JobRun.State.RUNNING,
+        "worker_host": "another-host",
+        "worker_pid": 4242,
+        "attempts": 1,
+        "started_at": timezone.now() - timedelta(minutes=5),
+        "lease_expires_at": timezone.now() - timedelta(minutes=1),
+    }
+    return JobRun.objects.create(**{**defaults, **fields})
+
+
+def test_a_job_whose_lease_expired_on_another_host_is_taken_back_and_retried_after_a_backoff():
+    job = running_elsewhere()
+    ReplLock.objects.create(name="snapshot:dst.t", job=job, pid=4242, host="another-host",
+                            expires_at=timezone.now() - timedelta(minutes=1))  # fmt: skip
+    waiter = JobRun.objects.create(kind="snapshot_refresh", target="snapshot dst.t", waiting_for=job)
+
+    outcome = reaper.reap()
+
+    job.refresh_from_db()
+    assert outcome["lost"] == [job.pk]
+    assert job.state == JobRun.State.LOST
+    assert "stopped renewing the job's lease" in job.error and "another-host" in job.error
+    retry = JobRun.objects.get(retry_of=job)
+    assert (retry.state, retry.trigger, retry.params, retry.attempts) == ("queued", "retry", job.params, 1)
+    assert retry.not_before is not None and retry.not_before > timezone.now()  # the backoff
+    assert f"attempt 2 was queued as job #{retry.pk}" in job.error
+    assert not ReplLock.objects.exists()
+    assert JobRun.objects.get(pk=waiter.pk).waiting_for_id == retry.pk  # waits for the next attempt now
+    assert AuditEntry.objects.filter(action="job.retry", via="reaper", detail__job=job.pk).exists()
+    assert not Alert.objects.exists()  # healing itself is not an alert
+
+    # Once the backoff has passed, the reaper hands the retry to the broker.
+    JobRun.objects.filter(pk=retry.pk).update(not_before=timezone.now() - timedelta(seconds=1))
+    assert retry.pk in reaper.reap()["sent"]
+    retry.refresh_from_db()
+    assert retry.sent_at is not None and retry.task_id
+    assert retry.task_id in {row.task_id() for row in OrmQ.objects.all()}
+
+
+def test_a_job_lost_on_its_last_attempt_is_given_up_with_an_alert():
+    job = running_elsewhere(attempts=5)
+    reaper.reap()
+    job.refresh_from_db()
+    assert job.state == JobRun.State.LOST and "gave up after 5 attempts" in job.error
+    assert not JobRun.objects.filter(retry_of=job).exists()
+    assert Alert.objects.get(kind="job_failed").message == job.error
+
+
+def test_a_job_whose_worker_process_died_on_this_host_is_taken_back_at_once():
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    job = running_elsewhere(
+        worker_host=HOST, worker_pid=proc.pid, lease_expires_at=timezone.now() + timedelta(minutes=1)
+    )
+    assert reaper.reap()["lost"] == [job.pk]
+    assert "worker process ended" in JobRun.objects.get(pk=job.pk).error
+
+
+def test_a_live_lease_is_left_alone():
+    job = running_elsewhere(lease_expires_at=timezone.now() + timedelta(seconds=30))
+    ReplLock.objects.create(name="snapshot:dst.t", job=job, pid=4242, host="another-host",
+                            expires_at=timezone.now() + timedelta(seconds=30))  # fmt: skip
+    assert reaper.reap() == {"lost": [], "locks_freed": 0, "sent": []}
+    assert JobRun.objects.get(pk=job.pk).state == JobRun.State.RUNNING
+    assert ReplLock.objects.filter(job=job).exists()
+
+
+def test_a_queued_job_whose_task_the_broker_no_longer_holds_is_handed_out_again():
+    """A worker took the task and died before starting it (with Redis the task is gone; with the ORM broker
+    it is locked until its retry time): after a minute the reaper sends it again, exactly once."""
+    job = JobRun.objects.create(kind="compare", target="a ↔ b", task_id="gone-with-the-worker",
+                                sent_at=timezone.now() - timedelta(minutes=2))  # fmt: skip
+    waiting = JobRun.objects.create(kind="compare", target="c ↔ d", sent_at=timezone.now() - timedelta(minutes=2))
+    assert reaper.reap()["sent"] == [job.pk, waiting.pk]
+    job.refresh_from_db()
+    assert job.task_id != "gone-with-the-worker" and job.task_id in {r.task_id() for r in OrmQ.objects.all()}
+    # Now the broker holds both tasks for a free worker: no second copy is sent.
+    JobRun.objects.update(sent_at=timezone.now() - timedelta(minutes=2))
+    assert reaper.reap()["sent"] == []
+    assert OrmQ.objects.count() == 2
+
+
+@pytest.mark.live_db
+def test_a_scheduled_refresh_of_a_busy_snapshot_is_skipped_without_an_alert(make_server):
+    source = make_server("postgresql", "bsrc")
+    make_server("mysql", "bdst")
+    create_table(source, "t", COLUMNS, ["id"])
+    Workload(source, "t", seed=3).insert(10)
+    outcomes = execute(Actor.command(), "create snapshot log for t; create snapshot bdst.t_copy from t", context=source)
+    assert all(o.ok for o in outcomes), outcomes
+    holder_process = subprocess.Popen(["sleep", "60"])
+    try:
+        holder = JobRun.objects.create(kind="snapshot_refresh", target="t_copy", state=JobRun.State.RUNNING)
+        ReplLock.objects.create(name="snapshot:bdst.t_copy", job=holder, pid=holder_process.pid, host=HOST,
+                                expires_at=timezone.now() + timedelta(minutes=1))  # fmt: skip
+        outcome = execute(Actor.scheduler(), "update snapshot bdst.t_copy", wait=True)[0]
+    finally:
+        holder_process.kill()
+        holder_process.wait()
+    skipped = JobRun.objects.get(pk=outcome.job_id)
+    assert outcome.ok, outcome.message
+    assert skipped.state == JobRun.State.SKIPPED and skipped.trigger == JobRun.Trigger.SCHEDULER
+    assert skipped.message == f"skipped: snapshot:bdst.t_copy is being applied by job #{holder.pk} " + (
+        f"(pid {holder_process.pid} on {HOST})"
+    )
+    assert not Alert.objects.exists()
