@@ -4,7 +4,9 @@ broker lost. A scheduled run of a busy item is skipped without an alert."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
@@ -16,6 +18,7 @@ from replication_admin.core.audit import Actor
 from replication_admin.core.leases import HOST
 from replication_admin.models import Alert, AuditEntry, JobRun, ReplLock
 from replication_admin.statements import execute
+from tests.conftest import ROOT
 from tests.snapshots.test_snapshot_refresh import COLUMNS, Workload
 from tests.tables import create_table
 
@@ -134,3 +137,44 @@ def test_a_scheduled_refresh_of_a_busy_snapshot_is_skipped_without_an_alert(make
         f"(pid {holder_process.pid} on {HOST})"
     )
     assert not Alert.objects.exists()
+
+
+REDIS_SCRIPT = """
+import django, sys
+from datetime import timedelta
+django.setup()
+from django.utils import timezone
+from django_q.brokers import get_broker
+from replication_admin.core import jobs, reaper
+from replication_admin.models import JobRun
+
+broker = get_broker()
+broker.purge_queue()
+job = JobRun.objects.create(kind="compare", target="a <-> b")
+jobs.enqueue(job, sync=False)
+job.refresh_from_db()
+assert job.task_id in reaper.pending_task_ids(), "the queued task is not seen in Redis"
+first = job.task_id
+assert broker.dequeue(), "nothing to take"  # a worker takes the task ... and dies with it
+assert job.task_id not in reaper.pending_task_ids()
+JobRun.objects.filter(pk=job.pk).update(sent_at=timezone.now() - timedelta(minutes=2))
+assert reaper.dispatch_due() == [job.pk]
+job.refresh_from_db()
+assert job.task_id != first and job.task_id in reaper.pending_task_ids()
+assert reaper.dispatch_due() == []  # held by the broker again: not sent twice
+broker.purge_queue()
+print("handed out again:", job.task_id)
+"""
+
+
+def test_with_the_redis_broker_a_task_taken_by_a_worker_that_died_is_handed_out_again(settings):
+    """Redis has no acknowledgement: a task popped by a worker that dies is gone from the broker."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "replication_admin.settings",
+        "REPLADMIN_DB_PATH": str(settings.DATABASES["default"]["NAME"]),
+        "REPLADMIN_REDIS_URL": "redis://127.0.0.1:6379/15",
+    }
+    done = subprocess.run([sys.executable, "-c", REDIS_SCRIPT], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "handed out again" in done.stdout

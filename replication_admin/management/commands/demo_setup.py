@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 
 import pyodbc
@@ -27,7 +28,8 @@ from replication_admin.servers.actions import ServerData, do_check_server, do_re
 from replication_admin.snapshots.actions import do_schedule_snapshot
 from replication_admin.statements import execute
 
-DEMO_DATABASE = "replication_demo"
+# The PostgreSQL and MariaDB database the demo replicates into (another name keeps a test's demo apart).
+DEMO_DATABASE = os.environ.get("REPLADMIN_DEMO_DATABASE", "replication_demo")
 LOCAL_SERVERS = [
     (
         "pg_demo",
