@@ -59,34 +59,61 @@ class Side:
         run_each(self.server, [f"DROP TABLE IF EXISTS {self.qualify(n)}" for n in names], ignore_errors=True)
 
 
-class StaleDecisions(RuntimeError):
-    """A row changed on the publisher between reading it and applying: read and decide again."""
+class StaleDecisions(BidirError):
+    """Rows kept appearing on a server while an apply wrote them, round after round."""
 
 
-def run_apply(server: Server, plan: sql.ApplyPlan, before: Sequence[str] = (), measure: str | None = None):
-    """One apply transaction, under the retry policy. Returns the row of `measure` (run after `before`, inside
-    the transaction). A row that changed or appeared since the decisions were made is StaleDecisions."""
+@dataclass(frozen=True)
+class Applied:
+    measured: tuple | None  # the row of `measure`, read inside the transaction
+    left: tuple[str, ...]  # change ids left for the next sync: their row moved since it was decided on
 
-    def work(cursor) -> tuple | None:
+
+APPLY_ROUNDS = 2 * MAX_ATTEMPTS
+
+
+def run_apply(
+    server: Server,
+    plan: sql.ApplyPlan,
+    before: Sequence[str] = (),
+    measure: str | None = None,
+    staging: tuple[str, str] | None = None,
+) -> Applied:
+    """One apply transaction, under the retry policy. `measure` is run after the locks, before `before`.
+
+    Staged changes whose row changed or appeared since their decision was made (`plan.stale`) are dropped
+    from the staging table (`staging`: its name and schema) inside the transaction and reported in
+    `left`: the apply goes on with the others, and those stay in their log for the next sync. A row
+    inserted between the re-check and the write (a duplicate key) runs the whole transaction again,
+    which then finds it in the re-check."""
+    d = dialects.get(server.dialect)
+
+    def work(cursor) -> Applied:
+        measured = None
+        if plan.lock:
+            cursor.execute(plan.lock).fetchall()
+        if measure:
+            measured = tuple(cursor.execute(measure).fetchone())
+        for statement in [*before, plan.prelude]:
+            cursor.execute(statement)
+        left: list[str] = []
+        if plan.stale:
+            assert staging is not None, "a guarded apply names its staging table"
+            left = [r[0] for r in cursor.execute(plan.stale).fetchall()]
+            for start in range(0, len(left), 500):
+                chunk = left[start : start + 500]
+                cursor.execute(sql.leave_staged_sql(d, staging[0], staging[1], len(chunk)), chunk)
+        for statement in plan.statements:
+            cursor.execute(statement)
+        return Applied(measured, tuple(left))
+
+    for _ in range(APPLY_ROUNDS):
         try:
-            measured = None
-            if plan.lock:
-                cursor.execute(plan.lock).fetchall()
-            if measure:
-                measured = tuple(cursor.execute(measure).fetchone())
-            for statement in [*before, plan.prelude]:
-                cursor.execute(statement)
-            if plan.check and int(cursor.execute(plan.check).fetchone()[0]):
-                raise StaleDecisions("rows changed on the publisher while the sync decided")
-            for statement in plan.statements:
-                cursor.execute(statement)
-            return measured
+            return with_retries(server, work, attempts=MAX_ATTEMPTS)
         except pyodbc.Error as exc:
-            if is_duplicate_key(exc):
-                raise StaleDecisions(f"a row appeared on {server.name} meanwhile") from None
-            raise
-
-    return with_retries(server, work, attempts=MAX_ATTEMPTS)
+            if not is_duplicate_key(exc):
+                raise
+    raise StaleDecisions(f"rows kept appearing on {server.name} while they were applied ({APPLY_ROUNDS} rounds)")
 
 
 def _insert_rows(server: Server, name: str, schema: str, d, columns: list[str], rows: list[list]) -> None:

@@ -115,7 +115,7 @@ def _stage_init_copy(subscription, pub: Side, sub: Side, staging: str, per_commi
         sql.ApplyPlan(
             prelude=f"DELETE FROM {sub.qualify(rlog_name(sub.table.name))}",
             lock=None,
-            check=None,
+            stale=None,
             statements=(
                 f"DELETE FROM {sub.qualify(sub.table.name)}",
                 f"DELETE FROM {sub.qualify(rlog_name(sub.table.name))}",

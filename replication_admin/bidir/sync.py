@@ -26,9 +26,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs import bidir_sync as spark_bidir
-from replication_admin.bidir.apply import Side, StaleDecisions, _fetch, _insert_rows, run_apply
+from replication_admin.bidir.apply import Side, _fetch, _insert_rows, run_apply
 from replication_admin.bidir.objects import (
-    MAX_ATTEMPTS,
     BidirError,
     lock_name,
     publisher_table,
@@ -86,6 +85,7 @@ class PullOutcome:
     pulled: int = 0
     conflicts: int = 0
     replayed: int = 0
+    left: int = 0  # changes whose publisher row moved while the sync decided: pulled by the next sync
 
 
 def _resolver_columns(layout: sql.Layout) -> list[ResolverColumn]:
@@ -119,7 +119,8 @@ def _decide(publication, pub: Side, conflicts: list[dict]) -> list[dict]:
 def _conflict_actions(
     publication, pub: Side, source: Server, conflicts: list[dict], decided: list[dict], job: JobRun
 ) -> list[list]:
-    """The apply rows of the decided conflicts; their backups are saved first (a re-run updates them)."""
+    """The apply rows of the decided conflicts. Their backups are saved first, pending: invisible until the
+    apply that carries their decisions has committed (`_settle`); a re-run updates the same rows."""
     d = pub.d
     guid_name = pub.layout.guid.dest
     rows: list[list] = []
@@ -136,11 +137,12 @@ def _conflict_actions(
             written = {**published, guid_name: new_guid(publication.server.name)} if published else None
             action = "W" if published else "N"
             winner, loser = written, incoming
-        ConflictBackup.objects.update_or_create(
+        ConflictBackup.with_pending.update_or_create(
             item=publication.item,
             source=source.name,
             change_guid=c["change_id"],
             defaults={
+                "pending": True,
                 "kind": "snapshot",
                 "table_name": publication.table,
                 "publisher": publication.server.name,
@@ -176,73 +178,118 @@ def _conflict_actions(
 
 
 def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, reporter) -> PullOutcome:
+    """Apply a subscriber's pending changes on the publisher, in one transaction.
+
+    Decisions are made on the publisher's rows as read; the apply re-checks them under row locks. A change
+    whose publisher row moved meanwhile is left out of the apply and stays in the subscriber's log, so the
+    next sync reads it (and the row's new version) again; its conflict backup, if any, is dropped."""
     outcome = PullOutcome()
     d_pub, d_sub = pub.d, sub.d
+    replay = rplog(publication, d_pub)
+    _settle_pending(publication, pub, replay, sub.server.name)
     if not _fetch(sub.server, sql.log_count_sql(d_sub, sub.table))[0][0]:
         # A subscriber's log holds only what it has not sent: empty, there is nothing to pull.
         SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_pull_ts=timezone.now())
         return outcome
     keys_stage, apply_stage = pub.work("BSIN"), pub.work("BSAP")
-    replay = rplog(publication, d_pub)
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        pub.recreate(keys_stage, sql.incoming_staging_ddl(d_pub, keys_stage, pub.table.schema, pub.layout))
-        pub.recreate(apply_stage, sql.apply_staging_ddl(d_pub, apply_stage, pub.table.schema, pub.layout))
-        pub_rows_schema = ", ".join(
-            [
-                *(f"{k.alias} {pub.read_types[k.alias]}" for k in pub.layout.keys),
-                "change_id STRING",
-                "pub_present INT",
-                *(f"p{v.alias} {pub.read_types[v.alias]}" for v in pub.layout.values),
-            ]
+    pub.recreate(keys_stage, sql.incoming_staging_ddl(d_pub, keys_stage, pub.table.schema, pub.layout))
+    pub.recreate(apply_stage, sql.apply_staging_ddl(d_pub, apply_stage, pub.table.schema, pub.layout))
+    pub_rows_schema = ", ".join(
+        [
+            *(f"{k.alias} {pub.read_types[k.alias]}" for k in pub.layout.keys),
+            "change_id STRING",
+            "pub_present INT",
+            *(f"p{v.alias} {pub.read_types[v.alias]}" for v in pub.layout.values),
+        ]
+    )
+    plan = spark_bidir.PullPlan(
+        sub=endpoint(sub.server, readonly=True),
+        pub=endpoint(pub.server),
+        changes_sql=sql.pull_select(d_sub, sub.table, sub.layout, sub.server.name),
+        changes_schema=sql.changes_schema(d_sub, sub.layout, sub.read_types),
+        replayed_sql=sql.rplog_guids_select(d_pub, replay, pub.table.schema, sub.server.name, pub.server.name),
+        keys_staging_sql=pub.qualify(keys_stage),
+        pub_rows_sql=sql.publisher_rows_select(d_pub, pub.table, pub.layout, keys_stage),
+        pub_rows_schema=pub_rows_schema,
+        apply_staging_sql=pub.qualify(apply_stage),
+        keys=sub.layout.keys,
+        values=sub.layout.values,
+        sub_read_types=sub.read_types,
+        pub_read_types=pub.read_types,
+        resolver_types=_resolver_types(pub.layout),
+    )
+    # Keys are staged with the publisher's aliases: both layouts share them.
+    result = spark_bidir.pull_changes(spark, plan)
+    decided: list[dict] = []
+    left: set[str] = set()
+    outcome.replayed = len(result.replayed)
+    if result.staged:
+        decided = _decide(publication, pub, result.conflicts) if result.conflicts else []
+        rows = _conflict_actions(publication, pub, sub.server, result.conflicts, decided, job)
+        _insert_rows(pub.server, apply_stage, pub.table.schema, d_pub, sql.staging_columns(pub.layout), rows)
+        apply = sql.apply_sql(
+            d_pub,
+            pub.table,
+            pub.layout,
+            apply_stage,
+            replay,
+            sub.server.name,
+            pub.server.name,
+            guarded=True,
+            decided=True,
         )
-        plan = spark_bidir.PullPlan(
-            sub=endpoint(sub.server, readonly=True),
-            pub=endpoint(pub.server),
-            changes_sql=sql.pull_select(d_sub, sub.table, sub.layout, sub.server.name),
-            changes_schema=sql.changes_schema(d_sub, sub.layout, sub.read_types),
-            replayed_sql=sql.rplog_guids_select(d_pub, replay, pub.table.schema, sub.server.name, pub.server.name),
-            keys_staging_sql=pub.qualify(keys_stage),
-            pub_rows_sql=sql.publisher_rows_select(d_pub, pub.table, pub.layout, keys_stage),
-            pub_rows_schema=pub_rows_schema,
-            apply_staging_sql=pub.qualify(apply_stage),
-            keys=sub.layout.keys,
-            values=sub.layout.values,
-            sub_read_types=sub.read_types,
-            pub_read_types=pub.read_types,
-            resolver_types=_resolver_types(pub.layout),
-        )
-        # Keys are staged with the publisher's aliases: both layouts share them.
-        result = spark_bidir.pull_changes(spark, plan)
-        decided: list[dict] = []
-        outcome.replayed = len(result.replayed)
-        if result.staged:
-            decided = _decide(publication, pub, result.conflicts) if result.conflicts else []
-            rows = _conflict_actions(publication, pub, sub.server, result.conflicts, decided, job)
-            _insert_rows(pub.server, apply_stage, pub.table.schema, d_pub, sql.staging_columns(pub.layout), rows)
-            apply = sql.apply_sql(
-                d_pub, pub.table, pub.layout, apply_stage, replay, sub.server.name, pub.server.name, guarded=True
+        left = set(run_apply(pub.server, apply, staging=(apply_stage, pub.table.schema)).left)
+        _settle(publication, sub.server.name, [c["change_id"] for c in result.conflicts], left)
+        if left:
+            reporter.log(
+                f"pull from {sub.server.name}: {len(left)} change(s) whose row changed on {pub.server.name} "
+                "while the sync decided wait for the next sync"
             )
-            try:
-                run_apply(pub.server, apply)
-            except StaleDecisions as exc:
-                if attempt == MAX_ATTEMPTS:
-                    raise BidirError(f"pull from {sub.server.name}: {exc}, {MAX_ATTEMPTS} times in a row") from None
-                reporter.log(f"pull from {sub.server.name}: {exc}; reading again")
-                continue
-        outcome.pulled, outcome.conflicts = len(result.staged), len(result.conflicts)
-        consumed = [*result.replayed, *result.staged]
-        decisions = {c["change_id"]: int(d["decision"]) for c, d in zip(result.conflicts, decided, strict=True)}
-        as_is = {
-            change: (op, key)
-            for change, (op, conflict, key) in result.keys.items()
-            if conflict is None or decisions.get(change) == 1
-        }
-        _consume(sub, consumed, as_is)
-        _forget(pub, replay, sub.server.name, consumed)
-        break
+    staged = [change for change in result.staged if change not in left]
+    applied_conflicts = [c for c in result.conflicts if c["change_id"] not in left]
+    outcome.pulled, outcome.conflicts, outcome.left = len(staged), len(applied_conflicts), len(left)
+    consumed = [*result.replayed, *staged]
+    decisions = {c["change_id"]: int(d["decision"]) for c, d in zip(result.conflicts, decided, strict=True)}
+    as_is = {
+        change: (op, key)
+        for change, (op, conflict, key) in result.keys.items()
+        if change not in left and (conflict is None or decisions.get(change) == 1)
+    }
+    _consume(sub, consumed, as_is)
+    _forget(pub, replay, sub.server.name, consumed)
     pub.drop(keys_stage, apply_stage)
     SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_pull_ts=timezone.now())
     return outcome
+
+
+def _settle(publication, source: str, decided: list[str], left: set[str]) -> None:
+    """After the apply committed: the backups of its decisions become visible; those of changes it left
+    for the next sync are dropped (that sync decides them again, on the row's new version)."""
+    if not decided:
+        return
+    pending = ConflictBackup.with_pending.filter(item=publication.item, source=source, pending=True)
+    with transaction.atomic():
+        for start in range(0, len(decided), 500):
+            chunk = decided[start : start + 500]
+            pending.filter(change_guid__in=[c for c in chunk if c in left]).delete()
+            pending.filter(change_guid__in=[c for c in chunk if c not in left]).update(pending=False)
+
+
+def _settle_pending(publication, pub: Side, replay: str, source: str) -> None:
+    """Backups a sync left pending (it stopped between deciding and settling): visible when the publisher's
+    replay log lists their change as applied (recorded in the apply's own transaction), dropped when not."""
+    pending = ConflictBackup.with_pending.filter(kind="snapshot", item=publication.item, source=source, pending=True)
+    changes = list(pending.values_list("change_guid", flat=True))
+    if not changes:
+        return
+    applied: set[str] = set()
+    with connections.connect(pub.server, readonly=True) as conn:
+        cursor = conn.cursor()
+        for start in range(0, len(changes), 500):
+            chunk = changes[start : start + 500]
+            listed = sql.rplog_listed_sql(pub.d, replay, pub.table.schema, source, pub.server.name, len(chunk))
+            applied.update(r[0] for r in cursor.execute(listed, chunk).fetchall())
+    _settle(publication, source, changes, set(changes) - applied)
 
 
 def _consume(sub: Side, change_ids: list[str], as_is: dict[str, tuple] | None = None) -> None:
@@ -332,12 +379,7 @@ def push(spark, publication, subscription, pub: Side, sub: Side, tolerance: int,
             d_sub, sub.table, sub.layout, stage, replay, pub.server.name, sub.server.name, guarded=True
         )
         count_sql, delete_sql = sql.pending_local_sql(d_sub, sub.table, sub.layout, stage)
-        measured = run_apply(
-            sub.server,
-            sql.ApplyPlan(prelude=apply.prelude, lock=apply.lock, check=None, statements=apply.statements),
-            before=[delete_sql],
-            measure=count_sql,
-        )
+        measured = run_apply(sub.server, apply, before=[delete_sql], measure=count_sql).measured
         waiting, oldest = (int(measured[0] or 0), measured[1]) if measured else (0, None)
         outcome.pushed, outcome.waiting = result.staged - waiting, waiting
         if waiting and oldest is not None:
@@ -401,6 +443,7 @@ def sync_publication(job: JobRun, reporter, publication_id: int) -> dict:
                     "pulled": got.pulled,
                     "conflicts": got.conflicts,
                     "already_applied": got.replayed,
+                    "left_for_next_sync": got.left,
                 }
             except (BidirError, pyodbc.Error, Server.DoesNotExist) as exc:
                 message = error_message(exc)

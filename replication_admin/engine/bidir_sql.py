@@ -345,6 +345,15 @@ def rplog_guids_select(
     )
 
 
+def rplog_listed_sql(d: Dialect, rplog: str, schema: str, source: str, target: str, rows: int) -> str:
+    """Which of these change ids (parameters) the replay log lists as applied to `target`."""
+    q = d.quote
+    return (
+        f"SELECT {q('RLOG_ROWGUID')} FROM {d.qualify(rplog, schema)} WHERE {q('SOURCE')} = {d.literal(source)} "
+        f"AND {q('TARGET')} = {d.literal(target)} AND {q('RLOG_ROWGUID')} IN ({', '.join(['?'] * rows)})"
+    )
+
+
 def rplog_forget_sql(d: Dialect, rplog: str, schema: str, source: str, rows: int) -> str:
     """Replay-log rows of pulled changes the subscriber's log no longer holds: never read again."""
     q = d.quote
@@ -418,20 +427,33 @@ def _update_join(d: Dialect, dst: str, stg: str, layout: Layout, sets: list[tupl
 
 @dataclass(frozen=True)
 class ApplyPlan:
-    """One apply transaction: `prelude` drops staged changes the replay log lists; `lock` takes the
-    rows' locks; `check` must count 0 (decisions made on a version of a row that is no longer there);
+    """One apply transaction: `prelude` drops staged changes the replay log lists; `lock` takes the rows'
+    locks; `stale` lists the staged changes (by change id) whose decision was made on a version of the row
+    that is no longer there: they are dropped from the staging table and wait for the next sync;
     `statements` delete (mark, then delete), write (update the rows that differ, insert the missing) and
-    record every staged change in the replay log."""
+    record every remaining staged change in the replay log."""
 
     prelude: str
     lock: str | None
-    check: str | None
+    stale: str | None
     statements: tuple[str, ...]
 
 
 def apply_sql(
-    d: Dialect, table: TableInfo, layout: Layout, staging: str, rplog: str, source: str, target: str, guarded: bool
+    d: Dialect,
+    table: TableInfo,
+    layout: Layout,
+    staging: str,
+    rplog: str,
+    source: str,
+    target: str,
+    guarded: bool,
+    decided: bool = False,
 ) -> ApplyPlan:
+    """`guarded`: lock the rows first. `decided`: each staged change was decided on the version of its row
+    in exp_present / exp_guid, re-checked under the locks; the writes then follow that version exactly (an
+    update only of a row that was there, a plain insert of one that was not), so a row inserted after the
+    re-check (a lock cannot hold a row that does not exist yet) is a duplicate key, never overwritten."""
     q = d.quote
     schema = table.schema
     dst = d.qualify(table.name, schema)
@@ -446,11 +468,11 @@ def apply_sql(
         f"AND r.{q('TARGET')} = {d.literal(target)}"
     )
     prelude = f"DELETE FROM {stg} WHERE change_id IN ({replayed})"
-    lock = check = None
-    if guarded:
-        lock = d.lock_joined_sql(dst, stg, on)
-        check = (
-            f"SELECT COUNT(*) FROM {stg} s LEFT JOIN {dst} t ON {on} WHERE NOT ("
+    lock = d.lock_joined_sql(dst, stg, on) if guarded else None
+    stale = None
+    if decided:
+        stale = (
+            f"SELECT s.change_id FROM {stg} s LEFT JOIN {dst} t ON {on} WHERE NOT ("
             f"(s.exp_present = 1 AND t.{first_key} IS NOT NULL AND {_same(d, f't.{q(g.dest)}', 's.exp_guid')}) "
             f"OR (s.exp_present = 0 AND t.{first_key} IS NULL))"
         )
@@ -461,15 +483,21 @@ def apply_sql(
     statements.append(d.delete_joined_sql(dst, stg, on, "s.action = 'D'", cols, aliases, "action = 'D'", as_alias=True))
     sets = [(v.dest, f"s.{v.alias}") for v in layout.values]
     differs = f"NOT ({_same(d, f't.{q(g.dest)}', f's.{g.alias}')})"
-    statements.append(_update_join(d, dst, stg, layout, sets, f"s.action = 'W' AND {differs}"))
+    was_there = " AND s.exp_present = 1" if decided else ""
+    statements.append(_update_join(d, dst, stg, layout, sets, f"s.action = 'W' AND {differs}{was_there}"))
     columns = ", ".join(q(m.dest) for m in layout.moved)
     aliases = ", ".join(f"s.{m.alias}" for m in layout.moved)
-    missing = f"NOT EXISTS (SELECT 1 FROM {dst} t WHERE {on})"
+    missing = "s.exp_present = 0" if decided else f"NOT EXISTS (SELECT 1 FROM {dst} t WHERE {on})"
     statements.append(f"INSERT INTO {dst} ({columns}) SELECT {aliases} FROM {stg} s WHERE s.action = 'W' AND {missing}")
     rp_cols = ", ".join(q(c) for c in ("SOURCE", "TARGET", "RLOG_ROWGUID", "SNAPTIME"))
     rp_select = f"SELECT {d.literal(source)}, {d.literal(target)}, change_id, snaptime FROM {stg}"
     statements.append(d.insert_ignore_sql(rpl, f"({rp_cols}) {rp_select}"))
-    return ApplyPlan(prelude, lock, check, tuple(statements))
+    return ApplyPlan(prelude, lock, stale, tuple(statements))
+
+
+def leave_staged_sql(d: Dialect, staging: str, schema: str, rows: int) -> str:
+    """Drop staged changes (by change id) from an apply: they wait in their log for the next sync."""
+    return f"DELETE FROM {d.qualify(staging, schema)} WHERE change_id IN ({', '.join(['?'] * rows)})"
 
 
 def pending_local_sql(d: Dialect, table: TableInfo, layout: Layout, staging: str) -> tuple[str, str]:

@@ -481,12 +481,24 @@ class ScheduledEvent(models.Model):
         return self.name
 
 
+class AppliedConflicts(models.Manager["ConflictBackup"]):
+    """Conflict backups whose decision has been applied (what the inbox, the dashboard and the API show)."""
+
+    def get_queryset(self) -> models.QuerySet[ConflictBackup]:
+        return super().get_queryset().filter(pending=False)
+
+
 class ConflictBackup(models.Model):
     """REPL_CONFLICT: one conflict met while replaying a change on the publisher, with every row version
     involved. The losing version is kept whatever the decision, so it can be inspected and re-applied.
 
     A change is identified by its source server and its log row guid (RLOG_ROWGUID), so a sync that is
-    run again after a failure updates the same row instead of recording the conflict twice."""
+    run again after a failure updates the same row instead of recording the conflict twice.
+
+    A backup is written `pending` before the transaction that applies its decision, and becomes visible
+    only once that transaction has committed (the sync that wrote it, or the next one, which finds the
+    change in the target's replay log or level); a decision that was never applied is deleted. The
+    default manager (`objects`) shows only applied backups; `with_pending` is for the syncs."""
 
     DECISIONS = [
         (1, "subscriber wins"),
@@ -522,9 +534,15 @@ class ConflictBackup(models.Model):
     reapplied_at = models.DateTimeField(null=True, blank=True, db_column="RC_REAPPLIED_AT")
     reapplied_by = models.CharField(max_length=150, blank=True, db_column="RC_REAPPLIED_BY")
     notified = models.BooleanField(default=False, db_column="RC_NOTIFIED")
+    pending = models.BooleanField(default=False, db_column="RC_PENDING")
+
+    with_pending = models.Manager()
+    objects = AppliedConflicts()
 
     class Meta:
         db_table = "REPL_CONFLICT"
+        default_manager_name = "objects"
+        base_manager_name = "with_pending"
         ordering = ["-created_at", "-id"]
         constraints = [
             models.UniqueConstraint(fields=["item", "source", "change_guid"], name="repl_conflict_one_per_change"),

@@ -3,6 +3,7 @@ decided by SYS_REPL_CR resolvers in one batch, losing versions kept, and re-appl
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.utils import timezone
 
 from replication_admin.core.conflicts import decide, default_decision, json_row, new_guid, resolver_chain
@@ -120,16 +121,20 @@ def push_transaction(
     resolver chains across the transactions of one push (read when a table first meets a conflict)."""
     chains = {} if chains is None else chains
     decisions: dict[str, dict] = {}
+    backups: list[dict] = []  # the attempt that commits leaves its own here
     for _ in range(MAX_DECISION_ROUNDS):
         try:
-            return with_retries(
+            pushed = with_retries(
                 pub_server,
                 lambda cursor: _push_work(
-                    cursor, acct, pub_server, tables, subscriber, txn, expected, chains, decisions
+                    cursor, acct, pub_server, tables, subscriber, txn, expected, chains, decisions, backups
                 ),
             )
         except _Undecided as undecided:
             _decide_all(undecided.conflicts, chains, decisions)
+            continue
+        _show_backups(subscriber, backups)
+        return pushed
     raise TrxError(
         f"{subscriber}'s transaction {txn.count}: rows kept changing on {acct.server} while its conflicts were "
         f"decided ({MAX_DECISION_ROUNDS} times); the next sync tries again"
@@ -146,7 +151,12 @@ def _push_work(
     expected: int,
     chains: dict[str, list],
     decisions: dict[str, dict],
+    backups: list[dict],
 ) -> int:
+    """One attempt at the publisher transaction. The conflict backups of its decisions are saved pending
+    just before it commits (an attempt that rolls back or stops at undecided conflicts saves none); the
+    caller shows them once it has committed."""
+    backups.clear()
     d = _d(pub_server)
     schema = schema_of(pub_server)
     push_acct = sql.push_account(acct.account)
@@ -195,11 +205,11 @@ def _push_work(
                 cursor.execute(sql.touch_sql(d, table), [fresh, *key])
             winner, loser = current, incoming or old
             code = code if code in (3, 5) else DEFAULT_DECISION[ctype]
-        ConflictBackup.objects.update_or_create(
-            item=f"{acct.server}.{table.name}",
-            source=subscriber,
-            change_guid=change,
-            defaults={
+        backups.append(
+            {
+                "item": f"{acct.server}.{table.name}",
+                "change_guid": change,
+                "pending": True,
                 "kind": "transactional",
                 "table_name": table.name,
                 "publisher": acct.server,
@@ -216,7 +226,7 @@ def _push_work(
                 "winning_row": winner,
                 "losing_row": loser,
                 "note": decision.get("note") or "",
-            },
+            }
         )
     if undecided:
         raise _Undecided(undecided)
@@ -231,7 +241,42 @@ def _push_work(
         raise LevelMoved(f"{acct.server} has already taken {subscriber}'s transaction {txn.count}")
     for statement in sql.reset_context_sql(d, schema):
         cursor.execute(statement)
+    _save_pending(subscriber, backups)
     return txn.count
+
+
+def _save_pending(subscriber: str, backups: list[dict]) -> None:
+    """Backups keyed by (item, source, change): a retried attempt updates the rows it saved before."""
+    with transaction.atomic():
+        for backup in backups:
+            fields = dict(backup)
+            ConflictBackup.with_pending.update_or_create(
+                item=fields.pop("item"), source=subscriber, change_guid=fields.pop("change_guid"), defaults=fields
+            )
+
+
+def _show_backups(subscriber: str, backups: list[dict]) -> None:
+    """The publisher transaction committed: its conflict backups become visible in the inbox."""
+    for backup in backups:
+        ConflictBackup.with_pending.filter(
+            item=backup["item"], source=subscriber, change_guid=backup["change_guid"], pending=True
+        ).update(pending=False)
+
+
+def settle_pending_backups(publisher: str, subscriber: str, pushed: int) -> None:
+    """Backups a push left pending (it stopped between its commit and showing them): visible when the
+    publisher has taken their transaction (its count is at most `pushed`), dropped when it has not."""
+    pending = ConflictBackup.with_pending.filter(
+        kind="transactional", publisher=publisher, source=subscriber, pending=True
+    )
+    taken: list[int] = []
+    dropped: list[int] = []
+    for pk, change in pending.values_list("pk", "change_guid"):
+        count = int(change.rsplit(":", 2)[1])
+        (taken if count <= pushed else dropped).append(pk)
+    with transaction.atomic():
+        ConflictBackup.with_pending.filter(pk__in=taken).update(pending=False)
+        ConflictBackup.with_pending.filter(pk__in=dropped).delete()
 
 
 def _write(cursor, d, table: TableInfo, op: str, image: dict | None, key: list) -> None:
@@ -250,6 +295,7 @@ def push(sub: ReplSubscriber, acct: ReplAccount) -> int:
     if position is None:
         return 0
     pushed = position[1]
+    settle_pending_backups(acct.server, sub.subscriber, pushed)
     available = publisher_count(sub_server, push_acct)
     if available <= pushed:
         return 0

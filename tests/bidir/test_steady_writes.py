@@ -1,0 +1,274 @@
+"""Bi-directional syncs run back to back while applications keep writing on every node: a PostgreSQL
+publisher, MariaDB and SQLite subscribers, each with a writer doing ~20 changes a second on the same keys.
+
+Every writer records, in the transaction of each change, the version it replaced and the version it made
+(ROWGUIDs), and names its rows `<side>#<seq>`. Afterwards every version a writer made is either the current
+row, replaced by a later local change, or kept in the conflict inbox; the inbox holds each losing version
+once and none that is still a current row. Nodes are compared by content (every column of every row)."""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+import pyodbc
+import pytest
+
+from replication_admin.bidir import sync as bidir_sync
+from replication_admin.core.audit import Actor
+from replication_admin.engine import dialects
+from replication_admin.models import ConflictBackup, JobRun
+from replication_admin.statements import execute
+from tests.bidir.test_bidir_sync import COLUMNS, assert_same_rows, rows, run
+from tests.conftest import MY, PG
+from tests.tables import create_table, fetch_all, insert_rows
+from tests.tables import execute as run_sql
+
+pytestmark = [pytest.mark.spark, pytest.mark.live_db]
+
+# How long the writers write while syncs run back to back (REPLADMIN_STEADY_SECONDS for a longer bench).
+DURATION = float(os.environ.get("REPLADMIN_STEADY_SECONDS", "60"))
+RATE = 20  # changes per second per writer
+KEYS = 60  # keys 1..KEYS, shared by every writer (overlapping); the table starts with the first 40
+SYNC = "REPL_UPDATE_SNAPSHOT ('pg1.items', 2)"
+
+
+@dataclass
+class Writer:
+    """One application writing on one node: updates mostly, some inserts and deletes, on shared keys."""
+
+    side: str
+    dialect: str
+    database: str
+    seed: int
+    made: set[str] = field(default_factory=set)  # ROWGUIDs of the versions it made
+    replaced: set[str] = field(default_factory=set)  # ROWGUIDs of the versions its changes replaced
+    changes: int = 0
+    refused: int = 0  # transactions the database refused (lock waits, deadlocks, busy): rolled back
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+
+    def connect(self):
+        if self.dialect == "sqlite":
+            conn = sqlite3.connect(self.database, timeout=30, isolation_level=None)
+            return conn
+        if self.dialect == "postgresql":
+            text = (
+                f"DRIVER={{PostgreSQL Unicode}};SERVER={PG['host']};PORT={PG['port']};DATABASE={self.database};"
+                f"UID={PG['user']};PWD={PG['password']};"
+            )
+        else:
+            text = (
+                f"DRIVER={{MariaDB Unicode}};SERVER={MY['host']};PORT={MY['port']};DATABASE={self.database};"
+                f"UID={MY['user']};PWD={MY['password']};"
+            )
+        return pyodbc.connect(text, autocommit=False, timeout=10)
+
+    def sql(self, text: str) -> str:
+        return text.replace('"', dialects.get(self.dialect).quote_char)
+
+    def one_change(self, conn, rng: random.Random) -> None:
+        lite = self.dialect == "sqlite"
+        cursor = conn.cursor()
+        if lite:
+            cursor.execute("BEGIN IMMEDIATE")
+        key = rng.randint(1, KEYS)
+        lock = "" if lite else " FOR UPDATE"
+        found = cursor.execute(self.sql(f'SELECT "ROWGUID" FROM "items" WHERE id = ?{lock}'), [key]).fetchone()
+        name = f"{self.side}#{self.changes}"
+        if found is None:
+            cursor.execute(
+                self.sql('INSERT INTO "items" (id, name, price) VALUES (?, ?, ?)'), [key, name, rng.randint(1, 999)]
+            )
+        elif rng.random() < 0.85:
+            cursor.execute(
+                self.sql('UPDATE "items" SET name = ?, price = ? WHERE id = ?'), [name, rng.randint(1, 999), key]
+            )
+        else:
+            cursor.execute(self.sql('DELETE FROM "items" WHERE id = ?'), [key])
+        made = cursor.execute(self.sql('SELECT "ROWGUID" FROM "items" WHERE id = ?'), [key]).fetchone()
+        conn.commit()
+        if found is not None:
+            self.replaced.add(found[0])
+        if made is not None:
+            self.made.add(made[0])
+        self.changes += 1
+
+    def run(self) -> None:
+        rng = random.Random(self.seed)
+        conn = self.connect()
+        try:
+            while not self.stop.is_set():
+                started = time.monotonic()
+                try:
+                    self.one_change(conn, rng)
+                except (pyodbc.Error, sqlite3.Error):
+                    self.refused += 1
+                    try:
+                        conn.rollback()
+                    except (pyodbc.Error, sqlite3.Error):
+                        conn.close()
+                        conn = self.connect()
+                self.stop.wait(max(0.0, 1 / RATE - (time.monotonic() - started)))
+        finally:
+            conn.close()
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self.run, name=f"writer-{self.side}", daemon=True)
+        self.thread.start()
+
+    def finish(self) -> None:
+        self.stop.set()
+        assert self.thread is not None
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive(), f"the {self.side} writer did not stop"
+
+
+@pytest.fixture
+def nodes(make_server, jobs_sync, spark):
+    pub = make_server("postgresql", "pg1")
+    sub_my = make_server("mysql", "my2")
+    sub_lite = make_server("sqlite", "lite3")
+    create_table(pub, "items", COLUMNS, ["id"])
+    insert_rows(pub, "items", ["id", "name", "price"], [(i, f"item {i}", Decimal(i)) for i in range(1, 41)])
+    run(
+        "REPL_CREATE_SNAPSHOT_PUB ('pg1.items', 2);"
+        "REPL_CREATE_SNAPSHOT_SUB ('my2', 'pg1.items', 2);"
+        "REPL_INIT_SNAPSHOT ('my2', 'pg1.items', 2);"
+        "REPL_CREATE_SNAPSHOT_SUB ('lite3', 'pg1.items', 2);"
+        "REPL_INIT_SNAPSHOT ('lite3', 'pg1.items', 2)"
+    )
+    return pub, sub_my, sub_lite
+
+
+def sync_outcome():
+    return execute(Actor.command(), SYNC, wait=True)[-1]
+
+
+def versions(server) -> set[str]:
+    return {v[2] for v in rows(server).values()}
+
+
+def loser_id(backup: ConflictBackup) -> str:
+    """The losing version: its ROWGUID, or for a losing delete (no row) the change that deleted."""
+    loser = backup.losing_row or {}
+    return loser.get("ROWGUID") or backup.change_guid
+
+
+def test_every_sync_succeeds_under_steady_writes_on_every_node_and_no_version_is_lost(nodes):
+    pub, sub_my, sub_lite = nodes
+    writers = [
+        Writer("pub", "postgresql", pub.database, 1),
+        Writer("my", "mysql", sub_my.database, 2),
+        Writer("lite", "sqlite", sub_lite.database, 3),
+    ]
+    outcomes = []
+    for writer in writers:
+        writer.start()
+    try:
+        deadline = time.monotonic() + DURATION
+        while time.monotonic() < deadline:
+            outcomes.append(sync_outcome())
+    finally:
+        for writer in writers:
+            writer.finish()
+    failed = [o.message for o in outcomes if not o.ok]
+    left = sum(v.get("left_for_next_sync", 0) for o in outcomes if o.ok for v in o.details["subscribers"].values())
+    print(
+        f"\n{len(outcomes)} syncs under writes, {len(failed)} failed; changes written: "
+        + ", ".join(f"{w.side} {w.changes} ({w.refused} refused)" for w in writers)
+        + f"; changes left for a later sync: {left}; conflicts: {ConflictBackup.objects.count()}"
+    )
+    assert not failed, failed
+    assert len(outcomes) >= 2
+    assert all(w.changes >= RATE * DURATION / 4 for w in writers), [(w.side, w.changes) for w in writers]
+
+    # The writers stopped: a final sync or two and every node holds the same rows.
+    for _ in range(3):
+        summary = sync_outcome()
+        assert summary.ok, summary.message
+        if all(v["pulled"] == 0 and v.get("pushed", 0) == 0 for v in summary.details["subscribers"].values()):
+            break
+    assert_same_rows(pub, sub_my, sub_lite)
+    final = versions(pub)
+
+    # The inbox: only applied decisions, each losing version once, none still a current row.
+    backups = list(ConflictBackup.with_pending.all())
+    assert not [b for b in backups if b.pending], "a backup of a decision that was never applied is left"
+    assert len(backups) > 0, "the writers race on the same keys: there are conflicts"
+    losers = [(tuple(sorted(b.primary_key.items())), loser_id(b)) for b in backups]
+    assert len(losers) == len(set(losers)), "a losing version is in the inbox twice"
+    assert not {loser for _, loser in losers} & final, "a backup holds a version that is still the current row"
+    assert all(b.job is not None and b.job.state == JobRun.State.SUCCEEDED for b in backups)
+
+    # No version vanished: each is current, replaced by a later local change, or kept in the inbox.
+    kept: set[str] = set()
+    for b in backups:
+        kept.add(b.change_guid)
+        for version in (b.publisher_row, b.incoming_row, b.losing_row):
+            if version and version.get("ROWGUID"):
+                kept.add(version["ROWGUID"])
+    made = set().union(*(w.made for w in writers))
+    replaced = set().union(*(w.replaced for w in writers))
+    lost = made - final - replaced - kept
+    assert not lost, f"{len(lost)} version(s) vanished without a conflict backup: {sorted(lost)[:5]}"
+
+
+def conflicting_updates(pub, sub_my, keys) -> None:
+    for key in keys:
+        run_sql(pub, 'UPDATE "items" SET name = ? WHERE id = ?', [f"pub {key}", key])
+        run_sql(sub_my, "UPDATE `items` SET name = ? WHERE id = ?", [f"my {key}", key])
+    run_sql(sub_my, "UPDATE `items` SET name = ? WHERE id = ?", ["my only", 30])
+
+
+def backup_keys() -> list[int]:
+    return sorted(b.primary_key["id"] for b in ConflictBackup.objects.all())
+
+
+def test_a_sync_whose_apply_fails_after_deciding_leaves_no_backup_and_a_rerun_keeps_each_once(nodes):
+    pub, sub_my, sub_lite = nodes
+    conflicting_updates(pub, sub_my, range(1, 6))
+    # The publisher refuses every write: the sync reads and decides, then its apply fails.
+    run_sql(
+        pub,
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ "
+        "BEGIN RAISE EXCEPTION 'items is read-only for now'; END $$",
+    )
+    run_sql(pub, 'CREATE TRIGGER "a_refuse" BEFORE INSERT OR UPDATE OR DELETE ON "items" EXECUTE FUNCTION refuse()')
+    failed = sync_outcome()
+    assert not failed.ok and "read-only" in failed.message
+    assert ConflictBackup.objects.count() == 0  # no phantom losers in the inbox
+    assert fetch_all(sub_my, "SELECT COUNT(*) FROM `RLOG_items`") == [(6,)]  # nothing was consumed
+
+    run_sql(pub, 'DROP TRIGGER "a_refuse" ON "items"')
+    assert sync_outcome().ok
+    assert backup_keys() == [1, 2, 3, 4, 5]
+    assert ConflictBackup.with_pending.count() == 5
+    assert sync_outcome().ok and backup_keys() == [1, 2, 3, 4, 5]
+    assert_same_rows(pub, sub_my, sub_lite)
+    assert rows(pub)[1][0] == "pub 1" and rows(pub)[30][0] == "my only"
+
+
+def test_a_sync_stopped_after_its_apply_committed_shows_the_backups_at_the_next_sync_once(nodes, monkeypatch):
+    pub, sub_my, sub_lite = nodes
+    conflicting_updates(pub, sub_my, range(1, 4))
+
+    def worker_stops(*args, **kwargs):
+        raise RuntimeError("the worker stopped")
+
+    # The apply commits on the publisher, then the sync stops before it shows the backups.
+    monkeypatch.setattr(bidir_sync, "_settle", worker_stops)
+    assert not sync_outcome().ok
+    monkeypatch.undo()
+    assert ConflictBackup.objects.count() == 0 and ConflictBackup.with_pending.count() == 3
+    assert rows(pub)[30][0] == "my only"  # the apply did commit
+
+    assert sync_outcome().ok
+    assert backup_keys() == [1, 2, 3] and ConflictBackup.with_pending.count() == 3
+    assert sync_outcome().ok and backup_keys() == [1, 2, 3]
+    assert_same_rows(pub, sub_my, sub_lite)
