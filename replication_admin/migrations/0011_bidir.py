@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('replication_admin', '0009_list_indexes'),
+        ('replication_admin', '0010_job_leases'),
     ]
 
     operations = [
