@@ -3,6 +3,10 @@ lists."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from functools import partial
+from typing import Any
+
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
@@ -11,8 +15,12 @@ from replication_admin.bidir import actions as bidir
 from replication_admin.bidir.forms import (
     PublicationForm,
 )
+from replication_admin.core import connections, live
+from replication_admin.core.times import naive_utc
 from replication_admin.core.web import SortFields, listing
-from replication_admin.models import ScheduledEvent, SnapshotPublication, SnapshotSubscription
+from replication_admin.engine import dialects
+from replication_admin.engine.bidir_sql import log_count_after_sql
+from replication_admin.models import ScheduledEvent, Server, SnapshotPublication, SnapshotSubscription
 
 PUBLICATION_SORTS: dict[str, SortFields] = {
     "item": "item",
@@ -60,3 +68,40 @@ def subscription_list_context(request: HttpRequest) -> dict:
     publications = dict(SnapshotPublication.objects.filter(item__in={s.item for s in shown}).values_list("item", "pk"))
     subs.page.object_list = [(s, publications.get(s.item)) for s in shown]
     return {"snapshot_subscriptions": subs}
+
+
+def _log_rows(server: Server, table: str, since) -> int:
+    d = dialects.get(server.dialect)
+    text = log_count_after_sql(d, table, connections.table_schema(server), naive_utc(since) if since else None)
+    with connections.connect(server, readonly=True) as conn:
+        return int(conn.cursor().execute(text).fetchone()[0])
+
+
+def pending_rows(pairs: Iterable[tuple[Any, Mapping[str, Any]]]) -> dict[tuple[str, str], live.Live]:
+    """Per (item, subscriber server): the log rows a sync has yet to apply, read live (bounded counts on the
+    SNAPTIME index, cached a few seconds): the subscriber's own log (it holds only what it has not sent) plus the
+    publisher's log rows newer than the subscriber's last push (their push to it is pending; this includes rows
+    that came from the subscriber itself and will not be sent back). `pairs`: (publication with server_id and
+    table, subscription dict with server, last_push_ts, init_started_at, init_state). A subscription whose initial
+    copy is not done has nothing pending (it is not initialised). One catalog query."""
+    pairs = [(p, s) for p, s in pairs if s["init_state"] == "done"]
+    names = {p.server_id for p, _ in pairs} | {s["server"] for _, s in pairs}
+    servers = {s.name: s for s in Server.objects.filter(name__in=names)}
+    reach = live.reachability(servers.values())
+    result = {}
+    for pub, sub in pairs:
+        since = sub["last_push_ts"] or sub["init_started_at"]
+        total, errors = 0, []
+        for name, at in ((sub["server"], None), (pub.server_id, since)):
+            server = servers.get(name)
+            if server is None:
+                errors.append(f"server {name} is not registered")
+                continue
+            key = ("bidir-pending", pub.table, at)
+            rows = live.read(server, reach, key, partial(_log_rows, server, pub.table, at))
+            if rows.ok:
+                total += rows.value
+            else:
+                errors.append(rows.error)
+        result[(pub.item, sub["server"])] = live.Live(error="; ".join(errors)) if errors else live.Live(value=total)
+    return result

@@ -12,7 +12,9 @@ from django.views.decorators.http import require_GET, require_POST
 from replication_admin.conflicts.selectors import conflicts_per_day_figure
 from replication_admin.console.actions import do_acknowledge_alert
 from replication_admin.console.status_api import bidir_states, snapshot_rows, trx_rows
+from replication_admin.core.alerts import open_alerts
 from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.times import duration_text
 from replication_admin.core.web import (
     denied,
     is_htmx,
@@ -39,8 +41,10 @@ from replication_admin.models import (
 
 OUTCOME_COLOURS = {"succeeded": "#2e7d32", "failed": "#c62828", "cancelled": "#757575"}
 ITEMS_SHOWN = 50
-STATE_BADGES = {health.OK: "ok", health.NEVER: "", health.LAGGING: "warn", health.INVALID: "bad", health.FAILING: "bad"}
-STATE_LABELS = {health.OK: "in sync", health.NEVER: "never run"}  # the status API's values, as a DBA reads them
+STATE_BADGES = {health.OK: "ok", health.NEVER: "warn", health.LAGGING: "warn", health.UNREACHABLE: "bad",
+                health.INVALID: "bad", health.FAILING: "bad"}  # fmt: skip
+STATE_LABELS = health.LABELS  # the status API's values, as a DBA reads them
+RESOLVED_SHOWN = 10
 KIND_ORDER = ("snapshot", "bi-directional publication", "bi-directional subscription", "transactional subscription")
 MAX_LAG_SAMPLES = 5000  # newest REPL_LEVEL_HISTORY rows drawn in the lag chart
 MAX_REFRESH_JOBS = 1000  # newest refresh jobs drawn in the refresh charts
@@ -91,10 +95,19 @@ def _parse(iso: str | None) -> datetime | None:
     return datetime.fromisoformat(iso) if iso else None
 
 
+def _pending(rows: int | None, reachable: bool) -> str:
+    if rows is None:
+        return "" if reachable else "pending rows unknown"
+    return f"{rows} pending log row{'' if rows == 1 else 's'}"
+
+
 def _item(kind: str, name: str, detail: str, route: tuple, state: str, at: datetime | None) -> dict:
-    """An item; its page is the URL pattern and arguments in `route`, reversed only for the items shown."""
+    """An item; its page is the URL pattern and arguments in `route`, reversed only for the items shown. `at` is
+    its last success; a not-initialised item has none to show (whatever ran before its initial copy)."""
+    labels = health.SNAPSHOT_LABELS if kind == "snapshot" else STATE_LABELS
     return {"kind": kind, "name": name, "detail": detail, "route": route, "state": state,
-            "badge": STATE_BADGES.get(state, ""), "label": STATE_LABELS.get(state, state), "at": at}  # fmt: skip
+            "badge": STATE_BADGES.get(state, ""), "label": labels.get(state, state),
+            "title": health.EXPLANATIONS.get(state, ""), "at": None if state == health.NEVER else at}  # fmt: skip
 
 
 def replication_items(now: datetime, shown: int | None = None) -> list[dict]:
@@ -104,21 +117,28 @@ def replication_items(now: datetime, shown: int | None = None) -> list[dict]:
     items = []
     for s in snapshot_rows():
         at = _parse(s["last_success_at"]) or _parse(s["last_ts"])
-        detail = f"{s['dest_server']}.{s['dest_table']}"
+        detail = " · ".join(filter(None, [f"{s['dest_server']}.{s['dest_table']}", s["last_error"],
+                                          _pending(s["pending_rows"], s["reachable"])]))  # fmt: skip
         items.append(_item("snapshot", s["name"], detail, ("snapshots-detail", s["name"]), s["state"], at))
     for pub, pub_state, subs in bidir_states(DASHBOARD_SUB_FIELDS):
         route: tuple[object, ...] = ("publications-detail", pub.pk)
         detail = pub.last_sync_error or f"{pub.server_id}.{pub.table}"
         items.append(_item("bi-directional publication", pub.item, detail, route, pub_state, pub.last_sync_at))
         for sub, state in subs:
-            detail = sub["last_error"] or f"init {sub['init_state']}"
+            detail = sub["last_error"] or sub["live_error"] or _pending(sub["pending_rows"], sub["reachable"])
+            detail = detail or f"init {sub['init_state']}"
             items.append(_item("bi-directional subscription", f"{pub.item} → {sub['server']}", detail, route, state,
                                sub["last_sync_at"]))  # fmt: skip
     for account in trx_rows(now):
         for sub in account["subscribers"]:
             route = ("trx-subscriptions-detail", sub["subscriber"], account["server"], account["account"])
-            lag = "" if sub["lag"] is None else f"lag {sub['lag']}"
-            detail = sub["last_error"] or " · ".join(filter(None, [sub["sync_state"], lag]))
+            if sub["lag_transactions"] is None:
+                lag = f"lag {sub['lag_text']}"
+            else:
+                lag = f"lag {sub['lag_transactions']} transaction{'' if sub['lag_transactions'] == 1 else 's'}"
+                if sub["lag_seconds"] is not None:
+                    lag += f", oldest waiting {duration_text(sub['lag_seconds'])}"
+            detail = " · ".join(filter(None, [sub["sync_state"], lag, sub["last_error"]]))
             name = f"{sub['subscriber']} ← {account['server']}/{account['account']}"
             items.append(_item("transactional subscription", name, detail, route, sub["state"],
                                _parse(sub["last_sync_at"])))  # fmt: skip
@@ -143,6 +163,7 @@ def items_context(now: datetime) -> dict:
         "items_state": STATE_LABELS.get(worst, worst),
         "items_badge": STATE_BADGES[worst],
         "items_counts": [(STATE_LABELS.get(state, state), STATE_BADGES[state], n) for state, n in counts.items() if n],
+        "legend": [(STATE_LABELS[state], STATE_BADGES[state], health.EXPLANATIONS[state]) for state in health.STATES],
     }
 
 
@@ -246,7 +267,10 @@ def overview_context() -> dict:
         "failed_recent": JobRun.objects.filter(state=JobRun.State.FAILED, finished_at__gte=day_ago).count(),
         "recent_jobs": JobRun.objects.all()[:10],
         "recent_audit": AuditEntry.objects.all()[:8],
-        "alerts": list(Alert.objects.filter(acknowledged_at__isnull=True)[:20]),
+        "alerts": list(open_alerts()[:20]),
+        "resolved_alerts": list(
+            Alert.objects.filter(resolved_at__isnull=False).order_by("-resolved_at")[:RESOLVED_SHOWN]
+        ),
         **items_context(now),
     }
     return context

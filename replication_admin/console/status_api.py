@@ -3,8 +3,10 @@
 Neither uses the console's session login: a caller sends one of the tokens listed in REPLADMIN_STATUS_TOKENS as
 `Authorization: Bearer <token>`. `/metrics` also takes `?token=<token>` for scrapers that cannot send headers
 (the token then shows in access logs: prefer the header). Without tokens configured both answer 403 "not
-enabled". Both only read the catalog, in a fixed number of queries whatever the number of items. The item
-states and their rules are in replication_admin/engine/health.py.
+enabled". Both read the catalog in a fixed number of queries whatever the number of items, and the servers live
+(lag, pending log rows, reachability: bounded reads cached a few seconds, see core/live.py). Every item carries
+state, lag_transactions, lag_seconds, pending_rows, reachable, last_success and last_error. The item states and
+their rules are in replication_admin/engine/health.py.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from replication_admin.bidir.selectors import pending_rows
+from replication_admin.core.live import Live
 from replication_admin.engine import health
 from replication_admin.models import (
     ConflictBackup,
@@ -39,7 +43,8 @@ from replication_admin.models import (
     SnapshotPublication,
     SnapshotSubscription,
 )
-from replication_admin.snapshots.selectors import last_refreshes
+from replication_admin.snapshots.selectors import last_refreshes, pending_log_rows
+from replication_admin.transactional.selectors import live_lags
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -77,12 +82,22 @@ def _iso(at: datetime | None) -> str | None:
 
 # The columns the status rows read, as values(): thousands of model instances would cost more than all the rest.
 SNAPSHOT_FIELDS = ("name", "source_server", "source_table", "dest_server", "dest_table", "is_incremental", "last_ts")
+
+
+def _live_fields(live: Live | None) -> tuple[int | None, bool, str]:
+    """(pending rows, reachable, the reason it could not be read) of a live count (None: nothing to read)."""
+    if live is None:
+        return None, True, ""
+    return (live.value, True, "") if live.ok else (None, False, live.error)
+
+
 BIDIR_PUB_FIELDS = ("id", "item", "type", "server", "table", "last_sync_at", "last_sync_error")
 BIDIR_SUB_FIELDS = (
     "server",
     "item",
     "type",
     "init_state",
+    "init_started_at",
     "last_pull_ts",
     "last_push_ts",
     "last_sync_at",
@@ -103,9 +118,11 @@ def _duration(job: Mapping[str, Any]) -> float | None:
 def snapshot_rows() -> list[dict]:
     refreshes = last_refreshes()
     jobs = JobRun.objects.filter(pk__in=[r["last_job_id"] for r in refreshes.values()])
-    last_jobs = {j["id"]: j for j in jobs.values("id", "state", "started_at", "finished_at", "timings")}
+    last_jobs = {j["id"]: j for j in jobs.values("id", "state", "started_at", "finished_at", "timings", "error")}
+    snapshots = list(Snapshot.objects.values(*SNAPSHOT_FIELDS))
+    pending = pending_log_rows(s for s in snapshots if s["is_incremental"] and s["source_table"])
     rows = []
-    for s in Snapshot.objects.values(*SNAPSHOT_FIELDS):
+    for s in snapshots:
         refresh = refreshes.get(s["name"], {})
         last_success_at = refresh.get("last_success_at")
         job_id = refresh.get("last_job_id")
@@ -116,7 +133,15 @@ def snapshot_rows() -> list[dict]:
             "last_ts": _iso(s["last_ts"]), "last_success_at": _iso(last_success_at),
             "last_refresh": {"job": job["id"], "state": job["state"], "finished_at": _iso(job["finished_at"]),
                              "duration_seconds": _duration(job)} if job else None,
-            "state": health.snapshot_state(job["state"] if job else None, last_success_at is not None, s["last_ts"]),
+        })  # fmt: skip
+        pending_rows, reachable, problem = _live_fields(pending.get(s["name"]))
+        state = health.snapshot_state(job["state"] if job else None, last_success_at is not None, s["last_ts"])
+        state = health.with_reachability(state, reachable)
+        last_error = job["error"] if job and job["state"] == JobRun.State.FAILED else ""
+        rows[-1].update({
+            "state": state, "state_label": health.SNAPSHOT_LABELS[state], "lag_transactions": None,
+            "lag_seconds": None, "pending_rows": pending_rows, "reachable": reachable,
+            "last_success": _iso(last_success_at), "last_error": last_error or problem,
         })  # fmt: skip
     return rows
 
@@ -127,17 +152,23 @@ BidirState = tuple[SnapshotPublication, str, list[tuple[dict, str]]]
 def bidir_states(sub_fields: tuple[str, ...] = BIDIR_SUB_FIELDS) -> list[BidirState]:
     """Every bi-directional publication with its state, and its subscriptions (dicts of `sub_fields`) each with
     theirs (two queries)."""
-    fields = dict.fromkeys(("item", "type", "init_state", "last_sync_at", "last_error", *sub_fields))
+    fields = dict.fromkeys(("item", "type", "init_state", "init_started_at", "last_push_ts", "last_sync_at",
+                            "last_error", *sub_fields))  # fmt: skip
     subscriptions: dict[tuple[str, int], list[dict]] = defaultdict(list)
     for sub in SnapshotSubscription.objects.values(*fields):
         subscriptions[(sub["item"], sub["type"])].append(sub)
+    publications = list(SnapshotPublication.objects.only(*BIDIR_PUB_FIELDS))
+    pending = pending_rows((pub, sub) for pub in publications for sub in subscriptions.get((pub.item, pub.type), []))
     result = []
-    for pub in SnapshotPublication.objects.only(*BIDIR_PUB_FIELDS):
-        subs = [
-            (sub, health.bidir_subscriber_state(sub["last_error"], sub["init_state"] == "done", sub["last_sync_at"],
-                                                pub.last_sync_at))
-            for sub in subscriptions.get((pub.item, pub.type), [])
-        ]  # fmt: skip
+    for pub in publications:
+        subs = []
+        for sub in subscriptions.get((pub.item, pub.type), []):
+            sub["pending_rows"], sub["reachable"], sub["live_error"] = _live_fields(
+                pending.get((pub.item, sub["server"]))
+            )
+            state = health.bidir_subscriber_state(sub["last_error"], sub["init_state"] == "done", sub["last_sync_at"],
+                                                  pub.last_sync_at)  # fmt: skip
+            subs.append((sub, health.with_reachability(state, sub["reachable"])))
         state = health.bidir_publication_state(pub.last_sync_error, [s for _, s in subs])
         result.append((pub, state, subs))
     return result
@@ -150,13 +181,21 @@ def bidir_rows() -> list[dict]:
             {
                 "server": sub["server"], "init_state": sub["init_state"], "last_pull_ts": _iso(sub["last_pull_ts"]),
                 "last_push_ts": _iso(sub["last_push_ts"]), "last_sync_at": _iso(sub["last_sync_at"]),
-                "last_error": sub["last_error"], "state": state,
+                "last_error": sub["last_error"] or sub["live_error"], "state": state,
+                "state_label": health.LABELS[state], "lag_transactions": None, "lag_seconds": None,
+                "pending_rows": sub["pending_rows"], "reachable": sub["reachable"],
+                "last_success": _iso(sub["last_sync_at"]) if not sub["last_error"] else None,
             }
             for sub, state in subscribers
         ]  # fmt: skip
+        pending = [s["pending_rows"] for s in subs]
         rows.append({
             "item": pub.item, "server": pub.server_id, "table": pub.table, "last_sync_at": _iso(pub.last_sync_at),
             "last_sync_error": pub.last_sync_error, "subscribers": subs, "state": pub_state,
+            "state_label": health.LABELS[pub_state], "lag_transactions": None, "lag_seconds": None,
+            "pending_rows": None if None in pending else sum(p for p in pending if p is not None),
+            "reachable": all(s["reachable"] for s in subs), "last_error": pub.last_sync_error,
+            "last_success": _iso(pub.last_sync_at) if not pub.last_sync_error else None,
         })  # fmt: skip
     return rows
 
@@ -171,29 +210,47 @@ def trx_rows(now: datetime) -> list[dict]:
     accounts = {(a.server, a.account): a for a in ReplAccount.objects.all()}
     gaps = _gap_counts()
     subscribers: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    subs = ReplSubscriber.objects.filter(subscribed=True).order_by("server", "account", "subscriber")
-    for sub in subs.values(*TRX_SUB_FIELDS):
+    subs = list(
+        ReplSubscriber.objects.filter(subscribed=True)
+        .order_by("server", "account", "subscriber")
+        .values(*TRX_SUB_FIELDS)
+    )
+    lags = live_lags(subs, now, {key: a.count for key, a in accounts.items()})
+    for sub in subs:
         server, name, subscriber = sub["server"], sub["account"], sub["subscriber"]
         account = accounts.get((server, name))
-        lag = health.trx_lag(account.count if account else None, sub["count"])
+        live = lags[(server, name, subscriber)]
+        lag = live.transactions
         state = health.trx_subscriber_state(
             valid=sub["valid"], sync_state=sub["state"], last_error=sub["last_error"],
-            init_done=sub["init_state"] == "done", lag=lag, last_sync_at=sub["last_sync_at"], now=now,
-            max_backlog=(account.max_backlog if account else None) or default_backlog,
+            init_done=sub["init_state"] == "done" and live.initialised, lag=lag, last_sync_at=sub["last_sync_at"],
+            now=now, max_backlog=(account.max_backlog if account else None) or default_backlog,
+            reachable=live.reachable,
         )  # fmt: skip
         subscribers[(server, name)].append({
             "subscriber": subscriber, "level": sub["level"], "count": sub["count"], "lag": lag,
+            "lag_transactions": lag, "lag_seconds": None if live.seconds is None else round(live.seconds, 3),
+            "lag_text": live.unknown or f"{lag} transactions", "pending_rows": lag, "reachable": live.reachable,
             "valid": bool(sub["valid"]), "sync_state": health.TRX_STATE_LABELS.get(sub["state"], str(sub["state"])),
-            "init_state": sub["init_state"], "last_sync_at": _iso(sub["last_sync_at"]), "last_error": sub["last_error"],
-            "gaps": gaps.get((server, name, subscriber), 0), "state": state,
+            "init_state": sub["init_state"], "last_sync_at": _iso(sub["last_sync_at"]),
+            "last_success": _iso(sub["last_sync_at"]), "last_error": sub["last_error"] or live.problem,
+            "gaps": gaps.get((server, name, subscriber), 0), "state": state, "state_label": health.LABELS[state],
         })  # fmt: skip
     rows = []
     for server, name in sorted(accounts.keys() | subscribers.keys()):  # subscribers of an uncatalogued publication too
         account, sub_rows = accounts.get((server, name)), subscribers.get((server, name), [])
+        state = health.worst(s["state"] for s in sub_rows)
+        sub_lags = [s["lag_transactions"] for s in sub_rows]
+        most = None if None in sub_lags else max(sub_lags, default=0)
+        ages = [s["lag_seconds"] for s in sub_rows if s["lag_seconds"] is not None]
         rows.append({
             "server": server, "account": name, "level": account.level if account else None,
-            "count": account.count if account else None, "subscribers": sub_rows,
-            "state": health.worst(s["state"] for s in sub_rows),
+            "count": account.count if account else None, "subscribers": sub_rows, "state": state,
+            "state_label": health.LABELS[state], "lag_transactions": most,
+            "lag_seconds": max(ages, default=None), "pending_rows": most,
+            "reachable": all(s["reachable"] for s in sub_rows),
+            "last_success": max((s["last_success"] for s in sub_rows if s["last_success"]), default=None),
+            "last_error": next((s["last_error"] for s in sub_rows if s["last_error"]), ""),
         })  # fmt: skip
     return rows
 
@@ -203,7 +260,9 @@ def event_rows() -> list[dict]:
     return [
         {"name": e.name, "server": e.server, "interval_minutes": e.interval, "disabled": bool(e.disabled),
          "last_completed": _iso(e.last_completed), "last_error": e.last_error,
-         "state": health.event_state(e.last_error)}
+         "state": health.event_state(e.last_error), "state_label": health.LABELS[health.event_state(e.last_error)],
+         "lag_transactions": None, "lag_seconds": None, "pending_rows": None, "reachable": True,
+         "last_success": _iso(e.last_completed)}
         for e in failing
     ]  # fmt: skip
 

@@ -1,4 +1,5 @@
-"""Alerts: raised where replication notices trouble, e-mailed once, shown until acknowledged."""
+"""Alerts: raised where replication notices trouble, e-mailed once, open until the cause clears (resolved where the
+success is recorded: resolve_alerts) or an operator acknowledges it. Closed alerts stay as history."""
 
 from __future__ import annotations
 
@@ -19,14 +20,14 @@ def raise_alert(kind: str, target: str, message: str, url: str = "") -> Alert:
     """Open an alert (and e-mail it), or count up the open one of the same kind and target."""
     now = timezone.now()
     target = target[:300]
-    open_alert = Alert.objects.filter(kind=kind, target=target, acknowledged_at__isnull=True)
+    open_alert = open_alerts().filter(kind=kind, target=target)
     if open_alert.update(count=F("count") + 1, last_seen_at=now, message=message):
         return open_alert.get()
     try:
         with transaction.atomic():
             alert = Alert.objects.create(kind=kind, target=target, message=message, url=url, last_seen_at=now)
     except IntegrityError:  # raised at the same moment elsewhere
-        return Alert.objects.get(kind=kind, target=target, acknowledged_at__isnull=True)
+        return open_alerts().get(kind=kind, target=target)
     recipients = list(settings.ALERT_RECIPIENTS)
     if recipients:
         subject = f"[replication_admin] {alert.get_kind_display()}: {target}"
@@ -47,4 +48,23 @@ def safely_raise(kind: str, target: str, message: str, url: str = "") -> None:
 
 
 def open_alerts():
-    return Alert.objects.filter(acknowledged_at__isnull=True)
+    return Alert.objects.filter(acknowledged_at__isnull=True, resolved_at__isnull=True)
+
+
+def resolve_alerts(kind: str, target: str, reason: str) -> int:
+    """Close the open alert of this kind and target because its cause cleared (`reason`: how, for people, e.g.
+    "job #12 succeeded"); it stays in the history with resolved_at. Returns how many were resolved (0 or 1)."""
+    done = (
+        open_alerts().filter(kind=kind, target=target[:300]).update(resolved_at=timezone.now(), resolution=reason[:300])
+    )
+    if done:
+        log.info("alert %s resolved: %s: %s", kind, target, reason)
+    return done
+
+
+def safely_resolve(kind: str, target: str, reason: str) -> None:
+    """For the places that record success: an alert that cannot be resolved never fails the success itself."""
+    try:
+        resolve_alerts(kind, target, reason)
+    except Exception:
+        log.exception("could not resolve the %s alert for %s", kind, target)

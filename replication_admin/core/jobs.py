@@ -37,7 +37,7 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from replication_admin.core import connections
-from replication_admin.core.alerts import safely_raise
+from replication_admin.core.alerts import safely_raise, safely_resolve
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import LockBusy, ReplicationError
 from replication_admin.core.leases import HEARTBEAT, HOST, expiry
@@ -287,6 +287,7 @@ def _run(job: JobRun, reporter: Reporter, started: float) -> str:
         safely_raise("job_failed", f"{job.kind} {job.target}", message[:2000], reverse("jobs-detail", args=[job_id]))
         return f"job {job_id} failed"
     _finish(job, reporter, started, state=JobRun.State.SUCCEEDED, result=result, message="done")
+    safely_resolve("job_failed", f"{job.kind} {job.target}", f"job #{job_id} succeeded")
     return f"job {job_id} succeeded"
 
 

@@ -22,3 +22,17 @@ def aware(value: datetime | str | None) -> datetime | None:
 def naive_utc(value: datetime) -> datetime:
     """The naive UTC form the replicated databases store."""
     return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
+
+
+def duration_text(seconds: float | None) -> str:
+    """A length of time for people ("45 s", "3 min", "2 h 5 min", "1 d 4 h")."""
+    if seconds is None:
+        return ""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min"
+    if whole < 86400:
+        return f"{whole // 3600} h {whole % 3600 // 60} min"
+    return f"{whole // 86400} d {whole % 86400 // 3600} h"

@@ -327,6 +327,14 @@ def log_count_sql(d: Dialect, table: TableInfo) -> str:
     return f"SELECT COUNT(*) FROM {d.qualify(rlog_name(table.name), table.schema)}"
 
 
+def log_count_after_sql(d: Dialect, table: str, schema: str, since: datetime | None) -> str:
+    """Rows of a bi-directional log newer than `since` (all without it), counted on the SNAPTIME index."""
+    log = d.qualify(rlog_name(table), schema)
+    if since is None:
+        return f"SELECT COUNT(*) FROM {log}"
+    return f"SELECT COUNT(*) FROM {log} WHERE {d.quote('SNAPTIME')} > {timestamp_literal(d, since)}"
+
+
 def changes_schema(d: Dialect, layout: Layout, read_types: dict[str, str]) -> str:
     parts = [f"{k.alias} {read_types[k.alias]}" for k in layout.keys]
     parts += ["op STRING", "change_id STRING", "old_guid STRING", f"snaptime {d.snaptime_read_type}", "present INT"]

@@ -1,8 +1,10 @@
 """Health of replication items (pure): the state the status API and the metrics report for each item.
 
-Every item is in one of five states, from harmless to urgent:
+Every item is in one of six states, from harmless to urgent:
 
-    ok < never < lagging < invalid < failing
+    ok < never < lagging < unreachable < invalid < failing
+
+(`never` reads "not initialised" for a subscription: it was never copied, or its database records no level.)
 
 The rules, per kind of item:
 
@@ -14,10 +16,13 @@ The rules, per kind of item:
 * bi-directional publication: `failing` when its last sync reported an error, else the worst state of its
   subscribers (`ok` without subscribers).
 * transactional subscriber: `invalid` when RS_VALID = 0; `failing` when RS_LAST_ERROR is set and the state is
-  DISCONNECTED; `never` when its initial copy is not done; `lagging` when it is behind (lag > 0) and either is
+  DISCONNECTED; `never` when its initial copy is not done (or its database records no level); `unreachable` when
+  its publisher or its own server cannot be reached now; `lagging` when it is behind (lag > 0) and either is
   not IN SYNC with its last sync more than STALE_AFTER ago (or none), or is more than half the publication's
   backlog limit (ACC_MAX_BACKLOG, else the registry's repl_max_backlog) behind; `ok` otherwise.
 * transactional publication: the worst state of its subscribers (`ok` without subscribers).
+* snapshot and bi-directional subscriber: `unreachable` in place of `ok` or `lagging` when a server it reads
+  cannot be reached now.
 * scheduled event: `failing` when SE_LAST_ERROR is set, `ok` otherwise.
 """
 
@@ -26,8 +31,23 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-OK, NEVER, LAGGING, INVALID, FAILING = "ok", "never", "lagging", "invalid", "failing"
-STATES = (OK, NEVER, LAGGING, INVALID, FAILING)  # in order of severity
+OK, NEVER, LAGGING, UNREACHABLE, INVALID, FAILING = "ok", "never", "lagging", "unreachable", "invalid", "failing"
+STATES = (OK, NEVER, LAGGING, UNREACHABLE, INVALID, FAILING)  # in order of severity
+
+# What each state means, for people: the console's legend and the title text of every state badge.
+LABELS = {OK: "in sync", NEVER: "not initialised", LAGGING: "lagging", UNREACHABLE: "unreachable",
+          INVALID: "invalid: needs re-init", FAILING: "failing"}  # fmt: skip
+SNAPSHOT_LABELS = {**LABELS, NEVER: "never refreshed"}
+EXPLANATIONS = {
+    OK: "Replicating normally: nothing waits longer than its schedule allows.",
+    NEVER: "Not initialised: the initial copy never succeeded (a snapshot: never refreshed), so nothing is applied.",
+    LAGGING: "Behind: changes wait on the publisher and the last sync is older than expected, or the backlog is "
+    "over half its limit.",
+    UNREACHABLE: "A server it reads or writes cannot be reached now (the cause is shown); the lag may be a "
+    "lower bound or unknown.",
+    INVALID: "The subscriber's level is no longer valid for its publisher; re-initialise it and mark it valid.",
+    FAILING: "The last refresh or sync failed (the error is shown).",
+}
 STALE_AFTER = timedelta(minutes=5)
 
 # ReplSubscriber.state values (RS_STATE).
@@ -81,6 +101,7 @@ def trx_lag(publication_count: int | None, subscriber_count: int) -> int | None:
 def trx_subscriber_state(
     *,
     valid: int,
+    reachable: bool = True,
     sync_state: int,
     last_error: str,
     init_done: bool,
@@ -96,11 +117,18 @@ def trx_subscriber_state(
         return FAILING
     if not init_done:
         return NEVER
+    if not reachable:
+        return UNREACHABLE
     if lag:
         stale = sync_state != TRX_IN_SYNC and (last_sync_at is None or now - last_sync_at > stale_after)
         if stale or lag > max_backlog / 2:
             return LAGGING
     return OK
+
+
+def with_reachability(state: str, reachable: bool) -> str:
+    """`unreachable` in place of ok or lagging when a server the item needs cannot be reached."""
+    return UNREACHABLE if not reachable and state in (OK, LAGGING) else state
 
 
 def event_state(last_error: str | None) -> str:

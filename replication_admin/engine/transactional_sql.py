@@ -309,6 +309,28 @@ def entries_sql(d: Dialect, account: str, schema: str = "") -> str:
     )
 
 
+def first_unnumbered_sql(d: Dialect, account: str, schema: str = "") -> str:
+    """SQLite: the first entry the sequencer has not numbered yet (NULL when none; one index lookup)."""
+    names = log_names(d, account)
+    q = d.quote
+    return f"SELECT MIN({q('SEQ')}) FROM {d.qualify(names.log, schema)} WHERE {q('TXID')} IS NULL"
+
+
+def first_after_at_sql(d: Dialect, account: str, schema: str = "") -> str:
+    """When the first transaction after a count was numbered (its AT, UTC): the oldest a subscriber at that count
+    has not applied. Parameter: the count. Two lookups on the unique index on N."""
+    names = log_names(d, account)
+    q = d.quote
+    tx = d.qualify(names.tx, schema)
+    return f"SELECT {q('AT')} FROM {tx} WHERE {q('N')} = (SELECT MIN({q('N')}) FROM {tx} WHERE {q('N')} > ?)"
+
+
+def levels_read_sql(d: Dialect, schema: str = "") -> str:
+    """Every level a subscriber database records: SERVER, ACCOUNT, N (one row per publication it subscribes)."""
+    q = d.quote
+    return f"SELECT {q('SERVER')}, {q('ACCOUNT')}, {q('N')} FROM {d.qualify(LEVEL_TABLE, schema)}"
+
+
 def oldest_count_sql(d: Dialect, account: str, schema: str = "") -> str:
     names = log_names(d, account)
     return f"SELECT MIN({d.quote('N')}) FROM {d.qualify(names.tx, schema)}"

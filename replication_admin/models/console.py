@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 REGISTRY_DEFAULTS = {
     # Minutes subtracted from SN_LAST_TS before reading a snapshot log (longest source transaction).
@@ -188,14 +189,17 @@ class ReplLock(models.Model):
 
 class Alert(models.Model):
     """Something an admin should know about: a failed job, an invalid subscriber, a lag over its
-    threshold, a failing scheduled event. E-mailed when it is raised, shown on the dashboard until
-    acknowledged; while open, the same alert raised again only counts up."""
+    threshold, a failing scheduled event, an unreachable server. E-mailed when it is raised, open until its
+    cause clears (resolved: a later job of the same kind and target succeeded, the event completed, the server
+    answered, the lag fell under its threshold) or an operator acknowledges it; while open, the same alert
+    raised again only counts up. Closed alerts stay as history; the same trouble later opens a new one."""
 
     class Kind(models.TextChoices):
         JOB_FAILED = "job_failed", "job failed"
         SUBSCRIBER_INVALID = "subscriber_invalid", "subscriber invalid"
         LAG = "lag", "lag over threshold"
         EVENT_ERROR = "event_error", "scheduled event failed"
+        SERVER_UNREACHABLE = "server_unreachable", "server unreachable"
 
     kind = models.CharField(max_length=24, choices=Kind.choices, db_column="AL_KIND")
     target = models.CharField(max_length=300, db_column="AL_TARGET")
@@ -207,15 +211,35 @@ class Alert(models.Model):
     emailed_at = models.DateTimeField(null=True, blank=True, db_column="AL_EMAILED_AT")
     acknowledged_at = models.DateTimeField(null=True, blank=True, db_column="AL_ACKNOWLEDGED_AT")
     acknowledged_by = models.CharField(max_length=150, blank=True, db_column="AL_ACKNOWLEDGED_BY")
+    resolved_at = models.DateTimeField(null=True, blank=True, db_column="AL_RESOLVED_AT")
+    resolution = models.CharField(max_length=300, blank=True, db_column="AL_RESOLUTION",
+                                  help_text="How the cause cleared, e.g. 'job #12 succeeded'")  # fmt: skip
 
     class Meta:
         db_table = "REPL_ALERT"
         ordering = ["-last_seen_at", "-id"]
         constraints = [
             models.UniqueConstraint(
-                fields=["kind", "target"], condition=Q(acknowledged_at__isnull=True), name="repl_alert_one_open"
+                fields=["kind", "target"],
+                condition=Q(acknowledged_at__isnull=True, resolved_at__isnull=True),
+                name="repl_alert_one_open",
             )
         ]
+        indexes = [models.Index(fields=["resolved_at"], name="repl_alert_resolved")]
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()}: {self.target}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.acknowledged_at is None and self.resolved_at is None
+
+    @property
+    def closed_at(self):
+        return self.resolved_at or self.acknowledged_at
+
+    @property
+    def open_seconds(self) -> float:
+        """How long the alert was (or has been, while open) open."""
+        end = self.closed_at or timezone.now()
+        return max(0.0, (end - self.created_at).total_seconds())

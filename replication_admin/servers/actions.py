@@ -10,7 +10,8 @@ from django.db import IntegrityError, transaction
 from django.db.models.deletion import ProtectedError
 from django.utils import timezone
 
-from replication_admin.core import connections, crypto
+from replication_admin.core import connections, crypto, live
+from replication_admin.core.alerts import raise_alert, resolve_alerts
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.engine import dialects
 from replication_admin.engine.dialects import AddressError
@@ -178,17 +179,47 @@ def do_delete_server(actor: Actor, server: Server) -> None:
         ) from None
 
 
+def record_check(server: Server, result: connections.CheckResult, by: str) -> None:
+    """Remember a connection test's outcome on the server (last_check_*), and raise or resolve its
+    server_unreachable alert (`by`: who tested, for the alert's resolution)."""
+    Server.objects.filter(pk=server.pk).update(
+        last_check_at=timezone.now(),
+        last_check_ok=result.ok,
+        last_check_error="" if result.ok else result.message,
+        last_check_version=result.version,
+    )
+    if result.ok:
+        resolve_alerts("server_unreachable", server.name, f"{by}: {result.message}")
+    else:
+        raise_alert("server_unreachable", server.name, f"{server.name} cannot be reached: {result.message}",
+                    server.get_absolute_url())  # fmt: skip
+
+
+def check_reachability(server: Server) -> connections.CheckResult:
+    """A connection test that gives up quickly: a short network probe first (live.PROBE_TIMEOUT), then a login."""
+    cause = live.probe(server)
+    if cause:
+        return connections.CheckResult(ok=False, message=cause, reason="unreachable")
+    return connections.test_connection(server)
+
+
+def check_all_servers(by: str = "periodic check") -> dict[str, bool]:
+    """Test every registered server (each with a short timeout), record each outcome and raise or resolve its
+    server_unreachable alert. Returns whether each answered."""
+    outcomes = {}
+    for server in Server.objects.all():
+        result = check_reachability(server)
+        record_check(server, result, by)
+        outcomes[server.name] = result.ok
+    return outcomes
+
+
 def do_check_server(actor: Actor, server: Server) -> connections.CheckResult:
     """Test a registered server's connection and remember the outcome (shown on the server list)."""
     require(actor, "replication_admin.operate", "server.test", server.name)
     result = connections.test_connection(server)
     with transaction.atomic():
-        Server.objects.filter(pk=server.pk).update(
-            last_check_at=timezone.now(),
-            last_check_ok=result.ok,
-            last_check_error="" if result.ok else result.message,
-            last_check_version=result.version,
-        )
+        record_check(server, result, f"tested by {actor.username or 'an operator'}")
         record(
             actor,
             "server.test",

@@ -6,9 +6,15 @@ from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from replication_admin.core.times import duration_text
 from replication_admin.core.web import STAMP, local_stamp
 
 register = template.Library()
+
+
+@register.filter
+def duration(seconds: float | None) -> str:
+    return duration_text(seconds)
 
 
 @register.filter

@@ -8,6 +8,7 @@ import json
 from django.db import transaction
 from django.utils import timezone
 
+from replication_admin.core.alerts import resolve_alerts
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import lookup_table
@@ -375,6 +376,8 @@ def do_mark_valid(actor: Actor, sub: ReplSubscriber, valid: bool) -> str:
     with transaction.atomic():
         ReplSubscriber.objects.filter(pk=sub.pk).update(valid=1 if valid else 0)
         record(actor, "trx.mark_valid" if valid else "trx.mark_invalid", target)
+        if valid:
+            resolve_alerts("subscriber_invalid", target, f"marked valid by {actor.username or 'an operator'}")
     return f"{sub.subscriber} is marked {'valid' if valid else 'invalid'} for {sub.server}/{sub.account}"
 
 

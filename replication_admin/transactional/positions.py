@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from replication_admin.core import connections
-from replication_admin.core.alerts import safely_raise
+from replication_admin.core.alerts import safely_raise, safely_resolve
 from replication_admin.core.transactions import (
     run_each,
 )
@@ -52,6 +52,11 @@ def set_subscriber_position(sub: Server, publisher: str, account: str, count: in
     return statements
 
 
+def lag_alert_target(subscriber: str, server: str, account: str) -> str:
+    """The target of a subscriber's lag and subscriber_invalid alerts."""
+    return f"{subscriber} <- {server}/{account}"
+
+
 SAMPLE_EVERY = 5.0  # seconds between two level samples of one subscriber
 
 
@@ -75,9 +80,16 @@ def record_position(sub: ReplSubscriber, count: int, pub_count: int, force: bool
     if threshold and threshold[0] is not None and behind > threshold[0]:
         safely_raise(
             "lag",
-            f"{sub.subscriber} <- {sub.server}/{sub.account}",
+            lag_alert_target(sub.subscriber, sub.server, sub.account),
             f"{sub.subscriber} is {behind} transactions behind {sub.server}/{sub.account} (alert above {threshold[0]})",
             sub.get_absolute_url(),
+        )
+    elif threshold:
+        limit = threshold[0]
+        safely_resolve(
+            "lag",
+            lag_alert_target(sub.subscriber, sub.server, sub.account),
+            f"lag back to {behind} transactions" + ("" if limit is None else f" (alert above {limit})"),
         )
     if force or last is None or (now - last).total_seconds() >= SAMPLE_EVERY:
         LevelSample.objects.create(

@@ -25,6 +25,8 @@ from replication_admin.transactional.forms import (
     PublishForm,
     SubscribeForm,
 )
+from replication_admin.transactional.lag import Lag as Lag  # re-exported
+from replication_admin.transactional.lag import live_lags as live_lags  # re-exported
 
 
 def event_next_run(event: ScheduledEvent | None) -> datetime | None:
@@ -48,16 +50,40 @@ def purger_summary(account: ReplAccount) -> str:
     return f"daily at {at}"
 
 
-def status_of(sub: ReplSubscriber) -> tuple[str, str]:
-    """The subscription's state for people, with its badge class."""
+STATUS_TITLES = {
+    "not subscribed": "The subscription was dropped.",
+    "copying": "The initial copy is running.",
+    "not initialised": "The initial copy never succeeded: nothing is applied until it has.",
+    "invalid: needs re-init": "Its level is no longer valid for the publisher: re-initialise it, then mark it valid.",
+    "IN SYNC": "Followed in sync mode: new transactions are applied within a second.",
+    "SYNCING": "A sync is applying transactions now.",
+    "DISCONNECTED": "Cut off (backlog over its limit, or an error): it re-syncs from its level later.",
+    "scheduled": "Synced by its schedule; between runs nothing is applying, which is normal.",
+    "manual": "Not followed and not scheduled: it applies transactions only when someone syncs it.",
+}
+
+
+def status_of(sub: ReplSubscriber, event: ScheduledEvent | None = None) -> tuple[str, str]:
+    """The subscription's state for people, with its badge class (its explanation: STATUS_TITLES). A subscriber
+    that is idle between the runs of an enabled schedule is "scheduled", not OFF."""
     if not sub.subscribed:
         return "not subscribed", ""
     if sub.init_state in ("staging", "copying"):
         return "copying", "running"
     if sub.init_state != "done":
-        return "not copied", "warn"
+        return "not initialised", "warn"
+    if not sub.valid:
+        return "invalid: needs re-init", "bad"
+    if sub.state == sub.OFF:
+        if event is not None and not event.disabled:
+            return f"scheduled (every {event.interval} min)", "ok"
+        return "manual", ""
     css = {sub.IN_SYNC: "ok", sub.SYNCING: "running", sub.DISCONNECTED: "bad"}.get(sub.state, "")
     return sub.get_state_display(), css
+
+
+def status_title(label: str) -> str:
+    return STATUS_TITLES.get(label.split(" (", 1)[0], "")
 
 
 TRX_PUBLICATION_SORTS = {
@@ -117,10 +143,10 @@ def subscription_list_context(request: HttpRequest) -> dict:
     events = {names[e.name]: e for e in ScheduledEvent.objects.filter(name__in=names)}
     rows = []
     for sub in shown:
-        label, css = status_of(sub)
         event = events.get(sub.pk)
-        rows.append({"sub": sub, "status": label, "status_css": css, "event": event,
-                     "next_run": event_next_run(event)})  # fmt: skip
+        label, css = status_of(sub, event)
+        rows.append({"sub": sub, "status": label, "status_css": css, "status_title": status_title(label),
+                     "event": event, "next_run": event_next_run(event)})  # fmt: skip
     subs.page.object_list = rows
     return {
         "trx_subscriptions": subs,

@@ -13,6 +13,7 @@ from django.db.models.functions import RowNumber
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from replication_admin.core.audit import Actor, PermissionDenied
@@ -41,7 +42,7 @@ from replication_admin.transactional.forms import (
     SubScheduleForm,
     SubscribeForm,
 )
-from replication_admin.transactional.selectors import event_next_run, purger_summary, status_of
+from replication_admin.transactional.selectors import event_next_run, live_lags, purger_summary, status_of, status_title
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
@@ -462,8 +463,14 @@ def _subscription_context(request: HttpRequest, sub: ReplSubscriber) -> dict:
     jobs = _jobs([sub])
     event = ScheduledEvent.objects.filter(name=trx_actions.schedule_event_name(sub.subscriber, sub)).first()
     level_figure, lag_figure = level_figures(sub.server, sub.account, [sub.subscriber])
-    label, css = status_of(sub)
+    label, css = status_of(sub, event)
+    fields = {"server": sub.server, "account": sub.account, "subscriber": sub.subscriber, "count": sub.count,
+              "init_state": sub.init_state}  # fmt: skip
+    counts = {(sub.server, sub.account): account.count} if account else None
+    live = live_lags([fields], timezone.now(), counts)[(sub.server, sub.account, sub.subscriber)]
     return {
+        "live": live,
+        "status_title": status_title(label),
         "section": "subscriptions",
         "htmx": is_htmx(request),
         "sub": sub,

@@ -31,7 +31,7 @@ from replication_admin.models import (
     SnapshotPublication,
     TransactionalConflictResolver,
 )
-from replication_admin.servers.actions import ServerData, do_register_server, transient_server, validate
+from replication_admin.servers.actions import ServerData, do_register_server, record_check, transient_server, validate
 from replication_admin.snapshots import actions as snapshot_actions
 from replication_admin.snapshots.selectors import snapshot_name
 from replication_admin.statements import execute
@@ -181,7 +181,10 @@ class Plan:
 
 
 def check_connection(choice: ServerChoice, role: str) -> connections.CheckResult:
-    result = connections.test_connection(choice.server())
+    server = choice.server()
+    result = connections.test_connection(server)
+    if server.pk is not None:  # a registered server: its status shows this test too
+        record_check(server, result, "tested in the setup wizard")
     if not result.ok:
         raise PlanError(f"the {role} {choice.name} cannot be reached: {result.message}")
     return result
