@@ -23,7 +23,7 @@ class Migration(migrations.Migration):
     server_unreachable kind, and a django-q2 schedule that checks every registered server every 2 minutes."""
 
     dependencies = [
-        ('replication_admin', '0010_job_leases'),
+        ('replication_admin', '0011_bidir'),
         ("django_q", "0019_alter_task_options_alter_ormq_key_alter_ormq_lock_and_more"),
     ]
 
