@@ -1,6 +1,9 @@
 .PHONY: setup demo test lint bench
 
 PY := .venv/bin/python
+# Development settings (secret key, Fernet key, DEBUG) come from var/dev.env, written by scripts/setup.sh; the
+# settings read that file only when REPLADMIN_ENV_FILE names it, which every target here (and the scripts) does.
+export REPLADMIN_ENV_FILE ?= $(CURDIR)/var/dev.env
 
 setup:
 	scripts/setup.sh

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from axes.admin import AccessAttemptAdmin
+from axes.models import AccessAttempt
 from django.contrib import admin
 
 from replication_admin import models
@@ -37,8 +39,9 @@ class ServerAdmin(AuditedAdmin):
     list_display = ("name", "dialect", "db_address", "repl_address", "last_check_ok", "last_check_at")
     list_filter = ("dialect", "last_check_ok")
     search_fields = ("name", "host", "database")
+    # The encrypted password never leaves the server: not shown, not editable (the console's server form sets it).
+    exclude = ("password_encrypted",)
     readonly_fields = (
-        "password_encrypted",
         "db_address",
         "repl_address",
         "last_check_at",
@@ -200,3 +203,25 @@ class AuditEntryAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+# Deleting an access attempt lifts that login lockout: audited as the console's Unlock button is.
+admin.site.unregister(AccessAttempt)
+
+
+@admin.register(AccessAttempt)
+class AuditedAccessAttemptAdmin(AccessAttemptAdmin):
+    def _unlocked(self, request, attempt) -> None:
+        actor = Actor(user=request.user, via="admin", remote_addr=request.META.get("REMOTE_ADDR"))
+        target = f"{attempt.username} from {attempt.ip_address}"
+        record(actor, "login.unlock", target, detail={"username": attempt.username, "address": attempt.ip_address})
+
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        self._unlocked(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        attempts = list(queryset)
+        super().delete_queryset(request, queryset)
+        for attempt in attempts:
+            self._unlocked(request, attempt)

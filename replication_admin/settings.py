@@ -1,16 +1,20 @@
 """Settings for replication_admin: one file, everything tunable from the environment.
 
-Environment variables are read with the small typed helpers below. For development and the demo,
-`var/dev.env` (written by scripts/setup.sh, never committed) supplies the secret key and the Fernet
-key; real environment variables always win over that file.
+Environment variables are read with the small typed helpers below. For development and the demo, a file of
+KEY=VALUE lines (`var/dev.env`, written by scripts/setup.sh, never committed) supplies the secret key, the
+Fernet key and DEBUG, but only when REPLADMIN_ENV_FILE names it: the Makefile, scripts/ and the test suite set
+it; a production process never reads a development file by accident. Real environment variables always win
+over that file.
 """
 
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import plotly
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -29,7 +33,13 @@ def _load_env_file(path: Path) -> None:
         os.environ.setdefault(key.strip(), value.strip().strip("'\""))
 
 
-_load_env_file(VAR_DIR / "dev.env")
+# --- development env file: read only when REPLADMIN_ENV_FILE names it ------------------------------------------
+ENV_FILE = os.environ.get("REPLADMIN_ENV_FILE", "").strip()
+if ENV_FILE:
+    if not Path(ENV_FILE).is_file():
+        raise ImproperlyConfigured(f"REPLADMIN_ENV_FILE names {ENV_FILE}, which is not a file")
+    _load_env_file(Path(ENV_FILE))
+# --- end of the development env file ---------------------------------------------------------------------------
 
 
 def env_str(name: str, default: str = "") -> str:
@@ -65,7 +75,8 @@ DEBUG = env_bool("REPLADMIN_DEBUG", False)
 SECRET_KEY = env_str("REPLADMIN_SECRET_KEY")
 if not SECRET_KEY:
     raise ImproperlyConfigured(
-        "REPLADMIN_SECRET_KEY is not set. Run scripts/setup.sh (writes var/dev.env) or export it."
+        "REPLADMIN_SECRET_KEY is not set. Export it, or for development run scripts/setup.sh (writes var/dev.env) "
+        "and set REPLADMIN_ENV_FILE=var/dev.env."
     )
 
 # Fernet keys that encrypt server passwords at rest. Comma-separated: the first encrypts, all decrypt,
@@ -73,7 +84,8 @@ if not SECRET_KEY:
 FERNET_KEYS = env_list("REPLADMIN_FERNET_KEYS", [])
 if not FERNET_KEYS:
     raise ImproperlyConfigured(
-        "REPLADMIN_FERNET_KEYS is not set. Run scripts/setup.sh (writes var/dev.env) or export it."
+        "REPLADMIN_FERNET_KEYS is not set. Export it, or for development run scripts/setup.sh (writes var/dev.env) "
+        "and set REPLADMIN_ENV_FILE=var/dev.env."
     )
 
 ALLOWED_HOSTS = env_list("REPLADMIN_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
@@ -91,6 +103,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    "axes",
     # Before django_q: replication_admin's qcluster command (the cluster plus its runtime thread) wins.
     "replication_admin",
     "django_q",
@@ -107,6 +120,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "replication_admin.middleware.BrowserTimeZoneMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes requires: turns a locked-out login into the console's lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "replication_admin.urls"
@@ -164,6 +180,24 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 
+# --- login throttling (django-axes) ----------------------------------------------------------------------------
+# A user name tried from one address is locked out after REPLADMIN_LOGIN_FAILURE_LIMIT failed logins in a row,
+# for REPLADMIN_LOGIN_COOLOFF_MINUTES after the last one (each attempt while locked out starts the wait again).
+# Failures and lockouts are audited (login.failed, login.locked_out); an admin unlocks on the Logins page, in the
+# Django admin (Access attempts) or with `manage.py unlock_login USER [--address ADDR]`.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("REPLADMIN_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("REPLADMIN_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "replication_admin.console.logins.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "replication_admin.console.logins.client_address"
+AXES_VERBOSE = False  # the audit log records every failure and lockout
+# --- end of login throttling -----------------------------------------------------------------------------------
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
@@ -188,6 +222,27 @@ SECURE_HSTS_PRELOAD = env_bool("REPLADMIN_HSTS_PRELOAD", not DEBUG)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("REPLADMIN_BEHIND_PROXY", False) else None
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
+
+# --- Content-Security-Policy (django-csp) ----------------------------------------------------------------------
+# Scripts only from the console's own static files (no inline script, no eval); styles from its stylesheets
+# (htmx's indicator styles and plotly's rules are in static CSS, see base.html). Inline style *attributes* stay
+# allowed: plotly's SVG and the progress bars set them, and an attribute cannot run script or select elements.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "style-src-attr": [UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+# --- end of Content-Security-Policy ----------------------------------------------------------------------------
 
 EMAIL_BACKEND = env_str("REPLADMIN_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("REPLADMIN_FROM_EMAIL", "replication_admin@localhost")
@@ -262,6 +317,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("REPLADMIN_LOG_LEVEL", "INFO")},
     "loggers": {
         "py4j": {"level": "WARNING"},
+        "axes": {"level": "ERROR"},  # failed logins and lockouts are in the audit log
         "django.db.backends": {"level": "INFO"},
     },
 }

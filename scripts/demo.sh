@@ -3,6 +3,8 @@
 # follower of transactional subscriptions and the console on http://127.0.0.1:8000. Ctrl-C stops all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The development settings in var/dev.env are read only when this names them (see replication_admin/settings.py).
+export REPLADMIN_ENV_FILE="${REPLADMIN_ENV_FILE:-$PWD/var/dev.env}"
 scripts/services.sh
 .venv/bin/python manage.py demo_setup
 # Each runs in its own session so a Ctrl-C reaches only this script, which stops them once: django-q2's

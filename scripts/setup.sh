@@ -6,6 +6,8 @@
 #   4. database migrations of the console's own catalog
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The development settings in var/dev.env are read only when this names them (see replication_admin/settings.py).
+export REPLADMIN_ENV_FILE="${REPLADMIN_ENV_FILE:-$PWD/var/dev.env}"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 SUDO=""

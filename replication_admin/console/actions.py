@@ -1,8 +1,9 @@
 """Console actions: acknowledging alerts (the alert leaves the dashboard; the same trouble later opens a new
-one) and starting compares of two tables or of a snapshot with its source."""
+one), starting compares of two tables or of a snapshot with its source, and lifting login lockouts."""
 
 from __future__ import annotations
 
+from axes.utils import reset as axes_reset
 from django.db import transaction
 from django.utils import timezone
 
@@ -40,3 +41,14 @@ def do_compare_snapshot(actor: Actor, snapshot: Snapshot, sync: bool | None = No
         right_table=snapshot.dest_table,
     )
     return do_start_job(actor, Compare, f"{snapshot.name} ↔ its source", params, sync=sync)
+
+
+def do_unlock_login(actor: Actor, username: str, address: str | None = None) -> int:
+    """Lift the login lockout of a user name (from one address, or from every address); audited. The number of
+    lockout records removed (0: it was not locked out)."""
+    target = f"{username} from {address}" if address else username
+    require(actor, "auth.change_user", "login.unlock", target)
+    with transaction.atomic():
+        removed = axes_reset(ip=address, username=username)  # ip None: from every address
+        record(actor, "login.unlock", target, detail={"username": username, "address": address, "removed": removed})
+    return removed

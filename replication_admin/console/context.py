@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import HttpRequest
 
 NAVIGATION = [
@@ -20,4 +21,4 @@ NAVIGATION = [
 def console(request: HttpRequest) -> dict:
     match = getattr(request, "resolver_match", None)
     section = (match.url_name or "").split("-")[0] if match else ""
-    return {"navigation": NAVIGATION, "section": section}
+    return {"navigation": NAVIGATION, "section": section, "debug_mode": settings.DEBUG}

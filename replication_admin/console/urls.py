@@ -1,10 +1,10 @@
 """URLs of the dashboard, jobs and compare, the statement console, the publications and subscriptions pages,
-the scheduler, the audit log, the status API and metrics."""
+the scheduler, the audit log, login lockouts, the status API and metrics."""
 
 from django.urls import path
 
 from replication_admin.console import audit_log as audit
-from replication_admin.console import dashboard, jobs, lists, statement_console
+from replication_admin.console import dashboard, jobs, lists, logins, statement_console
 from replication_admin.console import scheduler as catalog
 from replication_admin.console import status_api as api
 
@@ -24,6 +24,8 @@ urlpatterns = [
     path("jobs/<int:pk>/", jobs.job_detail, name="jobs-detail"),
     path("jobs/<int:pk>/cancel/", jobs.job_cancel, name="jobs-cancel"),
     path("audit/", audit.audit_list, name="audit"),
+    path("logins/", logins.login_list, name="logins"),
+    path("logins/unlock/", logins.login_unlock, name="logins-unlock"),
     path("api/status", api.status, name="api-status"),
     path("metrics", api.metrics, name="metrics"),
 ]

@@ -11,7 +11,10 @@ from replication_admin.models import Server
 
 def lookup_table(server: Server, name: str) -> TableInfo | None:
     """The table as it is on the server: the exact name first (one catalog query), then a unique
-    case-insensitive match among all tables."""
+    case-insensitive match among all tables. A name the server's dialect cannot hold names no table (and is
+    never sent: MariaDB's catalog would fail comparing it)."""
+    if dialects.get(server.dialect).name_problem(name):
+        return None
     with connections.connect(server, readonly=True) as conn:
         try:
             return connections.describe_table(server, name, conn=conn)
@@ -32,5 +35,7 @@ def find_table(server: Server, name: str) -> str | None:
 def require_table(server: Server, name: str) -> TableInfo:
     info = lookup_table(server, name)
     if info is None:
-        raise ReplicationError(f"table {name!r} does not exist on server {server.name!r}")
+        problem = dialects.get(server.dialect).name_problem(name)
+        reason = f" ({problem.split(': ')[0]})" if problem else ""
+        raise ReplicationError(f"table {name!r} does not exist on server {server.name!r}{reason}")
     return info

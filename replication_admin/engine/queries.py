@@ -28,13 +28,25 @@ ALLOWED_FUNCTIONS = frozenset(
         "Abs", "Ceil", "Floor", "Round", "Mod", "Pow", "Sqrt", "Exp", "Ln", "Log", "Sign",
         "Coalesce", "Nullif", "If", "Greatest", "Least", "Cast", "TryCast",
         "Upper", "Lower", "Length", "Substring", "Trim", "Concat", "ConcatWs", "Replace", "Left", "Right",
-        "Lpad", "Rpad", "StrPosition", "Initcap", "Reverse", "Repeat",
+        "Pad", "StrPosition", "Initcap", "Reverse",
         "CurrentDate", "CurrentTimestamp", "CurrentTime", "DateAdd", "DateSub", "DateDiff", "DateTrunc",
         "Extract", "Year", "Month", "Day", "StrToTime", "TimeToStr", "TsOrDsToDate", "Date", "TimeStrToTime",
         "DateStrToDate", "UnixToTime", "TimeToUnix", "Hex", "Unhex", "MD5", "SHA", "SHA2",
         "Case", "Between", "In", "Is", "Like", "ILike", "Not",
     }
 )  # fmt: skip
+
+# Functions that can take unbounded time or memory whatever the table's size (a fragment runs on every row and
+# on production servers): refused by name, with the reason. They are not on the allow-list either.
+RESOURCE_HEAVY = frozenset(
+    {
+        "repeat", "space", "sleep", "pg_sleep", "pg_sleep_for", "pg_sleep_until", "benchmark", "generate_series",
+        "explodinggenerateseries", "randomblob", "zeroblob", "random", "rand", "randn", "uuid", "gen_random_uuid",
+        "crypt", "gen_salt", "dbms_lock.sleep", "get_lock", "wait_for_executed_gtid_set", "master_pos_wait",
+    }
+)  # fmt: skip
+# lpad / rpad build a string of the given length: allowed with a literal length up to this.
+MAX_PAD_LENGTH = 1000
 
 _FORBIDDEN = (exp.DML, exp.DDL, exp.Command, exp.Into, exp.Lock, exp.Pragma, exp.Set, exp.Transaction,
               exp.Copy, exp.LoadData, exp.Use, exp.Grant, exp.Create, exp.Drop, exp.Alter)  # fmt: skip
@@ -71,13 +83,29 @@ def _check_tree(tree: exp.Expr, what: str) -> None:
             elif isinstance(node, exp.Lock):
                 kind = "FOR UPDATE / FOR SHARE"
             raise QueryError(f"the {what} may only read: {kind} is not allowed")
-        if (
-            isinstance(node, exp.Func)
-            and not isinstance(node, exp.Connector | exp.Binary | exp.Predicate | exp.Unary)
-            and type(node).__name__ not in ALLOWED_FUNCTIONS
-        ):
+        if isinstance(node, exp.Func) and not isinstance(node, exp.Connector | exp.Binary | exp.Predicate | exp.Unary):
             name = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
-            raise QueryError(f"the {what} calls {name}(), which is not on the list of allowed functions")
+            if name.lower() in RESOURCE_HEAVY or type(node).__name__.lower() in RESOURCE_HEAVY:
+                shown = name.lower().removeprefix("exploding_")
+                raise QueryError(
+                    f"the {what} calls {shown}(), which can take unbounded time or memory; "
+                    "resource-heavy functions are not allowed"
+                )
+            if type(node).__name__ not in ALLOWED_FUNCTIONS:
+                raise QueryError(f"the {what} calls {name}(), which is not on the list of allowed functions")
+            if isinstance(node, exp.Pad):
+                _check_pad(node, what)
+
+
+def _check_pad(node: exp.Pad, what: str) -> None:
+    length = node.args.get("expression")
+    name = "lpad" if node.args.get("is_left") else "rpad"
+    if not isinstance(length, exp.Literal) or length.is_string or not length.this.isdigit():
+        raise QueryError(f"the {what} calls {name}() with a computed length; only a literal length is allowed")
+    if int(length.this) > MAX_PAD_LENGTH:
+        raise QueryError(
+            f"the {what} calls {name}() with length {length.this}, over the limit of {MAX_PAD_LENGTH} (resource-heavy)"
+        )
 
 
 def check_query(text: str, dialect: str, servers: frozenset[str] = frozenset()) -> CheckedQuery:

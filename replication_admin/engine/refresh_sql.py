@@ -169,7 +169,7 @@ def create_table_ddl(
     cols = [f"{d.quote(c)} {d.render_type(t)}{' NOT NULL' if c in key else ''}" for c, t in columns]
     if key:
         cols.append(f"PRIMARY KEY ({', '.join(d.quote(k) for k in key)})")
-    return f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)})"
+    return f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)}){d.create_table_options}"
 
 
 def swap_sql(d: Dialect, dest: str, schema: str, staging: str, old: str) -> list[str]:

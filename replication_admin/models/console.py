@@ -149,6 +149,7 @@ class AuditEntry(models.Model):
         OK = "ok"
         ERROR = "error"
         DENIED = "denied"
+        REFUSED = "refused"  # a failed or throttled login
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)

@@ -190,10 +190,12 @@ DATA = {
     "jobs-compare": {"left_server": "demo", "left_table": "t", "right_server": "branch", "right_table": "t"},
 }  # fmt: skip
 IGNORED = ("api-",)  # token-protected endpoints, outside the console's login and roles
+# Pages of admins (who may change users), outside the three roles: tests/console/test_security.py covers them.
+ADMIN_ONLY = {"logins", "logins-unlock"}
 
 
 def ignored(name: str) -> bool:
-    return name.startswith(IGNORED) or name == "metrics"
+    return name.startswith(IGNORED) or name == "metrics" or name in ADMIN_ONLY
 
 
 def url_names() -> set[str]:

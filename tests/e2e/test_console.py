@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from replication_admin.core.audit import Actor
 from replication_admin.engine.types import LogicalType
@@ -104,3 +105,50 @@ def test_the_test_connection_button_reports_a_wrong_password_without_saving(live
     page.click("button:has-text('Register')")
     page.wait_for_selector("h1:has-text('Server maria')")
     assert Server.objects.get(name="maria").dialect == "mysql"
+
+
+def test_pages_charts_and_htmx_run_under_the_content_security_policy(live_server, page, sqlite_path):
+    """The dashboard (its charts come by htmx, drawn by plotly), a server's htmx connection test and the charts of a
+    transactional page run with no Content-Security-Policy violation and no script error."""
+    User.objects.create_superuser("admin", password=PASSWORD)
+    do_register_server(Actor.command(), server_data("sqlite", "shop", sqlite_path("shop")))
+    now = timezone.now()
+    JobRun.objects.create(kind="compare", target="a ↔ b", state=JobRun.State.SUCCEEDED, finished_at=now)
+    JobRun.objects.create(kind="compare", target="a ↔ b", state=JobRun.State.FAILED, finished_at=now, error="x")
+    problems: list[str] = []
+    # (the browser's own request for /favicon.ico is a 404: not a problem of the page)
+    page.on(
+        "console",
+        lambda m: (
+            problems.append(m.text)
+            if (m.type == "error" and "Failed to load resource" not in m.text) or "Policy" in m.text or "CSP" in m.text
+            else None
+        ),
+    )
+    page.on(
+        "response",
+        lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 and "favicon" not in r.url else None,
+    )
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.add_init_script(
+        "document.addEventListener('securitypolicyviolation', function (e) {"
+        " console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI); });"
+    )
+
+    log_in(page, live_server.url)
+    page.wait_for_selector("#charts .js-plotly-plot .main-svg")  # plotly drew the job outcomes chart
+    styles = page.evaluate(
+        "Array.from(document.querySelectorAll('style')).map(s => s.id + ':' + s.textContent.slice(0, 80) + ':' + !!s.sheet)"
+    )
+    assert styles == [], styles
+
+    page.goto(live_server.url + "/servers/shop/")
+    page.click("#check-server")
+    page.wait_for_selector("#server-status .result.ok")  # an htmx request and swap
+
+    page.goto(live_server.url + "/conflicts/")  # its chart script is a static file now
+    page.wait_for_load_state("load")
+
+    page.goto(live_server.url + "/audit/")
+    page.wait_for_selector("#audit-rows")
+    assert problems == []

@@ -156,10 +156,26 @@ class Dialect:
     jdbc_driver: str = ""
     max_identifier: int = 128
     quote_char: str = '"'
+    # MariaDB and MySQL keep names in utf8mb3: nothing outside the Basic Multilingual Plane (emoji, rare CJK).
+    bmp_only_names: bool = False
+    # Appended to the CREATE TABLE of copies and destinations the console creates.
+    create_table_options: str = ""
 
     # --- quoting -----------------------------------------------------------------------------------
+    def name_problem(self, name: str) -> str | None:
+        """Why this database cannot hold the name, or None."""
+        if self.bmp_only_names and any(ord(ch) > 0xFFFF for ch in name):
+            return (
+                f"{self.label} names cannot hold characters outside the Basic Multilingual Plane "
+                f"(4-byte UTF-8 such as emoji): {name!r}"
+            )
+        return None
+
     def quote(self, name: str) -> str:
         check_identifier(name, self.max_identifier)
+        problem = self.name_problem(name)
+        if problem:
+            raise IdentifierError(problem)
         q = self.quote_char
         return q + name.replace(q, q + q) + q
 

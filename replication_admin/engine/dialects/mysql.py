@@ -45,6 +45,9 @@ class MySQL(Dialect):
     jdbc_driver = "org.mariadb.jdbc.Driver"
     max_identifier = 64
     quote_char = "`"
+    bmp_only_names = True
+    # Tables the console creates hold any Unicode text (4-byte UTF-8 too) and compare it as the sources do.
+    create_table_options = " DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
     read_only_properties = {"sessionVariables": "tx_read_only=1"}
     supports_updateable_publications = True
     supports_bidir = True

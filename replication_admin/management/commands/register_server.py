@@ -9,12 +9,15 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from replication_admin.core.audit import Actor
+from replication_admin.core.connections import test_connection
 from replication_admin.models import Server
 from replication_admin.servers.actions import (
     ServerData,
     do_check_server,
     do_register_server,
     do_update_server,
+    transient_server,
+    validate,
 )
 
 
@@ -34,7 +37,9 @@ class Command(BaseCommand):
         parser.add_argument("--dsn", default="", help="a named ODBC DSN instead of host/port")
         parser.add_argument("--description", default="")
         parser.add_argument("--update", action="store_true", help="change an existing registration")
-        parser.add_argument("--test", action="store_true", help="test the connection afterwards")
+        parser.add_argument(
+            "--test", action="store_true", help="test the connection first: nothing is saved when the test fails"
+        )
 
     def handle(self, *args, **opts):
         password: str | None = ""
@@ -60,11 +65,17 @@ class Command(BaseCommand):
         )
         actor = Actor.command()
         try:
-            if opts["update"]:
-                server = Server.objects.filter(name=opts["name"]).first()
-                if server is None:
-                    raise CommandError(f"no server named {opts['name']!r} to update")
-                server = do_update_server(actor, server, data)
+            existing = Server.objects.filter(name=opts["name"]).first() if opts["update"] else None
+            if opts["update"] and existing is None:
+                raise CommandError(f"no server named {opts['name']!r} to update")
+            if opts["test"]:
+                # Tested before anything is saved: a server that cannot connect is not registered (or changed).
+                probe = test_connection(transient_server(validate(data, existing=existing), existing=existing))
+                if not probe.ok:
+                    verb = "changed" if existing else "registered"
+                    raise CommandError(f"server {data.name} not {verb}: connection test failed: {probe.message}")
+            if existing is not None:
+                server = do_update_server(actor, existing, data)
             else:
                 server = do_register_server(actor, data)
         except ValidationError as exc:
