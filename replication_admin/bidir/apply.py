@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import pyodbc
 
 from replication_admin.bidir.objects import (
-    MAX_ATTEMPTS,
     BidirError,
 )
 from replication_admin.core import connections
@@ -86,7 +85,7 @@ def run_apply(server: Server, plan: sql.ApplyPlan, before: Sequence[str] = (), m
                 raise StaleDecisions(f"a row appeared on {server.name} meanwhile") from None
             raise
 
-    return with_retries(server, work, attempts=MAX_ATTEMPTS)
+    return with_retries(server, work)
 
 
 def _insert_rows(server: Server, name: str, schema: str, d, columns: list[str], rows: list[list]) -> None:
