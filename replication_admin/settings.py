@@ -279,6 +279,12 @@ JOB_ATTEMPTS = env_int("REPLADMIN_JOB_ATTEMPTS", 5)
 REAP_INTERVAL = env_int("REPLADMIN_REAP_INTERVAL", 5)
 # Seconds the qcluster command gives its workers after SIGTERM before it hands their jobs back and stops them.
 SHUTDOWN_GRACE = env_int("REPLADMIN_SHUTDOWN_GRACE", 6)
+# Network faults: lost connections, failed connects, deadlocks and serialisation failures are retried (a step
+# again on a new connection, then the whole job from its start) with exponential backoff and jitter, for at
+# most RETRY_SECONDS in all per job; a pooled connection idle longer than CONNECTION_CHECK_AFTER seconds is
+# pinged before it is used again.
+RETRY_SECONDS = env_int("REPLADMIN_RETRY_SECONDS", 60)
+CONNECTION_CHECK_AFTER = env_int("REPLADMIN_CONNECTION_CHECK_AFTER", 5)
 # Run jobs inside the requesting process (django-q2's sync mode): tests and one-off commands.
 JOBS_SYNC = env_bool("REPLADMIN_JOBS_SYNC", False)
 REDIS_URL = env_str("REPLADMIN_REDIS_URL")

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import pyodbc
 
 from replication_admin.bidir.objects import (
-    MAX_ATTEMPTS,
     BidirError,
 )
 from replication_admin.core import connections
@@ -69,7 +68,9 @@ class Applied:
     left: tuple[str, ...]  # change ids left for the next sync: their row moved since it was decided on
 
 
-APPLY_ROUNDS = 2 * MAX_ATTEMPTS
+# Rounds of "a row appeared between the re-check and the write": each round re-checks, so this only ends a
+# pathological stream of inserts on exactly the keys being applied.
+APPLY_ROUNDS = 8
 
 
 def run_apply(
@@ -109,7 +110,8 @@ def run_apply(
 
     for _ in range(APPLY_ROUNDS):
         try:
-            return with_retries(server, work, attempts=MAX_ATTEMPTS)
+            # Lost connections and deadlocks are retried inside, for the job's bounded time.
+            return with_retries(server, work)
         except pyodbc.Error as exc:
             if not is_duplicate_key(exc):
                 raise

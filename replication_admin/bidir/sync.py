@@ -42,6 +42,7 @@ from replication_admin.core.spark import endpoint, spark_session
 from replication_admin.core.times import aware, naive_utc
 from replication_admin.core.transactions import (
     error_message,
+    is_retryable,
     run_each,
 )
 from replication_admin.engine import bidir_sql as sql
@@ -446,6 +447,8 @@ def sync_publication(job: JobRun, reporter, publication_id: int) -> dict:
                     "left_for_next_sync": got.left,
                 }
             except (BidirError, pyodbc.Error, Server.DoesNotExist) as exc:
+                if is_retryable(exc):
+                    raise  # a network fault: the job runs again from its start (core.jobs.execute)
                 message = error_message(exc)
                 errors.append(f"pull from {subscription.server}: {message}")
                 SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_error=message)
@@ -463,6 +466,8 @@ def sync_publication(job: JobRun, reporter, publication_id: int) -> dict:
                     last_sync_at=timezone.now(), last_error=""
                 )
             except (BidirError, pyodbc.Error) as exc:
+                if is_retryable(exc):
+                    raise  # a network fault: the job runs again from its start (core.jobs.execute)
                 message = error_message(exc)
                 errors.append(f"push to {subscription.server}: {message}")
                 SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_error=message)

@@ -4,12 +4,14 @@ and the JDBC endpoint Spark uses (derived from the same validated fields, never 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyodbc
@@ -21,17 +23,41 @@ from replication_admin.engine.dialects import Address, AddressError, JdbcEndpoin
 from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.models import Server
 
+log = logging.getLogger(__name__)
+
 LOGIN_TIMEOUT = 10
+
+
+def server_label(server: Server) -> str:
+    """How messages name a server: its name and where it is ("pg_demo (127.0.0.1:5433)")."""
+    if server.odbc_dsn:
+        return f"{server.name} (DSN {server.odbc_dsn})"
+    if server.dialect == "sqlite":
+        return f"{server.name} ({server.database})"
+    return f"{server.name} ({server.host}:{server.port})"
 
 
 class ConnectionFailed(Exception):
     """A server could not be reached or refused us; `reason` is a short machine-readable cause."""
 
-    def __init__(self, server: str, reason: str, message: str, detail: str = "") -> None:
+    def __init__(self, server: str, reason: str, message: str, detail: str = "", where: str = "") -> None:
         self.server = server
         self.reason = reason
         self.detail = detail
-        super().__init__(f"server {server!r}: {message}")
+        super().__init__(f"server {where or server}: {message}")
+
+
+class ConnectionLost(pyodbc.OperationalError):
+    """A connection to a server broke while in use (a pyodbc error, so every handler of database errors
+    still sees it); its message is one line naming the server and the driver's cause."""
+
+    def __init__(self, server: Server, exc: BaseException) -> None:
+        self.server = server.name
+        self.cause = driver_message(exc)
+        super().__init__("08S01", f"server {server_label(server)}: lost connection ({self.cause})")
+
+    def __str__(self) -> str:
+        return str(self.args[1])
 
 
 class TableNotFound(LookupError):
@@ -61,6 +87,11 @@ _CLASSIFY = [
     ),
     (
         "unreachable",
+        "connection refused (nothing accepts connections at that host and port)",
+        [r"Connection refused", r"\(111\)"],
+    ),
+    (
+        "unreachable",
         "nothing accepts connections at that host and port",
         [r"Connection refused", r"Can't connect to", r"No route to host", r"Network is unreachable"],
     ),
@@ -72,6 +103,33 @@ _CLASSIFY = [
 ]
 
 
+# SQLSTATEs and driver texts (ODBC, and JDBC as Spark reports it) of a connection that broke or could not be
+# made: a fault of the network or of the server's availability, which a new connection may not have.
+CONNECTION_FAULTS = (
+    "08S01", "08001", "08003", "08004", "08006", "57P01", "57P03", "server has gone away", "Lost connection",
+    "terminating connection", "server closed the connection", "no connection to the server",
+    "could not receive data", "could not send data", "Connection refused", "Connection reset", "Broken pipe",
+    "Communications link failure", "I/O error", "This connection has been closed", "Socket fail to connect",
+    "Could not connect to address", "unexpected end of stream", "SQLNonTransientConnectionException",
+    "SQLTransientConnectionException", "Can't connect to", "the database system is shutting down",
+    "the database system is starting up", "SSL SYSCALL error", "Connection timed out",
+)  # fmt: skip
+# Connect failures worth another attempt (the server may be back in a moment); not a wrong password.
+RETRYABLE_CONNECT = ("unreachable", "timeout")
+
+
+def is_connection_fault(exc: BaseException) -> bool:
+    """Did a connection break, or could it not be made for a reason that may pass (not a wrong password)?"""
+    if isinstance(exc, ConnectionLost):
+        return True
+    if isinstance(exc, ConnectionFailed):
+        return exc.reason in RETRYABLE_CONNECT or (
+            exc.reason == "error" and any(code in exc.detail for code in CONNECTION_FAULTS)
+        )
+    text = " ".join(str(a) for a in exc.args) if isinstance(exc, pyodbc.Error) else str(exc)
+    return any(code in text for code in CONNECTION_FAULTS)
+
+
 def driver_message(exc: BaseException) -> str:
     """The database's own words from a pyodbc error, without driver prefixes and call names."""
     text = exc.args[1] if len(exc.args) > 1 else str(exc)
@@ -80,12 +138,12 @@ def driver_message(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-def classify(server: str, exc: pyodbc.Error) -> ConnectionFailed:
+def classify(server: str, exc: pyodbc.Error, where: str = "") -> ConnectionFailed:
     detail = driver_message(exc)
     for reason, message, patterns in _CLASSIFY:
         if any(re.search(p, detail, re.IGNORECASE) for p in patterns):
-            return ConnectionFailed(server, reason, message, detail)
-    return ConnectionFailed(server, "error", f"connection failed: {detail}", detail)
+            return ConnectionFailed(server, reason, message, detail, where)
+    return ConnectionFailed(server, "error", f"connection failed: {detail}", detail, where)
 
 
 def table_schema(server: Server) -> str:
@@ -153,43 +211,98 @@ def _session_setup(conn: pyodbc.Connection, dialect: str, readonly: bool) -> Non
     cur.close()
 
 
+def _open(server: Server, conn_str: str, readonly: bool, autocommit: bool) -> pyodbc.Connection:
+    try:
+        conn = pyodbc.connect(conn_str, timeout=LOGIN_TIMEOUT, autocommit=autocommit)
+    except pyodbc.Error as exc:
+        raise classify(server.name, exc, server_label(server)) from None
+    try:
+        if server.dialect == "sqlite":
+            # SQLite ODBC hands back text as UTF-8; tell pyodbc so non-ASCII survives.
+            conn.setdecoding(pyodbc.SQL_CHAR, encoding="utf-8")
+            conn.setdecoding(pyodbc.SQL_WCHAR, encoding="utf-8")
+            conn.setencoding(encoding="utf-8")
+        elif server.dialect == "mysql":
+            # Sent as UTF-16, parameters longer than the driver's buffer come back mangled; UTF-8 does not.
+            conn.setencoding(encoding="utf-8")
+        _session_setup(conn, server.dialect, readonly)
+    except pyodbc.Error as exc:
+        with contextlib.suppress(pyodbc.Error):
+            conn.close()
+        if is_connection_fault(exc):
+            raise ConnectionLost(server, exc) from None
+        raise
+    return conn
+
+
+# How a failed connect is tried again: THE retry policy (core.transactions, which imports this module)
+# installs itself here; until then, and outside its scope, a connect is tried once.
+ConnectRetry = Callable[[Callable[[], pyodbc.Connection]], pyodbc.Connection]
+
+
+def _once(open_: Callable[[], pyodbc.Connection]) -> pyodbc.Connection:
+    return open_()
+
+
+connect_retry: ConnectRetry = _once
+
+
 def open_connection(server: Server, readonly: bool = False, autocommit: bool = True) -> pyodbc.Connection:
     try:
         conn_str = connection_string(server)
     except (AddressError, crypto.SecretError) as exc:
         raise ConnectionFailed(server.name, "configuration", str(exc)) from None
+    return connect_retry(lambda: _open(server, conn_str, readonly, autocommit))
+
+
+def _alive(conn: pyodbc.Connection) -> bool:
+    """A cheap round trip: is the connection still there (the server up, nothing between us cut it)?"""
     try:
-        conn = pyodbc.connect(conn_str, timeout=LOGIN_TIMEOUT, autocommit=autocommit)
-    except pyodbc.Error as exc:
-        raise classify(server.name, exc) from None
-    if server.dialect == "sqlite":
-        # SQLite ODBC hands back text as UTF-8; tell pyodbc so non-ASCII survives.
-        conn.setdecoding(pyodbc.SQL_CHAR, encoding="utf-8")
-        conn.setdecoding(pyodbc.SQL_WCHAR, encoding="utf-8")
-        conn.setencoding(encoding="utf-8")
-    elif server.dialect == "mysql":
-        # Sent as UTF-16, parameters longer than the driver's buffer come back mangled; UTF-8 does not.
-        conn.setencoding(encoding="utf-8")
-    _session_setup(conn, server.dialect, readonly)
-    return conn
+        conn.cursor().execute("SELECT 1").fetchall()
+        if not conn.autocommit:
+            conn.rollback()
+        return True
+    except pyodbc.Error:
+        with contextlib.suppress(pyodbc.Error):
+            conn.close()
+        return False
 
 
-_reused: ContextVar[dict | None] = ContextVar("reused_connections", default=None)
+@dataclass
+class _Pool:
+    conns: dict = field(default_factory=dict)
+    used: dict = field(default_factory=dict)  # key -> time.monotonic() of the last hand-back
+    busy: dict = field(default_factory=dict)  # key -> how many blocks hold it now (nested uses)
+
+    def idle(self, key: tuple) -> bool:
+        """Handed back and unused for longer than CONNECTION_CHECK_AFTER seconds: worth a ping."""
+        return not self.busy.get(key) and time.monotonic() - self.used.get(key, 0.0) > settings.CONNECTION_CHECK_AFTER
+
+
+_reused: ContextVar[_Pool | None] = ContextVar("reused_connections", default=None)
 
 
 @contextmanager
 def reuse():
     """Within this block, connect() hands out one connection per (server, mode) and closes them at the
-    end: a refresh makes a dozen short control-plane calls, and each new connection costs milliseconds."""
-    pool: dict = {}
+    end: a refresh makes a dozen short control-plane calls, and each new connection costs milliseconds.
+    A connection idle for more than CONNECTION_CHECK_AFTER seconds is pinged first, and replaced when dead."""
+    pool = _Pool()
     token = _reused.set(pool)
     try:
         yield
     finally:
         _reused.reset(token)
-        for conn in pool.values():
+        for conn in pool.conns.values():
             with contextlib.suppress(pyodbc.Error):
                 conn.close()
+
+
+def _lost(server: Server, exc: BaseException) -> BaseException | None:
+    """The one-line ConnectionLost for a driver error that says the connection broke."""
+    if isinstance(exc, pyodbc.Error) and not isinstance(exc, ConnectionLost) and is_connection_fault(exc):
+        return ConnectionLost(server, exc)
+    return None
 
 
 @contextmanager
@@ -199,25 +312,43 @@ def connect(server: Server, readonly: bool = False, autocommit: bool = True):
         conn = open_connection(server, readonly=readonly, autocommit=autocommit)
         try:
             yield conn
+        except pyodbc.Error as exc:
+            lost = _lost(server, exc)
+            if lost is None:
+                raise
+            raise lost from exc
         finally:
-            conn.close()
+            with contextlib.suppress(pyodbc.Error):
+                conn.close()
         return
     key = (server.pk, server.name, readonly, autocommit)
-    conn = pool.get(key)
+    conn = pool.conns.get(key)
+    if conn is not None and pool.idle(key) and not _alive(conn):
+        log.info("a pooled connection to %s was dead; opening a new one", server_label(server))
+        pool.conns.pop(key, None)
+        conn = None
     if conn is None:
-        conn = pool[key] = open_connection(server, readonly=readonly, autocommit=autocommit)
+        conn = pool.conns[key] = open_connection(server, readonly=readonly, autocommit=autocommit)
+    pool.busy[key] = pool.busy.get(key, 0) + 1
     try:
         yield conn
-    except BaseException:
+    except BaseException as exc:
         # A connection in an unknown state is not handed out again.
-        pool.pop(key, None)
+        if pool.conns.get(key) is conn:
+            pool.conns.pop(key, None)
         with contextlib.suppress(pyodbc.Error):
             conn.rollback()
             conn.close()
-        raise
+        lost = _lost(server, exc)
+        if lost is None:
+            raise
+        raise lost from exc
     else:
         if not autocommit:
             conn.rollback()  # whatever the caller did not commit does not leak into the next use
+    finally:
+        pool.busy[key] -= 1
+        pool.used[key] = time.monotonic()
 
 
 @dataclass(frozen=True)

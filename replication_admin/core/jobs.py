@@ -36,7 +36,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django_q.tasks import async_task
 
-from replication_admin.core import connections
+from replication_admin.core import connections, transactions
 from replication_admin.core.alerts import safely_raise, safely_resolve
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import LockBusy, ReplicationError
@@ -177,6 +177,9 @@ def kind_label(kind: str) -> str:
 
 def _expected(exc: Exception) -> str | None:
     """The message for failures a person can act on; None for the unexpected ones (logged with trace)."""
+    line = transactions.one_line(exc)  # connection and Spark faults: one line naming the server and cause
+    if line is not None:
+        return line
     if isinstance(exc, ReplicationError | QueryError | connections.ConnectionFailed):
         return str(exc)
     if isinstance(exc, pyodbc.Error):
@@ -261,7 +264,8 @@ def _run(job: JobRun, reporter: Reporter, started: float) -> str:
         runner_type = RUNNERS.get(job.kind)
         if runner_type is None:
             raise JobError(f"unknown job kind {job.kind!r}")
-        result = runner_type(job, reporter).run()
+        # A retryable error the steps did not clear runs the job again from its start (jobs are idempotent).
+        result = transactions.job_retries(lambda: runner_type(job, reporter).run(), reporter.log)
     except JobCancelled:
         reporter.timings["total"] = round(time.monotonic() - started, 4)
         JobRun.objects.filter(pk=job_id).update(timings=reporter.timings)
@@ -280,7 +284,7 @@ def _run(job: JobRun, reporter: Reporter, started: float) -> str:
     except Exception as exc:
         expected = _expected(exc)
         message = expected if expected is not None else f"{type(exc).__name__}: {exc}"
-        if expected is None:
+        if expected is None or transactions.is_retryable(exc):  # the one line is the error; the trace is logged
             log.exception("job %s failed", job_id)
             reporter.log(traceback.format_exc())
         _finish(job, reporter, started, state=JobRun.State.FAILED, error=message[:10000], message="failed")

@@ -9,7 +9,7 @@ from django.conf import settings
 
 from jobs.session import SparkConfig, get_spark
 from jobs.snapshot_refresh import Endpoint
-from replication_admin.core import connections
+from replication_admin.core import connections, transactions
 from replication_admin.models import Server
 
 if TYPE_CHECKING:
@@ -30,4 +30,5 @@ def spark_session() -> SparkSession:
 
 def endpoint(server: Server, readonly: bool = False) -> Endpoint:
     """Where a Spark job reads (readonly) or writes a server's tables."""
+    transactions.note_spark_server(server)  # a JDBC failure naming no host is put down to the job's servers
     return Endpoint(dialect=server.dialect, jdbc=connections.jdbc_endpoint(server, readonly=readonly))

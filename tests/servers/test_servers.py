@@ -130,7 +130,7 @@ def test_connection_failures_name_the_cause(db, dialect, change, reason, words):
     result = do_check_server(Actor.command(), server)
     assert not result.ok
     assert result.reason == reason, result.message
-    assert words in result.message and "'bad'" in result.message
+    assert words in result.message and "server bad (" in result.message
     server.refresh_from_db()
     assert server.last_check_ok is False and words in server.last_check_error
     assert AuditEntry.objects.filter(action="server.test", target="bad", outcome="error").exists()
