@@ -224,6 +224,11 @@ JOB_ATTEMPTS = env_int("REPLADMIN_JOB_ATTEMPTS", 5)
 REAP_INTERVAL = env_int("REPLADMIN_REAP_INTERVAL", 5)
 # Seconds the qcluster command gives its workers after SIGTERM before it hands their jobs back and stops them.
 SHUTDOWN_GRACE = env_int("REPLADMIN_SHUTDOWN_GRACE", 6)
+# --- scheduler (engine/schedule.py, tasks.scheduler_loop) ---
+# Each qcluster's scheduler thread wakes at every event's next run and at least every SCHEDULER_TICK
+# seconds (to see new and changed events); the django-q2 schedule every minute is its fallback.
+SCHEDULER_TICK = env_int("REPLADMIN_SCHEDULER_TICK", 5)
+# --- end scheduler ---
 # Run jobs inside the requesting process (django-q2's sync mode): tests and one-off commands.
 JOBS_SYNC = env_bool("REPLADMIN_JOBS_SYNC", False)
 REDIS_URL = env_str("REPLADMIN_REDIS_URL")

@@ -148,6 +148,7 @@ class AuditEntry(models.Model):
         OK = "ok"
         ERROR = "error"
         DENIED = "denied"
+        SKIPPED = "skipped"  # a scheduled run not needed: the same work was still running
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
