@@ -133,7 +133,7 @@ class TpGrantAdmin(AuditedAdmin):
 
 @admin.register(models.ScheduledEvent)
 class ScheduledEventAdmin(AuditedAdmin):
-    list_display = ("name", "start", "interval", "last_completed", "disabled", "last_error")
+    list_display = ("name", "start", "interval", "last_started", "last_completed", "disabled", "last_error")
     list_filter = ("disabled",)
 
 

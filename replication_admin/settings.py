@@ -285,6 +285,11 @@ SHUTDOWN_GRACE = env_int("REPLADMIN_SHUTDOWN_GRACE", 6)
 # pinged before it is used again.
 RETRY_SECONDS = env_int("REPLADMIN_RETRY_SECONDS", 60)
 CONNECTION_CHECK_AFTER = env_int("REPLADMIN_CONNECTION_CHECK_AFTER", 5)
+# --- scheduler (engine/schedule.py, tasks.scheduler_loop) ---
+# Each qcluster's scheduler thread wakes at every event's next run and at least every SCHEDULER_TICK
+# seconds (to see new and changed events); the django-q2 schedule every minute is its fallback.
+SCHEDULER_TICK = env_int("REPLADMIN_SCHEDULER_TICK", 5)
+# --- end scheduler ---
 # Run jobs inside the requesting process (django-q2's sync mode): tests and one-off commands.
 JOBS_SYNC = env_bool("REPLADMIN_JOBS_SYNC", False)
 REDIS_URL = env_str("REPLADMIN_REDIS_URL")

@@ -6,9 +6,13 @@ Importing this module registers every feature's job kinds (their runs modules)."
 from __future__ import annotations
 
 import logging
+import threading
+from contextlib import ExitStack
+from datetime import datetime
 
 from django.conf import settings
 from django.core.mail import send_mail
+from django.db import close_old_connections, connection
 from django.urls import reverse
 from django.utils import timezone
 from django_q.tasks import async_task
@@ -18,12 +22,12 @@ from replication_admin.conflicts import runs as conflict_runs
 from replication_admin.console import runs as console_runs
 from replication_admin.core import jobs, reaper
 from replication_admin.core.alerts import safely_raise
-from replication_admin.core.audit import Actor
+from replication_admin.core.audit import Actor, record
 from replication_admin.core.locks import LockBusy, item_lock
 from replication_admin.demo import reprice, simulate_activity
-from replication_admin.engine.schedule import EventTimes, due_events, is_due
+from replication_admin.engine.schedule import EventTimes, due_at, due_events, seconds_to_next
 from replication_admin.engine.statements import StatementError
-from replication_admin.models import ScheduledEvent, Server
+from replication_admin.models import AuditEntry, JobRun, ScheduledEvent, Server
 from replication_admin.snapshots import runs as snapshot_runs
 from replication_admin.statements import execute
 from replication_admin.transactional import runs as trx_runs
@@ -40,67 +44,164 @@ def run_job(job_id: int, inline: bool = False) -> str:
 
 
 # --- scheduler ------------------------------------------------------------------------------------------
+#
+# Events run on their slots (engine/schedule.py). A tick hands each due event to a worker for one scheduled
+# time, claimed first in SE_LAST_SLOT by a compare-and-set, so ticks on several hosts never hand out the
+# same time twice. Ticks come from each qcluster's scheduler thread (`scheduler_loop`), which sleeps until
+# the next event's next run (at most REPLADMIN_SCHEDULER_TICK seconds), and from the django-q2 schedule
+# every minute (`scheduler_round`, for a cluster started without this product's qcluster command).
+
+EVENT_ACTOR = Actor.scheduler()
+_JOB_OUTCOMES: dict[str, str] = {
+    JobRun.State.SUCCEEDED: AuditEntry.Outcome.OK,
+    JobRun.State.SKIPPED: AuditEntry.Outcome.SKIPPED,
+    JobRun.State.FAILED: AuditEntry.Outcome.ERROR,
+    JobRun.State.LOST: AuditEntry.Outcome.ERROR,
+    JobRun.State.CANCELLED: AuditEntry.Outcome.ERROR,
+}
 
 
-def _event_times(event) -> EventTimes:
-    return EventTimes(
-        name=event.name,
-        start=event.start,
-        interval=event.interval,
-        last_completed=event.last_completed,
-        disabled=event.disabled,
-    )
+def _claim(event: EventTimes, at: datetime) -> bool:
+    """Take the scheduled time `at` for one run of the event; only one tick, on any host, gets it."""
+    rows = ScheduledEvent.objects.filter(name=event.name)
+    rows = rows.filter(last_slot__isnull=True) if event.last_slot is None else rows.filter(last_slot=event.last_slot)
+    return bool(rows.update(last_slot=at))
+
+
+def scheduler_tick() -> list[str]:
+    """Hand each due SYS_SCHEDULED_EVENT to a worker, for the latest of its slots that has come."""
+    now = timezone.now()
+    handed = []
+    for event, at in due_events((e.times() for e in ScheduledEvent.objects.all()), now):
+        if not _claim(event, at):
+            continue  # another tick handed it out meanwhile
+        async_task("replication_admin.tasks.run_event", event.name, at, task_name=f"event-{event.name}"[:100],
+                   group="scheduler", sync=settings.JOBS_SYNC)  # fmt: skip
+        handed.append(event.name)
+    return handed
 
 
 def scheduler_round() -> list[str]:
-    """Every minute (a django-q2 schedule): hand each due SYS_SCHEDULED_EVENT to a worker."""
+    """Every minute (a django-q2 schedule): reap, then one scheduler tick."""
     reaper.safely_reap()  # also here, for hosts that run the scheduler without this product's qcluster
-    now = timezone.now()
-    due = due_events((_event_times(e) for e in ScheduledEvent.objects.all()), now)
-    for event in due:
-        async_task("replication_admin.tasks.run_event", event.name, task_name=f"event-{event.name}"[:100],
-                   group="scheduler", sync=settings.JOBS_SYNC)  # fmt: skip
-    return [e.name for e in due]
+    return scheduler_tick()
 
 
-def run_event(name: str) -> str:
-    """Run one scheduled event's statements and record SE_LAST_COMPLETED or SE_LAST_ERROR."""
+def scheduler_loop(stop: threading.Event) -> None:
+    """The qcluster's scheduler thread: a tick at each event's next run, and at least every
+    REPLADMIN_SCHEDULER_TICK seconds (new and changed events), until `stop` is set."""
+    longest = float(settings.SCHEDULER_TICK)
+    while not stop.is_set():
+        try:
+            scheduler_tick()
+            events = [e.times() for e in ScheduledEvent.objects.all()]
+            wait = seconds_to_next(events, timezone.now(), longest)
+        except Exception:  # the next tick tries again; the scheduler never takes its host down
+            log.exception("scheduler tick failed")
+            close_old_connections()
+            wait = longest
+        stop.wait(max(wait, 0.05))
+    connection.close()
+
+
+def running_since(event: ScheduledEvent) -> str:
+    started = event.last_started
+    return timezone.localtime(started).strftime("%H:%M:%S") if started else "an earlier slot"
+
+
+def _skipped(event: ScheduledEvent, slot: datetime) -> str:
+    """The event's previous run still holds it: this slot's run is not needed, and not an error."""
+    message = f"still running since {running_since(event)}"
+    record(EVENT_ACTOR, "event.run", event.name, AuditEntry.Outcome.SKIPPED,
+           {"slot": slot.isoformat(), "skipped": message})  # fmt: skip
+    return f"event {event.name} skipped: {message}"
+
+
+def _settle_job_audits(job_ids: list[int]) -> list[dict]:
+    """The audit rows of the jobs the event's statements ran say how each job ended (they were written
+    as the jobs were queued, before anyone knew)."""
+    settled = []
+    for job in JobRun.objects.filter(pk__in=job_ids).order_by("pk"):
+        outcome = _JOB_OUTCOMES.get(job.state)
+        if outcome is None:
+            continue  # still queued or running: its row stays as written
+        for entry in AuditEntry.objects.filter(via=EVENT_ACTOR.via, action=f"job.{job.kind}", detail__job=job.pk):
+            entry.outcome = outcome
+            entry.detail = {**entry.detail, "state": job.state, **({"error": job.error[:2000]} if job.error else {})}
+            entry.save(update_fields=["outcome", "detail"])
+        settled.append({"job": job.pk, "state": job.state})
+    return settled
+
+
+def _run_statements(event: ScheduledEvent) -> tuple[str | None, list[int]]:
+    """Run the event's statements; the first error (None when all went well) and the jobs they ran."""
+    job_ids: list[int] = []
     try:
-        with item_lock(f"event:{name}", None, wait=0):  # a second run of a running event is not needed
-            event = ScheduledEvent.objects.filter(name=name).first()
-            if event is None or not is_due(_event_times(event), timezone.now()):
-                return f"event {name} is not due"
-            try:
-                context = Server.objects.filter(name=event.server).first() if event.server else None
-                if event.server and context is None:
-                    raise LookupError(f"the event runs on server {event.server!r}, which is not registered")
-                outcomes = execute(Actor.scheduler(), event.sql, context=context, wait=True)
-                failed = [o for o in outcomes if not o.ok]
-                error = f"{failed[0].statement}: {failed[0].message}" if failed else None
-            except StatementError as exc:
-                error = str(exc)
-            except Exception as exc:  # an event must record its failure, whatever it was
-                log.exception("scheduled event %s failed", name)
-                error = f"{type(exc).__name__}: {exc}"
-            if error is None:
-                ScheduledEvent.objects.filter(name=name).update(
-                    last_completed=timezone.now(), last_error=None, notification_sent=0
-                )
-                return f"event {name} completed"
-            ScheduledEvent.objects.filter(name=name).update(last_error=error[:4000])
-            safely_raise("event_error", name, error[:2000], reverse("scheduler"))
-            if event.enable_notify and event.notify and not event.notification_sent:
-                send_mail(
-                    f"[replication_admin] scheduled event {name} failed",
-                    f"The scheduled event {name} failed:\n\n{error}\n\nStatements:\n{event.sql}\n",
-                    None,
-                    [event.notify],
-                    fail_silently=True,
-                )
-                ScheduledEvent.objects.filter(name=name).update(notification_sent=1)
-            return f"event {name} failed: {error}"
-    except LockBusy:
-        return f"event {name} is already running"
+        context = Server.objects.filter(name=event.server).first() if event.server else None
+        if event.server and context is None:
+            raise LookupError(f"the event runs on server {event.server!r}, which is not registered")
+        outcomes = execute(EVENT_ACTOR, event.sql, context=context, wait=True)
+        for outcome in outcomes:
+            job_ids += [outcome.job_id] if outcome.job_id else []
+            job_ids += [j for j in outcome.details.get("jobs", []) if isinstance(j, int)]
+        failed = [o for o in outcomes if not o.ok]
+        return (f"{failed[0].statement}: {failed[0].message}" if failed else None), job_ids
+    except StatementError as exc:
+        return str(exc), job_ids
+    except Exception as exc:  # an event must record its failure, whatever it was
+        log.exception("scheduled event %s failed", event.name)
+        return f"{type(exc).__name__}: {exc}", job_ids
+
+
+def _run_claimed(event: ScheduledEvent, slot: datetime) -> str:
+    name = event.name
+    started = timezone.now()
+    ScheduledEvent.objects.filter(name=name).update(last_started=started)
+    error, job_ids = _run_statements(event)
+    detail: dict = {"slot": slot.isoformat(), "started": started.isoformat(), "jobs": _settle_job_audits(job_ids)}
+    if error is None:
+        ScheduledEvent.objects.filter(name=name).update(
+            last_completed=timezone.now(), last_error=None, notification_sent=0
+        )
+        record(EVENT_ACTOR, "event.run", name, AuditEntry.Outcome.OK, detail)
+        return f"event {name} completed"
+    ScheduledEvent.objects.filter(name=name).update(last_error=error[:4000])
+    record(EVENT_ACTOR, "event.run", name, AuditEntry.Outcome.ERROR, {**detail, "error": error[:2000]})
+    safely_raise("event_error", name, error[:2000], reverse("scheduler"))
+    if event.enable_notify and event.notify and not event.notification_sent:
+        send_mail(
+            f"[replication_admin] scheduled event {name} failed",
+            f"The scheduled event {name} failed:\n\n{error}\n\nStatements:\n{event.sql}\n",
+            None,
+            [event.notify],
+            fail_silently=True,
+        )
+        ScheduledEvent.objects.filter(name=name).update(notification_sent=1)
+    return f"event {name} failed: {error}"
+
+
+def run_event(name: str, slot: datetime | None = None) -> str:
+    """Run one scheduled event's statements for the scheduled time `slot` (handed out by a tick) and
+    record SE_LAST_STARTED, then SE_LAST_COMPLETED or SE_LAST_ERROR, and an audit row with the outcome.
+
+    Called without `slot` (by hand), it runs when the event is due, claiming the time as a tick would.
+    A run that finds the event's previous run still going is skipped, and audited so."""
+    event = ScheduledEvent.objects.filter(name=name).first()
+    if event is None:
+        return f"event {name} is gone"
+    if slot is None:
+        at = due_at(event.times(), timezone.now())
+        if at is None or not _claim(event.times(), at):
+            return f"event {name} is not due"
+        slot = at
+    elif event.last_slot is not None and event.last_slot > slot:
+        return f"event {name}: a later run was handed out; it does this one's work"
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(item_lock(f"event:{name}", None, wait=0))
+        except LockBusy:
+            return _skipped(event, slot)
+        return _run_claimed(ScheduledEvent.objects.get(name=name), slot)
 
 
 def demo_activity() -> dict:

@@ -14,6 +14,7 @@ from django.urls import reverse
 
 from replication_admin.engine import dialects
 from replication_admin.engine.resolvers import CONFLICT_TYPES
+from replication_admin.engine.schedule import EventTimes
 
 ITEM_TYPES = [(1, "WebDAV collection"), (2, "table"), (3, "procedure")]
 CR_TYPES = [(t.code, t.label) for t in CONFLICT_TYPES.values()]
@@ -468,6 +469,10 @@ class ScheduledEvent(models.Model):
     disabled = models.IntegerField(default=0, db_column="SE_DISABLED")
     # Extra column: the server the statements run on (their context), for subscriber-side statements.
     server = models.CharField(max_length=128, blank=True, default="", db_column="SE_SERVER")
+    # Extra columns (engine/schedule.py): the scheduled time the last run was handed out for (a slot
+    # SE_START + k * SE_INTERVAL, or a failed run's retry), and when that run really began.
+    last_slot = models.DateTimeField(null=True, blank=True, db_column="SE_LAST_SLOT")
+    last_started = models.DateTimeField(null=True, blank=True, db_column="SE_LAST_STARTED")
 
     class Meta:
         db_table = "SYS_SCHEDULED_EVENT"
@@ -479,6 +484,14 @@ class ScheduledEvent(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def times(self) -> EventTimes:
+        """The columns the scheduler's rule reads."""
+        return EventTimes(
+            name=self.name, start=self.start, interval=self.interval, last_completed=self.last_completed,
+            disabled=self.disabled, last_slot=self.last_slot, last_started=self.last_started,
+            failed=bool(self.last_error),
+        )  # fmt: skip
 
 
 class AppliedConflicts(models.Manager["ConflictBackup"]):

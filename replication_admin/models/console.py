@@ -150,6 +150,7 @@ class AuditEntry(models.Model):
         ERROR = "error"
         DENIED = "denied"
         REFUSED = "refused"  # a failed or throttled login
+        SKIPPED = "skipped"  # a scheduled run not needed: the same work was still running
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)

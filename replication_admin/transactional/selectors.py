@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from replication_admin.core.web import listing
-from replication_admin.engine.schedule import EventTimes, next_run
+from replication_admin.engine.schedule import next_run
 from replication_admin.models import (
     ReplAccount,
     ReplSubscriber,
@@ -32,8 +32,7 @@ from replication_admin.transactional.lag import live_lags as live_lags  # re-exp
 def event_next_run(event: ScheduledEvent | None) -> datetime | None:
     if event is None:
         return None
-    times = EventTimes(event.name, event.start, event.interval, event.last_completed, event.disabled)
-    return next_run(times, timezone.now())
+    return next_run(event.times(), timezone.now())
 
 
 def purger_summary(account: ReplAccount) -> str:

@@ -1,5 +1,6 @@
 """manage.py qcluster: django-q2's worker cluster plus this host's runtime thread, and a bounded shutdown.
 
+A scheduler thread hands due scheduled events to the workers at their slots (tasks.scheduler_loop).
 The runtime thread runs the reaper every REPLADMIN_REAP_INTERVAL seconds (core/reaper.py): jobs whose
 worker died anywhere are taken back and retried, expired item locks freed, lost or delayed tasks handed
 out again. One SIGTERM (or SIGINT) stops the cluster within about 10 s: its workers get
@@ -23,6 +24,7 @@ from django.db import connection
 from django_q.cluster import Cluster
 from django_q.management.commands.qcluster import Command as DjangoQCommand
 
+from replication_admin import tasks
 from replication_admin.core import reaper
 from replication_admin.core.leases import HOST
 from replication_admin.models import JobRun
@@ -44,6 +46,8 @@ class Command(DjangoQCommand):
         signal.signal(signal.SIGINT, lambda *_: stopping.set())
         connection.close()  # nothing open is shared with the forked sentinel
         cluster.start()
+        # The scheduler thread hands due SYS_SCHEDULED_EVENTs to the workers at their slots.
+        threading.Thread(target=tasks.scheduler_loop, args=(stopping,), name="scheduler", daemon=True).start()
         if options.get("run_once"):
             stopping.set()
         while not stopping.wait(settings.REAP_INTERVAL):
