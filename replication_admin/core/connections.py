@@ -118,6 +118,14 @@ CONNECTION_FAULTS = (
 RETRYABLE_CONNECT = ("unreachable", "timeout")
 
 
+# MariaDB Connector/J, when a statement's connection breaks under it, can fail again while cleaning up
+# (a NullPointerException from its exception epilogue) and report only that: a lost connection too.
+MARIADB_JDBC_BROKEN = re.compile(
+    r"java\.lang\.NullPointerException[^\n]*\n(?:\s+at [^\n]*\n){0,12}?\s+at org\.mariadb\.jdbc\.[\w.$]*"
+    r"executeExceptionEpilogue"
+)
+
+
 def is_connection_fault(exc: BaseException) -> bool:
     """Did a connection break, or could it not be made for a reason that may pass (not a wrong password)?"""
     if isinstance(exc, ConnectionLost):
@@ -127,7 +135,7 @@ def is_connection_fault(exc: BaseException) -> bool:
             exc.reason == "error" and any(code in exc.detail for code in CONNECTION_FAULTS)
         )
     text = " ".join(str(a) for a in exc.args) if isinstance(exc, pyodbc.Error) else str(exc)
-    return any(code in text for code in CONNECTION_FAULTS)
+    return any(code in text for code in CONNECTION_FAULTS) or bool(MARIADB_JDBC_BROKEN.search(text))
 
 
 def driver_message(exc: BaseException) -> str:

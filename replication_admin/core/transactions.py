@@ -182,6 +182,7 @@ _JAVA_CAUSES = [
     (r"Connection reset", "lost connection (connection reset)"),
     (r"unexpected end of stream", "lost connection (unexpected end of stream)"),
     (r"Broken pipe", "lost connection (broken pipe)"),
+    (connections.MARIADB_JDBC_BROKEN.pattern, "lost connection (the MariaDB driver failed on a broken connection)"),
     (r"Socket fail to connect|Could not connect to address|Can't connect to", "connection refused"),
     (r"timed out", "connection timed out"),
 ]

@@ -133,11 +133,6 @@ def test_an_outage_mid_full_refresh_through_spark_is_retried_and_the_copy_is_who
     assert len(copied) == 40_000 and copied == expected
 
 
-@pytest.mark.xfail(
-    reason="an outage mid-pull through MariaDB Connector/J can surface as a bare java.lang.NullPointerException, "
-    "which the policy does not yet recognise as a connection fault",
-    strict=False,
-)
 def test_outages_mid_bidir_pull_and_push_are_retried_and_the_nodes_converge(
     proxied_server, make_server, jobs_sync, spark
 ):
