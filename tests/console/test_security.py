@@ -113,7 +113,7 @@ def test_the_development_env_file_is_read_only_when_named():
 
 def test_debug_shows_a_banner_on_every_page(settings, editor_client):
     settings.DEBUG = True
-    assert "DEBUG is on: development settings" in editor_client.get(reverse("dashboard")).content.decode()
+    assert "Development settings (DEBUG is on)" in editor_client.get(reverse("dashboard")).content.decode()
     settings.DEBUG = False
     assert "DEBUG is on" not in editor_client.get(reverse("dashboard")).content.decode()
 
