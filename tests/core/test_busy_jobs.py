@@ -13,12 +13,10 @@ from collections.abc import Iterator
 import pytest
 
 from replication_admin.core import connections
-from replication_admin.core.audit import Actor
 from replication_admin.models import Alert, AuditEntry, JobRun, ReplLock
-from replication_admin.statements import execute
 from tests.bidir.test_bidir_sync import same
 from tests.conftest import ROOT, require_spark
-from tests.faults.test_self_healing import final_attempt
+from tests.faults.test_self_healing import final_attempt, queue, run
 from tests.snapshots.test_snapshot_refresh import COLUMNS, Workload
 from tests.tables import create_table, fetch_all
 
@@ -42,18 +40,6 @@ def two_workers(transactional_db, settings, tmp_path) -> Iterator[subprocess.Pop
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-
-
-def queue(text: str, context=None) -> int:
-    outcome = execute(Actor.command(), text, context=context, wait=False)[-1]
-    assert outcome.ok and outcome.job_id, outcome.message
-    return outcome.job_id
-
-
-def run(text: str, context=None):
-    outcome = execute(Actor.command(), text, context=context, wait=True)[-1]
-    assert outcome.ok, outcome.message
-    return outcome
 
 
 def wait_for(predicate, what: str, seconds: float = 300) -> None:
