@@ -87,6 +87,8 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_and_its_job_taken_back_and_
 
 def test_a_sync_waits_for_the_initial_copy_requested_before_it():
     sub = ReplSubscriber.objects.create(subscriber="s", server="p", account="a", subscribed=True)
+    # Copied once already: now only a copy requested before the sync is waited for, not a later one.
+    JobRun.objects.create(kind="trx_init", target="copy", params={"subscription": sub.pk}, state="succeeded")
     copy = JobRun.objects.create(kind="trx_init", target="copy", params={"subscription": sub.pk})
     sync = JobRun.objects.create(kind="trx_sync", target="sync", params={"subscription": sub.pk})
     later_copy = JobRun.objects.create(kind="trx_init", target="copy", params={"subscription": sub.pk})
@@ -105,3 +107,14 @@ def test_a_sync_waits_for_the_initial_copy_requested_before_it():
     assert sync.message == f"waiting for the initial copy (job #{copy.pk})"
     # A copy requested after the sync is not waited for (it is still queued here).
     assert JobRun.objects.get(pk=later_copy.pk).state == JobRun.State.QUEUED
+
+
+def test_a_sync_of_a_subscription_never_copied_waits_even_for_a_copy_requested_after_it():
+    sub = ReplSubscriber.objects.create(subscriber="s", server="p", account="a", subscribed=True)
+    sync = JobRun.objects.create(kind="trx_sync", target="sync", params={"subscription": sub.pk})
+    copy = JobRun.objects.create(kind="trx_init", target="copy", params={"subscription": sub.pk})
+    sync.runs_inline = False  # queued: it goes back to the queue behind the copy, without a worker
+    with pytest.raises(LockBusy) as busy:
+        wait_for_initial_copy(sub, sync)
+    assert busy.value.holder_job_id == copy.pk
+    assert busy.value.waiting == f"waiting for the initial copy (job #{copy.pk})"
