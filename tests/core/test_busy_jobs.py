@@ -168,3 +168,13 @@ def test_one_sigterm_stops_the_follower_and_the_console(transactional_db, settin
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             pytest.fail(f"{command[0]} was still running 10 s after SIGTERM")
+
+
+def test_a_sigterm_to_the_whole_process_group_stops_an_idle_worker_host(two_workers):
+    """What a terminal's Ctrl-C or `kill -- -PGID` sends: every process of the host at once."""
+    time.sleep(3.0)
+    os.killpg(two_workers.pid, signal.SIGTERM)
+    try:
+        two_workers.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pytest.fail("qcluster was still running 10 s after a group-wide SIGTERM")

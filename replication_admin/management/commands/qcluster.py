@@ -60,8 +60,11 @@ class Command(DjangoQCommand):
 
     def _shut_down(self, cluster: Cluster) -> None:
         me = psutil.Process(os.getpid())
-        if cluster.stop_event is not None:
-            cluster.stop_event.set()  # the sentinel stops taking tasks and asks its workers to stop
+        sentinel = cluster.sentinel
+        if cluster.stop_event is not None and sentinel is not None and sentinel.is_alive():
+            # The sentinel stops taking tasks and asks its workers to stop. A multiprocessing Event's set()
+            # blocks while a waiter that died (a group-wide SIGTERM) is counted as sleeping: set it aside.
+            threading.Thread(target=cluster.stop_event.set, daemon=True).start()
         deadline = time.monotonic() + settings.SHUTDOWN_GRACE
         while time.monotonic() < deadline and cluster.sentinel is not None and cluster.sentinel.is_alive():
             time.sleep(0.2)
