@@ -151,7 +151,7 @@ def test_ten_thousand_conflicts_list_filter_and_chart_in_a_few_queries(viewer_cl
         batch_size=2000,
     )  # fmt: skip
     ConflictBackup.objects.update(created_at=start)
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(13):
         body = viewer_client.get(reverse("conflicts"), {"type": "U"}).content.decode()
     assert len(ids_on(body)) == 50 and "(3333 in all)" in body
     with django_assert_max_num_queries(12):
@@ -185,7 +185,7 @@ def test_the_chart_counts_conflicts_per_day_and_type_of_the_filtered_rows(viewer
     traces = {t["name"]: dict(zip(t["x"], t["y"], strict=True)) for t in figure_of(body)["data"]}
     assert traces["delete (D)"] == {"2026-03-11": 1}
     page = viewer_client.get(reverse("conflicts")).content.decode()
-    assert "plotly/plotly.min.js" in page and "Plotly.newPlot" in page and "cdn" not in page.lower()
+    assert "plotly/plotly.min.js" in page and "js/conflict_chart.js" in page and "cdn" not in page.lower()
 
 
 def test_the_csv_export_has_the_filtered_conflicts_with_their_rows(viewer_client):

@@ -156,7 +156,7 @@ def test_an_editor_publishes_copies_syncs_resolves_a_conflict_and_a_viewer_may_n
     page.wait_for_selector("#conflict-rows")
     page.wait_for_selector("#conflict-chart .main-svg")  # the per-day chart is drawn once the scripts ran
     page.select_option("#conflict-filters select[name='item']", "shop.items")
-    page.wait_for_function("location.search.includes('item=shop.items')")  # htmx pushes the filtered URL
+    page.wait_for_url(lambda url: "item=shop.items" in url)  # htmx pushes the filtered URL
     page.wait_for_selector("#conflict-chart .main-svg")  # and draws the chart of what it selects
     rows = page.locator("#conflict-rows tbody tr")
     assert rows.count() == 1

@@ -124,11 +124,11 @@ def final_attempt(job_id: int, timeout: float = 300.0) -> JobRun:
     deadline = time.monotonic() + timeout
     job = JobRun.objects.get(pk=job_id)
     while time.monotonic() < deadline:
+        job.refresh_from_db()  # before looking for its retry: a lost job and its retry commit together
         nxt = JobRun.objects.filter(retry_of=job).first()
         if nxt is not None:
             job = nxt
             continue
-        job.refresh_from_db()
         if job.finished:
             return job
         time.sleep(0.2)
