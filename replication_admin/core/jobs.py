@@ -199,6 +199,8 @@ def _start(job_id: int) -> JobRun | None:
     job = JobRun.objects.get(pk=job_id)
     JobRun.objects.filter(pk=job_id).update(attempts=job.attempts + 1)
     job.attempts += 1
+    if job.not_before is not None:  # a retry's backoff (at most 30 s), waited out with the lease held
+        time.sleep(max(0.0, min(30.0, (job.not_before - timezone.now()).total_seconds())))
     return job
 
 

@@ -80,6 +80,10 @@ def take_back(job_id: int, reason: str) -> JobRun | None:
             {"job": job.pk, "reason": reason, "retry": retry.pk if retry else None},
         )  # fmt: skip
     log.warning("job %s: %s", job.pk, error)
+    if retry is not None:
+        # Handed out at once (the worker that takes it waits out the backoff): the attempt does not depend
+        # on another pass of a reaper; dispatch_due still hands it out again should this send be lost.
+        jobs.enqueue(retry, sync=False)
     if retry is None:
         safely_raise("job_failed", f"{job.kind} {job.target}", error, reverse("jobs-detail", args=[job.pk]))
     return retry
