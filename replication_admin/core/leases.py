@@ -28,6 +28,19 @@ log = logging.getLogger(__name__)
 HOST = socket.gethostname()
 
 
+def process_gone(pid: int | None) -> bool:
+    """Has process `pid` of this host ended? (No pid, or one we may not signal, counts as not gone.)"""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 def lease_seconds() -> int:
     return int(settings.LEASE_SECONDS)
 

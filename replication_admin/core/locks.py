@@ -22,20 +22,10 @@ from django.utils import timezone
 
 from replication_admin.core import reaper
 from replication_admin.core.errors import LockBusy
-from replication_admin.core.leases import HEARTBEAT, HOST, expiry
+from replication_admin.core.leases import HEARTBEAT, HOST, expiry, process_gone
 from replication_admin.models import JobRun, ReplLock
 
 __all__ = ["LockBusy", "item_lock", "wait_behind", "wait_until"]
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _alive(lock: ReplLock) -> bool:
@@ -43,11 +33,11 @@ def _alive(lock: ReplLock) -> bool:
         state = JobRun.objects.filter(pk=lock.job_id).values_list("state", flat=True).first()
         if state is None or state in JobRun.FINISHED:
             return False
-    if lock.host == HOST and not _pid_alive(lock.pid):
+    if lock.host == HOST and process_gone(lock.pid):
         return False
     if lock.expires_at is not None:
         return lock.expires_at > timezone.now()
-    return lock.host != HOST or _pid_alive(lock.pid)
+    return lock.host != HOST or not process_gone(lock.pid)
 
 
 def _take(name: str, job: JobRun | None) -> None:

@@ -18,7 +18,6 @@ round and in the in-sync follower, and does three things:
 from __future__ import annotations
 
 import logging
-import os
 from datetime import timedelta
 from typing import Any
 
@@ -34,7 +33,7 @@ from django_q.signing import SignedPackage
 from replication_admin.core import jobs
 from replication_admin.core.alerts import safely_raise
 from replication_admin.core.audit import Actor, record
-from replication_admin.core.leases import HOST, lease_seconds
+from replication_admin.core.leases import HOST, lease_seconds, process_gone
 from replication_admin.models import AuditEntry, JobRun, ReplLock
 
 log = logging.getLogger(__name__)
@@ -89,18 +88,6 @@ def take_back(job_id: int, reason: str) -> JobRun | None:
     return retry
 
 
-def _pid_gone(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
 def _take_back_lost_jobs() -> list[int]:
     now = timezone.now()
     lease = timedelta(seconds=lease_seconds())
@@ -110,7 +97,7 @@ def _take_back_lost_jobs() -> list[int]:
     lost = [(pk, "its worker stopped renewing the job's lease") for pk in expired.values_list("pk", flat=True)[:50]]
     # On this host a dead worker is known at once, without waiting for its lease to run out.
     here = JobRun.objects.filter(state=JobRun.State.RUNNING, worker_host=HOST).values_list("pk", "worker_pid")
-    lost += [(pk, "its worker process ended during the run") for pk, pid in here[:200] if _pid_gone(pid)]
+    lost += [(pk, "its worker process ended during the run") for pk, pid in here[:200] if process_gone(pid)]
     taken = []
     for pk, reason in lost:
         if take_back(pk, reason) is not None or not JobRun.objects.filter(pk=pk, state=JobRun.State.RUNNING).exists():
@@ -123,7 +110,7 @@ def _free_expired_locks() -> int:
     stale = ReplLock.objects.filter(Q(expires_at__lt=now) | Q(job__state__in=JobRun.FINISHED))
     freed = stale.delete()[0]
     for lock in ReplLock.objects.filter(host=HOST):
-        if _pid_gone(lock.pid):
+        if process_gone(lock.pid):
             freed += ReplLock.objects.filter(name=lock.name, pid=lock.pid, host=HOST).delete()[0]
     return freed
 
