@@ -213,13 +213,10 @@ def _back_to_queue(job: JobRun, busy: LockBusy) -> str:
         not_before=None if busy.holder_job_id else timezone.now() + timedelta(seconds=2),
     )  # fmt: skip
     # The holder may have ended meanwhile: then nobody else would hand this one out soon.
-    if (
-        busy.holder_job_id is None
-        or not JobRun.objects.filter(
-            pk=busy.holder_job_id, state__in=[JobRun.State.QUEUED, JobRun.State.RUNNING]
-        ).exists()
-    ) and busy.holder_job_id is not None:
-        _wake_waiters(busy.holder_job_id)
+    holder = busy.holder_job_id
+    unfinished = [JobRun.State.QUEUED, JobRun.State.RUNNING]
+    if holder is not None and not JobRun.objects.filter(pk=holder, state__in=unfinished).exists():
+        _wake_waiters(holder)
     return f"job {job.pk} {message}"
 
 
