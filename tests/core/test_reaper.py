@@ -5,6 +5,7 @@ broker lost. A scheduled run of a busy item is skipped without an alert."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from datetime import timedelta
@@ -86,6 +87,34 @@ def test_a_job_whose_worker_process_died_on_this_host_is_taken_back_at_once():
     )
     assert reaper.reap()["lost"] == [job.pk]
     assert "worker process ended" in JobRun.objects.get(pk=job.pk).error
+
+
+def test_a_dead_pid_of_another_host_identity_on_this_machine_waits_for_its_lease_to_expire():
+    """REPLADMIN_HOST gives two worker processes of one machine two identities: neither judges the other's
+    pids (which, on two machines, would be another machine's); only the lease decides."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    job = running_elsewhere(
+        worker_host=f"{HOST}-b", worker_pid=proc.pid, lease_expires_at=timezone.now() + timedelta(minutes=1)
+    )
+    ReplLock.objects.create(name="snapshot:dst.t", job=job, pid=proc.pid, host=f"{HOST}-b",
+                            expires_at=timezone.now() + timedelta(minutes=1))  # fmt: skip
+    assert reaper.reap() == {"lost": [], "locks_freed": 0, "sent": []}
+    JobRun.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert reaper.reap()["lost"] == [job.pk]
+    assert "stopped renewing the job's lease" in JobRun.objects.get(pk=job.pk).error
+    assert not ReplLock.objects.exists()
+
+
+def test_the_host_identity_comes_from_repladmin_host_else_the_machine_name():
+    show = [sys.executable, str(ROOT / "manage.py"), "shell", "-c",
+            "from replication_admin.core.leases import HOST; print(HOST)"]  # fmt: skip
+    named = subprocess.run(show, cwd=ROOT, env={**os.environ, "REPLADMIN_HOST": "host-a"},
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    assert named.stdout.split()[-1] == "host-a"
+    default = subprocess.run(show, cwd=ROOT, env={k: v for k, v in os.environ.items() if k != "REPLADMIN_HOST"},
+                             capture_output=True, text=True, check=True)  # fmt: skip
+    assert default.stdout.split()[-1] == socket.gethostname()
 
 
 def test_a_live_lease_is_left_alone():
