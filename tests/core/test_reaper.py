@@ -19,7 +19,7 @@ from replication_admin.core.audit import Actor
 from replication_admin.core.leases import HOST
 from replication_admin.models import Alert, AuditEntry, JobRun, ReplLock
 from replication_admin.statements import execute
-from tests.conftest import ROOT
+from tests.conftest import ROOT, catalog_env
 from tests.snapshots.test_snapshot_refresh import COLUMNS, Workload
 from tests.tables import create_table
 
@@ -200,7 +200,7 @@ def test_with_the_redis_broker_a_task_taken_by_a_worker_that_died_is_handed_out_
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "replication_admin.settings",
-        "REPLADMIN_DB_PATH": str(settings.DATABASES["default"]["NAME"]),
+        **catalog_env(str(settings.DATABASES["default"]["NAME"])),
         "REPLADMIN_REDIS_URL": "redis://127.0.0.1:6379/15",
     }
     done = subprocess.run([sys.executable, "-c", REDIS_SCRIPT], env=env, capture_output=True, text=True, cwd=ROOT)
