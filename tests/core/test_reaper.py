@@ -12,9 +12,11 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from django_q.brokers import get_broker
 from django_q.models import OrmQ
 
-from replication_admin.core import reaper
+from replication_admin import tasks
+from replication_admin.core import jobs, reaper
 from replication_admin.core.audit import Actor
 from replication_admin.core.leases import HOST
 from replication_admin.models import Alert, AuditEntry, JobRun, ReplLock
@@ -139,6 +141,30 @@ def test_a_queued_job_whose_task_the_broker_no_longer_holds_is_handed_out_again(
     JobRun.objects.update(sent_at=timezone.now() - timedelta(minutes=2))
     assert reaper.reap()["sent"] == []
     assert OrmQ.objects.count() == 2
+
+
+def test_the_orm_broker_offers_a_dead_workers_task_again_after_its_retry_time_and_nothing_runs_twice(settings):
+    """The ORM broker (on the catalog, shared by every worker host) re-offers a task whose lock is older than
+    Q_CLUSTER['retry']; by then the lease machinery has long queued the job's next attempt, so the old task
+    finds its job lost and runs nothing."""
+    assert settings.Q_CLUSTER["retry"] > settings.Q_CLUSTER["timeout"]  # never re-offered while it may run
+    job = JobRun.objects.create(kind="compare", target="a ↔ b")
+    jobs.enqueue(job, sync=False)
+    broker = get_broker()
+    (task_id, _), *_ = broker.dequeue()  # a worker host takes the task ...
+    assert broker.dequeue() is None  # ... and holds it: no other host gets it
+    JobRun.objects.filter(pk=job.pk).update(state=JobRun.State.RUNNING, worker_host="host-a", worker_pid=4242,
+                                            attempts=1, started_at=timezone.now() - timedelta(minutes=5),
+                                            lease_expires_at=timezone.now() - timedelta(seconds=1))  # fmt: skip
+    assert reaper.reap()["lost"] == [job.pk]  # ... and dies: its lease expires, the next attempt is queued
+    retry = JobRun.objects.get(retry_of=job)
+    OrmQ.objects.filter(pk=task_id).update(lock=timezone.now() - timedelta(seconds=1))  # `retry` s later
+    offered = [pk for _ in range(2) for pk, _ in broker.dequeue() or []]  # with the retry's own task
+    assert task_id in offered
+    assert tasks.run_job(job.pk) == f"job {job.pk} not run: lost"
+    JobRun.objects.filter(pk=retry.pk).update(state=JobRun.State.RUNNING)  # another host runs the retry
+    assert tasks.run_job(retry.pk) == f"job {retry.pk} not run: running"
+    assert JobRun.objects.get(pk=job.pk).state == JobRun.State.LOST
 
 
 @pytest.mark.live_db
