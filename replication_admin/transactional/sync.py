@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pyodbc
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import F, Q
 
 from replication_admin.core import connections, reaper
 from replication_admin.core.alerts import safely_raise
@@ -266,25 +266,28 @@ def follow_step(sub: ReplSubscriber) -> SyncOutcome | None:
         raise
 
 
-def followed() -> list[ReplSubscriber]:
-    return list(
-        ReplSubscriber.objects.filter(follow=True, subscribed=True, valid=1, state=ReplSubscriber.IN_SYNC).order_by(
-            "id"
-        )
-    )
+def followed(part: tuple[int, int] | None = None) -> list[ReplSubscriber]:
+    """The in-sync subscriptions to follow; with `part` = (i, n) only those whose id % n == i."""
+    subs = ReplSubscriber.objects.filter(follow=True, subscribed=True, valid=1, state=ReplSubscriber.IN_SYNC)
+    if part is not None:
+        index, count = part
+        subs = subs.annotate(part=F("id") % count).filter(part=index)
+    return list(subs.order_by("id"))
 
 
-def follow_loop(stop: Callable[[], bool], interval: float = 0.1) -> int:
-    """Serve every in-sync subscription until `stop()` says so; returns how many transactions it applied."""
+def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int, int] | None = None) -> int:
+    """Serve every in-sync subscription (or, with `part` = (i, n), those whose id % n == i) until `stop()`
+    says so; returns how many transactions it applied. The reaper runs in the loop serving part 0 (or all)."""
     applied = 0
     reaped = 0.0
+    reaps = part is None or part[0] == 0
     with connections.reuse():
         while not stop():
             started = time.monotonic()
-            if started - reaped >= settings.REAP_INTERVAL:
+            if reaps and started - reaped >= settings.REAP_INTERVAL:
                 reaper.safely_reap()
                 reaped = started
-            for sub in followed():
+            for sub in followed(part):
                 try:
                     outcome = follow_step(sub)
                 except Exception:
