@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import pyodbc
 from django.conf import settings
+from django.db import close_old_connections, connection
 from django.db.models import F, Q
 
 from replication_admin.core import connections, reaper
@@ -275,6 +276,12 @@ def followed(part: tuple[int, int] | None = None) -> list[ReplSubscriber]:
     return list(subs.order_by("id"))
 
 
+def _reconnect_catalog() -> None:
+    """After a failure: a catalog connection that was cut (restart, failover) is opened anew next time."""
+    if not connection.in_atomic_block:
+        close_old_connections()
+
+
 def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int, int] | None = None) -> int:
     """Serve every in-sync subscription (or, with `part` = (i, n), those whose id % n == i) until `stop()`
     says so; returns how many transactions it applied. The reaper runs in the loop serving part 0 (or all)."""
@@ -287,11 +294,18 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
             if reaps and started - reaped >= settings.REAP_INTERVAL:
                 reaper.safely_reap()
                 reaped = started
-            for sub in followed(part):
+            try:
+                subs = followed(part)
+            except Exception:  # the catalog is unreachable: look again next round, on a new connection
+                log.exception("reading the in-sync subscriptions failed")
+                _reconnect_catalog()
+                subs = []
+            for sub in subs:
                 try:
                     outcome = follow_step(sub)
                 except Exception:
                     log.exception("in-sync apply for %s failed", sub)
+                    _reconnect_catalog()
                     continue
                 if outcome is not None:
                     applied += outcome.applied

@@ -11,6 +11,8 @@ import sys
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 from django_q.brokers import get_broker
 from django_q.models import OrmQ
@@ -21,7 +23,8 @@ from replication_admin.core.audit import Actor
 from replication_admin.core.leases import HOST
 from replication_admin.models import Alert, AuditEntry, JobRun, ReplLock
 from replication_admin.statements import execute
-from tests.conftest import ROOT, catalog_env
+from replication_admin.transactional import sync as trx_sync
+from tests.conftest import ROOT, _pg_admin, catalog_env
 from tests.snapshots.test_snapshot_refresh import COLUMNS, Workload
 from tests.tables import create_table
 
@@ -165,6 +168,32 @@ def test_the_orm_broker_offers_a_dead_workers_task_again_after_its_retry_time_an
     JobRun.objects.filter(pk=retry.pk).update(state=JobRun.State.RUNNING)  # another host runs the retry
     assert tasks.run_job(retry.pk) == f"job {retry.pk} not run: running"
     assert JobRun.objects.get(pk=job.pk).state == JobRun.State.LOST
+
+
+@pytest.mark.skipif(settings.DB_ENGINE != "postgresql", reason="a PostgreSQL catalog (REPLADMIN_DB_ENGINE)")
+def test_a_reaper_whose_catalog_connection_was_cut_reconnects_at_its_next_pass():
+    """A catalog restart or failover ends the persistent connections of every long-running loop."""
+    assert reaper.safely_reap() is not None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    with _pg_admin() as admin:
+        admin.execute("SELECT pg_terminate_backend(?)", pid)
+    assert reaper.safely_reap() is None  # this pass fails on the cut connection (logged) ...
+    assert reaper.safely_reap() is not None  # ... the next one reconnects
+
+
+@pytest.mark.skipif(settings.DB_ENGINE != "postgresql", reason="a PostgreSQL catalog (REPLADMIN_DB_ENGINE)")
+def test_an_in_sync_follower_whose_catalog_connection_was_cut_reconnects_at_its_next_round(caplog):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    with _pg_admin() as admin:
+        admin.execute("SELECT pg_terminate_backend(?)", pid)
+    rounds = iter(range(5))
+    trx_sync.follow_loop(lambda: next(rounds, None) is None, interval=0.01, part=(1, 2))  # no reaper in part 1
+    assert caplog.text.count("reading the in-sync subscriptions failed") == 1
+    assert trx_sync.followed() == []
 
 
 @pytest.mark.live_db
