@@ -216,11 +216,13 @@ def test_a_full_refresh_whose_worker_host_is_killed_mid_job_is_finished_by_the_o
     other = "host-b" if taker == "host-a" else "host-a"
     assert taker in catalog.hosts, job
     time.sleep(3.0)  # well inside the job: Spark is reading and writing
+    sessions = catalog.query("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", catalog.name)[0][0]
     assert catalog.job(job_id)["state"] == "running", f"the refresh ended before the kill:\n{catalog.job(job_id)}"
     catalog.kill_host(taker)
     killed_at = time.monotonic()
 
     retry_id = wait_for(lambda: catalog.retry_of(job_id), "the lost job's next attempt", HEALED_WITHIN, catalog)
+    taken_back = time.monotonic() - killed_at
     lost = catalog.job(job_id)
     assert lost["state"] == "lost", lost
     # Taken back because its lease ran out: the other identity never judged host-a's pid.
@@ -234,7 +236,10 @@ def test_a_full_refresh_whose_worker_host_is_killed_mid_job_is_finished_by_the_o
     assert retry["state"] == "succeeded", f"{retry}\n{catalog.logs()}"
     assert retry["worker_host"] == other and retry["trigger"] == "retry", retry
     assert catalog.retry_of(retry_id) is None
-    print(f"\nHEALED several hosts: {ROWS} rows, {taker} killed → {other} finished the refresh in {healed:.1f} s")
+    print(
+        f"\nHEALED several hosts: {ROWS} rows, {taker} killed → taken back after {taken_back:.1f} s, "
+        f"{other} finished the refresh after {healed:.1f} s; {sessions} catalog sessions with both hosts up"
+    )
 
     assert destination_digest(dest_db) == source_digest(source_db)  # count, sum of keys, hash of every row
     assert destination_tables(dest_db) == {"t_copy"}, "staging objects were left behind"
