@@ -260,7 +260,10 @@ ALERT_RECIPIENTS = env_list("REPLADMIN_ALERT_EMAILS", [])
 CONSOLE_URL = env_str("REPLADMIN_CONSOLE_URL", "http://127.0.0.1:8000")
 
 # Background jobs: django-q2 with the ORM broker by default, Redis when REPLADMIN_REDIS_URL is set.
-# One worker process keeps one warm SparkSession, so `recycle` is high; `retry` > `timeout`.
+# One worker process keeps one warm SparkSession, so `recycle` is high; `retry` > `timeout`: the ORM broker
+# offers a task again only once no run of it can still be going, and that late copy finds its job no longer
+# queued (core.jobs claims a job once). What a dead worker held is re-queued by the leases (core/reaper.py),
+# with either broker; see docs/scale-out.md.
 Q_CLUSTER = {
     "name": "replication_admin",
     "workers": env_int("REPLADMIN_WORKERS", 2),

@@ -58,7 +58,8 @@ def test_two_follower_processes_each_serve_their_half_of_the_subscriptions_and_o
             assert follower.poll() is None and time.monotonic() < deadline, (tmp_path / "replfollow.log").read_text()
             time.sleep(0.1)
         children = psutil.Process(follower.pid).children()
-        assert sorted(" ".join(c.cmdline()[-4:-2]) for c in children) == ["--part 0/2", "--part 1/2"]
+        parts = sorted((argv := c.cmdline())[argv.index("--part") + 1] for c in children)
+        assert parts == ["0/2", "1/2"]
         with connections.connect(pub) as conn:
             for n in range(11, 61):
                 conn.cursor().execute("INSERT INTO items VALUES (?, ?)", n, f"live {n}")
@@ -87,3 +88,25 @@ def test_two_follower_processes_each_serve_their_half_of_the_subscriptions_and_o
     for sub in subs:
         sub.refresh_from_db()
         assert sub.state == ReplSubscriber.IN_SYNC, sub.last_error
+
+
+def test_the_follower_processes_stop_by_themselves_when_their_supervisor_is_killed(transactional_db, settings):
+    env = {**os.environ, **catalog_env(str(settings.DATABASES["default"]["NAME"]))}
+    follower = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "replfollow", "--processes", "2"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while len(psutil.Process(follower.pid).children()) < 2:
+            assert follower.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        children = psutil.Process(follower.pid).children()
+        follower.kill()  # the supervisor alone, without a signal passed on
+        follower.wait()
+        _, alive = psutil.wait_procs(children, timeout=10)
+        assert not alive, f"followers still running 10 s after their supervisor was killed: {alive}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(follower.pid, signal.SIGKILL)
+        follower.wait()

@@ -3,12 +3,14 @@
 With --processes N the command supervises N follower processes: process i follows the in-sync subscriptions
 whose id % N == i, each taking its subscription's item lock as a single follower does (a sync job or another
 follower holding it makes it leave that subscription alone that round). A follower process that ends
-unexpectedly is started again. One SIGTERM (or SIGINT) to the command stops every follower within seconds.
+unexpectedly is started again; a follower whose supervisor is gone stops by itself. One SIGTERM (or SIGINT) to
+the command stops every follower within seconds.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import subprocess
@@ -41,6 +43,7 @@ class Command(BaseCommand):
             "id %% N is its number (default 1: this process serves them all)",
         )  # fmt: skip
         parser.add_argument("--part", default="", help=argparse.SUPPRESS)  # "I/N": one follower of --processes N
+        parser.add_argument("--supervisor", type=int, default=0, help=argparse.SUPPRESS)  # its pid
 
     def handle(self, *args, **opts):
         stopping = {"now": False}
@@ -51,8 +54,12 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop_signal)
         signal.signal(signal.SIGINT, stop_signal)
         deadline = time.monotonic() + opts["seconds"] if opts["seconds"] else None
+        # A follower of --processes stops when its supervisor is gone (killed without passing a signal on).
+        supervisor = opts["supervisor"] or None
 
         def stop() -> bool:
+            if supervisor is not None and os.getppid() != supervisor:
+                return True
             return stopping["now"] or (deadline is not None and time.monotonic() >= deadline)
 
         if opts["processes"] < 1:
@@ -75,7 +82,7 @@ class Command(BaseCommand):
     def _supervise(self, count: int, opts, stop) -> None:
         def start(index: int) -> subprocess.Popen:
             argv = [sys.executable, str(settings.BASE_DIR / "manage.py"), "replfollow", "--part", f"{index}/{count}",
-                    "--interval", str(opts["interval"])]  # fmt: skip
+                    "--interval", str(opts["interval"]), "--supervisor", str(os.getpid())]  # fmt: skip
             return subprocess.Popen(argv, cwd=settings.BASE_DIR)
 
         children = {index: start(index) for index in range(count)}
