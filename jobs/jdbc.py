@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 
 from replication_admin.engine.dialects import JdbcEndpoint
@@ -11,9 +13,32 @@ ROWS_PER_PARTITION = 250_000  # 1M rows -> 4 partitions: measured best for Postg
 MAX_PARTITIONS = 8
 
 
-def _reader(spark: SparkSession, endpoint: JdbcEndpoint) -> DataFrameReader:
-    reader = spark.read.format("jdbc").option("url", endpoint.url)
+def jdbc_options(endpoint: JdbcEndpoint) -> dict[str, str]:
+    """The url and properties of an endpoint as Spark options.
+
+    Spark Connect sends option names lower-cased, and the JDBC drivers read their properties case-sensitively
+    (readOnly, reWriteBatchedInserts, currentSchema, sessionVariables, useBulkStmts): such properties go into
+    the URL, where the drivers read them whichever way the session was made. PostgreSQL's driver decodes URL
+    parameters; MariaDB's takes them as written."""
+    url, options = endpoint.url, {}
+    in_url: list[str] = []
     for key, value in endpoint.properties.items():
+        if key == key.lower() or not url.startswith(("jdbc:postgresql:", "jdbc:mysql:", "jdbc:mariadb:")):
+            options[key] = value
+        elif url.startswith("jdbc:postgresql:"):
+            in_url.append(f"{key}={quote(value, safe='')}")
+        elif "&" in value:
+            raise ValueError(f"JDBC property {key} of {url} cannot contain '&'")
+        else:
+            in_url.append(f"{key}={value}")
+    if in_url:
+        url += ("&" if "?" in url else "?") + "&".join(in_url)
+    return {"url": url, **options}
+
+
+def _reader(spark: SparkSession, endpoint: JdbcEndpoint) -> DataFrameReader:
+    reader = spark.read.format("jdbc")
+    for key, value in jdbc_options(endpoint).items():
         reader = reader.option(key, value)
     return reader.option("fetchsize", str(FETCH_SIZE))
 

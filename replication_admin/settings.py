@@ -63,6 +63,22 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from exc
 
 
+def env_optional_bool(name: str) -> bool | None:
+    value = os.environ.get(name, "").strip()
+    return env_bool(name, False) if value else None
+
+
+def env_spark_conf(name: str) -> dict[str, str]:
+    """ "spark.a=1 spark.b=x" (spaces, commas or new lines between) -> {"spark.a": "1", "spark.b": "x"}."""
+    conf: dict[str, str] = {}
+    for item in os.environ.get(name, "").replace(",", " ").split():
+        key, sep, value = item.partition("=")
+        if not sep or not key.startswith("spark."):
+            raise ImproperlyConfigured(f"{name}: {item!r} is not spark.<setting>=<value>")
+        conf[key] = value
+    return conf
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     value = os.environ.get(name)
     if value is None:
@@ -313,9 +329,27 @@ if REDIS_URL:
 else:
     Q_CLUSTER["orm"] = "default"
 
-# Spark: one lazily created local session per worker process (jobs/session.py).
+# --- Spark (jobs/session.py, replication_admin/core/spark.py, docs/scale-out.md) ---
+# The shared Spark service (`manage.py spark_service`) that workers, replsql and the console connect to, as
+# sc://host:port; empty: each process starts an embedded session of its own (the fallback for a lone command).
+SPARK_REMOTE = env_str("REPLADMIN_SPARK_REMOTE")
+# The master the service (or an embedded session) runs its executors under: local[*], or spark://host:7077.
 SPARK_MASTER = env_str("REPLADMIN_SPARK_MASTER", "local[*]")
 SPARK_DRIVER_MEMORY = env_str("REPLADMIN_SPARK_DRIVER_MEMORY", "2g")
+# Where the service listens for clients (loopback unless the workers are on other hosts).
+SPARK_CONNECT_HOST = env_str("REPLADMIN_SPARK_CONNECT_HOST", "127.0.0.1")
+SPARK_CONNECT_PORT = env_int("REPLADMIN_SPARK_CONNECT_PORT", 15002)
+# The address executors reach the driver at, and the interface the driver binds (a cluster on other hosts
+# needs a routable address here).
+SPARK_DRIVER_HOST = env_str("REPLADMIN_SPARK_DRIVER_HOST", "127.0.0.1")
+SPARK_BIND_ADDRESS = env_str("REPLADMIN_SPARK_BIND_ADDRESS", "127.0.0.1")
+# Any spark.* setting, applied last: "spark.cores.max=4 spark.executor.memory=2g" (spaces or commas between).
+SPARK_CONF = env_spark_conf("REPLADMIN_SPARK_CONF")
+# How long a client retries an unreachable service before the job fails with one line.
+SPARK_CONNECT_RETRY_SECONDS = env_int("REPLADMIN_SPARK_CONNECT_RETRY_SECONDS", 30)
+# SQLite files are opened by Spark's executors: on a local master they are on this host; on a cluster only
+# when every executor sees the file at the same path (then set 1). Unset: decided from the master.
+SPARK_SQLITE_SHARED = env_optional_bool("REPLADMIN_SPARK_SQLITE_SHARED")
 JDBC_JARS = env_list(
     "REPLADMIN_JDBC_JARS",
     [

@@ -27,6 +27,7 @@ from replication_admin.core.audit import Actor
 from replication_admin.core.spark import spark_config
 from replication_admin.models import JobRun
 from replication_admin.servers.actions import ServerData, do_register_server
+from tests.spark_service import wait_for_spark
 from tests.users import editor_client, viewer_client  # noqa: F401 - fixtures for every feature's tests
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,6 +84,7 @@ def require_spark() -> None:
     missing = [jar for jar in settings.JDBC_JARS if not os.path.isfile(jar)]
     if missing:
         unavailable(f"JDBC jars missing: {', '.join(missing)}")
+    wait_for_spark()
 
 
 def create_database(dialect: str) -> str:
@@ -191,9 +193,9 @@ def make_server(db, live_database, sqlite_path):
 
 @pytest.fixture(scope="session")
 def spark():
-    """The process's one SparkSession (the same one the jobs use when run in sync mode)."""
+    """The process's session (on the suite's Spark service unless REPLADMIN_TEST_SPARK=embedded): the same one
+    the jobs use when run in sync mode outside a job."""
     require_spark()
-
     return get_spark(spark_config())
 
 

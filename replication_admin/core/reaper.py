@@ -34,6 +34,7 @@ from replication_admin.core import jobs
 from replication_admin.core.alerts import safely_raise
 from replication_admin.core.audit import Actor, record
 from replication_admin.core.leases import HOST, lease_seconds, process_gone
+from replication_admin.core.spark import interrupt_job_spark
 from replication_admin.models import AuditEntry, JobRun, ReplLock
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,10 @@ def backoff(attempt: int) -> float:
 
 def take_back(job_id: int, reason: str) -> JobRun | None:
     """Mark a running job lost, free its locks and queue its next attempt (None when none is left)."""
+    running = JobRun.objects.filter(pk=job_id, state=JobRun.State.RUNNING).first()
+    if running is None:
+        return None
+    interrupt_job_spark(running)  # before its locks are freed: nothing of it may run beside the next attempt
     now = timezone.now()
     with transaction.atomic():
         job = JobRun.objects.select_for_update().filter(pk=job_id, state=JobRun.State.RUNNING).first()
