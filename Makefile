@@ -1,4 +1,4 @@
-.PHONY: setup demo test lint bench
+.PHONY: setup demo test test-pg lint bench
 
 PY := .venv/bin/python
 # Development settings (secret key, Fernet key, DEBUG) come from var/dev.env, written by scripts/setup.sh; the
@@ -25,6 +25,11 @@ lint:
 ## suite itself (tests/spark_service.py); REPLADMIN_TEST_SPARK=service or embedded runs them without one.
 test: setup lint
 	REPLADMIN_TEST_SPARK=$${REPLADMIN_TEST_SPARK:-cluster} $(PY) -m pytest
+
+## The same suite on a PostgreSQL catalog (pytest-django creates and drops REPLADMIN_TEST_DB_NAME on
+## REPLADMIN_DB_HOST); child processes (worker hosts, replsql) are pointed at it too.
+test-pg: setup lint
+	REPLADMIN_DB_ENGINE=postgresql $(PY) -m pytest
 
 ## Benchmarks (on demand): prints ratios against native baselines measured in the same run.
 bench: setup

@@ -175,6 +175,10 @@ CATALOG_DATABASES = {
         },
         "TEST": {"NAME": env_str("REPLADMIN_TEST_DB_PATH", str(VAR_DIR / "test-console.sqlite3"))},
     },
+    # Shared by every worker host, the console and replfollow. Connections persist for
+    # REPLADMIN_DB_CONN_MAX_AGE seconds (0: one per request or task) and are checked before reuse, so a
+    # catalog restart costs a reconnect, not a failed job. The test suite's database is
+    # REPLADMIN_TEST_DB_NAME (created and dropped by pytest-django).
     "postgresql": lambda: {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": env_str("REPLADMIN_DB_NAME", "replication_admin"),
@@ -182,6 +186,10 @@ CATALOG_DATABASES = {
         "PASSWORD": env_str("REPLADMIN_DB_PASSWORD"),
         "HOST": env_str("REPLADMIN_DB_HOST", "127.0.0.1"),
         "PORT": env_str("REPLADMIN_DB_PORT", "5432"),
+        "CONN_MAX_AGE": env_int("REPLADMIN_DB_CONN_MAX_AGE", 300),
+        "CONN_HEALTH_CHECKS": True,
+        "OPTIONS": {"connect_timeout": env_int("REPLADMIN_DB_CONNECT_TIMEOUT", 10)},
+        "TEST": {"NAME": env_str("REPLADMIN_TEST_DB_NAME", "test_replication_admin")},
     },
 }
 if DB_ENGINE not in CATALOG_DATABASES:
@@ -268,7 +276,10 @@ ALERT_RECIPIENTS = env_list("REPLADMIN_ALERT_EMAILS", [])
 CONSOLE_URL = env_str("REPLADMIN_CONSOLE_URL", "http://127.0.0.1:8000")
 
 # Background jobs: django-q2 with the ORM broker by default, Redis when REPLADMIN_REDIS_URL is set.
-# One worker process keeps one warm SparkSession, so `recycle` is high; `retry` > `timeout`.
+# One worker process keeps one warm SparkSession, so `recycle` is high; `retry` > `timeout`: the ORM broker
+# offers a task again only once no run of it can still be going, and that late copy finds its job no longer
+# queued (core.jobs claims a job once). What a dead worker held is re-queued by the leases (core/reaper.py),
+# with either broker; see docs/scale-out.md.
 Q_CLUSTER = {
     "name": "replication_admin",
     "workers": env_int("REPLADMIN_WORKERS", 2),
@@ -293,6 +304,10 @@ LOCK_WAIT = env_int("REPLADMIN_LOCK_WAIT", 600)
 LEASE_SECONDS = env_int("REPLADMIN_LEASE_SECONDS", 20)
 JOB_ATTEMPTS = env_int("REPLADMIN_JOB_ATTEMPTS", 5)
 REAP_INTERVAL = env_int("REPLADMIN_REAP_INTERVAL", 5)
+# This process's worker host identity in job leases and item locks (default: the machine's host name). Two
+# worker processes on one machine with different identities act as two hosts: each takes the other's jobs
+# back only when their leases expire, never because a pid of the other identity is not running here.
+HOST_IDENTITY = env_str("REPLADMIN_HOST").strip()
 # Seconds the qcluster command gives its workers after SIGTERM before it hands their jobs back and stops them.
 SHUTDOWN_GRACE = env_int("REPLADMIN_SHUTDOWN_GRACE", 6)
 # Network faults: lost connections, failed connects, deadlocks and serialisation failures are retried (a step

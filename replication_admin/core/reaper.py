@@ -22,7 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import close_old_connections, connection, transaction
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
@@ -172,4 +172,6 @@ def safely_reap() -> dict[str, Any] | None:
         return reap()
     except Exception:  # the next pass tries again; the reaper never takes its host down
         log.exception("reaper pass failed")
+        if not connection.in_atomic_block:
+            close_old_connections()  # a catalog connection cut meanwhile (restart, failover) is opened anew
         return None
