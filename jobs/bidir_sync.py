@@ -90,7 +90,7 @@ class InitCopy:
 def stage_copy(spark: SparkSession, plan: InitCopy, progress: Progress | None = None) -> int:
     """The publisher's rows, numbered (rn: increasing, not contiguous), staged on the subscriber."""
     df = read_partitioned(spark, plan.source.jdbc, plan.select_sql, plan.custom_schema, plan.partition_alias)
-    assert df.rdd.getNumPartitions() <= 8, "row numbers assume at most 8 read partitions"
+    # read_partitioned reads at most MAX_PARTITIONS (8) partitions: the partition fits the top 3 bits.
     # Increasing row numbers below 2**31 (the SQLite ODBC driver returns 32-bit integers from MAX()):
     # the partition in the top 3 bits, the row's place in its partition (up to 268 million) below.
     partition = F.spark_partition_id().cast("long")

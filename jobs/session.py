@@ -13,6 +13,7 @@ fork, so sessions are created inside the process that uses them.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
@@ -115,6 +116,10 @@ def _bounded_retries(session: Any, seconds: int) -> None:
 def connect(config: SparkConfig, session_id: str | None = None, retry_seconds: int | None = None) -> Any:
     """A new Spark Connect session on the service (with `session_id`: that very session)."""
     session = SparkSession.builder.remote(connect_url(config.remote, session_id)).create()
+    # Each client registers an exit hook that calls the service (to clean an ML cache this product never
+    # fills): it would keep every job's client alive for the life of the worker, and at exit retry a stopped
+    # service for minutes.
+    atexit.unregister(session.client._cleanup_ml_cache)
     seconds = config.connect_retry_seconds if retry_seconds is None else retry_seconds
     if seconds > 0:
         _bounded_retries(session, seconds)
@@ -128,6 +133,10 @@ def _embedded(config: SparkConfig) -> SparkSession:
     if absent:
         raise RuntimeError(f"JDBC driver jars not found: {', '.join(absent)} (run scripts/setup.sh)")
     os.environ.setdefault("SPARK_LOCAL_IP", config.bind_address)
+    # A Connect client marks its process (and the children it starts) as Connect-only in the environment;
+    # an embedded session is asked for explicitly here.
+    for name in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE"):
+        os.environ.pop(name, None)
     builder = SparkSession.builder
     for key, value in spark_conf(config).items():
         builder = builder.config(key, value)
