@@ -33,4 +33,4 @@ test-pg: setup lint
 
 ## Benchmarks (on demand): prints ratios against native baselines measured in the same run.
 bench: setup
-	$(PY) -m pytest tests/bench -p no:cacheprovider -s -m bench
+	REPLADMIN_TEST_SPARK=$${REPLADMIN_TEST_SPARK:-cluster} $(PY) -m pytest tests/bench -p no:cacheprovider -s -m bench
