@@ -147,12 +147,10 @@ class PullPlan:
 @dataclass
 class PullResult:
     replayed: list[str] = field(default_factory=list)  # change ids the publisher already has
-    staged: list[str] = field(default_factory=list)  # change ids staged for the apply, conflicts or not
     conflicts: int = 0  # decided and handed to `on_conflicts`
     applied_without_conflict: int = 0
-    keys: dict[str, tuple[Any, ...]] = field(
-        default_factory=dict
-    )  # change id -> (op, conflict type or None, key values)
+    # The changes staged for the apply, conflicts or not: change id -> (op, conflict type or None, key values)
+    keys: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
 
 # Decided conflicts are handed to the control plane in chunks of this many: the driver holds one chunk.
@@ -180,7 +178,8 @@ def pull_changes(spark: SparkSession, plan: PullPlan, on_conflicts: DecidedConfl
     applied = read_query(spark, plan.pub.jdbc, plan.replayed_sql, "change_id STRING")
     changes = changes.persist()
     try:
-        result.replayed = [r["change_id"] for r in changes.join(applied, "change_id", "left_semi").collect()]
+        replayed = changes.join(applied, "change_id", "left_semi").select("change_id")
+        result.replayed = [r["change_id"] for r in replayed.toLocalIterator()]
         pending = changes.join(applied, "change_id", "left_anti").persist()
         try:
             return _pull_pending(spark, plan, pending, result, on_conflicts or (lambda chunk: None))
@@ -228,9 +227,12 @@ def _pull_pending(
     )
     classified = joined.withColumn("eff_op", op).withColumn("conflict", conflict).persist()
     try:
-        staged = classified.select("change_id", "eff_op", "conflict", *key_aliases).collect()
-        result.staged = [r["change_id"] for r in staged]
-        result.keys = {r["change_id"]: (r["eff_op"], r["conflict"], tuple(r[k] for k in key_aliases)) for r in staged}
+        # Streamed into one compact dict (no list of rows next to it on the driver).
+        types: set[str] = set()
+        for r in classified.select("change_id", "eff_op", "conflict", *key_aliases).toLocalIterator():
+            result.keys[r["change_id"]] = (r["eff_op"], r["conflict"], tuple(r[k] for k in key_aliases))
+            if r["conflict"] is not None:
+                types.add(r["conflict"])
         clean = classified.where(F.col("conflict").isNull())
         out = clean.select(
             *keys_out,
@@ -244,7 +246,6 @@ def _pull_pending(
         result.applied_without_conflict = write_counted(
             out, plan.pub, plan.apply_staging_sql, "pull_clean", parallelism=plan.parallelism
         )
-        types = {r["conflict"] for r in staged if r["conflict"] is not None}
         if types:
             typed = classified.where(F.col("conflict").isNotNull()).select(
                 "conflict",

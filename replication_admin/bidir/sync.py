@@ -17,6 +17,7 @@ publisher ROWGUID, so every subscriber, the originator included, converges on it
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -234,7 +235,7 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
     left: set[str] = set()
     dropped = 0
     outcome.replayed = len(result.replayed)
-    if result.staged:
+    if result.keys:
         apply = sql.apply_sql(
             d_pub,
             pub.table,
@@ -254,14 +255,13 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
                 f"pull from {sub.server.name}: {len(left)} change(s) whose row changed on {pub.server.name} "
                 "while the sync decided wait for the next sync"
             )
-    staged = [change for change in result.staged if change not in left]
-    outcome.pulled, outcome.conflicts, outcome.left = len(staged), result.conflicts - dropped, len(left)
-    consumed = [*result.replayed, *staged]
-    as_is = {
-        change: (op, key)
-        for change, (op, conflict, key) in result.keys.items()
-        if change not in left and (conflict is None or change not in not_as_is)
-    }
+    outcome.pulled, outcome.conflicts, outcome.left = (
+        len(result.keys) - len(left),
+        result.conflicts - dropped,
+        len(left),
+    )
+    consumed = [*result.replayed, *(change for change in result.keys if change not in left)]
+    as_is = _AsIs(result.keys, left, not_as_is)
     _consume(sub, consumed, as_is)
     _forget(pub, replay, sub.server.name, consumed)
     pub.drop(keys_stage, apply_stage)
@@ -303,7 +303,30 @@ def _settle_pending(publication, pub: Side, replay: str, source: str) -> None:
     _settle(publication, source, set(changes) - applied)
 
 
-def _consume(sub: Side, change_ids: list[str], as_is: dict[str, tuple] | None = None) -> None:
+class _AsIs(Mapping[str, tuple]):
+    """change id -> (op, key values) of the pulled changes the publisher took as they were (no conflict,
+    or "subscriber wins"), read from the pull's staged changes without copying them."""
+
+    def __init__(self, staged: dict[str, tuple], left: set[str], not_as_is: set[str]) -> None:
+        self._staged, self._left, self._not_as_is = staged, left, not_as_is
+
+    def _taken(self, change: str, conflict: str | None) -> bool:
+        return change not in self._left and (conflict is None or change not in self._not_as_is)
+
+    def __getitem__(self, change: str) -> tuple:
+        op, conflict, key = self._staged[change]
+        if not self._taken(change, conflict):
+            raise KeyError(change)
+        return op, key
+
+    def __iter__(self) -> Iterator[str]:
+        return (change for change, (_, conflict, _) in self._staged.items() if self._taken(change, conflict))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def _consume(sub: Side, change_ids: list[str], as_is: Mapping[str, tuple] | None = None) -> None:
     """Remove pulled changes from the subscriber's log; a row changed again since has a new id and stays.
 
     Such a row was changed on top of the pulled version: when the publisher took that version as it
@@ -318,13 +341,15 @@ def _consume(sub: Side, change_ids: list[str], as_is: dict[str, tuple] | None = 
             chunk = change_ids[start : start + 1000]
             cursor.execute(sql.consume_sql(d, sub.table, len(chunk)), chunk)
         if as_is:
-            pulled = {_key_text(key): (change, op) for change, (op, key) in as_is.items()}
-            for row in cursor.execute(sql.pending_keys_sql(d, sub.table)).fetchall():
-                key = tuple(row[:-1])
-                match = pulled.get(_key_text(key))
-                if match is None:
+            # The log rows left are few (changed again during the sync): index them, not the pulled changes.
+            remaining = {
+                _key_text(tuple(row[:-1])): tuple(row[:-1])
+                for row in cursor.execute(sql.pending_keys_sql(d, sub.table)).fetchall()
+            }
+            for change, (op, pulled_key) in as_is.items() if remaining else ():
+                key = remaining.get(_key_text(pulled_key))
+                if key is None:
                     continue
-                change, op = match
                 values = [bind_value(v, k.logical, d.name) for v, k in zip(key, sub.layout.keys, strict=True)]
                 if op == "D":  # the row was deleted, then made again: an insert for the publisher
                     cursor.execute(sql.rebase_sql(d, sub.table, inserted=True), [*values])
