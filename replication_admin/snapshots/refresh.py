@@ -326,6 +326,7 @@ def repair_snapshot(job: JobRun, reporter, name: str) -> dict:
                     endpoint(dest),
                     d.qualify(staging, schema),
                     progress=reporter.spark_progress(1, 1, 3),
+                    parallelism=spark_sizing.parallelism(),
                 )
             reporter.progress(2, 3, f"fixing {counts['upserts']} row(s), deleting {counts['deletes']}")
             with reporter.phase("apply"):
