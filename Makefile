@@ -1,4 +1,4 @@
-.PHONY: setup demo test lint bench
+.PHONY: setup demo test test-pg lint bench
 
 PY := .venv/bin/python
 # Development settings (secret key, Fernet key, DEBUG) come from var/dev.env, written by scripts/setup.sh; the
@@ -8,7 +8,7 @@ export REPLADMIN_ENV_FILE ?= $(CURDIR)/var/dev.env
 setup:
 	scripts/setup.sh
 
-## The demo: console on http://127.0.0.1:8000 + a django-q2 worker + local Spark, on the generated Demo database.
+## The demo: console on http://127.0.0.1:8000 + a django-q2 worker + the Spark service, on the generated Demo database.
 demo: setup
 	scripts/demo.sh
 
@@ -20,9 +20,16 @@ lint:
 	$(PY) manage.py check
 	$(PY) manage.py makemigrations --check --dry-run
 
-## The whole test suite: lint, then unit, live-database, Spark and browser tests.
+## The whole test suite: lint, then unit, live-database, Spark and browser tests. The Spark jobs run on a
+## standalone cluster (a master and two workers on 127.0.0.1) behind the Spark service, both started by the
+## suite itself (tests/spark_service.py); REPLADMIN_TEST_SPARK=service or embedded runs them without one.
 test: setup lint
-	$(PY) -m pytest
+	REPLADMIN_TEST_SPARK=$${REPLADMIN_TEST_SPARK:-cluster} $(PY) -m pytest
+
+## The same suite on a PostgreSQL catalog (pytest-django creates and drops REPLADMIN_TEST_DB_NAME on
+## REPLADMIN_DB_HOST); child processes (worker hosts, replsql) are pointed at it too.
+test-pg: setup lint
+	REPLADMIN_DB_ENGINE=postgresql $(PY) -m pytest
 
 ## Benchmarks (on demand): prints ratios against native baselines measured in the same run.
 bench: setup

@@ -8,6 +8,7 @@ against one server than its connection cap allows (reads and writes alike)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 
@@ -47,9 +48,32 @@ def partition_count(rows: int, cores: int, connections: int) -> int:
     return max(1, min(wanted, rows // MIN_ROWS_PER_PARTITION, max(connections, 1)))
 
 
-def _reader(spark: SparkSession, endpoint: JdbcEndpoint) -> DataFrameReader:
-    reader = spark.read.format("jdbc").option("url", endpoint.url)
+def jdbc_options(endpoint: JdbcEndpoint) -> dict[str, str]:
+    """The url and properties of an endpoint as Spark options.
+
+    Spark Connect sends option names lower-cased, and the JDBC drivers read their properties case-sensitively
+    (readOnly, reWriteBatchedInserts, currentSchema, sessionVariables, useBulkStmts): such properties go into
+    the URL, where the drivers read them whichever way the session was made. PostgreSQL's driver decodes URL
+    parameters; MariaDB's takes them as written."""
+    url, options = endpoint.url, {}
+    in_url: list[str] = []
     for key, value in endpoint.properties.items():
+        if key == key.lower() or not url.startswith(("jdbc:postgresql:", "jdbc:mysql:", "jdbc:mariadb:")):
+            options[key] = value
+        elif url.startswith("jdbc:postgresql:"):
+            in_url.append(f"{key}={quote(value, safe='')}")
+        elif "&" in value:
+            raise ValueError(f"JDBC property {key} of {url} cannot contain '&'")
+        else:
+            in_url.append(f"{key}={value}")
+    if in_url:
+        url += ("&" if "?" in url else "?") + "&".join(in_url)
+    return {"url": url, **options}
+
+
+def _reader(spark: SparkSession, endpoint: JdbcEndpoint) -> DataFrameReader:
+    reader = spark.read.format("jdbc")
+    for key, value in jdbc_options(endpoint).items():
         reader = reader.option(key, value)
     return reader.option("fetchsize", str(FETCH_SIZE))
 

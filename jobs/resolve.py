@@ -265,15 +265,18 @@ def decide_frame(
         nonlocal df
         if not labelled:
             return
+        # Reading the schema analyses the plan: on Spark Connect nothing is analysed before that.
         try:
-            df = df.withColumns({name: column for _, name, column in labelled})
+            added = df.withColumns({name: column for _, name, column in labelled})
+            added.schema  # noqa: B018
         except Exception as exc:  # analysis errors: unknown function, type mismatch ...
             for label, name, column in labelled:
                 try:
-                    df.withColumns({name: column})
+                    df.withColumns({name: column}).schema  # noqa: B018
                 except Exception as own:
                     raise ResolverError(f"{label} cannot be evaluated: {_first_line(own, columns)}") from None
             raise ResolverError(f"the resolvers cannot be evaluated: {_first_line(exc, columns)}") from None
+        df = added
         stages.append((df, [(label, name) for label, name, _ in labelled]))
 
     numeric = (T.NumericType, T.StringType, T.NullType)

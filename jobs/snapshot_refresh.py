@@ -20,7 +20,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.compare import normalise_time_text
-from jobs.jdbc import DEFAULT_PARALLELISM, Parallelism, read_by_key_range, read_query, read_split
+from jobs.jdbc import DEFAULT_PARALLELISM, Parallelism, jdbc_options, read_by_key_range, read_query, read_split
 from jobs.progress import StageProgress
 from replication_admin.engine import dialects
 from replication_admin.engine.compare import family_of
@@ -98,8 +98,8 @@ def write_staging(df: DataFrame, endpoint: Endpoint, table_sql: str, parallelism
     else:
         df = df.coalesce(max((parallelism or DEFAULT_PARALLELISM).connections, 1))
         options = {"batchsize": "20000", "isolationLevel": "READ_COMMITTED"}
-    writer = df.write.format("jdbc").mode("append").option("url", endpoint.jdbc.url).option("dbtable", table_sql)
-    for key, value in {**endpoint.jdbc.properties, **options}.items():
+    writer = df.write.format("jdbc").mode("append").option("dbtable", table_sql)
+    for key, value in {**jdbc_options(endpoint.jdbc), **options}.items():
         writer = writer.option(key, value)
     writer.save()
 

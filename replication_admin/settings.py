@@ -63,6 +63,22 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from exc
 
 
+def env_optional_bool(name: str) -> bool | None:
+    value = os.environ.get(name, "").strip()
+    return env_bool(name, False) if value else None
+
+
+def env_spark_conf(name: str) -> dict[str, str]:
+    """ "spark.a=1 spark.b=x" (spaces, commas or new lines between) -> {"spark.a": "1", "spark.b": "x"}."""
+    conf: dict[str, str] = {}
+    for item in os.environ.get(name, "").replace(",", " ").split():
+        key, sep, value = item.partition("=")
+        if not sep or not key.startswith("spark."):
+            raise ImproperlyConfigured(f"{name}: {item!r} is not spark.<setting>=<value>")
+        conf[key] = value
+    return conf
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     value = os.environ.get(name)
     if value is None:
@@ -159,6 +175,10 @@ CATALOG_DATABASES = {
         },
         "TEST": {"NAME": env_str("REPLADMIN_TEST_DB_PATH", str(VAR_DIR / "test-console.sqlite3"))},
     },
+    # Shared by every worker host, the console and replfollow. Connections persist for
+    # REPLADMIN_DB_CONN_MAX_AGE seconds (0: one per request or task) and are checked before reuse, so a
+    # catalog restart costs a reconnect, not a failed job. The test suite's database is
+    # REPLADMIN_TEST_DB_NAME (created and dropped by pytest-django).
     "postgresql": lambda: {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": env_str("REPLADMIN_DB_NAME", "replication_admin"),
@@ -166,6 +186,10 @@ CATALOG_DATABASES = {
         "PASSWORD": env_str("REPLADMIN_DB_PASSWORD"),
         "HOST": env_str("REPLADMIN_DB_HOST", "127.0.0.1"),
         "PORT": env_str("REPLADMIN_DB_PORT", "5432"),
+        "CONN_MAX_AGE": env_int("REPLADMIN_DB_CONN_MAX_AGE", 300),
+        "CONN_HEALTH_CHECKS": True,
+        "OPTIONS": {"connect_timeout": env_int("REPLADMIN_DB_CONNECT_TIMEOUT", 10)},
+        "TEST": {"NAME": env_str("REPLADMIN_TEST_DB_NAME", "test_replication_admin")},
     },
 }
 if DB_ENGINE not in CATALOG_DATABASES:
@@ -252,7 +276,10 @@ ALERT_RECIPIENTS = env_list("REPLADMIN_ALERT_EMAILS", [])
 CONSOLE_URL = env_str("REPLADMIN_CONSOLE_URL", "http://127.0.0.1:8000")
 
 # Background jobs: django-q2 with the ORM broker by default, Redis when REPLADMIN_REDIS_URL is set.
-# One worker process keeps one warm SparkSession, so `recycle` is high; `retry` > `timeout`.
+# One worker process keeps one warm SparkSession, so `recycle` is high; `retry` > `timeout`: the ORM broker
+# offers a task again only once no run of it can still be going, and that late copy finds its job no longer
+# queued (core.jobs claims a job once). What a dead worker held is re-queued by the leases (core/reaper.py),
+# with either broker; see docs/scale-out.md.
 Q_CLUSTER = {
     "name": "replication_admin",
     "workers": env_int("REPLADMIN_WORKERS", 2),
@@ -277,6 +304,10 @@ LOCK_WAIT = env_int("REPLADMIN_LOCK_WAIT", 600)
 LEASE_SECONDS = env_int("REPLADMIN_LEASE_SECONDS", 20)
 JOB_ATTEMPTS = env_int("REPLADMIN_JOB_ATTEMPTS", 5)
 REAP_INTERVAL = env_int("REPLADMIN_REAP_INTERVAL", 5)
+# This process's worker host identity in job leases and item locks (default: the machine's host name). Two
+# worker processes on one machine with different identities act as two hosts: each takes the other's jobs
+# back only when their leases expire, never because a pid of the other identity is not running here.
+HOST_IDENTITY = env_str("REPLADMIN_HOST").strip()
 # Seconds the qcluster command gives its workers after SIGTERM before it hands their jobs back and stops them.
 SHUTDOWN_GRACE = env_int("REPLADMIN_SHUTDOWN_GRACE", 6)
 # Network faults: lost connections, failed connects, deadlocks and serialisation failures are retried (a step
@@ -298,9 +329,27 @@ if REDIS_URL:
 else:
     Q_CLUSTER["orm"] = "default"
 
-# Spark: one lazily created local session per worker process (jobs/session.py).
+# --- Spark (jobs/session.py, replication_admin/core/spark.py, docs/scale-out.md) ---
+# The shared Spark service (`manage.py spark_service`) that workers, replsql and the console connect to, as
+# sc://host:port; empty: each process starts an embedded session of its own (the fallback for a lone command).
+SPARK_REMOTE = env_str("REPLADMIN_SPARK_REMOTE")
+# The master the service (or an embedded session) runs its executors under: local[*], or spark://host:7077.
 SPARK_MASTER = env_str("REPLADMIN_SPARK_MASTER", "local[*]")
 SPARK_DRIVER_MEMORY = env_str("REPLADMIN_SPARK_DRIVER_MEMORY", "2g")
+# Where the service listens for clients (loopback unless the workers are on other hosts).
+SPARK_CONNECT_HOST = env_str("REPLADMIN_SPARK_CONNECT_HOST", "127.0.0.1")
+SPARK_CONNECT_PORT = env_int("REPLADMIN_SPARK_CONNECT_PORT", 15002)
+# The address executors reach the driver at, and the interface the driver binds (a cluster on other hosts
+# needs a routable address here).
+SPARK_DRIVER_HOST = env_str("REPLADMIN_SPARK_DRIVER_HOST", "127.0.0.1")
+SPARK_BIND_ADDRESS = env_str("REPLADMIN_SPARK_BIND_ADDRESS", "127.0.0.1")
+# Any spark.* setting, applied last: "spark.cores.max=4 spark.executor.memory=2g" (spaces or commas between).
+SPARK_CONF = env_spark_conf("REPLADMIN_SPARK_CONF")
+# How long a client retries an unreachable service before the job fails with one line.
+SPARK_CONNECT_RETRY_SECONDS = env_int("REPLADMIN_SPARK_CONNECT_RETRY_SECONDS", 30)
+# SQLite files are opened by Spark's executors: on a local master they are on this host; on a cluster only
+# when every executor sees the file at the same path (then set 1). Unset: decided from the master.
+SPARK_SQLITE_SHARED = env_optional_bool("REPLADMIN_SPARK_SQLITE_SHARED")
 JDBC_JARS = env_list(
     "REPLADMIN_JDBC_JARS",
     [
@@ -317,6 +366,8 @@ REFRESH_SMALL_WINDOW = env_int("REPLADMIN_REFRESH_SMALL_WINDOW", 20000)
 # How many connections one Spark job holds at once on one server, reading or writing (its partitions are
 # capped to it; SQLite is written by one writer whatever it says).
 MAX_CONNECTIONS_PER_SERVER = env_int("REPLADMIN_MAX_CONNECTIONS_PER_SERVER", 4)
+# Cores Spark jobs size their partitions for; 0: the Spark service's (or embedded session's) task slots.
+SPARK_CORES = env_int("REPLADMIN_SPARK_CORES", 0)
 
 # Registry defaults (Virtuoso's registry variables), in minutes.
 SNP_REPL_TOLERANCE_OFFSET = 15

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Runs the demo: the Demo database and servers, a django-q2 worker (local Spark), the in-sync
-# follower of transactional subscriptions and the console on http://127.0.0.1:8000. Ctrl-C stops all.
+# Runs the demo: the Demo database and servers, the Spark service (one Spark driver for everything, on a
+# local master), a django-q2 worker, the in-sync follower of transactional subscriptions and the console on
+# http://127.0.0.1:8000. Ctrl-C stops all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The development settings in var/dev.env are read only when this names them (see replication_admin/settings.py).
 export REPLADMIN_ENV_FILE="${REPLADMIN_ENV_FILE:-$PWD/var/dev.env}"
 scripts/services.sh
-.venv/bin/python manage.py demo_setup
+export REPLADMIN_SPARK_CONNECT_PORT="${REPLADMIN_SPARK_CONNECT_PORT:-15002}"
+export REPLADMIN_SPARK_REMOTE="${REPLADMIN_SPARK_REMOTE:-sc://127.0.0.1:$REPLADMIN_SPARK_CONNECT_PORT}"
 # Each runs in its own session so a Ctrl-C reaches only this script, which stops them once: django-q2's
 # cluster hangs when a second signal arrives while it is already exiting.
 pids=()
@@ -16,6 +18,10 @@ stop() {
   wait "${pids[@]}" 2>/dev/null || true
 }
 trap stop EXIT INT TERM
+setsid .venv/bin/python manage.py spark_service > var/spark-service.log 2>&1 &
+pids+=($!)
+.venv/bin/python manage.py spark_service --ping --wait 180
+.venv/bin/python manage.py demo_setup
 setsid .venv/bin/python manage.py qcluster &
 pids+=($!)
 setsid .venv/bin/python manage.py replfollow &

@@ -27,6 +27,7 @@ from replication_admin.core.audit import Actor
 from replication_admin.core.spark import spark_config
 from replication_admin.models import JobRun
 from replication_admin.servers.actions import ServerData, do_register_server
+from tests.spark_service import wait_for_spark
 from tests.users import editor_client, viewer_client  # noqa: F401 - fixtures for every feature's tests
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,6 +84,7 @@ def require_spark() -> None:
     missing = [jar for jar in settings.JDBC_JARS if not os.path.isfile(jar)]
     if missing:
         unavailable(f"JDBC jars missing: {', '.join(missing)}")
+    wait_for_spark()
 
 
 def create_database(dialect: str) -> str:
@@ -101,6 +103,28 @@ def drop_database(dialect: str, name: str) -> None:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         else:
             conn.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+def catalog_env(name: str) -> dict[str, str]:
+    """The environment that points a child process (a worker host, replsql) at the test catalog `name`:
+    a SQLite file, or the PostgreSQL test database when the suite runs with REPLADMIN_DB_ENGINE=postgresql."""
+    if settings.DB_ENGINE == "postgresql":
+        return {"REPLADMIN_DB_ENGINE": "postgresql", "REPLADMIN_DB_NAME": name}
+    return {"REPLADMIN_DB_PATH": name}
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker) -> Iterator[None]:
+    """pytest-django's test catalog; on PostgreSQL the sessions still open on it at the end (a heartbeat
+    thread's persistent connection, a worker host stopped a moment ago) are ended so it can be dropped."""
+    yield
+    if settings.DB_ENGINE != "postgresql":
+        return
+    name = str(settings.DATABASES["default"]["NAME"])
+    with django_db_blocker.unblock(), _pg_admin() as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ? AND pid <> pg_backend_pid()", name
+        )
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -169,9 +193,9 @@ def make_server(db, live_database, sqlite_path):
 
 @pytest.fixture(scope="session")
 def spark():
-    """The process's one SparkSession (the same one the jobs use when run in sync mode)."""
+    """The process's session (on the suite's Spark service unless REPLADMIN_TEST_SPARK=embedded): the same one
+    the jobs use when run in sync mode outside a job."""
     require_spark()
-
     return get_spark(spark_config())
 
 
@@ -189,7 +213,7 @@ def qcluster(transactional_db, settings, tmp_path) -> Iterator[subprocess.Popen]
     Its output goes to a file (a pipe nobody reads would fill up and stall the workers)."""
     require_spark()
     env = dict(os.environ)
-    env["REPLADMIN_DB_PATH"] = str(settings.DATABASES["default"]["NAME"])
+    env.update(catalog_env(str(settings.DATABASES["default"]["NAME"])))
     env["REPLADMIN_WORKERS"] = "1"
     env["REPLADMIN_JOBS_SYNC"] = "0"
     log_path = tmp_path / "qcluster.log"

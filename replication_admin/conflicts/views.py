@@ -136,11 +136,13 @@ def conflict_export(request: HttpRequest) -> StreamingHttpResponse:
 _ABSENT = object()
 
 
-def compare_rows(left: dict | None, right: dict | None) -> list[dict]:
-    """Every column of either row, in the left row's order then the right's, with whether the values differ."""
+def compare_rows(left: dict | None, right: dict | None, order=None) -> list[dict]:
+    """Every column of either row, in the left row's order then the right's (or `order`'s), with whether the
+    values differ."""
     left, right = left or {}, right or {}
     result = []
-    for name in dict.fromkeys([*left, *right]):
+    names = list(dict.fromkeys([*left, *right]))
+    for name in order(names) if order is not None else names:
         a, b = left.get(name, _ABSENT), right.get(name, _ABSENT)
         result.append({
             "name": name,
@@ -156,8 +158,8 @@ def conflict_detail(request: HttpRequest, pk: int) -> HttpResponse:
     conflict = get_object_or_404(ConflictBackup.objects.select_related("job"), pk=pk)
     context = {
         "conflict": conflict,
-        "versions": compare_rows(conflict.winning_row, conflict.losing_row),
-        "arrivals": compare_rows(conflict.publisher_row, conflict.incoming_row),
+        "versions": compare_rows(conflict.winning_row, conflict.losing_row, conflict.in_column_order),
+        "arrivals": compare_rows(conflict.publisher_row, conflict.incoming_row, conflict.in_column_order),
         "publication": SnapshotPublication.objects.filter(item=conflict.item).first(),
         "resolver_row": SnapshotConflictResolver.objects.filter(pk=conflict.resolver_id).first()
         if conflict.resolver_id

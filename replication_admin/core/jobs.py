@@ -41,6 +41,7 @@ from replication_admin.core.alerts import safely_raise, safely_resolve
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import LockBusy, ReplicationError
 from replication_admin.core.leases import HEARTBEAT, HOST, expiry
+from replication_admin.core.spark import job_spark
 from replication_admin.engine.queries import QueryError
 from replication_admin.models import AuditEntry, JobRun
 
@@ -264,7 +265,8 @@ def _run(job: JobRun, reporter: Reporter, started: float) -> str:
         if runner_type is None:
             raise JobError(f"unknown job kind {job.kind!r}")
         # A retryable error the steps did not clear runs the job again from its start (jobs are idempotent).
-        result = transactions.job_retries(lambda: runner_type(job, reporter).run(), reporter.log)
+        with job_spark(job):
+            result = transactions.job_retries(lambda: runner_type(job, reporter).run(), reporter.log)
     except JobCancelled:
         reporter.timings["total"] = round(time.monotonic() - started, 4)
         JobRun.objects.filter(pk=job_id).update(timings=reporter.timings)

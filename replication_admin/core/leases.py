@@ -3,7 +3,8 @@
 Every process that runs jobs or holds item locks has one heartbeat thread that renews, every
 LEASE_SECONDS / 5, the lease of each job it runs and of each lock it holds. A worker that dies, is cut
 off from the catalog or is shut down stops renewing; once the lease has expired, wherever the holder
-ran (another host included), the reaper (core.reaper) takes the job back and frees its locks.
+ran (another host included), the reaper (core.reaper) takes the job back and frees its locks. A holder of
+this process's own host identity (HOST) whose pid has ended is taken back at once, without waiting.
 
 A heartbeat that finds its job no longer running (taken back, cancelled) marks it so the job stops at
 its next progress report instead of racing the attempt that replaced it.
@@ -25,11 +26,14 @@ from replication_admin.models import JobRun, ReplLock
 
 log = logging.getLogger(__name__)
 
-HOST = socket.gethostname()
+# This process's worker host identity (REPLADMIN_HOST, else the machine's name). Only for a holder of the
+# same identity may a pid be looked up here (process_gone); any other holder is judged by its lease alone.
+HOST = settings.HOST_IDENTITY or socket.gethostname()
 
 
 def process_gone(pid: int | None) -> bool:
-    """Has process `pid` of this host ended? (No pid, or one we may not signal, counts as not gone.)"""
+    """Has process `pid` of this host ended? (No pid, or one we may not signal, counts as not gone.) Callers
+    ask only about holders whose recorded host is HOST: a pid of another identity may be on another machine."""
     if not pid:
         return False
     try:

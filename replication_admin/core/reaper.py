@@ -22,7 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import close_old_connections, connection, transaction
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
@@ -34,6 +34,7 @@ from replication_admin.core import jobs
 from replication_admin.core.alerts import safely_raise
 from replication_admin.core.audit import Actor, record
 from replication_admin.core.leases import HOST, lease_seconds, process_gone
+from replication_admin.core.spark import interrupt_job_spark
 from replication_admin.models import AuditEntry, JobRun, ReplLock
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,10 @@ def backoff(attempt: int) -> float:
 
 def take_back(job_id: int, reason: str) -> JobRun | None:
     """Mark a running job lost, free its locks and queue its next attempt (None when none is left)."""
+    running = JobRun.objects.filter(pk=job_id, state=JobRun.State.RUNNING).first()
+    if running is None:
+        return None
+    interrupt_job_spark(running)  # before its locks are freed: nothing of it may run beside the next attempt
     now = timezone.now()
     with transaction.atomic():
         job = JobRun.objects.select_for_update().filter(pk=job_id, state=JobRun.State.RUNNING).first()
@@ -167,4 +172,6 @@ def safely_reap() -> dict[str, Any] | None:
         return reap()
     except Exception:  # the next pass tries again; the reaper never takes its host down
         log.exception("reaper pass failed")
+        if not connection.in_atomic_block:
+            close_old_connections()  # a catalog connection cut meanwhile (restart, failover) is opened anew
         return None

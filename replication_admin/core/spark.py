@@ -1,19 +1,32 @@
-"""Spark as the control plane sees it: the session's configuration from settings, and JDBC endpoints
-of registered servers for the jobs in jobs/."""
+"""Spark as the control plane sees it: the session's configuration from settings, a session of each job's
+own on the Spark service, and JDBC endpoints of registered servers for the jobs in jobs/."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from jobs.session import SparkConfig, get_spark
+from jobs import session as spark_sessions
+from jobs.session import SparkConfig, get_spark, job_session_id
 from jobs.snapshot_refresh import Endpoint
 from replication_admin.core import connections, transactions
+from replication_admin.core.errors import ReplicationError
 from replication_admin.models import Server
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from replication_admin.models import JobRun
+
+log = logging.getLogger(__name__)
+
+INTERRUPT_WAIT = 10.0  # seconds the reaper gives the service to interrupt a lost job's Spark work
 
 
 def spark_config() -> SparkConfig:
@@ -21,14 +34,132 @@ def spark_config() -> SparkConfig:
         master=settings.SPARK_MASTER,
         driver_memory=settings.SPARK_DRIVER_MEMORY,
         jars=tuple(settings.JDBC_JARS),
+        remote=settings.SPARK_REMOTE,
+        driver_host=settings.SPARK_DRIVER_HOST,
+        bind_address=settings.SPARK_BIND_ADDRESS,
+        extra=tuple(settings.SPARK_CONF.items()),
+        connect_retry_seconds=settings.SPARK_CONNECT_RETRY_SECONDS,
     )
 
 
-def spark_session() -> SparkSession:
-    return get_spark(spark_config())
+@dataclass
+class _JobSpark:
+    session_id: str
+    session: Any = None
+
+
+_job: ContextVar[_JobSpark | None] = ContextVar("job_spark", default=None)
+
+
+def session_id_of(job: JobRun) -> str:
+    return job_session_id(job.pk, job.created_at.isoformat())
+
+
+@contextmanager
+def job_spark(job: JobRun) -> Iterator[None]:
+    """While a job runs on the Spark service, its Spark work goes through a session of its own (named
+    after the job), released when the job ends: what it cached goes with it, and the reaper can interrupt
+    that session when the job's worker dies."""
+    if not settings.SPARK_REMOTE:
+        yield
+        return
+    scope = _JobSpark(session_id_of(job))
+    token = _job.set(scope)
+    try:
+        yield
+    finally:
+        _job.reset(token)
+        if scope.session is not None:
+            spark_sessions.release(scope.session)
+
+
+def spark_session() -> Any:
+    """The running job's session on the Spark service; elsewhere this process's session."""
+    config = spark_config()
+    scope = _job.get()
+    if config.remote and scope is not None:
+        if scope.session is None:
+            scope.session = spark_sessions.connect(config, scope.session_id)
+        return scope.session
+    return get_spark(config)
+
+
+def interrupt_job_spark(job: JobRun) -> None:
+    """Stop what a lost job left running on the Spark service (its writes into work tables would otherwise
+    go on beside its next attempt's); bounded, best effort: an unreachable service has nothing running."""
+    if not settings.SPARK_REMOTE:
+        return
+    config, session_id = spark_config(), session_id_of(job)
+
+    def interrupt() -> None:
+        try:
+            stopped = spark_sessions.interrupt_session(config, session_id)
+            if stopped:
+                log.warning("job %s: interrupted %d Spark operations of its session", job.pk, len(stopped))
+        except Exception as exc:
+            log.warning("job %s: could not interrupt its Spark session: %s", job.pk, str(exc).splitlines()[0])
+
+    worker = threading.Thread(target=interrupt, name=f"spark-interrupt-{job.pk}", daemon=True)
+    worker.start()
+    worker.join(INTERRUPT_WAIT)
+
+
+# --- where Spark may read and write -------------------------------------------------------------------------
+
+_masters: dict[str, str] = {}  # service address -> its master, asked once per process
+
+
+def service_master() -> str:
+    """The master Spark's executors run under (the service's, when one is configured)."""
+    config = spark_config()
+    if not config.remote:
+        return config.master
+    if config.remote not in _masters:
+        _masters[config.remote] = str(spark_session().conf.get("spark.master"))
+    return _masters[config.remote]
+
+
+def executors_see_local_files() -> bool:
+    """May Spark's executors open a SQLite file by the path this host knows it by?"""
+    if settings.SPARK_SQLITE_SHARED is not None:
+        return bool(settings.SPARK_SQLITE_SHARED)
+    return service_master().startswith("local")
 
 
 def endpoint(server: Server, readonly: bool = False) -> Endpoint:
     """Where a Spark job reads (readonly) or writes a server's tables."""
+    if server.dialect == "sqlite" and not executors_see_local_files():
+        raise ReplicationError(
+            f"server {server.name} is a SQLite file, which the executors of Spark master {service_master()} "
+            "may not see: run its jobs on a local master, or set REPLADMIN_SPARK_SQLITE_SHARED=1 when every "
+            "executor sees the file at the same path"
+        )
     transactions.note_spark_server(server)  # a JDBC failure naming no host is put down to the job's servers
     return Endpoint(dialect=server.dialect, jdbc=connections.jdbc_endpoint(server, readonly=readonly))
+
+
+_slots: dict[str, int] = {}  # service address ("" embedded) -> its task slots, asked once per process
+
+
+def task_slots() -> int:
+    """How many tasks Spark runs at once (the service's or the embedded session's default parallelism)."""
+    remote = settings.SPARK_REMOTE
+    if remote not in _slots:
+        value = spark_session().conf.get("spark.default.parallelism", None)
+        _slots[remote] = max(int(value), 1) if value else 2
+    return _slots[remote]
+
+
+def ping_service() -> dict[str, Any]:
+    """Reach the Spark service with a fresh session and run one task: its master, slots and the time taken."""
+    config = spark_config()
+    started = time.monotonic()
+    session = spark_sessions.connect(config, retry_seconds=0)
+    try:
+        session.range(1).count()
+        seconds = time.monotonic() - started
+        master = str(session.conf.get("spark.master"))
+        slots = int(session.conf.get("spark.default.parallelism", "0") or 0)
+    finally:
+        spark_sessions.release(session)
+    return {"master": master, "slots": slots, "seconds": seconds}

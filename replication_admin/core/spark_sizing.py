@@ -3,19 +3,20 @@
 
 from __future__ import annotations
 
-import os
-
 from django.conf import settings
 
 from jobs.jdbc import Parallelism
+from replication_admin.core.spark import task_slots
 
 
 def spark_cores() -> int:
-    """The cores the Spark cluster runs tasks on (SPARK_CORES when set, else this machine's)."""
+    """The cores the Spark cluster runs tasks on: SPARK_CORES when set, else the task slots of the Spark
+    service (or of the embedded session): the local master's threads, spark.cores.max or the standalone
+    cluster's registered cores."""
     configured = getattr(settings, "SPARK_CORES", None)
     if configured:
         return max(int(configured), 1)
-    return os.cpu_count() or 1
+    return task_slots()
 
 
 def max_connections_per_server() -> int:

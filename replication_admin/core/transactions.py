@@ -64,6 +64,8 @@ def is_retryable(exc: BaseException) -> bool:
         return connections.is_connection_fault(exc)
     if isinstance(exc, ReplicationError):
         return False  # a message for a person, already decided
+    if is_spark_service_fault(exc):
+        return True
     text = _text(exc) if isinstance(exc, pyodbc.Error) else str(exc)
     return any(code in text for code in CONCURRENCY_FAILURES) or connections.is_connection_fault(exc)
 
@@ -192,6 +194,26 @@ _HOST_PORT = [
 ]
 
 
+# A Spark Connect client that cannot reach the Spark service (gRPC UNAVAILABLE): retryable like a lost
+# connection, and named after the service, not after the job's database servers.
+_SERVICE_DOWN = ("StatusCode.UNAVAILABLE", "failed to connect to all addresses", "Socket closed", "GOAWAY")
+
+
+def is_spark_service_fault(exc: BaseException) -> bool:
+    if not type(exc).__module__.startswith(("pyspark", "grpc")):
+        return False
+    text = str(exc)[:4000]
+    return any(marker in text for marker in _SERVICE_DOWN)
+
+
+def _service_cause(exc: BaseException) -> str:
+    text = str(exc)
+    for marker, cause in (("Connection refused", "connection refused"), ("Deadline", "timed out")):
+        if marker in text:
+            return f"unreachable ({cause})"
+    return "unreachable"
+
+
 def is_spark_error(exc: BaseException) -> bool:
     text = f"{type(exc).__module__}.{type(exc).__name__} " + str(exc)[:4000]
     return any(marker in text for marker in _JAVA) or type(exc).__module__.startswith(("py4j", "pyspark"))
@@ -218,6 +240,8 @@ def describe(exc: BaseException) -> tuple[str, str]:
     if isinstance(exc, connections.ConnectionLost):
         where, _, cause = str(exc).partition(": ")
         return where.removeprefix("server "), cause
+    if is_spark_service_fault(exc):
+        return f"Spark service {settings.SPARK_REMOTE or '(embedded)'}", _service_cause(exc)
     if is_spark_error(exc):
         text = str(exc)
         servers = _spark_servers(text)
@@ -244,6 +268,9 @@ def one_line(exc: BaseException) -> str | None:
     JDBC reads and writes; None for the rest (their own messages stand)."""
     if isinstance(exc, connections.ConnectionFailed | connections.ConnectionLost):
         return str(exc)
+    if is_spark_service_fault(exc):
+        where, cause = describe(exc)
+        return f"{where}: {cause}"
     if is_spark_error(exc):
         where, cause = describe(exc)
         return f"server {where}: {cause}" if is_connection_fault(exc) else cause

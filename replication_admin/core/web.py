@@ -10,7 +10,8 @@ from functools import wraps
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Case, Count, DateField, Max, Min, Q, QuerySet, Value, When
+from django.db.models import Case, Count, DateField, F, Max, Min, Q, QuerySet, Value, When
+from django.db.models.expressions import OrderBy
 from django.db.models.functions import TruncDate
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import render
@@ -80,7 +81,14 @@ def sort_queryset(
     fields = allowed[sort.removeprefix("-")]
     order = [fields] if isinstance(fields, str) else list(fields)
     order.append("pk")
-    return queryset.order_by(*(_flip(f) if descending else f for f in order)), sort
+    return queryset.order_by(*(_nulls_lowest(_flip(f) if descending else f) for f in order)), sort
+
+
+def _nulls_lowest(field: str) -> OrderBy:
+    """Empty values sort as the lowest on every catalog engine (SQLite's rule; PostgreSQL's is the opposite)."""
+    if field.startswith("-"):
+        return F(field[1:]).desc(nulls_last=True)
+    return F(field).asc(nulls_first=True)
 
 
 def text_filter(

@@ -539,6 +539,9 @@ class ConflictBackup(models.Model):
     old_rowguid = models.CharField(max_length=300, null=True, blank=True, db_column="RC_OLD_ROWGUID")
     winning_row = models.JSONField(null=True, blank=True, db_column="RC_WINNING_ROW")
     losing_row = models.JSONField(null=True, blank=True, db_column="RC_LOSING_ROW")
+    # The rows' column names in the table's order, as first recorded: a PostgreSQL catalog keeps JSON objects
+    # as jsonb, which does not keep the order of their keys.
+    columns = models.JSONField(default=list, blank=True, db_column="RC_COLUMNS")
     note = models.TextField(blank=True, db_column="RC_NOTE")
     job = models.ForeignKey(
         "replication_admin.JobRun", null=True, blank=True, on_delete=models.SET_NULL, db_column="RC_JOB"
@@ -571,5 +574,16 @@ class ConflictBackup(models.Model):
     def __str__(self) -> str:
         return f"{self.item} {self.conflict_type} conflict from {self.source}: {self.get_decision_display()}"
 
+    def save(self, *args, **kwargs) -> None:
+        if not self.columns:
+            rows = (self.winning_row, self.losing_row, self.publisher_row, self.incoming_row)
+            self.columns = list(dict.fromkeys(name for row in rows if row for name in row))
+        super().save(*args, **kwargs)
+
     def get_absolute_url(self) -> str:
         return reverse("conflicts-detail", args=[self.pk])
+
+    def in_column_order(self, names: list[str]) -> list[str]:
+        """`names` in the table's column order (names it never recorded last, as given)."""
+        rank = {name: n for n, name in enumerate(self.columns or [])}
+        return sorted(names, key=lambda name: rank.get(name, len(rank)))

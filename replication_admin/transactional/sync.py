@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import pyodbc
 from django.conf import settings
-from django.db.models import Q
+from django.db import close_old_connections, connection
+from django.db.models import F, Q
 
 from replication_admin.core import connections, reaper
 from replication_admin.core.alerts import safely_raise
@@ -266,29 +267,45 @@ def follow_step(sub: ReplSubscriber) -> SyncOutcome | None:
         raise
 
 
-def followed() -> list[ReplSubscriber]:
-    return list(
-        ReplSubscriber.objects.filter(follow=True, subscribed=True, valid=1, state=ReplSubscriber.IN_SYNC).order_by(
-            "id"
-        )
-    )
+def followed(part: tuple[int, int] | None = None) -> list[ReplSubscriber]:
+    """The in-sync subscriptions to follow; with `part` = (i, n) only those whose id % n == i."""
+    subs = ReplSubscriber.objects.filter(follow=True, subscribed=True, valid=1, state=ReplSubscriber.IN_SYNC)
+    if part is not None:
+        index, count = part
+        subs = subs.annotate(part=F("id") % count).filter(part=index)
+    return list(subs.order_by("id"))
 
 
-def follow_loop(stop: Callable[[], bool], interval: float = 0.1) -> int:
-    """Serve every in-sync subscription until `stop()` says so; returns how many transactions it applied."""
+def _reconnect_catalog() -> None:
+    """After a failure: a catalog connection that was cut (restart, failover) is opened anew next time."""
+    if not connection.in_atomic_block:
+        close_old_connections()
+
+
+def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int, int] | None = None) -> int:
+    """Serve every in-sync subscription (or, with `part` = (i, n), those whose id % n == i) until `stop()`
+    says so; returns how many transactions it applied. The reaper runs in the loop serving part 0 (or all)."""
     applied = 0
     reaped = 0.0
+    reaps = part is None or part[0] == 0
     with connections.reuse():
         while not stop():
             started = time.monotonic()
-            if started - reaped >= settings.REAP_INTERVAL:
+            if reaps and started - reaped >= settings.REAP_INTERVAL:
                 reaper.safely_reap()
                 reaped = started
-            for sub in followed():
+            try:
+                subs = followed(part)
+            except Exception:  # the catalog is unreachable: look again next round, on a new connection
+                log.exception("reading the in-sync subscriptions failed")
+                _reconnect_catalog()
+                subs = []
+            for sub in subs:
                 try:
                     outcome = follow_step(sub)
                 except Exception:
                     log.exception("in-sync apply for %s failed", sub)
+                    _reconnect_catalog()
                     continue
                 if outcome is not None:
                     applied += outcome.applied

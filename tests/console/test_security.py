@@ -166,6 +166,7 @@ def test_register_server_with_a_failing_test_saves_nothing(monkeypatch):
 
 def test_register_server_exits_non_zero_from_the_shell(tmp_path):
     env = dict(os.environ)
+    env["REPLADMIN_DB_ENGINE"] = "sqlite"  # its own catalog, whatever the suite's
     env["REPLADMIN_DB_PATH"] = str(tmp_path / "catalog.sqlite3")
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=300)
     result = subprocess.run(

@@ -15,7 +15,7 @@ import pytest
 from replication_admin.core import connections
 from replication_admin.models import Alert, AuditEntry, JobRun, ReplLock
 from tests.bidir.test_bidir_sync import same
-from tests.conftest import ROOT, require_spark
+from tests.conftest import ROOT, catalog_env, require_spark
 from tests.faults.test_self_healing import final_attempt, queue, run
 from tests.snapshots.test_snapshot_refresh import COLUMNS, Workload
 from tests.tables import create_table, fetch_all
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.live_db]
 
 
 def start_cluster(db_path: str, log_path, workers: int = 2) -> subprocess.Popen:
-    env = {**os.environ, "REPLADMIN_DB_PATH": db_path, "REPLADMIN_WORKERS": str(workers), "REPLADMIN_JOBS_SYNC": "0"}
+    env = {**os.environ, **catalog_env(db_path), "REPLADMIN_WORKERS": str(workers), "REPLADMIN_JOBS_SYNC": "0"}
     with open(log_path, "wb") as log:
         return subprocess.Popen(
             [sys.executable, str(ROOT / "manage.py"), "qcluster"],
@@ -145,7 +145,7 @@ def test_one_sigterm_stops_a_worker_host_mid_job_and_the_job_resumes_on_the_next
 
 
 def test_one_sigterm_stops_the_follower_and_the_console(transactional_db, settings):
-    env = {**os.environ, "REPLADMIN_DB_PATH": str(settings.DATABASES["default"]["NAME"])}
+    env = {**os.environ, **catalog_env(str(settings.DATABASES["default"]["NAME"]))}
     commands = [["replfollow"], ["runserver", "--noreload", "127.0.0.1:8765"]]
     procs = [
         subprocess.Popen(

@@ -3,7 +3,6 @@ a dead process is taken over; past the wait, or with no wait, busy is a clear re
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import threading
 import time
@@ -11,6 +10,7 @@ import time
 import pytest
 from django.db import connection
 
+from replication_admin.core.leases import HOST
 from replication_admin.core.locks import LockBusy, item_lock
 from replication_admin.models import JobRun, ReplLock, ReplSubscriber
 from replication_admin.transactional.sync import wait_for_initial_copy
@@ -30,7 +30,7 @@ def live_holder():
 
 
 def _host() -> str:
-    return socket.gethostname()
+    return HOST
 
 
 def _release_later(name: str, seconds: float) -> threading.Thread:

@@ -5,20 +5,26 @@ broker lost. A scheduled run of a busy item is skipped without an alert."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
+from django.db import connection
 from django.utils import timezone
+from django_q.brokers import get_broker
 from django_q.models import OrmQ
 
-from replication_admin.core import reaper
+from replication_admin import tasks
+from replication_admin.core import jobs, reaper
 from replication_admin.core.audit import Actor
 from replication_admin.core.leases import HOST
 from replication_admin.models import Alert, AuditEntry, JobRun, ReplLock
 from replication_admin.statements import execute
-from tests.conftest import ROOT
+from replication_admin.transactional import sync as trx_sync
+from tests.conftest import ROOT, _pg_admin, catalog_env
 from tests.snapshots.test_snapshot_refresh import COLUMNS, Workload
 from tests.tables import create_table
 
@@ -88,6 +94,34 @@ def test_a_job_whose_worker_process_died_on_this_host_is_taken_back_at_once():
     assert "worker process ended" in JobRun.objects.get(pk=job.pk).error
 
 
+def test_a_dead_pid_of_another_host_identity_on_this_machine_waits_for_its_lease_to_expire():
+    """REPLADMIN_HOST gives two worker processes of one machine two identities: neither judges the other's
+    pids (which, on two machines, would be another machine's); only the lease decides."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    job = running_elsewhere(
+        worker_host=f"{HOST}-b", worker_pid=proc.pid, lease_expires_at=timezone.now() + timedelta(minutes=1)
+    )
+    ReplLock.objects.create(name="snapshot:dst.t", job=job, pid=proc.pid, host=f"{HOST}-b",
+                            expires_at=timezone.now() + timedelta(minutes=1))  # fmt: skip
+    assert reaper.reap() == {"lost": [], "locks_freed": 0, "sent": []}
+    JobRun.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert reaper.reap()["lost"] == [job.pk]
+    assert "stopped renewing the job's lease" in JobRun.objects.get(pk=job.pk).error
+    assert not ReplLock.objects.exists()
+
+
+def test_the_host_identity_comes_from_repladmin_host_else_the_machine_name():
+    show = [sys.executable, str(ROOT / "manage.py"), "shell", "-c",
+            "from replication_admin.core.leases import HOST; print(HOST)"]  # fmt: skip
+    named = subprocess.run(show, cwd=ROOT, env={**os.environ, "REPLADMIN_HOST": "host-a"},
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    assert named.stdout.split()[-1] == "host-a"
+    default = subprocess.run(show, cwd=ROOT, env={k: v for k, v in os.environ.items() if k != "REPLADMIN_HOST"},
+                             capture_output=True, text=True, check=True)  # fmt: skip
+    assert default.stdout.split()[-1] == socket.gethostname()
+
+
 def test_a_live_lease_is_left_alone():
     job = running_elsewhere(lease_expires_at=timezone.now() + timedelta(seconds=30))
     ReplLock.objects.create(name="snapshot:dst.t", job=job, pid=4242, host="another-host",
@@ -110,6 +144,56 @@ def test_a_queued_job_whose_task_the_broker_no_longer_holds_is_handed_out_again(
     JobRun.objects.update(sent_at=timezone.now() - timedelta(minutes=2))
     assert reaper.reap()["sent"] == []
     assert OrmQ.objects.count() == 2
+
+
+def test_the_orm_broker_offers_a_dead_workers_task_again_after_its_retry_time_and_nothing_runs_twice(settings):
+    """The ORM broker (on the catalog, shared by every worker host) re-offers a task whose lock is older than
+    Q_CLUSTER['retry']; by then the lease machinery has long queued the job's next attempt, so the old task
+    finds its job lost and runs nothing."""
+    assert settings.Q_CLUSTER["retry"] > settings.Q_CLUSTER["timeout"]  # never re-offered while it may run
+    job = JobRun.objects.create(kind="compare", target="a ↔ b")
+    jobs.enqueue(job, sync=False)
+    broker = get_broker()
+    (task_id, _), *_ = broker.dequeue()  # a worker host takes the task ...
+    assert broker.dequeue() is None  # ... and holds it: no other host gets it
+    JobRun.objects.filter(pk=job.pk).update(state=JobRun.State.RUNNING, worker_host="host-a", worker_pid=4242,
+                                            attempts=1, started_at=timezone.now() - timedelta(minutes=5),
+                                            lease_expires_at=timezone.now() - timedelta(seconds=1))  # fmt: skip
+    assert reaper.reap()["lost"] == [job.pk]  # ... and dies: its lease expires, the next attempt is queued
+    retry = JobRun.objects.get(retry_of=job)
+    OrmQ.objects.filter(pk=task_id).update(lock=timezone.now() - timedelta(seconds=1))  # `retry` s later
+    offered = [pk for _ in range(2) for pk, _ in broker.dequeue() or []]  # with the retry's own task
+    assert task_id in offered
+    assert tasks.run_job(job.pk) == f"job {job.pk} not run: lost"
+    JobRun.objects.filter(pk=retry.pk).update(state=JobRun.State.RUNNING)  # another host runs the retry
+    assert tasks.run_job(retry.pk) == f"job {retry.pk} not run: running"
+    assert JobRun.objects.get(pk=job.pk).state == JobRun.State.LOST
+
+
+@pytest.mark.skipif(settings.DB_ENGINE != "postgresql", reason="a PostgreSQL catalog (REPLADMIN_DB_ENGINE)")
+def test_a_reaper_whose_catalog_connection_was_cut_reconnects_at_its_next_pass():
+    """A catalog restart or failover ends the persistent connections of every long-running loop."""
+    assert reaper.safely_reap() is not None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    with _pg_admin() as admin:
+        admin.execute("SELECT pg_terminate_backend(?)", pid)
+    assert reaper.safely_reap() is None  # this pass fails on the cut connection (logged) ...
+    assert reaper.safely_reap() is not None  # ... the next one reconnects
+
+
+@pytest.mark.skipif(settings.DB_ENGINE != "postgresql", reason="a PostgreSQL catalog (REPLADMIN_DB_ENGINE)")
+def test_an_in_sync_follower_whose_catalog_connection_was_cut_reconnects_at_its_next_round(caplog):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    with _pg_admin() as admin:
+        admin.execute("SELECT pg_terminate_backend(?)", pid)
+    rounds = iter(range(5))
+    trx_sync.follow_loop(lambda: next(rounds, None) is None, interval=0.01, part=(1, 2))  # no reaper in part 1
+    assert caplog.text.count("reading the in-sync subscriptions failed") == 1
+    assert trx_sync.followed() == []
 
 
 @pytest.mark.live_db
@@ -171,7 +255,7 @@ def test_with_the_redis_broker_a_task_taken_by_a_worker_that_died_is_handed_out_
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "replication_admin.settings",
-        "REPLADMIN_DB_PATH": str(settings.DATABASES["default"]["NAME"]),
+        **catalog_env(str(settings.DATABASES["default"]["NAME"])),
         "REPLADMIN_REDIS_URL": "redis://127.0.0.1:6379/15",
     }
     done = subprocess.run([sys.executable, "-c", REDIS_SCRIPT], env=env, capture_output=True, text=True, cwd=ROOT)

@@ -54,6 +54,7 @@ def test_the_demo_left_running_has_no_failed_job_no_open_alert_and_conflicts_in_
         **os.environ,
         "REPLADMIN_VAR_DIR": str(var),
         "REPLADMIN_ENV_FILE": str(var / "dev.env"),
+        "REPLADMIN_DB_ENGINE": "sqlite",  # the demo's own catalog, whatever the suite's
         "REPLADMIN_DB_PATH": str(var / "console.sqlite3"),
         "REPLADMIN_SQLITE_DIRS": str(var),
         "REPLADMIN_DEMO_DATABASE": database,

@@ -21,7 +21,7 @@ from replication_admin.core.audit import Actor
 from replication_admin.models import ConflictBackup, JobRun, SnapshotSubscription
 from replication_admin.statements import execute
 from tests.bidir.test_bidir_sync import COLUMNS, assert_converged, rows, sql, user_op
-from tests.conftest import ROOT, require_spark
+from tests.conftest import ROOT, catalog_env, require_spark
 from tests.tables import create_table, insert_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.live_db]
@@ -34,7 +34,7 @@ def run(text: str):
 
 
 def start(statement: str, db_path: str) -> subprocess.Popen:
-    env = {**os.environ, "REPLADMIN_DB_PATH": db_path, "REPLADMIN_JOBS_SYNC": "1"}
+    env = {**os.environ, **catalog_env(db_path), "REPLADMIN_JOBS_SYNC": "1"}
     return subprocess.Popen(
         [sys.executable, str(ROOT / "manage.py"), "replsql", statement],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,

@@ -21,7 +21,7 @@ from replication_admin.core import reaper
 from replication_admin.core.audit import Actor
 from replication_admin.models import JobRun, ReplLock, Snapshot
 from replication_admin.statements import execute
-from tests.conftest import ROOT, require_spark
+from tests.conftest import ROOT, catalog_env, require_spark
 from tests.snapshots.test_snapshot_refresh import COLUMNS, Workload
 from tests.tables import create_table, fetch_all
 
@@ -40,7 +40,7 @@ def start_refresh(statement: str, db_path: str) -> subprocess.Popen:
     # Every window goes through Spark here: a long run gives the kills more places to land.
     env = {
         **os.environ,
-        "REPLADMIN_DB_PATH": db_path,
+        **catalog_env(db_path),
         "REPLADMIN_JOBS_SYNC": "1",
         "REPLADMIN_REFRESH_SMALL_WINDOW": "0",
     }

@@ -21,7 +21,7 @@ from replication_admin.core.audit import Actor
 from replication_admin.models import JobRun, RegistryEntry, SkippedTransaction
 from replication_admin.statements import execute
 from tests.bidir.test_bidir_sync import same
-from tests.conftest import ROOT
+from tests.conftest import ROOT, catalog_env
 
 pytestmark = [pytest.mark.live_db]
 
@@ -39,7 +39,7 @@ def run(server, text: str):
 
 
 def start(statement: str, server: str, db_path: str):
-    env = {**os.environ, "REPLADMIN_DB_PATH": db_path, "REPLADMIN_JOBS_SYNC": "1"}
+    env = {**os.environ, **catalog_env(db_path), "REPLADMIN_JOBS_SYNC": "1"}
     return subprocess.Popen(
         [sys.executable, str(ROOT / "manage.py"), "replsql", "--server", server, statement],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,

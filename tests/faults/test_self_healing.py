@@ -34,7 +34,7 @@ from replication_admin.models import JobRun, RegistryEntry, ReplLock, Server, Sn
 from replication_admin.statements import execute
 from tests.bidir.test_bidir_sync import COLUMNS as BIDIR_COLUMNS
 from tests.bidir.test_bidir_sync import assert_converged, same, user_op
-from tests.conftest import ROOT, require_spark
+from tests.conftest import ROOT, catalog_env, require_spark
 from tests.snapshots.test_snapshot_refresh import COLUMNS, Workload
 from tests.tables import create_table, fetch_all, insert_rows
 
@@ -56,7 +56,7 @@ class Hosts:
     def start(self) -> subprocess.Popen:
         env = {
             **os.environ,
-            "REPLADMIN_DB_PATH": self.db_path,
+            **catalog_env(self.db_path),
             "REPLADMIN_WORKERS": "1",
             "REPLADMIN_JOBS_SYNC": "0",
             "REPLADMIN_REFRESH_SMALL_WINDOW": "0",  # every window through Spark: runs long enough to be hit

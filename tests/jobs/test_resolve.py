@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from jobs.resolve import decide_rows
+from jobs.session import is_connect
 from replication_admin.engine.resolvers import ResolverColumn, ResolverError, ResolverSpec, generated_resolver
 
 pytestmark = [pytest.mark.spark]
@@ -121,11 +122,25 @@ def test_each_type_uses_its_own_chain_in_one_call_and_keys_come_back_unchanged_i
 
 def test_a_call_is_one_spark_job_and_an_empty_list_starts_none(spark):
     assert decide_rows(None, [], [spec(1, "U", 1, "3")], COLUMNS) == []
+    chain = [spec(1, "U", 1, MINIMAL_PRICE), spec(2, "U", 2, "2", {"price": "(pub.price + new.price) / 2"})]
+    if is_connect(spark):
+        # On the Spark service: count the operations the server reports progress for.
+        operations: set[str] = set()
+
+        def seen(stages, inflight_tasks, operation_id, done):
+            operations.add(operation_id)
+
+        spark.registerProgressHandler(seen)
+        try:
+            decide_rows(spark, [update(i, "9.50", "10.00") for i in range(20)], chain, COLUMNS)
+        finally:
+            spark.removeProgressHandler(seen)
+        assert len(operations) == 1
+        return
     sc = spark.sparkContext
     group = "resolve-one-job"
     sc.setJobGroup(group, "decide")
     try:
-        chain = [spec(1, "U", 1, MINIMAL_PRICE), spec(2, "U", 2, "2", {"price": "(pub.price + new.price) / 2"})]
         decide_rows(spark, [update(i, "9.50", "10.00") for i in range(20)], chain, COLUMNS)
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)

@@ -1,25 +1,49 @@
-"""manage.py replfollow: keep in-sync subscriptions in sync (transactions arrive within a second)."""
+"""manage.py replfollow: keep in-sync subscriptions in sync (transactions arrive within a second).
+
+With --processes N the command supervises N follower processes: process i follows the in-sync subscriptions
+whose id % N == i, each taking its subscription's item lock as a single follower does (a sync job or another
+follower holding it makes it leave that subscription alone that round). A follower process that ends
+unexpectedly is started again; a follower whose supervisor is gone stops by itself. One SIGTERM (or SIGINT) to
+the command stops every follower within seconds.
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
+import re
 import signal
+import subprocess
+import sys
 import time
 
-from django.core.management.base import BaseCommand
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
 
 from replication_admin.transactional.sync import follow_loop
+
+# Seconds the followers get after SIGTERM before they are killed; a start again after an unexpected end waits this.
+STOP_GRACE = 8.0
+RESTART_PAUSE = 1.0
 
 
 class Command(BaseCommand):
     help = (
         "Serve every transactional subscription in the IN SYNC state: look at its publisher every "
         "--interval seconds and apply new transactions at once; cut a subscriber whose backlog grows over "
-        "the publication's threshold (it re-syncs with REPL_SYNC / SYNC_REPL)."
+        "the publication's threshold (it re-syncs with REPL_SYNC / SYNC_REPL). --processes N splits the "
+        "subscriptions across N follower processes by id."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--interval", type=float, default=0.1, help="seconds between two looks (default 0.1)")
         parser.add_argument("--seconds", type=float, default=0, help="stop after this long (0: until SIGTERM)")
+        parser.add_argument(
+            "--processes", type=int, default=1, help="follower processes, each serving the subscriptions whose "
+            "id %% N is its number (default 1: this process serves them all)",
+        )  # fmt: skip
+        parser.add_argument("--part", default="", help=argparse.SUPPRESS)  # "I/N": one follower of --processes N
+        parser.add_argument("--supervisor", type=int, default=0, help=argparse.SUPPRESS)  # its pid
 
     def handle(self, *args, **opts):
         stopping = {"now": False}
@@ -30,9 +54,54 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop_signal)
         signal.signal(signal.SIGINT, stop_signal)
         deadline = time.monotonic() + opts["seconds"] if opts["seconds"] else None
+        # A follower of --processes stops when its supervisor is gone (killed without passing a signal on).
+        supervisor = opts["supervisor"] or None
 
         def stop() -> bool:
+            if supervisor is not None and os.getppid() != supervisor:
+                return True
             return stopping["now"] or (deadline is not None and time.monotonic() >= deadline)
 
-        applied = follow_loop(stop, interval=opts["interval"])
-        self.stdout.write(f"applied {applied} transaction(s)")
+        if opts["processes"] < 1:
+            raise CommandError("--processes must be at least 1")
+        if opts["processes"] > 1 and not opts["part"]:
+            self._supervise(opts["processes"], opts, stop)
+            return
+        part = self._part(opts["part"]) if opts["part"] else None
+        applied = follow_loop(stop, interval=opts["interval"], part=part)
+        label = f"follower {part[0]}/{part[1]}: " if part else ""
+        self.stdout.write(f"{label}applied {applied} transaction(s)")
+
+    @staticmethod
+    def _part(text: str) -> tuple[int, int]:
+        found = re.fullmatch(r"(\d+)/(\d+)", text)
+        if not found or not 0 <= int(found.group(1)) < int(found.group(2)):
+            raise CommandError(f"--part must be I/N with 0 <= I < N, got {text!r}")
+        return int(found.group(1)), int(found.group(2))
+
+    def _supervise(self, count: int, opts, stop) -> None:
+        def start(index: int) -> subprocess.Popen:
+            argv = [sys.executable, str(settings.BASE_DIR / "manage.py"), "replfollow", "--part", f"{index}/{count}",
+                    "--interval", str(opts["interval"]), "--supervisor", str(os.getpid())]  # fmt: skip
+            return subprocess.Popen(argv, cwd=settings.BASE_DIR)
+
+        children = {index: start(index) for index in range(count)}
+        self.stdout.write(f"following in {count} processes: {', '.join(str(p.pid) for p in children.values())}")
+        while not stop():
+            for index, proc in list(children.items()):
+                if proc.poll() is not None and not stop():
+                    self.stderr.write(f"follower {index}/{count} (pid {proc.pid}) ended with {proc.returncode}")
+                    time.sleep(RESTART_PAUSE)
+                    children[index] = start(index)
+            time.sleep(0.2)
+        for proc in children.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        ends = time.monotonic() + STOP_GRACE
+        for proc in children.values():
+            try:
+                proc.wait(timeout=max(0.1, ends - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.stdout.write(f"stopped {count} follower processes")
