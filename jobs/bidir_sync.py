@@ -25,7 +25,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.jdbc import read_partitioned, read_query
+from jobs.jdbc import DEFAULT_PARALLELISM, Parallelism, read_by_key_range, read_query, read_split
+from jobs.resolve import column_type, decide_frame
 from jobs.snapshot_refresh import (
     Endpoint,
     as_timestamp,
@@ -35,7 +36,9 @@ from jobs.snapshot_refresh import (
     write_counted,
     write_staging,
 )
+from replication_admin.engine.bidir_sql import ROWGUID_COLUMN
 from replication_admin.engine.refresh_sql import Moved
+from replication_admin.engine.resolvers import ResolverColumn, ResolverSpec, spark_type, to_json_value
 
 Progress = Callable[[int, int], None]
 
@@ -85,20 +88,34 @@ class InitCopy:
     read_types: dict[str, str]
     dest: Endpoint
     staging_sql: str
+    parallelism: Parallelism = DEFAULT_PARALLELISM
+
+
+ROW_NUMBER_BITS = 31  # the SQLite ODBC driver returns 32-bit integers from MAX()
+
+
+def row_number_bits(partitions: int) -> tuple[int, int]:
+    """(bits for the partition, bits for the row's place in it) of a row number below 2**31."""
+    partition_bits = max(partitions - 1, 0).bit_length()
+    return partition_bits, ROW_NUMBER_BITS - partition_bits
 
 
 def stage_copy(spark: SparkSession, plan: InitCopy, progress: Progress | None = None) -> int:
     """The publisher's rows, numbered (rn: increasing, not contiguous), staged on the subscriber."""
-    df = read_partitioned(spark, plan.source.jdbc, plan.select_sql, plan.custom_schema, plan.partition_alias)
-    # read_partitioned reads at most MAX_PARTITIONS (8) partitions: the partition fits the top 3 bits.
-    # Increasing row numbers below 2**31 (the SQLite ODBC driver returns 32-bit integers from MAX()):
-    # the partition in the top 3 bits, the row's place in its partition (up to 268 million) below.
+    read = read_by_key_range(
+        spark, plan.source.jdbc, plan.select_sql, plan.custom_schema, plan.partition_alias, plan.parallelism
+    )
+    # Increasing row numbers below 2**31: the read partition in the top bits (as few as the read's
+    # partition count needs), the row's place in its partition below (2**29 rows each for 4 partitions).
+    # The read is not shuffled, so spark_partition_id() is the read partition.
+    _, place_bits = row_number_bits(read.partitions)
     partition = F.spark_partition_id().cast("long")
     place = F.monotonically_increasing_id() - F.shiftleft(partition, 33)
-    out = df.select(
-        (F.shiftleft(partition, 28) + place).alias("rn"), *_values_out(plan.moved, plan.read_types, plan.dest.dialect)
+    out = read.df.select(
+        (F.shiftleft(partition, place_bits) + place).alias("rn"),
+        *_values_out(plan.moved, plan.read_types, plan.dest.dialect),
     )
-    return write_counted(out, plan.dest, plan.staging_sql, "init_copy", spark, progress)
+    return write_counted(out, plan.dest, plan.staging_sql, "init_copy", spark, progress, plan.parallelism)
 
 
 # --- pull ------------------------------------------------------------------------------------------------
@@ -120,46 +137,71 @@ class PullPlan:
     sub_read_types: dict[str, str]
     pub_read_types: dict[str, str]
     resolver_types: dict[str, str]  # alias -> Spark type resolvers see
+    pub_moved: tuple[Moved, ...] = ()  # the publisher's layout (keys, then values): names the rows' columns
+    chain: tuple[ResolverSpec, ...] = ()  # the item's resolvers, every type
+    changes_rows: int = 0  # the subscriber's log rows, as counted before the pull
+    split_alias: str | None = None  # an integer key alias to split the change reads on
+    parallelism: Parallelism = DEFAULT_PARALLELISM
 
 
 @dataclass
 class PullResult:
     replayed: list[str] = field(default_factory=list)  # change ids the publisher already has
-    staged: list[str] = field(default_factory=list)  # change ids staged for the apply, conflicts or not
-    conflicts: list[dict[str, Any]] = field(
-        default_factory=list
-    )  # typed rows: k*, op, change_id, old_guid, snaptime, p*, n*
+    conflicts: int = 0  # decided and handed to `on_conflicts`
     applied_without_conflict: int = 0
-    keys: dict[str, tuple[Any, ...]] = field(
-        default_factory=dict
-    )  # change id -> (op, conflict type or None, key values)
+    # The changes staged for the apply, conflicts or not: change id -> (op, conflict type or None, key values)
+    keys: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
 
-def pull_changes(spark: SparkSession, plan: PullPlan) -> PullResult:
+# Decided conflicts are handed to the control plane in chunks of this many: the driver holds one chunk.
+CONFLICT_CHUNK = 1_000
+
+# (typed conflict row: conflict, eff_op, change_id, old_guid, snaptime, pub_present, n*, p*;
+#  its decision: decide_rows' input and output merged: key, type, pub, new, old, decision, resolver ...)
+DecidedConflicts = Callable[[list[tuple[dict[str, Any], dict[str, Any]]]], None]
+
+
+def pull_changes(spark: SparkSession, plan: PullPlan, on_conflicts: DecidedConflicts | None = None) -> PullResult:
+    """Stage the subscriber's pending changes on the publisher; conflicts are decided here, on Spark, by
+    the plan's resolver chain, and handed to `on_conflicts` chunk by chunk with their decisions."""
     result = PullResult()
-    changes = _snaptime(read_query(spark, plan.sub.jdbc, plan.changes_sql, plan.changes_schema), plan.sub.dialect)
+    changes = read_split(
+        spark,
+        plan.sub.jdbc,
+        plan.changes_sql,
+        plan.changes_schema,
+        plan.split_alias,
+        plan.changes_rows,
+        plan.parallelism,
+    ).df
+    changes = _snaptime(changes, plan.sub.dialect)
     applied = read_query(spark, plan.pub.jdbc, plan.replayed_sql, "change_id STRING")
     changes = changes.persist()
     try:
-        result.replayed = [r["change_id"] for r in changes.join(applied, "change_id", "left_semi").collect()]
+        replayed = changes.join(applied, "change_id", "left_semi").select("change_id")
+        result.replayed = [r["change_id"] for r in replayed.toLocalIterator()]
         pending = changes.join(applied, "change_id", "left_anti").persist()
         try:
-            return _pull_pending(spark, plan, pending, result)
+            return _pull_pending(spark, plan, pending, result, on_conflicts or (lambda chunk: None))
         finally:
             pending.unpersist()
     finally:
         changes.unpersist()
 
 
-def _pull_pending(spark: SparkSession, plan: PullPlan, pending: DataFrame, result: PullResult) -> PullResult:
+def _pull_pending(
+    spark: SparkSession, plan: PullPlan, pending: DataFrame, result: PullResult, on_conflicts: DecidedConflicts
+) -> PullResult:
     key_aliases = [k.alias for k in plan.keys]
     keys_out = _values_out(plan.keys, plan.sub_read_types, plan.pub.dialect)
     staged_keys = pending.select(*keys_out, "change_id")
     rows = staged_keys.count()
     if rows == 0:
         return result
-    write_staging(staged_keys, plan.pub, plan.keys_staging_sql)
-    pub_rows = read_query(spark, plan.pub.jdbc, plan.pub_rows_sql, plan.pub_rows_schema).drop(*key_aliases)
+    write_staging(staged_keys, plan.pub, plan.keys_staging_sql, plan.parallelism)
+    pub_rows = read_split(
+        spark, plan.pub.jdbc, plan.pub_rows_sql, plan.pub_rows_schema, plan.split_alias, rows, plan.parallelism
+    ).df.drop(*key_aliases)
     joined = pending.join(pub_rows, "change_id")
 
     guid = next(v.alias for v in plan.values if v.dest.upper() == "ROWGUID")
@@ -185,9 +227,12 @@ def _pull_pending(spark: SparkSession, plan: PullPlan, pending: DataFrame, resul
     )
     classified = joined.withColumn("eff_op", op).withColumn("conflict", conflict).persist()
     try:
-        staged = classified.select("change_id", "eff_op", "conflict", *key_aliases).collect()
-        result.staged = [r["change_id"] for r in staged]
-        result.keys = {r["change_id"]: (r["eff_op"], r["conflict"], tuple(r[k] for k in key_aliases)) for r in staged}
+        # Streamed into one compact dict (no list of rows next to it on the driver).
+        types: set[str] = set()
+        for r in classified.select("change_id", "eff_op", "conflict", *key_aliases).toLocalIterator():
+            result.keys[r["change_id"]] = (r["eff_op"], r["conflict"], tuple(r[k] for k in key_aliases))
+            if r["conflict"] is not None:
+                types.add(r["conflict"])
         clean = classified.where(F.col("conflict").isNull())
         out = clean.select(
             *keys_out,
@@ -198,22 +243,93 @@ def _pull_pending(spark: SparkSession, plan: PullPlan, pending: DataFrame, resul
             _snaptime_out(plan.pub.dialect).alias("snaptime"),
             *_values_out(plan.values, plan.sub_read_types, plan.pub.dialect),
         )
-        result.applied_without_conflict = write_counted(out, plan.pub, plan.apply_staging_sql, "pull_clean")
-        typed = classified.where(F.col("conflict").isNotNull()).select(
-            "conflict",
-            "eff_op",
-            "change_id",
-            "old_guid",
-            "snaptime",
-            "pub_present",
-            *_typed(plan.keys, plan.sub_read_types, plan.resolver_types, "", "n"),
-            *_typed(plan.values, plan.sub_read_types, plan.resolver_types, "", "n"),
-            *_typed(plan.values, plan.pub_read_types, plan.resolver_types, "p", "p"),
+        result.applied_without_conflict = write_counted(
+            out, plan.pub, plan.apply_staging_sql, "pull_clean", parallelism=plan.parallelism
         )
-        result.conflicts = [r.asDict() for r in typed.collect()]
+        if types:
+            typed = classified.where(F.col("conflict").isNotNull()).select(
+                "conflict",
+                "eff_op",
+                "change_id",
+                "old_guid",
+                "snaptime",
+                "pub_present",
+                *_typed(plan.keys, plan.sub_read_types, plan.resolver_types, "", "n"),
+                *_typed(plan.values, plan.sub_read_types, plan.resolver_types, "", "n"),
+                *_typed(plan.values, plan.pub_read_types, plan.resolver_types, "p", "p"),
+            )
+            result.conflicts = _decide_conflicts(plan, typed, types, on_conflicts)
     finally:
         classified.unpersist()
     return result
+
+
+def _resolver_columns(plan: PullPlan) -> list[ResolverColumn]:
+    return [ResolverColumn(m.dest, spark_type(m.logical), m.is_key) for m in plan.pub_moved]
+
+
+def _decide_conflicts(plan: PullPlan, typed: DataFrame, types: set[str], on_conflicts: DecidedConflicts) -> int:
+    """Decide the typed conflicts on Spark (the same chain evaluation as the dry run's, on this DataFrame)
+    and hand them, with their decisions, to `on_conflicts` chunk by chunk."""
+    columns = _resolver_columns(plan)
+    guid = next(m.alias for m in plan.pub_moved if m.dest.upper() == "ROWGUID")
+    null = F.lit(None)
+    deleting = F.col("eff_op") == "D"
+    pub_here = F.col("pub_present") == 1
+    inputs: list[Column] = [
+        F.col("change_id").alias("key"),
+        F.col("conflict").alias("ctype"),
+        pub_here.alias("pub_exists"),
+    ]
+    for i, m in enumerate(plan.pub_moved):  # the publisher's row: its key is the incoming one
+        value = F.col("n" + m.alias) if m.is_key else F.col("p" + m.alias)
+        inputs.append(F.when(pub_here, value).otherwise(null).cast(column_type(columns[i])).alias(f"p{i}"))
+    for i, m in enumerate(plan.pub_moved):  # the incoming row: only its key for a delete
+        value = F.col("n" + m.alias) if m.is_key else F.when(~deleting, F.col("n" + m.alias))
+        inputs.append(value.cast(column_type(columns[i])).alias(f"n{i}"))
+    for i, m in enumerate(plan.pub_moved):  # the old row: its ROWGUID only
+        value = F.col("old_guid") if m.alias == guid else null
+        inputs.append(value.cast(column_type(columns[i])).alias(f"o{i}"))
+    frame = typed.select("*", *inputs)
+    decided, decider = decide_frame(frame, plan.chain, columns, types)
+    row_columns = typed.columns
+    out = decided.select(*row_columns, *[c for c in decider.outputs if c not in row_columns]).persist()
+    try:
+        try:
+            total = out.count()  # computes every decision once; a failing resolver is named here
+        except Exception as exc:
+            raise decider.explain(exc) from None
+        chunk: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        for r in out.toLocalIterator():
+            row = {name: r[name] for name in row_columns}
+            conflict = _conflict_input(plan, row)
+            chunk.append((row, {**conflict, **decider.decision_of(r, conflict)}))
+            if len(chunk) >= CONFLICT_CHUNK:
+                on_conflicts(chunk)
+                chunk = []
+        if chunk:
+            on_conflicts(chunk)
+        return total
+    finally:
+        out.unpersist()
+
+
+def _conflict_input(plan: PullPlan, c: dict[str, Any]) -> dict[str, Any]:
+    """A typed conflict row as decide_rows' input (the rows as the conflict inbox keeps them, in JSON)."""
+    incoming = {m.dest: to_json_value(c["n" + m.alias]) for m in plan.pub_moved}
+    if c["eff_op"] == "D":
+        incoming = {m.dest: incoming[m.dest] for m in plan.pub_moved if m.is_key}
+    published = None
+    if c["pub_present"] == 1:
+        published = {m.dest: to_json_value(c["n" + m.alias]) for m in plan.pub_moved if m.is_key}
+        published.update({m.dest: to_json_value(c["p" + m.alias]) for m in plan.pub_moved if not m.is_key})
+    return {
+        "key": c["change_id"],
+        "type": c["conflict"],
+        "pub": published,
+        "new": incoming,
+        "old": {ROWGUID_COLUMN: c["old_guid"]},
+    }
 
 
 # --- push ------------------------------------------------------------------------------------------------
@@ -230,6 +346,9 @@ class PushPlan:
     keys: tuple[Moved, ...]
     values: tuple[Moved, ...]
     pub_read_types: dict[str, str]
+    changes_rows: int = 0  # the publisher's changes of the window, as counted before the push
+    split_alias: str | None = None  # an integer key alias to split the change read on
+    parallelism: Parallelism = DEFAULT_PARALLELISM
 
 
 @dataclass
@@ -239,7 +358,16 @@ class PushResult:
 
 
 def push_changes(spark: SparkSession, plan: PushPlan) -> PushResult:
-    changes = _snaptime(read_query(spark, plan.pub.jdbc, plan.changes_sql, plan.changes_schema), plan.pub.dialect)
+    changes = read_split(
+        spark,
+        plan.pub.jdbc,
+        plan.changes_sql,
+        plan.changes_schema,
+        plan.split_alias,
+        plan.changes_rows,
+        plan.parallelism,
+    ).df
+    changes = _snaptime(changes, plan.pub.dialect)
     applied = read_query(spark, plan.sub.jdbc, plan.replayed_sql, "change_id STRING")
     changes = changes.persist()
     try:
@@ -254,6 +382,7 @@ def push_changes(spark: SparkSession, plan: PushPlan) -> PushResult:
             _snaptime_out(plan.sub.dialect).alias("snaptime"),
             *_values_out(plan.values, plan.pub_read_types, plan.sub.dialect),
         )
-        return PushResult(staged=write_counted(out, plan.sub, plan.apply_staging_sql, "push"), newest=newest)
+        staged = write_counted(out, plan.sub, plan.apply_staging_sql, "push", parallelism=plan.parallelism)
+        return PushResult(staged=staged, newest=newest)
     finally:
         changes.unpersist()

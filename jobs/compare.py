@@ -14,7 +14,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.jdbc import read_partitioned
+from jobs.jdbc import Parallelism, read_partitioned
 from replication_admin.engine.compare import ComparePlan, Side, SideColumn
 from replication_admin.engine.dialects import JdbcEndpoint
 
@@ -148,14 +148,20 @@ def run(
     left_endpoint: JdbcEndpoint,
     right_endpoint: JdbcEndpoint,
     progress: Progress | None = None,
+    parallelism: Parallelism | None = None,
 ) -> dict[str, Any]:
     report = progress or (lambda done, total, message: None)
     report(0, 3, "reading both tables")
     left_raw = read_partitioned(
-        spark, left_endpoint, plan.left.select_sql(), plan.left.custom_schema(), plan.left.partition_alias
+        spark, left_endpoint, plan.left.select_sql(), plan.left.custom_schema(), plan.left.partition_alias, parallelism
     )
     right_raw = read_partitioned(
-        spark, right_endpoint, plan.right.select_sql(), plan.right.custom_schema(), plan.right.partition_alias
+        spark,
+        right_endpoint,
+        plan.right.select_sql(),
+        plan.right.custom_schema(),
+        plan.right.partition_alias,
+        parallelism,
     )
     left = canonical_frame(left_raw, plan.left)
     right = canonical_frame(right_raw, plan.right)

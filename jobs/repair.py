@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.compare import canonical_value, row_hash
-from jobs.jdbc import read_partitioned
+from jobs.jdbc import Parallelism, read_partitioned
 from jobs.progress import StageProgress
 from jobs.snapshot_refresh import Endpoint, snaptime_out, to_destination, write_staging
 from replication_admin.engine.compare import ComparePlan, Side
@@ -39,12 +39,13 @@ def stage_repair(
     dest: Endpoint,
     staging_sql: str,
     progress: Callable[[int, int], None] | None = None,
+    parallelism: Parallelism | None = None,
 ) -> dict[str, int]:
     left = read_partitioned(
-        spark, source.jdbc, plan.left.select_sql(), plan.left.custom_schema(), plan.left.partition_alias
+        spark, source.jdbc, plan.left.select_sql(), plan.left.custom_schema(), plan.left.partition_alias, parallelism
     )
     right = read_partitioned(
-        spark, dest.jdbc, plan.right.select_sql(), plan.right.custom_schema(), plan.right.partition_alias
+        spark, dest.jdbc, plan.right.select_sql(), plan.right.custom_schema(), plan.right.partition_alias, parallelism
     )
     lc, rc = _with_canonical(left, plan.left, "l_"), _with_canonical(right, plan.right, "r_")
     keys = [c.alias for c in plan.left.columns if c.alias.startswith("k")]
@@ -79,7 +80,7 @@ def stage_repair(
         counts = {row["op"]: int(row["count"]) for row in staged.groupBy("op").count().collect()}
         if counts:
             with StageProgress(spark, progress or (lambda d, t: None)):
-                write_staging(staged, dest, staging_sql)
+                write_staging(staged, dest, staging_sql, parallelism)
     finally:
         staged.unpersist()
     return {"upserts": counts.get("U", 0), "deletes": counts.get("D", 0)}

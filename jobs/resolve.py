@@ -1,11 +1,13 @@
 """Deciding conflicts with resolver chains, on Spark.
 
-The sync job and the resolver editor's dry run both call `decide_rows`, so a dry run decides exactly as
-a sync would. All conflicts of a call are one DataFrame (key, ctype, pub_exists, then the publisher's,
-the incoming and the old row as columns p<i>, n<i>, o<i> typed like the table's columns); every
-resolver of the conflict's type is a Spark column expression evaluated only while the resolvers before
-it were undecided, and one collect() brings back the decisions. Spark is only asked again when that
-collect fails, to name the resolver whose expression failed.
+The sync job and the resolver editor's dry run decide with the same `decide_frame`, so a dry run decides
+exactly as a sync would: the sync on the DataFrame of the conflicts it classified (they never leave
+Spark to be decided), the dry run (`decide_rows`) on one built from recorded conflicts. The conflicts are
+one DataFrame (key, ctype, pub_exists, then the publisher's, the incoming and the old row as columns
+p<i>, n<i>, o<i> typed like the table's columns); every resolver of the conflict's type is a Spark
+column expression evaluated only while the resolvers before it were undecided, and the decisions are
+read back with the rows. Spark is only asked again when that read fails, to name the resolver whose
+expression failed.
 """
 
 from __future__ import annotations
@@ -146,6 +148,72 @@ def _rows(
     return rows, keys
 
 
+def conflict_schema(columns: Sequence[ResolverColumn]) -> T.StructType:
+    """The columns a DataFrame of conflicts has for `decide_frame`: key, ctype, pub_exists, then the
+    publisher's, the incoming and the old row's values (p<i>, n<i>, o<i>) typed like the table's columns."""
+    fields = [
+        T.StructField("key", T.StringType(), False),
+        T.StructField("ctype", T.StringType(), False),
+        T.StructField("pub_exists", T.BooleanType(), False),
+    ]
+    for prefix in ("p", "n", "o"):
+        fields += [T.StructField(f"{prefix}{i}", _data_type(c.spark_type), True) for i, c in enumerate(columns)]
+    return T.StructType(fields)
+
+
+def column_type(column: ResolverColumn) -> T.DataType:
+    """The Spark type resolvers see a column's values as."""
+    return _data_type(column.spark_type)
+
+
+@dataclass
+class Decider:
+    """The resolver chain compiled over a DataFrame of conflicts: the columns its decisions are read from
+    (`outputs`), and what turns one such row into a decision (`decision_of`)."""
+
+    columns: list[ResolverColumn]
+    steps: dict[str, list[_Step]]
+    by_index: dict[int, _Step]
+    assigned: list[tuple[int, int, str]]  # (resolver index, column index, output column)
+    stages: list[tuple[DataFrame, list[tuple[str, str]]]]
+    outputs: list[str]
+
+    def explain(self, exc: BaseException) -> ResolverError:
+        """The error to report when computing the decisions failed in Spark (names the failing resolver)."""
+        return _explain_failure(self.stages, exc, self.columns)
+
+    def decision_of(self, r: Any, conflict: dict[str, Any]) -> dict[str, Any]:
+        """One decided row (with the `outputs` columns) -> decide_rows' result for `conflict`."""
+        notes = []
+        for step in self.steps[conflict["type"]]:
+            g = step.index
+            if r[f"b{g}"]:
+                shown = "NULL" if r[f"s{g}"] is None else r[f"s{g}"]
+                valid = ", ".join(str(c) for c in VALID_CODES[conflict["type"]])
+                notes.append(
+                    f"{_label(step.spec)} returned {shown}, which is not a code of {_a(TYPE_NAMES[conflict['type']])} "
+                    f"resolver ({valid}); counted as 0"
+                )
+        g = r["decider"]
+        deciding = self.by_index.get(g) if g is not None and g >= 0 else None
+        final = None
+        if conflict["type"] != "D" and conflict.get("new") is not None:
+            final = dict(conflict["new"])
+            if r["decision"] == 2 and deciding is not None:
+                for index, j, name in self.assigned:
+                    if index == g:
+                        existing = find_column([ResolverColumn(k, "", False) for k in final], self.columns[j].name)
+                        final[existing.name if existing else self.columns[j].name] = to_json_value(r[name])
+        return {
+            "key": conflict.get("key"),
+            "decision": int(r["decision"]),
+            "resolver_id": deciding.spec.id if deciding else None,
+            "resolver": deciding.spec.name if deciding else "default",
+            "final": final,
+            "note": "; ".join(notes),
+        }
+
+
 def decide_rows(
     spark: SparkSession,
     conflicts: list[dict[str, Any]],
@@ -165,17 +233,29 @@ def decide_rows(
         raise ResolverError("the table's columns are unknown")
     rows, keys = _rows(conflicts, columns)
     types = {row[1] for row in rows}
+    df = spark.createDataFrame(rows, conflict_schema(columns))
+    decided, decider = decide_frame(df, chain, columns, types)
+    try:
+        collected = decided.select(*decider.outputs).collect()
+    except Exception as exc:
+        raise decider.explain(exc) from None
+
+    if [r["key"] for r in collected] != keys:  # collect keeps the input order; be sure of it
+        by_key: dict[str, list[Row]] = {}
+        for r in collected:
+            by_key.setdefault(r["key"], []).append(r)
+        collected = [by_key[k].pop(0) for k in keys]
+    return [decider.decision_of(r, conflict) for conflict, r in zip(conflicts, collected, strict=True)]
+
+
+def decide_frame(
+    df: DataFrame, chain: Sequence[ResolverSpec], columns: Sequence[ResolverColumn], types: set[str]
+) -> tuple[DataFrame, Decider]:
+    """Add the decision columns to a DataFrame of conflicts (`conflict_schema` columns, any others kept)
+    whose types are among `types`; resolvers of other types are not compiled."""
+    columns = list(columns)
     steps = _compile_chain(chain, columns, types)
     by_index = {step.index: step for type_steps in steps.values() for step in type_steps}
-
-    fields = [
-        T.StructField("key", T.StringType(), False),
-        T.StructField("ctype", T.StringType(), False),
-        T.StructField("pub_exists", T.BooleanType(), False),
-    ]
-    for prefix in ("p", "n", "o"):
-        fields += [T.StructField(f"{prefix}{i}", _data_type(c.spark_type), True) for i, c in enumerate(columns)]
-    df = spark.createDataFrame(rows, T.StructType(fields))
 
     # Stages of columns, each column labelled with what it computes (kept to name a failing one).
     # Stage k evaluates the k-th resolver of every type's chain; chains of different types are independent.
@@ -264,50 +344,7 @@ def decide_rows(
     for g in by_index:
         outputs += [f"b{g}", f"s{g}"]
     outputs += [name for _, _, name in assigned]
-    try:
-        collected = df.select(*outputs).collect()
-    except Exception as exc:
-        raise _explain_failure(stages, exc, columns) from None
-
-    if [r["key"] for r in collected] != keys:  # collect keeps the input order; be sure of it
-        by_key: dict[str, list[Row]] = {}
-        for r in collected:
-            by_key.setdefault(r["key"], []).append(r)
-        collected = [by_key[k].pop(0) for k in keys]
-
-    results = []
-    for conflict, r in zip(conflicts, collected, strict=True):
-        notes = []
-        for step in steps[conflict["type"]]:
-            g = step.index
-            if r[f"b{g}"]:
-                shown = "NULL" if r[f"s{g}"] is None else r[f"s{g}"]
-                valid = ", ".join(str(c) for c in VALID_CODES[conflict["type"]])
-                notes.append(
-                    f"{_label(step.spec)} returned {shown}, which is not a code of {_a(TYPE_NAMES[conflict['type']])} "
-                    f"resolver ({valid}); counted as 0"
-                )
-        g = r["decider"]
-        deciding = by_index.get(g) if g is not None and g >= 0 else None
-        final = None
-        if conflict["type"] != "D" and conflict.get("new") is not None:
-            final = dict(conflict["new"])
-            if r["decision"] == 2 and deciding is not None:
-                for index, j, name in assigned:
-                    if index == g:
-                        existing = find_column([ResolverColumn(k, "", False) for k in final], columns[j].name)
-                        final[existing.name if existing else columns[j].name] = to_json_value(r[name])
-        results.append(
-            {
-                "key": conflict.get("key"),
-                "decision": int(r["decision"]),
-                "resolver_id": deciding.spec.id if deciding else None,
-                "resolver": deciding.spec.name if deciding else "default",
-                "final": final,
-                "note": "; ".join(notes),
-            }
-        )
-    return results
+    return df, Decider(columns, steps, by_index, assigned, stages, outputs)
 
 
 def _explain_failure(

@@ -20,7 +20,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.compare import normalise_time_text
-from jobs.jdbc import jdbc_options, read_partitioned, read_query
+from jobs.jdbc import DEFAULT_PARALLELISM, Parallelism, jdbc_options, read_by_key_range, read_query, read_split
 from jobs.progress import StageProgress
 from replication_admin.engine import dialects
 from replication_admin.engine.compare import family_of
@@ -87,12 +87,16 @@ def to_destination(c: Column, moved: Moved, read_as: str, dest_dialect: str) -> 
     return c
 
 
-def write_staging(df: DataFrame, endpoint: Endpoint, table_sql: str) -> None:
-    """Append into a staging table the console created (Spark never creates or truncates tables)."""
+def write_staging(df: DataFrame, endpoint: Endpoint, table_sql: str, parallelism: Parallelism | None = None) -> None:
+    """Append into a staging table the console created (Spark never creates or truncates tables).
+
+    At most `parallelism.connections` partitions write at once (coalesce merges partitions without a
+    shuffle and never adds any); a single-writer database gets one writer, in one transaction."""
     if dialects.get(endpoint.dialect).single_writer:
         df = df.coalesce(1)  # one writer at a time, one transaction
         options = {"batchsize": "5000", "isolationLevel": "SERIALIZABLE"}
     else:
+        df = df.coalesce(max((parallelism or DEFAULT_PARALLELISM).connections, 1))
         options = {"batchsize": "20000", "isolationLevel": "READ_COMMITTED"}
     writer = df.write.format("jdbc").mode("append").option("dbtable", table_sql)
     for key, value in {**jdbc_options(endpoint.jdbc), **options}.items():
@@ -107,6 +111,7 @@ def write_counted(
     name: str,
     spark: SparkSession | None = None,
     progress: Progress | None = None,
+    parallelism: Parallelism | None = None,
 ) -> int:
     """write_staging, returning the number of rows written, counted as they stream through (no second
     pass); with `spark` and `progress`, the write's task progress is reported while it runs."""
@@ -114,9 +119,9 @@ def write_counted(
     out = df.observe(observation, F.count(F.lit(1)).alias("rows"))
     if spark is not None:
         with StageProgress(spark, progress or (lambda d, t: None)):
-            write_staging(out, endpoint, table_sql)
+            write_staging(out, endpoint, table_sql, parallelism)
     else:
-        write_staging(out, endpoint, table_sql)
+        write_staging(out, endpoint, table_sql, parallelism)
     return int(observation.get["rows"])
 
 
@@ -131,20 +136,23 @@ class FullCopy:
     dest: Endpoint
     staging_sql: str  # the quoted staging table name
     staging_columns: tuple[str, ...]  # column names of the staging table, in `moved` order
+    parallelism: Parallelism = DEFAULT_PARALLELISM
 
 
 def full_copy(spark: SparkSession, plan: FullCopy, progress: Progress | None = None) -> int:
     """Read the snapshot query and append its rows, in destination formats, to the staging table.
 
     Returns the number of rows written, counted as they stream through (no second pass)."""
-    df = read_partitioned(spark, plan.source.jdbc, plan.select_sql, plan.custom_schema, plan.partition_alias)
+    df = read_by_key_range(
+        spark, plan.source.jdbc, plan.select_sql, plan.custom_schema, plan.partition_alias, plan.parallelism
+    ).df
     out = df.select(
         *[
             to_destination(F.col(m.alias), m, plan.read_types[m.alias], plan.dest.dialect).alias(name)
             for m, name in zip(plan.moved, plan.staging_columns, strict=True)
         ]
     )
-    return write_counted(out, plan.dest, plan.staging_sql, "full_copy", spark, progress)
+    return write_counted(out, plan.dest, plan.staging_sql, "full_copy", spark, progress, plan.parallelism)
 
 
 @dataclass(frozen=True)
@@ -157,6 +165,9 @@ class IncrementLoad:
     dest: Endpoint
     rplog_sql: str  # engine.refresh.rplog_select, on the destination
     staging_sql: str
+    window_rows: int = 0  # the log window's row count, as the control plane counted it
+    split_alias: str | None = None  # an integer key alias of the window to split its read on
+    parallelism: Parallelism = DEFAULT_PARALLELISM
 
 
 @dataclass(frozen=True)
@@ -182,7 +193,15 @@ def plan_batches(counts: Sequence[tuple[object, int]], batch_rows: int = BATCH_R
 
 def load_increment(spark: SparkSession, plan: IncrementLoad, progress: Progress | None = None) -> list[Batch]:
     """Stage the not-yet-applied log rows with the current source values; return the batches."""
-    window = read_query(spark, plan.source.jdbc, plan.window_sql, plan.window_schema)
+    window = read_split(
+        spark,
+        plan.source.jdbc,
+        plan.window_sql,
+        plan.window_schema,
+        plan.split_alias,
+        plan.window_rows,
+        plan.parallelism,
+    ).df
     window = window.withColumn(
         "snaptime",
         as_timestamp(F.col("snaptime"), snaptime_type(plan.source.dialect)),
@@ -208,7 +227,7 @@ def load_increment(spark: SparkSession, plan: IncrementLoad, progress: Progress 
             snaptime_out(F.col("snaptime"), plan.dest.dialect).alias("snaptime"),
         )
         with StageProgress(spark, progress or (lambda d, t: None)):
-            write_staging(out, plan.dest, plan.staging_sql)
+            write_staging(out, plan.dest, plan.staging_sql, plan.parallelism)
         totals: dict[int, list[Any]] = {}
         for (snaptime, batch), (_, rows) in zip(
             assigned, [(r["snaptime"], int(r["count"])) for r in counts], strict=True

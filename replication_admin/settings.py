@@ -363,6 +363,12 @@ JDBC_JARS = env_list(
 # without Spark (a Spark job's fixed cost dominates small windows); 0 sends every window to Spark.
 REFRESH_SMALL_WINDOW = env_int("REPLADMIN_REFRESH_SMALL_WINDOW", 20000)
 
+# How many connections one Spark job holds at once on one server, reading or writing (its partitions are
+# capped to it; SQLite is written by one writer whatever it says).
+MAX_CONNECTIONS_PER_SERVER = env_int("REPLADMIN_MAX_CONNECTIONS_PER_SERVER", 4)
+# Cores Spark jobs size their partitions for; 0: the Spark service's (or embedded session's) task slots.
+SPARK_CORES = env_int("REPLADMIN_SPARK_CORES", 0)
+
 # Registry defaults (Virtuoso's registry variables), in minutes.
 SNP_REPL_TOLERANCE_OFFSET = 15
 SNP_REPL_PURGE_OFFSET = 30

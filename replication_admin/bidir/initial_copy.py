@@ -13,7 +13,7 @@ from replication_admin.bidir.objects import (
     server_now,
     subscriber_table,
 )
-from replication_admin.core import connections
+from replication_admin.core import connections, spark_sizing
 from replication_admin.core.introspection import find_table
 from replication_admin.core.locks import item_lock
 from replication_admin.core.spark import endpoint, spark_session
@@ -103,6 +103,7 @@ def _stage_init_copy(subscription, pub: Side, sub: Side, staging: str, per_commi
         read_types=pub.read_types,
         dest=endpoint(sub.server),
         staging_sql=sub.qualify(staging),
+        parallelism=spark_sizing.parallelism(),
     )
     with reporter.phase("spark_session"):
         spark = spark_session()

@@ -17,6 +17,7 @@ publisher ROWGUID, so every subscriber, the originator included, converges on it
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -35,8 +36,8 @@ from replication_admin.bidir.objects import (
     server_now,
     subscriber_table,
 )
-from replication_admin.core import connections
-from replication_admin.core.conflicts import decide, new_guid, resolver_chain
+from replication_admin.core import connections, spark_sizing
+from replication_admin.core.conflicts import new_guid, resolver_chain
 from replication_admin.core.locks import item_lock
 from replication_admin.core.spark import endpoint, spark_session
 from replication_admin.core.times import aware, naive_utc
@@ -46,7 +47,7 @@ from replication_admin.core.transactions import (
     run_each,
 )
 from replication_admin.engine import bidir_sql as sql
-from replication_admin.engine.resolvers import ResolverColumn, spark_type, to_json_value
+from replication_admin.engine.resolvers import spark_type
 from replication_admin.engine.snapshot_log import rlog_name
 from replication_admin.engine.values import bind_value
 from replication_admin.models import (
@@ -89,43 +90,25 @@ class PullOutcome:
     left: int = 0  # changes whose publisher row moved while the sync decided: pulled by the next sync
 
 
-def _resolver_columns(layout: sql.Layout) -> list[ResolverColumn]:
-    return [ResolverColumn(m.dest, spark_type(m.logical), m.is_key) for m in layout.moved]
-
-
-def _decide(publication, pub: Side, conflicts: list[dict]) -> list[dict]:
-    """Conflict rows (typed, from Spark) -> decide_rows input -> decisions, keyed by change id."""
-    inputs = []
-    for c in conflicts:
-        incoming = {m.dest: to_json_value(c["n" + m.alias]) for m in pub.layout.moved}
-        if c["eff_op"] == "D":
-            incoming = {k.dest: incoming[k.dest] for k in pub.layout.keys}
-        published = None
-        if c["pub_present"] == 1:
-            published = {k.dest: to_json_value(c["n" + k.alias]) for k in pub.layout.keys}
-            published.update({v.dest: to_json_value(c["p" + v.alias]) for v in pub.layout.values})
-        inputs.append(
-            {
-                "key": c["change_id"],
-                "type": c["conflict"],
-                "pub": published,
-                "new": incoming,
-                "old": {sql.ROWGUID_COLUMN: c["old_guid"]},
-            }
-        )
-    decided = decide(inputs, resolver_chain(publication.item), _resolver_columns(pub.layout))
-    return [{**i, **d} for i, d in zip(inputs, decided, strict=True)]
+# The backup columns a re-run of the same decision rewrites (the row of a change is unique per item and source).
+BACKUP_FIELDS = [
+    "pending", "kind", "table_name", "publisher", "origin", "primary_key", "conflict_type", "operation", "decision",
+    "resolver_id", "resolver", "publisher_row", "incoming_row", "old_rowguid", "winning_row", "losing_row", "note",
+    "job",
+]  # fmt: skip
 
 
 def _conflict_actions(
-    publication, pub: Side, source: Server, conflicts: list[dict], decided: list[dict], job: JobRun
+    publication, pub: Side, source: Server, chunk: list[tuple[dict, dict]], job: JobRun
 ) -> list[list]:
-    """The apply rows of the decided conflicts. Their backups are saved first, pending: invisible until the
-    apply that carries their decisions has committed (`_settle`); a re-run updates the same rows."""
+    """The apply rows of a chunk of decided conflicts (typed row, decision). Their backups are saved first,
+    in one statement, pending: invisible until the apply that carries their decisions has committed
+    (`_settle`); a re-run updates the same rows."""
     d = pub.d
     guid_name = pub.layout.guid.dest
     rows: list[list] = []
-    for c, decision in zip(conflicts, decided, strict=True):
+    backups: list[ConflictBackup] = []
+    for c, decision in chunk:
         code = int(decision["decision"])
         published, incoming = decision["pub"], decision["new"]
         if code == 1:
@@ -138,30 +121,30 @@ def _conflict_actions(
             written = {**published, guid_name: new_guid(publication.server.name)} if published else None
             action = "W" if published else "N"
             winner, loser = written, incoming
-        ConflictBackup.with_pending.update_or_create(
-            item=publication.item,
-            source=source.name,
-            change_guid=c["change_id"],
-            defaults={
-                "pending": True,
-                "kind": "snapshot",
-                "table_name": publication.table,
-                "publisher": publication.server.name,
-                "origin": sql.origin_of(c["change_id"]) or source.name,
-                "primary_key": {k.dest: incoming.get(k.dest) for k in pub.layout.keys},
-                "conflict_type": c["conflict"],
-                "operation": c["eff_op"],
-                "decision": code,
-                "resolver_id": decision.get("resolver_id"),
-                "resolver": decision.get("resolver") or "default",
-                "publisher_row": published,
-                "incoming_row": incoming,
-                "old_rowguid": c["old_guid"],
-                "winning_row": winner,
-                "losing_row": loser,
-                "note": decision.get("note") or "",
-                "job": job,
-            },
+        backups.append(
+            ConflictBackup(
+                item=publication.item,
+                source=source.name,
+                change_guid=c["change_id"],
+                pending=True,
+                kind="snapshot",
+                table_name=publication.table,
+                publisher=publication.server.name,
+                origin=sql.origin_of(c["change_id"]) or source.name,
+                primary_key={k.dest: incoming.get(k.dest) for k in pub.layout.keys},
+                conflict_type=c["conflict"],
+                operation=c["eff_op"],
+                decision=code,
+                resolver_id=decision.get("resolver_id"),
+                resolver=decision.get("resolver") or "default",
+                publisher_row=published,
+                incoming_row=incoming,
+                old_rowguid=c["old_guid"],
+                winning_row=winner,
+                losing_row=loser,
+                note=decision.get("note") or "",
+                job=job,
+            )
         )
         values = written or {}
         key_values = [bind_value(_from_json(incoming[k.dest]), k.logical, d.name) for k in pub.layout.keys]
@@ -175,7 +158,21 @@ def _conflict_actions(
         ]
         row += [bind_value(_from_json(values.get(v.dest)), v.logical, d.name) for v in pub.layout.values]
         rows.append(row)
+    ConflictBackup.with_pending.bulk_create(
+        backups,
+        update_conflicts=True,
+        unique_fields=["item", "source", "change_guid"],
+        update_fields=BACKUP_FIELDS,
+    )
     return rows
+
+
+def _integer_key(*sides: Side) -> str | None:
+    """The alias of the only key column when every side reads it as an integer (reads are split on it)."""
+    keys = sides[0].layout.keys
+    if len(keys) != 1 or any(side.read_types.get(keys[0].alias) != "BIGINT" for side in sides):
+        return None
+    return keys[0].alias
 
 
 def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, reporter) -> PullOutcome:
@@ -188,7 +185,8 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
     d_pub, d_sub = pub.d, sub.d
     replay = rplog(publication, d_pub)
     _settle_pending(publication, pub, replay, sub.server.name)
-    if not _fetch(sub.server, sql.log_count_sql(d_sub, sub.table))[0][0]:
+    log_rows = int(_fetch(sub.server, sql.log_count_sql(d_sub, sub.table))[0][0] or 0)
+    if not log_rows:
         # A subscriber's log holds only what it has not sent: empty, there is nothing to pull.
         SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_pull_ts=timezone.now())
         return outcome
@@ -218,16 +216,26 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
         sub_read_types=sub.read_types,
         pub_read_types=pub.read_types,
         resolver_types=_resolver_types(pub.layout),
+        pub_moved=pub.layout.moved,
+        chain=tuple(resolver_chain(publication.item)),
+        changes_rows=log_rows,
+        split_alias=_integer_key(sub, pub),
+        parallelism=spark_sizing.parallelism(),
     )
-    # Keys are staged with the publisher's aliases: both layouts share them.
-    result = spark_bidir.pull_changes(spark, plan)
-    decided: list[dict] = []
-    left: set[str] = set()
-    outcome.replayed = len(result.replayed)
-    if result.staged:
-        decided = _decide(publication, pub, result.conflicts) if result.conflicts else []
-        rows = _conflict_actions(publication, pub, sub.server, result.conflicts, decided, job)
+    not_as_is: set[str] = set()  # conflicts not decided "subscriber wins": the publisher's row is not theirs
+
+    def on_conflicts(chunk: list[tuple[dict, dict]]) -> None:
+        rows = _conflict_actions(publication, pub, sub.server, chunk, job)
         _insert_rows(pub.server, apply_stage, pub.table.schema, d_pub, sql.staging_columns(pub.layout), rows)
+        not_as_is.update(c["change_id"] for c, decision in chunk if int(decision["decision"]) != 1)
+
+    # Keys are staged with the publisher's aliases: both layouts share them. Conflicts are decided on
+    # Spark and come back chunk by chunk, their backups and apply rows written as they come.
+    result = spark_bidir.pull_changes(spark, plan, on_conflicts)
+    left: set[str] = set()
+    dropped = 0
+    outcome.replayed = len(result.replayed)
+    if result.keys:
         apply = sql.apply_sql(
             d_pub,
             pub.table,
@@ -240,22 +248,20 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
             decided=True,
         )
         left = set(run_apply(pub.server, apply, staging=(apply_stage, pub.table.schema)).left)
-        _settle(publication, sub.server.name, [c["change_id"] for c in result.conflicts], left)
+        if result.conflicts:
+            dropped = _settle(publication, sub.server.name, left)
         if left:
             reporter.log(
                 f"pull from {sub.server.name}: {len(left)} change(s) whose row changed on {pub.server.name} "
                 "while the sync decided wait for the next sync"
             )
-    staged = [change for change in result.staged if change not in left]
-    applied_conflicts = [c for c in result.conflicts if c["change_id"] not in left]
-    outcome.pulled, outcome.conflicts, outcome.left = len(staged), len(applied_conflicts), len(left)
-    consumed = [*result.replayed, *staged]
-    decisions = {c["change_id"]: int(d["decision"]) for c, d in zip(result.conflicts, decided, strict=True)}
-    as_is = {
-        change: (op, key)
-        for change, (op, conflict, key) in result.keys.items()
-        if change not in left and (conflict is None or decisions.get(change) == 1)
-    }
+    outcome.pulled, outcome.conflicts, outcome.left = (
+        len(result.keys) - len(left),
+        result.conflicts - dropped,
+        len(left),
+    )
+    consumed = [*result.replayed, *(change for change in result.keys if change not in left)]
+    as_is = _AsIs(result.keys, left, not_as_is)
     _consume(sub, consumed, as_is)
     _forget(pub, replay, sub.server.name, consumed)
     pub.drop(keys_stage, apply_stage)
@@ -263,17 +269,21 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
     return outcome
 
 
-def _settle(publication, source: str, decided: list[str], left: set[str]) -> None:
+def _settle(publication, source: str, left: set[str]) -> int:
     """After the apply committed: the backups of its decisions become visible; those of changes it left
-    for the next sync are dropped (that sync decides them again, on the row's new version)."""
-    if not decided:
-        return
-    pending = ConflictBackup.with_pending.filter(item=publication.item, source=source, pending=True)
+    for the next sync are dropped (that sync decides them again, on the row's new version). Returns how
+    many were dropped.
+
+    The pending backups of the item from `source` are exactly the decisions of this apply: the sync
+    holds the item's lock, and settles what an earlier one left pending before it decides anything."""
+    pending = ConflictBackup.with_pending.filter(kind="snapshot", item=publication.item, source=source, pending=True)
+    dropped = 0
     with transaction.atomic():
-        for start in range(0, len(decided), 500):
-            chunk = decided[start : start + 500]
-            pending.filter(change_guid__in=[c for c in chunk if c in left]).delete()
-            pending.filter(change_guid__in=[c for c in chunk if c not in left]).update(pending=False)
+        ordered = sorted(left)
+        for start in range(0, len(ordered), 500):
+            dropped += pending.filter(change_guid__in=ordered[start : start + 500]).delete()[0]
+        pending.update(pending=False)
+    return dropped
 
 
 def _settle_pending(publication, pub: Side, replay: str, source: str) -> None:
@@ -290,10 +300,33 @@ def _settle_pending(publication, pub: Side, replay: str, source: str) -> None:
             chunk = changes[start : start + 500]
             listed = sql.rplog_listed_sql(pub.d, replay, pub.table.schema, source, pub.server.name, len(chunk))
             applied.update(r[0] for r in cursor.execute(listed, chunk).fetchall())
-    _settle(publication, source, changes, set(changes) - applied)
+    _settle(publication, source, set(changes) - applied)
 
 
-def _consume(sub: Side, change_ids: list[str], as_is: dict[str, tuple] | None = None) -> None:
+class _AsIs(Mapping[str, tuple]):
+    """change id -> (op, key values) of the pulled changes the publisher took as they were (no conflict,
+    or "subscriber wins"), read from the pull's staged changes without copying them."""
+
+    def __init__(self, staged: dict[str, tuple], left: set[str], not_as_is: set[str]) -> None:
+        self._staged, self._left, self._not_as_is = staged, left, not_as_is
+
+    def _taken(self, change: str, conflict: str | None) -> bool:
+        return change not in self._left and (conflict is None or change not in self._not_as_is)
+
+    def __getitem__(self, change: str) -> tuple:
+        op, conflict, key = self._staged[change]
+        if not self._taken(change, conflict):
+            raise KeyError(change)
+        return op, key
+
+    def __iter__(self) -> Iterator[str]:
+        return (change for change, (_, conflict, _) in self._staged.items() if self._taken(change, conflict))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def _consume(sub: Side, change_ids: list[str], as_is: Mapping[str, tuple] | None = None) -> None:
     """Remove pulled changes from the subscriber's log; a row changed again since has a new id and stays.
 
     Such a row was changed on top of the pulled version: when the publisher took that version as it
@@ -308,13 +341,15 @@ def _consume(sub: Side, change_ids: list[str], as_is: dict[str, tuple] | None = 
             chunk = change_ids[start : start + 1000]
             cursor.execute(sql.consume_sql(d, sub.table, len(chunk)), chunk)
         if as_is:
-            pulled = {_key_text(key): (change, op) for change, (op, key) in as_is.items()}
-            for row in cursor.execute(sql.pending_keys_sql(d, sub.table)).fetchall():
-                key = tuple(row[:-1])
-                match = pulled.get(_key_text(key))
-                if match is None:
+            # The log rows left are few (changed again during the sync): index them, not the pulled changes.
+            remaining = {
+                _key_text(tuple(row[:-1])): tuple(row[:-1])
+                for row in cursor.execute(sql.pending_keys_sql(d, sub.table)).fetchall()
+            }
+            for change, (op, pulled_key) in as_is.items() if remaining else ():
+                key = remaining.get(_key_text(pulled_key))
+                if key is None:
                     continue
-                change, op = match
                 values = [bind_value(v, k.logical, d.name) for v, k in zip(key, sub.layout.keys, strict=True)]
                 if op == "D":  # the row was deleted, then made again: an insert for the publisher
                     cursor.execute(sql.rebase_sql(d, sub.table, inserted=True), [*values])
@@ -351,7 +386,8 @@ def push(spark, publication, subscription, pub: Side, sub: Side, tolerance: int,
     replay = rplog(publication, d_sub)
     last_push = subscription.last_push_ts or subscription.init_started_at or timezone.now()
     since = naive_utc(last_push) - timedelta(minutes=tolerance)
-    if _all_pushed(pub, sub, replay, since):
+    window = _push_window(pub, sub, replay, since)
+    if not window:
         return PushOutcome()
     sub.recreate(stage, sql.apply_staging_ddl(d_sub, stage, sub.table.schema, sub.layout))
     plan = spark_bidir.PushPlan(
@@ -371,6 +407,9 @@ def push(spark, publication, subscription, pub: Side, sub: Side, tolerance: int,
         keys=sub.layout.keys,
         values=sub.layout.values,
         pub_read_types=pub.read_types,
+        changes_rows=window,
+        split_alias=_integer_key(pub, sub),
+        parallelism=spark_sizing.parallelism(),
     )
     result = spark_bidir.push_changes(spark, plan)
     outcome = PushOutcome()
@@ -400,19 +439,17 @@ def push(spark, publication, subscription, pub: Side, sub: Side, tolerance: int,
 SMALL_WINDOW = 20_000
 
 
-def _all_pushed(pub: Side, sub: Side, replay: str, since: datetime) -> bool:
-    """True when every change PUSH would read is already in the subscriber's replay log: the usual case
-    for a sync with nothing new, which then costs two small queries instead of a Spark job."""
+def _push_window(pub: Side, sub: Side, replay: str, since: datetime) -> int:
+    """How many changes PUSH would read; 0 when every one is already in the subscriber's replay log: the
+    usual case for a sync with nothing new, which then costs two small queries instead of a Spark job."""
     ids = _fetch(pub.server, sql.push_window_ids_sql(pub.d, pub.table, sub.server.name, since))
-    if not ids:
-        return True
-    if len(ids) > SMALL_WINDOW:
-        return False
+    if not ids or len(ids) > SMALL_WINDOW:
+        return len(ids)
     applied = _fetch(
         sub.server,
         sql.rplog_guids_select(sub.d, replay, sub.table.schema, pub.server.name, sub.server.name, since),
     )
-    return {r[0] for r in ids} <= {r[0] for r in applied}
+    return 0 if {r[0] for r in ids} <= {r[0] for r in applied} else len(ids)
 
 
 def sync_publication(job: JobRun, reporter, publication_id: int) -> dict:

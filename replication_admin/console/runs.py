@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobs import compare
-from replication_admin.core import connections
+from replication_admin.core import connections, spark_sizing
 from replication_admin.core.jobs import JobError, JobParams, JobRunner, register
 from replication_admin.core.spark import spark_session
 from replication_admin.engine import dialects
@@ -63,4 +63,11 @@ class Compare(JobRunner[CompareParams]):
         with reporter.phase("spark_session"):
             spark = spark_session()
         with reporter.phase("spark_job"):
-            return compare.run(spark, plan, left_endpoint, right_endpoint, progress=reporter.progress)
+            return compare.run(
+                spark,
+                plan,
+                left_endpoint,
+                right_endpoint,
+                progress=reporter.progress,
+                parallelism=spark_sizing.parallelism(),
+            )

@@ -138,10 +138,16 @@ def endpoint(server: Server, readonly: bool = False) -> Endpoint:
     return Endpoint(dialect=server.dialect, jdbc=connections.jdbc_endpoint(server, readonly=readonly))
 
 
+_slots: dict[str, int] = {}  # service address ("" embedded) -> its task slots, asked once per process
+
+
 def task_slots() -> int:
     """How many tasks Spark runs at once (the service's or the embedded session's default parallelism)."""
-    value = spark_session().conf.get("spark.default.parallelism", None)
-    return int(value) if value else 2
+    remote = settings.SPARK_REMOTE
+    if remote not in _slots:
+        value = spark_session().conf.get("spark.default.parallelism", None)
+        _slots[remote] = max(int(value), 1) if value else 2
+    return _slots[remote]
 
 
 def ping_service() -> dict[str, Any]:

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from jobs import snapshot_refresh as spark_refresh
 from jobs.repair import stage_repair
-from replication_admin.core import connections
+from replication_admin.core import connections, spark_sizing
 from replication_admin.core.introspection import find_table, lookup_table
 from replication_admin.core.locks import item_lock
 from replication_admin.core.shapes import SourceShape, moved_columns
@@ -152,6 +152,7 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter) -> dict:
         dest=endpoint(dest),
         staging_sql=d.qualify(staging, schema),
         staging_columns=staging_columns,
+        parallelism=spark_sizing.parallelism(),
     )
     try:
         if spark is None:
@@ -232,6 +233,9 @@ def incremental_refresh(snapshot: Snapshot, shape: SourceShape, log: SnapshotLog
         dest=endpoint(dest),
         rplog_sql=sql.rplog_select(d, log.rplog, schema, real, since),
         staging_sql=d.qualify(staging, schema),
+        window_rows=window_rows,
+        split_alias=_integer_key(moved, read_types),
+        parallelism=spark_sizing.parallelism(),
     )
     reporter.progress(0, 1, f"reading the log window ({window_rows} rows) from {since:%Y-%m-%d %H:%M:%S} UTC on Spark")
     try:
@@ -322,6 +326,7 @@ def repair_snapshot(job: JobRun, reporter, name: str) -> dict:
                     endpoint(dest),
                     d.qualify(staging, schema),
                     progress=reporter.spark_progress(1, 1, 3),
+                    parallelism=spark_sizing.parallelism(),
                 )
             reporter.progress(2, 3, f"fixing {counts['upserts']} row(s), deleting {counts['deletes']}")
             with reporter.phase("apply"):
@@ -426,3 +431,9 @@ def _parse_snaptime(value) -> datetime:
     if isinstance(value, datetime):
         return value.replace(tzinfo=None)
     return datetime.fromisoformat(str(value).strip())
+
+
+def _integer_key(moved, read_types: dict[str, str]) -> str | None:
+    """The alias of the only key column when it is read as an integer (a log window is split on it)."""
+    keys = [m for m in moved if m.is_key]
+    return keys[0].alias if len(keys) == 1 and read_types.get(keys[0].alias) == "BIGINT" else None

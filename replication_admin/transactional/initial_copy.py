@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from jobs import snapshot_refresh as spark_refresh
-from replication_admin.core import connections
+from replication_admin.core import connections, spark_sizing
 from replication_admin.core.locks import item_lock
 from replication_admin.core.shapes import ensure_copy, inc_shape, moved_columns
 from replication_admin.core.spark import endpoint, spark_session
@@ -97,6 +97,7 @@ def init_copy(job, reporter, subscription_id: int) -> dict:
                     dest=endpoint(sub_server),
                     staging_sql=d.qualify(staging, schema),
                     staging_columns=tuple(m.alias for m in moved),
+                    parallelism=spark_sizing.parallelism(),
                 )
                 if spark is None:
                     with reporter.phase("spark_session"):

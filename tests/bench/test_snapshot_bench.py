@@ -5,7 +5,9 @@ the same run; they assert nothing about speed.
   pipe `psql \\copy ... TO STDOUT | mariadb LOAD DATA LOCAL INFILE '/dev/stdin'` (target >= 0.8);
 - incremental refresh of 1,000 changes in a 10,000-row and in a 1,000,000-row table (target: the
   larger at most 1.5x slower, and at least 20x faster than the full refresh of 1,000,000 rows);
-- a refresh queued to a warm django-q2 worker: time from queueing to its Spark work starting (< 1 s).
+- a refresh queued to a warm django-q2 worker: time from queueing to its Spark work starting (< 1 s);
+- full refreshes of 1,000,000 and 300,000 rows with the old fixed partitioning (250,000 rows a
+  partition) against the sizing from the cluster's cores and the rows, and fixed counts around it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import time
 import pytest
 from django.utils import timezone
 
+from jobs import jdbc
+from replication_admin.core import spark_sizing
 from replication_admin.core.audit import Actor
 from replication_admin.models import JobRun, Snapshot
 from replication_admin.snapshots.actions import do_refresh_snapshot
@@ -160,3 +164,56 @@ def test_a_queued_refresh_on_a_warm_worker_starts_its_spark_work_quickly(make_se
         # Claimed by the worker, then the (warm) SparkSession handed over: the Spark work begins.
         starts.append((job.started_at - queued_at).total_seconds() + job.timings.get("spark_session", 0))
     report("queued refresh on a warm worker", start_s_median=sorted(starts)[2], start_s_max=max(starts), target="< 1 s")
+
+
+def _fixed_partitions(rows: int, cores: int, connections: int) -> int:
+    """The sizing before it followed the cluster: 250,000 rows a partition, at most 8, whatever the cores."""
+    return min(8, max(1, rows // 250_000))
+
+
+def test_full_refresh_partitions_sized_to_the_cluster_against_the_fixed_sizing(make_server, spark, monkeypatch):
+    """1,000,000 and 300,000 rows PostgreSQL -> MariaDB: the old fixed partitioning, the sizing from the
+    cluster's cores and the rows, and fixed counts around it (medians of 3, alternated, same run)."""
+    pg = make_server("postgresql", "ppg")
+    make_server("mysql", "pmy")
+    sizes = {"large": ROWS, "small": max(ROWS * 3 // 10, 1)}
+    for name, rows in sizes.items():
+        run_sql(
+            pg,
+            f"CREATE TABLE {name} (id integer PRIMARY KEY, name varchar(40), amount numeric(12,2), at timestamp(6))",
+        )
+        run_sql(
+            pg,
+            f"INSERT INTO {name} SELECT g, 'name ' || g, (g % 100000) / 100.0, "
+            "TIMESTAMP '2024-01-01' + g * INTERVAL '1 second' FROM generate_series(1, ?) g",
+            [rows],
+        )
+        run_sql(pg, f"ANALYZE {name}")
+        execute(Actor.command(), f"create nonincremental snapshot pmy.{name} as 'select * from ppg.{name}'")
+    cores = spark_sizing.spark_cores()
+    original = jdbc.partition_count
+    sizings = {
+        "fixed (250k a partition)": _fixed_partitions,
+        f"sized ({cores} cores, cap {spark_sizing.max_connections_per_server()})": original,
+        "1 partition": lambda rows, cores, connections: 1,
+        "2 partitions": lambda rows, cores, connections: 2,
+        "8 partitions": lambda rows, cores, connections: 8,
+    }
+    for name, rows in sizes.items():
+        times: dict[str, list[float]] = {label: [] for label in sizings}
+        for _ in range(3):
+            for label, sizing in sizings.items():
+                monkeypatch.setattr(jdbc, "partition_count", sizing)
+                elapsed, details = timed(f"update snapshot pmy.{name}")
+                assert details["rows"] == rows
+                times[label].append(elapsed)
+        monkeypatch.setattr(jdbc, "partition_count", original)
+        medians = {label: sorted(t)[1] for label, t in times.items()}
+        fixed, sized = list(medians.values())[:2]
+        report(
+            f"full refresh of {rows} rows PostgreSQL->MariaDB by partitioning (median of 3)",
+            fixed_partitions=_fixed_partitions(rows, cores, 0),
+            sized_partitions=original(rows, cores, spark_sizing.max_connections_per_server()),
+            **{label.split(" (")[0].replace(" ", "_") + "_s": m for label, m in medians.items()},
+            fixed_vs_sized=fixed / sized,
+        )
