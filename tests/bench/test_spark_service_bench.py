@@ -67,7 +67,7 @@ def test_a_fresh_process_reaches_its_first_spark_task(spark):
 
 def test_a_console_compare_of_3000_rows_end_to_end(make_server, spark):
     pg = make_server("postgresql", "cpg")
-    my = make_server("mysql", "cmy")
+    make_server("mysql", "cmy")
     fill_source(pg, 3000)
     execute(Actor.command(), "create nonincremental snapshot cmy.copied as 'select * from cpg.bench'")
     snapshot = Snapshot.objects.get()
@@ -142,7 +142,9 @@ def test_full_refresh_through_the_service_vs_in_process_vs_native(make_server, s
         sides: dict[str, list[float]] = {"service": [], "in_process": [], "native": []}
         for _ in range(3):
             for side, remote in (("service", local_remote), ("in_process", "")):
-                manage("replsql", "update snapshot fmy.copied", env={**env, **catalog, "REPLADMIN_SPARK_REMOTE": remote})
+                manage(
+                    "replsql", "update snapshot fmy.copied", env={**env, **catalog, "REPLADMIN_SPARK_REMOTE": remote}
+                )
                 job = JobRun.objects.filter(kind="snapshot_refresh").latest("id")
                 assert job.state == JobRun.State.SUCCEEDED, job.error
                 # The job's own time: the embedded session's JVM start is counted apart (spark_session).
