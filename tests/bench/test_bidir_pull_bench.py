@@ -15,9 +15,8 @@ import tracemalloc
 
 import pytest
 
-from replication_admin.core.audit import Actor
 from replication_admin.models import ConflictBackup, JobRun
-from replication_admin.statements import execute
+from tests.bench.test_bidir_bench import report, run
 from tests.bidir.test_bidir_sync import assert_converged
 from tests.tables import execute as run_sql
 from tests.tables import fetch_all
@@ -29,19 +28,6 @@ CONFLICTS = CHANGES // 10
 TIMED = 3  # per variant, then one traced run
 VARIANTS = ["default decisions", "custom resolver"]
 ROWS = max(int(os.environ.get("BENCH_PULL_ROWS", "200000")), len(VARIANTS) * (TIMED + 1) * CHANGES + 1000)
-
-
-def report(name: str, **figures) -> None:
-    text = ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in figures.items())
-    print(f"\nBENCH {name}: {text}")
-
-
-def run(text: str):
-    started = time.perf_counter()
-    outcome = execute(Actor.command(), text, wait=True)[-1]
-    elapsed = time.perf_counter() - started
-    assert outcome.ok, outcome.message
-    return elapsed, outcome
 
 
 def test_a_pull_of_20000_changes_with_2000_conflicts(make_server, jobs_sync, spark):
