@@ -4,7 +4,8 @@ own on the Spark service, and JDBC endpoints of registered servers for the jobs 
 from __future__ import annotations
 
 import logging
-import threading
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-INTERRUPT_WAIT = 10.0  # seconds the reaper gives the service to interrupt a lost job's Spark work
+INTERRUPT_WAIT = 20.0  # seconds the reaper gives the service to interrupt a lost job's Spark work
 
 
 def spark_config() -> SparkConfig:
@@ -84,24 +85,30 @@ def spark_session() -> Any:
     return get_spark(config)
 
 
+# Run in a child process: the reaper runs in qcluster's main process, which forks workers later, and a gRPC
+# channel opened before a fork is not safe in the child.
+_INTERRUPT = (
+    "import sys; from jobs.session import SparkConfig, interrupt_session; "
+    "print(len(interrupt_session(SparkConfig(remote=sys.argv[1]), sys.argv[2])))"
+)
+
+
 def interrupt_job_spark(job: JobRun) -> None:
     """Stop what a lost job left running on the Spark service (its writes into work tables would otherwise
     go on beside its next attempt's); bounded, best effort: an unreachable service has nothing running."""
     if not settings.SPARK_REMOTE:
         return
-    config, session_id = spark_config(), session_id_of(job)
-
-    def interrupt() -> None:
-        try:
-            stopped = spark_sessions.interrupt_session(config, session_id)
-            if stopped:
-                log.warning("job %s: interrupted %d Spark operations of its session", job.pk, len(stopped))
-        except Exception as exc:
-            log.warning("job %s: could not interrupt its Spark session: %s", job.pk, str(exc).splitlines()[0])
-
-    worker = threading.Thread(target=interrupt, name=f"spark-interrupt-{job.pk}", daemon=True)
-    worker.start()
-    worker.join(INTERRUPT_WAIT)
+    argv = [sys.executable, "-c", _INTERRUPT, settings.SPARK_REMOTE, session_id_of(job)]
+    try:
+        done = subprocess.run(argv, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=INTERRUPT_WAIT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("job %s: could not interrupt its Spark session: %s", job.pk, exc)
+        return
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        log.warning("job %s: could not interrupt its Spark session: %s", job.pk, lines[-1] if lines else "?")
+    elif done.stdout.strip() not in {"", "0"}:
+        log.warning("job %s: interrupted %s Spark operations of its session", job.pk, done.stdout.strip())
 
 
 # --- where Spark may read and write -------------------------------------------------------------------------
