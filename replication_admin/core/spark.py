@@ -20,6 +20,7 @@ from jobs.session import SparkConfig, get_spark, job_session_id
 from jobs.snapshot_refresh import Endpoint
 from replication_admin.core import connections, transactions
 from replication_admin.core.errors import ReplicationError
+from replication_admin.engine import dialects
 from replication_admin.models import Server
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ def executors_see_local_files() -> bool:
 
 def endpoint(server: Server, readonly: bool = False) -> Endpoint:
     """Where a Spark job reads (readonly) or writes a server's tables."""
-    if server.dialect == "sqlite" and not executors_see_local_files():
+    if dialects.get(server.dialect).local_file and not executors_see_local_files():
         raise ReplicationError(
             f"server {server.name} is a SQLite file, which the executors of Spark master {service_master()} "
             "may not see: run its jobs on a local master, or set REPLADMIN_SPARK_SQLITE_SHARED=1 when every "

@@ -1,7 +1,7 @@
 """Killing the worker at random points of a refresh loses and doubles nothing.
 
-Each trial changes the source, starts the refresh in a separate process (its own Spark), SIGKILLs the
-whole process group after a random delay, then refreshes to completion and compares destination and
+Each trial changes the source, starts the refresh in a separate process, SIGKILLs the whole process
+group at a random point once the job is running, then refreshes to completion and compares destination and
 source by content. Half the trials kill an incremental refresh, half a full one.
 """
 
@@ -70,7 +70,13 @@ def test_a_refresh_killed_at_random_points_converges_when_run_again(transactiona
         statement = "update snapshot kdst.t_copy" + (" as nonincremental" if full else "")
         before = fetch_all(dest, "SELECT count(*) FROM `t_copy`")[0][0]
         proc = start_refresh(statement, db_path)
-        time.sleep(rng.uniform(2.0, 9.0))
+        # A random point of the run: once the job is claimed (a warm Spark service leaves a short window).
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            if JobRun.objects.filter(state="running", worker_pid=proc.pid).exists():
+                break
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 1.2))
         running = JobRun.objects.filter(state="running", worker_pid=proc.pid).exists()
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

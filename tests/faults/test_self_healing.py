@@ -263,12 +263,19 @@ def test_a_transactional_job_whose_worker_host_is_killed_finishes_on_the_other_h
     with connections.connect(pub) as conn:
         conn.cursor().execute("CREATE TABLE items (id integer PRIMARY KEY, name varchar(40))")
     run("REPL_PUBLISH ('acct', 'acct.log'); REPL_PUB_ADD ('acct', 'items', 2, 0, null)", context=pub)
-    publish(pub, 1, 20_000 if step == "init" else 100)
+    if step == "init":  # one bulk insert: a copy of 200,000 rows runs long enough for a kill to land in it
+        with connections.connect(pub, autocommit=False) as conn:
+            conn.cursor().execute(
+                "INSERT INTO items (id, name) SELECT g, 'row ' || g FROM generate_series(1, 200000) g"
+            )
+            conn.commit()
+    else:
+        publish(pub, 1, 100)
     run("REPL_SERVER ('pg1', 'pg1'); REPL_SUBSCRIBE ('pg1', 'acct')", context=sub)
     if step == "sync":
         run("REPL_INIT_COPY ('pg1', 'acct')", context=sub)
     clean = tables_on(sub) | {"items"}  # the copy creates the subscriber's table
-    total = 20_000 if step == "init" else 100
+    total = 200_000 if step == "init" else 100
     # Small apply batches: a sync of a few thousand transactions runs long enough for a kill to land in it.
     RegistryEntry.objects.update_or_create(key="repl_apply_batch", defaults={"value": "20"})
     landed = 0

@@ -228,6 +228,8 @@ class Dialect:
     supports_updateable_publications: bool = False
     # One writer at a time: bulk writes go through a single connection in one transaction.
     single_writer: bool = False
+    # The database is a file opened by whoever reads it: Spark's executors must see it at the same path.
+    local_file: bool = False
     # Bi-directional snapshot replication (ROWGUID triggers and the updateable snapshot log).
     supports_bidir: bool = False
     # Row triggers run a function created alongside (the functions are objects of their own).

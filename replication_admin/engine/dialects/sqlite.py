@@ -59,6 +59,7 @@ class SQLite(Dialect):
     read_only_properties = {"open_mode": "1"}  # SQLITE_OPEN_READONLY
     text_timestamps = True
     single_writer = True
+    local_file = True
     file_based = True
     dynamic_types = True
     supports_bidir = True
