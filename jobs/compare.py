@@ -109,9 +109,13 @@ def compare_frames(
         def keys_of(rows: list[Row], prefix: str) -> list[dict[str, Any]]:
             return [{name: row[f"{prefix}{k}"] for name, k in zip(plan.key_columns, keys, strict=True)} for row in rows]
 
+        def sample(condition: Column, count: int) -> list[Row]:
+            # Each sample is one more Spark job: none is run for a kind of difference that is absent.
+            return joined.filter(condition).limit(sample_limit).collect() if count else []
+
         result["samples"] = {
-            "missing_in_right": keys_of(joined.filter(in_left & ~in_right).limit(sample_limit).collect(), "l_"),
-            "missing_in_left": keys_of(joined.filter(in_right & ~in_left).limit(sample_limit).collect(), "r_"),
+            "missing_in_right": keys_of(sample(in_left & ~in_right, result["missing_in_right"]), "l_"),
+            "missing_in_left": keys_of(sample(in_right & ~in_left, result["missing_in_left"]), "r_"),
             "different": [
                 {
                     "key": keys_of([row], "l_")[0],
@@ -121,7 +125,7 @@ def compare_frames(
                         if row[f"l_{v}"] != row[f"r_{v}"]
                     ],
                 }
-                for row in joined.filter(differs).limit(sample_limit).collect()
+                for row in sample(differs, result["different"])
             ],
         }
         # Duplicate keys on the right (a destination without a primary key) would hide as equal rows.
