@@ -105,6 +105,11 @@ class Address:
     odbc_dsn: str = ""  # a named DSN replaces the DSN-less driver string when set
 
 
+# Seconds a Spark JDBC session may sit idle inside a transaction before its server ends it (a task killed with
+# its job can leave one open, holding locks on a work table the job's next attempt drops).
+IDLE_TRANSACTION_SECONDS = 60
+
+
 @dataclass(frozen=True)
 class JdbcEndpoint:
     url: str

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from replication_admin.engine.dialects.base import (
+    IDLE_TRANSACTION_SECONDS,
     Address,
     AddressError,
     CaptureTables,
@@ -48,7 +49,10 @@ class MySQL(Dialect):
     bmp_only_names = True
     # Tables the console creates hold any Unicode text (4-byte UTF-8 too) and compare it as the sources do.
     create_table_options = " DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
-    read_only_properties = {"sessionVariables": "tx_read_only=1"}
+    # A Spark task killed mid-write (its job lost) can leave its connection idle inside a transaction, holding
+    # the work table's metadata lock: the server ends such a session after IDLE_TRANSACTION_SECONDS, so the
+    # job's next attempt waits for it at DROP TABLE instead of waiting for ever.
+    read_only_properties = {"sessionVariables": f"idle_transaction_timeout={IDLE_TRANSACTION_SECONDS},tx_read_only=1"}
     supports_updateable_publications = True
     supports_bidir = True
     bidir_guid_triggers = ("GI", "GU")
@@ -175,6 +179,7 @@ class MySQL(Dialect):
                 "user": address.user,
                 "password": address.password,
                 "useBulkStmts": "true",
+                "sessionVariables": f"idle_transaction_timeout={IDLE_TRANSACTION_SECONDS}",
             },
         )
 

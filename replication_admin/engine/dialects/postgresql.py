@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from replication_admin.engine.dialects.base import (
+    IDLE_TRANSACTION_SECONDS,
     Address,
     AddressError,
     CaptureTables,
@@ -174,6 +175,8 @@ class PostgreSQL(Dialect):
             "reWriteBatchedInserts": "true",
             "stringtype": "unspecified",
             "ApplicationName": "replication_admin",
+            # See IDLE_TRANSACTION_SECONDS: a killed Spark task's connection must not hold locks for ever.
+            "options": f"-c idle_in_transaction_session_timeout={IDLE_TRANSACTION_SECONDS * 1000}",
         }
         if address.schema:
             properties["currentSchema"] = address.schema
