@@ -161,22 +161,29 @@ CONFLICT_CHUNK = 1_000
 DecidedConflicts = Callable[[list[tuple[dict[str, Any], dict[str, Any]]]], None]
 
 
-def pull_changes(spark: SparkSession, plan: PullPlan, on_conflicts: DecidedConflicts | None = None) -> PullResult:
-    """Stage the subscriber's pending changes on the publisher; conflicts are decided here, on Spark, by
-    the plan's resolver chain, and handed to `on_conflicts` chunk by chunk with their decisions."""
-    result = PullResult()
+def _changes_and_replayed(
+    spark: SparkSession, plan: PullPlan | PushPlan, source: Endpoint, dest: Endpoint
+) -> tuple[DataFrame, DataFrame]:
+    """The window's changes read from `source` (split when large; persisted: the caller unpersists them) and
+    the change ids `dest`'s replay log already lists."""
     changes = read_split(
         spark,
-        plan.sub.jdbc,
+        source.jdbc,
         plan.changes_sql,
         plan.changes_schema,
         plan.split_alias,
         plan.changes_rows,
         plan.parallelism,
     ).df
-    changes = _snaptime(changes, plan.sub.dialect)
-    applied = read_query(spark, plan.pub.jdbc, plan.replayed_sql, "change_id STRING")
-    changes = changes.persist()
+    applied = read_query(spark, dest.jdbc, plan.replayed_sql, "change_id STRING")
+    return _snaptime(changes, source.dialect).persist(), applied
+
+
+def pull_changes(spark: SparkSession, plan: PullPlan, on_conflicts: DecidedConflicts | None = None) -> PullResult:
+    """Stage the subscriber's pending changes on the publisher; conflicts are decided here, on Spark, by
+    the plan's resolver chain, and handed to `on_conflicts` chunk by chunk with their decisions."""
+    result = PullResult()
+    changes, applied = _changes_and_replayed(spark, plan, plan.sub, plan.pub)
     try:
         replayed = changes.join(applied, "change_id", "left_semi").select("change_id")
         result.replayed = [r["change_id"] for r in replayed.toLocalIterator()]
@@ -358,18 +365,7 @@ class PushResult:
 
 
 def push_changes(spark: SparkSession, plan: PushPlan) -> PushResult:
-    changes = read_split(
-        spark,
-        plan.pub.jdbc,
-        plan.changes_sql,
-        plan.changes_schema,
-        plan.split_alias,
-        plan.changes_rows,
-        plan.parallelism,
-    ).df
-    changes = _snaptime(changes, plan.pub.dialect)
-    applied = read_query(spark, plan.sub.jdbc, plan.replayed_sql, "change_id STRING")
-    changes = changes.persist()
+    changes, applied = _changes_and_replayed(spark, plan, plan.pub, plan.sub)
     try:
         newest = changes.agg(F.max("snaptime").alias("t")).collect()[0]["t"]
         pending = changes.join(applied, "change_id", "left_anti")

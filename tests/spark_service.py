@@ -33,7 +33,7 @@ MODES = ("cluster", "service", "embedded")
 START_TIMEOUT = 180.0
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -85,7 +85,7 @@ class SparkForTests:
         return [os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class"), *args]
 
     def _start_cluster(self, env: dict[str, str]) -> None:
-        port, ui = _free_port(), _free_port()
+        port, ui = free_port(), free_port()
         master, log = self._spawn(
             "master",
             self._spark_class(
@@ -101,7 +101,7 @@ class SparkForTests:
                 f"worker{n}",
                 self._spark_class(
                     "org.apache.spark.deploy.worker.Worker", self.master, "--host", "127.0.0.1",
-                    "--cores", "1", "--memory", "1536m", "--webui-port", str(_free_port()),
+                    "--cores", "1", "--memory", "1536m", "--webui-port", str(free_port()),
                     "--work-dir", str(self.work / f"worker{n}"),
                 ),
                 env,
@@ -166,7 +166,7 @@ def _plan() -> SparkForTests | None:
     if mode == "embedded" or shutil.which("java") is None:
         return None  # without Java the tests that need Spark fail (CI) or skip with the reason (tests/conftest.py)
     spark = SparkForTests(mode)
-    spark.remote = f"sc://127.0.0.1:{_free_port()}"
+    spark.remote = f"sc://127.0.0.1:{free_port()}"
     spark.env = {
         "REPLADMIN_SPARK_REMOTE": spark.remote,
         # A job that starts while the service is still coming up waits for it instead of failing.

@@ -27,7 +27,7 @@ from replication_admin.snapshots.actions import do_refresh_snapshot
 from replication_admin.statements import execute
 from tests.bench.test_snapshot_bench import fill_source, native_pipe, report
 from tests.conftest import ROOT, catalog_env
-from tests.spark_service import _free_port, spark_mode
+from tests.spark_service import free_port, spark_mode
 from tests.tables import execute as run_sql
 from tests.tables import fetch_all
 
@@ -130,7 +130,7 @@ def test_full_refresh_through_the_service_vs_in_process_vs_native(make_server, s
     fill_source(pg, ROWS)
     execute(Actor.command(), "create nonincremental snapshot fmy.copied as 'select * from fpg.bench'")
     # A service on a local master beside the suite's, so both sides run on the same cores.
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "REPLADMIN_SPARK_MASTER": "local[*]"}
     env.pop("REPLADMIN_SPARK_CONF", None)
     service = subprocess.Popen(

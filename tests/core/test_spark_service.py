@@ -5,7 +5,6 @@ lone command without a service still runs on an embedded session."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -24,7 +23,7 @@ from replication_admin.engine.types import LogicalType
 from replication_admin.models import JobRun, Snapshot
 from replication_admin.statements import execute
 from tests.conftest import ROOT, catalog_env, require_spark
-from tests.spark_service import spark_mode
+from tests.spark_service import free_port, spark_mode
 from tests.tables import create_table, fetch_all, insert_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.live_db]
@@ -43,12 +42,6 @@ def needs_service() -> None:
     require_spark()
     if spark_mode() == "embedded":
         pytest.skip("the suite runs without the Spark service (REPLADMIN_TEST_SPARK=embedded)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_a_fresh_process_reaches_the_spark_service_and_runs_a_task_on_its_master():
