@@ -9,7 +9,11 @@ log lists, are staged by key on the publisher and read back joined to the publis
 is classified as the reference says: an insert whose key exists, an update whose row is gone (a delete
 conflict) or whose ROWGUID is not the one the subscriber changed (an update conflict), a delete of a
 missing or changed row (a delete conflict). Changes without conflict are staged for the apply as they
-are; conflicting ones are returned, typed, to be decided by the resolver chain (jobs.resolve).
+are; conflicting ones are decided here by the resolver chain (jobs.resolve) and handed to the control
+plane chunk by chunk, for their backups. What the pull read is staged too, for the clean-up after the
+apply: the change ids on the publisher (BSCN_, its replay log forgets them) and the changes with their
+keys on the subscriber (BSPL_, its log consumes them). Only counts, the conflict types and the decided
+conflicts come back to Python.
 
 PUSH: the publisher's changes of the window that did not come from the subscriber, minus those the
 subscriber's replay log lists, are staged on the subscriber for its apply.
@@ -18,7 +22,7 @@ subscriber's replay log lists, are staged on the subscriber for its apply.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -132,6 +136,9 @@ class PullPlan:
     pub_rows_sql: str  # engine.bidir.publisher_rows_select
     pub_rows_schema: str
     apply_staging_sql: str  # BSAP_ on the publisher
+    consumed_staging_sql: str  # BSCN_ on the publisher: every change id read
+    sub_stage: Endpoint  # the subscriber, writable (`sub` reads read-only)
+    pulled_staging_sql: str  # BSPL_ on the subscriber: every change read, with its type and keys
     keys: tuple[Moved, ...]
     values: tuple[Moved, ...]
     sub_read_types: dict[str, str]
@@ -146,11 +153,10 @@ class PullPlan:
 
 @dataclass
 class PullResult:
-    replayed: list[str] = field(default_factory=list)  # change ids the publisher already has
+    replayed: int = 0  # changes the publisher already has
+    staged: int = 0  # changes staged for the apply, conflicts or not
     conflicts: int = 0  # decided and handed to `on_conflicts`
     applied_without_conflict: int = 0
-    # The changes staged for the apply, conflicts or not: change id -> (op, conflict type or None, key values)
-    keys: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
 
 # Decided conflicts are handed to the control plane in chunks of this many: the driver holds one chunk.
@@ -185,26 +191,55 @@ def pull_changes(spark: SparkSession, plan: PullPlan, on_conflicts: DecidedConfl
     result = PullResult()
     changes, applied = _changes_and_replayed(spark, plan, plan.sub, plan.pub)
     try:
-        replayed = changes.join(applied, "change_id", "left_semi").select("change_id")
-        result.replayed = [r["change_id"] for r in replayed.toLocalIterator()]
         pending = changes.join(applied, "change_id", "left_anti").persist()
         try:
-            return _pull_pending(spark, plan, pending, result, on_conflicts or (lambda chunk: None))
+            # What is not pending was replayed: taken from the cached `pending`, so the two never overlap.
+            replayed = _pulled(plan, changes.join(pending, "change_id", "left_anti"), F.lit("R"), F.lit(0))
+            _pull_pending(spark, plan, pending, replayed, result, on_conflicts or (lambda chunk: None))
+            read = write_counted(
+                changes.select("change_id"),
+                plan.pub,
+                plan.consumed_staging_sql,
+                "pull_read",
+                parallelism=plan.parallelism,
+            )
+            result.replayed = read - result.staged
+            return result
         finally:
             pending.unpersist()
     finally:
         changes.unpersist()
 
 
+def _pulled(plan: PullPlan, df: DataFrame, op: Column, taken: Column) -> DataFrame:
+    """Rows of the subscriber's BSPL_ work table."""
+    return df.select(
+        *_values_out(plan.keys, plan.sub_read_types, plan.sub_stage.dialect),
+        F.col("change_id"),
+        op.alias("op"),
+        taken.alias("taken"),
+    )
+
+
 def _pull_pending(
-    spark: SparkSession, plan: PullPlan, pending: DataFrame, result: PullResult, on_conflicts: DecidedConflicts
-) -> PullResult:
+    spark: SparkSession,
+    plan: PullPlan,
+    pending: DataFrame,
+    replayed: DataFrame,
+    result: PullResult,
+    on_conflicts: DecidedConflicts,
+) -> None:
+    """Classify, stage and decide the pending changes; stage what was read, `replayed` too, on the
+    subscriber (written after every read of the subscriber is computed: a single-writer subscriber has
+    one connection at a time)."""
     key_aliases = [k.alias for k in plan.keys]
     keys_out = _values_out(plan.keys, plan.sub_read_types, plan.pub.dialect)
     staged_keys = pending.select(*keys_out, "change_id")
     rows = staged_keys.count()
     if rows == 0:
-        return result
+        write_staging(replayed, plan.sub_stage, plan.pulled_staging_sql, plan.parallelism)
+        return
+    result.staged = rows
     write_staging(staged_keys, plan.pub, plan.keys_staging_sql, plan.parallelism)
     pub_rows = read_split(
         spark, plan.pub.jdbc, plan.pub_rows_sql, plan.pub_rows_schema, plan.split_alias, rows, plan.parallelism
@@ -234,12 +269,11 @@ def _pull_pending(
     )
     classified = joined.withColumn("eff_op", op).withColumn("conflict", conflict).persist()
     try:
-        # Streamed into one compact dict (no list of rows next to it on the driver).
-        types: set[str] = set()
-        for r in classified.select("change_id", "eff_op", "conflict", *key_aliases).toLocalIterator():
-            result.keys[r["change_id"]] = (r["eff_op"], r["conflict"], tuple(r[k] for k in key_aliases))
-            if r["conflict"] is not None:
-                types.add(r["conflict"])
+        # The conflict types present (at most three rows): the chain is compiled for these only.
+        types = {
+            r["conflict"]
+            for r in classified.where(F.col("conflict").isNotNull()).select("conflict").distinct().collect()
+        }
         clean = classified.where(F.col("conflict").isNull())
         out = clean.select(
             *keys_out,
@@ -266,9 +300,12 @@ def _pull_pending(
                 *_typed(plan.values, plan.pub_read_types, plan.resolver_types, "p", "p"),
             )
             result.conflicts = _decide_conflicts(plan, typed, types, on_conflicts)
+        # Conflicts start as not taken; the control plane marks those decided "subscriber wins".
+        taken = F.when(F.col("conflict").isNull(), F.lit(1)).otherwise(F.lit(0))
+        pulled = replayed.unionByName(_pulled(plan, classified, F.col("eff_op"), taken))
+        write_staging(pulled, plan.sub_stage, plan.pulled_staging_sql, plan.parallelism)
     finally:
         classified.unpersist()
-    return result
 
 
 def _resolver_columns(plan: PullPlan) -> list[ResolverColumn]:

@@ -19,17 +19,25 @@ from jobs.session import SparkConfig, default_parallelism, spark_conf
 
 CONNECT_SERVER = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
-# Every job's stages are scheduled fairly against the others' (one pool, FAIR inside it), so a long full
-# refresh does not hold back a small sync that arrives after it.
-FAIR_POOLS = """<?xml version="1.0"?>
-<allocations>
-  <pool name="default">
-    <schedulingMode>FAIR</schedulingMode>
-    <weight>1</weight>
-    <minShare>0</minShare>
-  </pool>
-</allocations>
-"""
+# Each job runs in a pool of its own (the pool of its number modulo JOB_POOLS; two jobs that meet in one pool
+# still share it fairly), and the pools share the cores fairly: a long full refresh does not hold back a
+# small sync that arrives after it. The pools are declared, FAIR inside, because Spark never removes a pool
+# made on the fly (a pool per job number would grow for the life of the service).
+JOB_POOLS = 32
+
+
+def job_pool(job_id: int) -> str:
+    return f"job-{job_id % JOB_POOLS:02d}"
+
+
+def fair_pools() -> str:
+    pools = ["default", *(job_pool(n) for n in range(JOB_POOLS))]
+    declared = "".join(
+        f'  <pool name="{name}">\n    <schedulingMode>FAIR</schedulingMode>\n    <weight>1</weight>\n'
+        "    <minShare>0</minShare>\n  </pool>\n"
+        for name in pools
+    )
+    return f'<?xml version="1.0"?>\n<allocations>\n{declared}</allocations>\n'
 
 
 def spark_home() -> str:
@@ -63,10 +71,10 @@ def task_slots(config: SparkConfig) -> int:
 
 
 def service_command(config: SparkConfig, host: str, port: int, work_dir: Path) -> list[str]:
-    """spark-submit's argv for the Connect server, writing its FAIR pool file into `work_dir`."""
+    """spark-submit's argv for the Connect server, writing its FAIR pools file into `work_dir`."""
     work_dir.mkdir(parents=True, exist_ok=True)
     pools = work_dir / "fairscheduler.xml"
-    pools.write_text(FAIR_POOLS)
+    pools.write_text(fair_pools())
     conf = spark_conf(config, parallelism=task_slots(config))
     conf.update(
         {

@@ -113,8 +113,12 @@ def _bounded_retries(session: Any, seconds: int) -> None:
     session.client.set_retry_policies([DefaultPolicy(max_retries=retries, max_backoff=10_000)])
 
 
-def connect(config: SparkConfig, session_id: str | None = None, retry_seconds: int | None = None) -> Any:
-    """A new Spark Connect session on the service (with `session_id`: that very session)."""
+def connect(
+    config: SparkConfig, session_id: str | None = None, retry_seconds: int | None = None, pool: str | None = None
+) -> Any:
+    """A new Spark Connect session on the service (with `session_id`: that very session); with `pool`, its
+    work is scheduled in that FAIR pool (the service's SQL executions carry their session's `spark.*`
+    settings to their stages)."""
     session = SparkSession.builder.remote(connect_url(config.remote, session_id)).create()
     # Each client registers an exit hook that calls the service (to clean an ML cache this product never
     # fills): it would keep every job's client alive for the life of the worker, and at exit retry a stopped
@@ -125,6 +129,8 @@ def connect(config: SparkConfig, session_id: str | None = None, retry_seconds: i
         _bounded_retries(session, seconds)
     else:
         session.client.set_retry_policies([])
+    if pool:
+        session.conf.set("spark.scheduler.pool", pool)
     return session
 
 

@@ -17,7 +17,6 @@ publisher ROWGUID, so every subscriber, the originator included, converges on it
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -190,9 +189,12 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
         # A subscriber's log holds only what it has not sent: empty, there is nothing to pull.
         SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_pull_ts=timezone.now())
         return outcome
-    keys_stage, apply_stage = pub.work("BSIN"), pub.work("BSAP")
+    keys_stage, apply_stage, consumed_stage = pub.work("BSIN"), pub.work("BSAP"), pub.work("BSCN")
+    pulled_stage = sub.work("BSPL")
     pub.recreate(keys_stage, sql.incoming_staging_ddl(d_pub, keys_stage, pub.table.schema, pub.layout))
     pub.recreate(apply_stage, sql.apply_staging_ddl(d_pub, apply_stage, pub.table.schema, pub.layout))
+    pub.recreate(consumed_stage, sql.consumed_staging_ddl(d_pub, consumed_stage, pub.table.schema))
+    sub.recreate(pulled_stage, sql.pulled_staging_ddl(d_sub, pulled_stage, sub.table.schema, sub.layout))
     pub_rows_schema = ", ".join(
         [
             *(f"{k.alias} {pub.read_types[k.alias]}" for k in pub.layout.keys),
@@ -211,6 +213,9 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
         pub_rows_sql=sql.publisher_rows_select(d_pub, pub.table, pub.layout, keys_stage),
         pub_rows_schema=pub_rows_schema,
         apply_staging_sql=pub.qualify(apply_stage),
+        consumed_staging_sql=pub.qualify(consumed_stage),
+        sub_stage=endpoint(sub.server),
+        pulled_staging_sql=sub.qualify(pulled_stage),
         keys=sub.layout.keys,
         values=sub.layout.values,
         sub_read_types=sub.read_types,
@@ -222,20 +227,20 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
         split_alias=_integer_key(sub, pub),
         parallelism=spark_sizing.parallelism(),
     )
-    not_as_is: set[str] = set()  # conflicts not decided "subscriber wins": the publisher's row is not theirs
+    subscriber_won: list[str] = []  # conflicts decided "subscriber wins": the publisher took their version
 
     def on_conflicts(chunk: list[tuple[dict, dict]]) -> None:
         rows = _conflict_actions(publication, pub, sub.server, chunk, job)
         _insert_rows(pub.server, apply_stage, pub.table.schema, d_pub, sql.staging_columns(pub.layout), rows)
-        not_as_is.update(c["change_id"] for c, decision in chunk if int(decision["decision"]) != 1)
+        subscriber_won.extend(c["change_id"] for c, decision in chunk if int(decision["decision"]) == 1)
 
     # Keys are staged with the publisher's aliases: both layouts share them. Conflicts are decided on
     # Spark and come back chunk by chunk, their backups and apply rows written as they come.
     result = spark_bidir.pull_changes(spark, plan, on_conflicts)
     left: set[str] = set()
     dropped = 0
-    outcome.replayed = len(result.replayed)
-    if result.keys:
+    outcome.replayed = result.replayed
+    if result.staged:
         apply = sql.apply_sql(
             d_pub,
             pub.table,
@@ -256,15 +261,14 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
                 "while the sync decided wait for the next sync"
             )
     outcome.pulled, outcome.conflicts, outcome.left = (
-        len(result.keys) - len(left),
+        result.staged - len(left),
         result.conflicts - dropped,
         len(left),
     )
-    consumed = [*result.replayed, *(change for change in result.keys if change not in left)]
-    as_is = _AsIs(result.keys, left, not_as_is)
-    _consume(sub, consumed, as_is)
-    _forget(pub, replay, sub.server.name, consumed)
-    pub.drop(keys_stage, apply_stage)
+    _consume(sub, pulled_stage, sorted(left), subscriber_won)
+    _forget(pub, replay, sub.server.name, consumed_stage, sorted(left))
+    pub.drop(keys_stage, apply_stage, consumed_stage)
+    sub.drop(pulled_stage)
     SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_pull_ts=timezone.now())
     return outcome
 
@@ -303,74 +307,40 @@ def _settle_pending(publication, pub: Side, replay: str, source: str) -> None:
     _settle(publication, source, set(changes) - applied)
 
 
-class _AsIs(Mapping[str, tuple]):
-    """change id -> (op, key values) of the pulled changes the publisher took as they were (no conflict,
-    or "subscriber wins"), read from the pull's staged changes without copying them."""
-
-    def __init__(self, staged: dict[str, tuple], left: set[str], not_as_is: set[str]) -> None:
-        self._staged, self._left, self._not_as_is = staged, left, not_as_is
-
-    def _taken(self, change: str, conflict: str | None) -> bool:
-        return change not in self._left and (conflict is None or change not in self._not_as_is)
-
-    def __getitem__(self, change: str) -> tuple:
-        op, conflict, key = self._staged[change]
-        if not self._taken(change, conflict):
-            raise KeyError(change)
-        return op, key
-
-    def __iter__(self) -> Iterator[str]:
-        return (change for change, (_, conflict, _) in self._staged.items() if self._taken(change, conflict))
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
-def _consume(sub: Side, change_ids: list[str], as_is: Mapping[str, tuple] | None = None) -> None:
-    """Remove pulled changes from the subscriber's log; a row changed again since has a new id and stays.
+def _consume(sub: Side, pulled: str, left: list[str], subscriber_won: list[str]) -> None:
+    """Remove the pulled changes (staged in `pulled`, on the subscriber) from the subscriber's log, in one
+    transaction; the ones the apply left for the next sync stay, and a row changed again since has a new
+    id and stays.
 
     Such a row was changed on top of the pulled version: when the publisher took that version as it
-    was, the remaining log row is rebased on it (its OLD_ROWGUID becomes the pulled version), so the
-    next pull does not mistake the subscriber's newer change for a conflict with its own older one."""
-    if not change_ids:
-        return
-    d = sub.d
+    was (no conflict, or the subscriber won), the remaining log row is rebased on it (its OLD_ROWGUID
+    becomes the pulled version), so the next pull does not mistake the subscriber's newer change for a
+    conflict with its own older one."""
+    d, schema = sub.d, sub.table.schema
     with connections.connect(sub.server, autocommit=False) as conn:
         cursor = conn.cursor()
-        for start in range(0, len(change_ids), 1000):
-            chunk = change_ids[start : start + 1000]
-            cursor.execute(sql.consume_sql(d, sub.table, len(chunk)), chunk)
-        if as_is:
-            # The log rows left are few (changed again during the sync): index them, not the pulled changes.
-            remaining = {
-                _key_text(tuple(row[:-1])): tuple(row[:-1])
-                for row in cursor.execute(sql.pending_keys_sql(d, sub.table)).fetchall()
-            }
-            for change, (op, pulled_key) in as_is.items() if remaining else ():
-                key = remaining.get(_key_text(pulled_key))
-                if key is None:
-                    continue
-                values = [bind_value(v, k.logical, d.name) for v, k in zip(key, sub.layout.keys, strict=True)]
-                if op == "D":  # the row was deleted, then made again: an insert for the publisher
-                    cursor.execute(sql.rebase_sql(d, sub.table, inserted=True), [*values])
-                else:
-                    cursor.execute(sql.rebase_sql(d, sub.table, inserted=False), [change, *values])
+        for start in range(0, len(left), 1000):
+            chunk = left[start : start + 1000]
+            cursor.execute(sql.pulled_unstage_sql(d, pulled, schema, len(chunk)), chunk)
+        for start in range(0, len(subscriber_won), 1000):
+            chunk = subscriber_won[start : start + 1000]
+            cursor.execute(sql.pulled_taken_sql(d, pulled, schema, len(chunk)), chunk)
+        cursor.execute(sql.consume_sql(d, sub.table, pulled))
+        for statement in sql.rebase_sql(d, sub.table, sub.layout, pulled):
+            cursor.execute(statement)
         conn.commit()
 
 
-def _key_text(key: tuple) -> tuple:
-    return tuple(str(v).strip() if v is not None else None for v in key)
-
-
-def _forget(pub: Side, replay: str, source: str, change_ids: list[str]) -> None:
-    """The publisher's replay-log rows of consumed changes: those ids are never read again."""
-    if not change_ids:
-        return
+def _forget(pub: Side, replay: str, source: str, consumed: str, left: list[str]) -> None:
+    """The publisher's replay-log rows of consumed changes (staged in `consumed`, on the publisher,
+    but those the apply left): those ids are never read again."""
+    d, schema = pub.d, pub.table.schema
     with connections.connect(pub.server, autocommit=False) as conn:
         cursor = conn.cursor()
-        for start in range(0, len(change_ids), 1000):
-            chunk = change_ids[start : start + 1000]
-            cursor.execute(sql.rplog_forget_sql(pub.d, replay, pub.table.schema, source, len(chunk)), chunk)
+        for start in range(0, len(left), 1000):
+            chunk = left[start : start + 1000]
+            cursor.execute(sql.pulled_unstage_sql(d, consumed, schema, len(chunk)), chunk)
+        cursor.execute(sql.rplog_forget_sql(d, replay, schema, source, consumed))
         conn.commit()
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from jobs import session as spark_sessions
+from jobs.service import job_pool
 from jobs.session import SparkConfig, get_spark, job_session_id
 from jobs.snapshot_refresh import Endpoint
 from replication_admin.core import connections, transactions
@@ -47,6 +48,7 @@ def spark_config() -> SparkConfig:
 @dataclass
 class _JobSpark:
     session_id: str
+    pool: str
     session: Any = None
 
 
@@ -65,7 +67,7 @@ def job_spark(job: JobRun) -> Iterator[None]:
     if not settings.SPARK_REMOTE:
         yield
         return
-    scope = _JobSpark(session_id_of(job))
+    scope = _JobSpark(session_id_of(job), job_pool(job.pk))
     token = _job.set(scope)
     try:
         yield
@@ -81,7 +83,7 @@ def spark_session() -> Any:
     scope = _job.get()
     if config.remote and scope is not None:
         if scope.session is None:
-            scope.session = spark_sessions.connect(config, scope.session_id)
+            scope.session = spark_sessions.connect(config, scope.session_id, pool=scope.pool)
         return scope.session
     return get_spark(config)
 

@@ -362,13 +362,19 @@ def rplog_listed_sql(d: Dialect, rplog: str, schema: str, source: str, target: s
     )
 
 
-def rplog_forget_sql(d: Dialect, rplog: str, schema: str, source: str, rows: int) -> str:
-    """Replay-log rows of pulled changes the subscriber's log no longer holds: never read again."""
+def rplog_forget_sql(d: Dialect, rplog: str, schema: str, source: str, consumed: str) -> str:
+    """Replay-log rows of pulled changes the subscriber's log no longer holds (listed in the work table
+    `consumed`, written by the pull): never read again."""
     q = d.quote
     return (
         f"DELETE FROM {d.qualify(rplog, schema)} WHERE {q('SOURCE')} = {d.literal(source)} "
-        f"AND {q('RLOG_ROWGUID')} IN ({', '.join(['?'] * rows)})"
+        f"AND {q('RLOG_ROWGUID')} IN (SELECT change_id FROM {d.qualify(consumed, schema)})"
     )
+
+
+def consumed_staging_ddl(d: Dialect, name: str, schema: str) -> str:
+    """The change ids a pull read from a subscriber's log, staged on the publisher (for _forget)."""
+    return f"CREATE TABLE {d.qualify(name, schema)} (change_id {d.render_type(ROWGUID)} NOT NULL PRIMARY KEY)"
 
 
 def rplog_purge_sql(d: Dialect, rplog: str, schema: str, source: str, target: str, before: datetime) -> str:
@@ -520,29 +526,53 @@ def pending_local_sql(d: Dialect, table: TableInfo, layout: Layout, staging: str
     return f"SELECT COUNT(*), MIN(s.snaptime) FROM {stg} s WHERE {pending}", delete
 
 
-def consume_sql(d: Dialect, table: TableInfo, rows: int) -> str:
-    """Delete pulled log rows from a subscriber's log, by change id (a row changed since stays)."""
+def pulled_staging_ddl(d: Dialect, name: str, schema: str, layout: Layout) -> str:
+    """The changes a pull read from a subscriber's log, staged back on the subscriber by Spark: `op` is
+    the change's type (R: the publisher had already applied it), `taken` 1 when the publisher took the
+    version as it was (no conflict, or the subscriber won)."""
+    cols = [f"{k.alias} {d.render_type(k.logical)} NOT NULL" for k in layout.keys]
+    cols += [
+        f"change_id {d.render_type(ROWGUID)} NOT NULL PRIMARY KEY",
+        f"op {d.render_type(ACTION)} NOT NULL",
+        f"taken {d.render_type(FLAG)} NOT NULL",
+    ]
+    return f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)})"
+
+
+def pulled_unstage_sql(d: Dialect, name: str, schema: str, rows: int) -> str:
+    """Changes the apply left for the next sync: not consumed."""
+    return f"DELETE FROM {d.qualify(name, schema)} WHERE change_id IN ({', '.join(['?'] * rows)})"
+
+
+def pulled_taken_sql(d: Dialect, name: str, schema: str, rows: int) -> str:
+    """Conflicts decided "subscriber wins": the publisher took the version as it was."""
+    return f"UPDATE {d.qualify(name, schema)} SET taken = 1 WHERE change_id IN ({', '.join(['?'] * rows)})"
+
+
+def consume_sql(d: Dialect, table: TableInfo, pulled: str) -> str:
+    """Delete the pulled log rows staged in `pulled` from a subscriber's log, by change id (a row changed
+    since has a new id and stays)."""
     rlog = d.qualify(rlog_name(table.name), table.schema)
-    return f"DELETE FROM {rlog} WHERE {d.quote('RLOG_ROWGUID')} IN ({', '.join(['?'] * rows)})"
-
-
-def pending_keys_sql(d: Dialect, table: TableInfo) -> str:
-    keys = [d.quote(rlog_key(k.name)) for k in key_columns(table)]
-    return f"SELECT {', '.join(keys)}, {d.quote('RLOG_ROWGUID')} FROM {d.qualify(rlog_name(table.name), table.schema)}"
-
-
-def rebase_sql(d: Dialect, table: TableInfo, inserted: bool) -> str:
-    """A pending log row made on top of a version the publisher has just taken: based on that version
-    (parameters: the version's id, then the key), or, when the publisher deleted the row, an insert."""
-    rlog = d.qualify(rlog_name(table.name), table.schema)
-    where = " AND ".join(f"{d.quote(rlog_key(k.name))} = ?" for k in key_columns(table))
-    if inserted:
-        return f"UPDATE {rlog} SET {d.quote('DMLTYPE')} = 'I', {d.quote(OLD_ROWGUID)} = NULL WHERE {where}"
-    dml = d.quote("DMLTYPE")
     return (
-        f"UPDATE {rlog} SET {dml} = CASE WHEN {dml} = 'D' THEN 'D' ELSE 'U' END, {d.quote(OLD_ROWGUID)} = ? "
-        f"WHERE {where}"
+        f"DELETE FROM {rlog} WHERE {d.quote('RLOG_ROWGUID')} IN "
+        f"(SELECT change_id FROM {d.qualify(pulled, table.schema)})"
     )
+
+
+def rebase_sql(d: Dialect, table: TableInfo, layout: Layout, pulled: str) -> list[str]:
+    """Log rows left after the consume were made on top of a version the publisher has just taken as it
+    was: based on that version (OLD_ROWGUID), or, when that version was a delete, turned into an insert."""
+    rlog = d.qualify(rlog_name(table.name), table.schema)
+    stg = d.qualify(pulled, table.schema)
+    match = " AND ".join(f"s.{k.alias} = {rlog}.{d.quote(rlog_key(k.dest))}" for k in layout.keys)
+    deleted = f"SELECT 1 FROM {stg} s WHERE {match} AND s.taken = 1 AND s.op = 'D'"
+    written = f"FROM {stg} s WHERE {match} AND s.taken = 1 AND s.op IN ('I', 'U')"
+    dml = d.quote("DMLTYPE")
+    return [
+        f"UPDATE {rlog} SET {dml} = 'I', {d.quote(OLD_ROWGUID)} = NULL WHERE EXISTS ({deleted})",
+        f"UPDATE {rlog} SET {dml} = CASE WHEN {dml} = 'D' THEN 'D' ELSE 'U' END, "
+        f"{d.quote(OLD_ROWGUID)} = (SELECT MAX(s.change_id) {written}) WHERE EXISTS (SELECT 1 {written})",
+    ]
 
 
 # --- initial copy ------------------------------------------------------------------------------------------
@@ -597,7 +627,8 @@ def now_sql(d: Dialect) -> str:
 
 
 def work_table(d: Dialect, kind: str, table: str) -> str:
-    """Per-table work tables: BSIN (pulled keys), BSAP (apply), BSPS (push), BSIC (initial copy)."""
+    """Per-table work tables: BSIN (pulled keys), BSAP (apply), BSPL (pulled changes, on the subscriber), BSCN
+    (consumed change ids, on the publisher), BSPS (push), BSIC (initial copy)."""
     return bounded_name(f"{kind}_{table}", d.max_identifier)
 
 

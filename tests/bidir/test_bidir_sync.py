@@ -17,6 +17,7 @@ from replication_admin.conflicts.actions import do_add_resolver, do_start_dry_ru
 from replication_admin.conflicts.chains import table_columns
 from replication_admin.console.actions import do_start_compare
 from replication_admin.core.audit import Actor
+from replication_admin.core.connections import list_tables
 from replication_admin.engine import dialects
 from replication_admin.engine.statements import Name, UpdateSnapshotPub, parse_one
 from replication_admin.engine.types import LogicalType
@@ -131,6 +132,11 @@ def test_changes_on_every_node_reach_every_other_node_and_never_echo(nodes):
     again = run("REPL_UPDATE_SNAPSHOT ('pg1.items', 2)")[0].details["subscribers"]
     assert all(v["pulled"] == 0 and v["pushed"] == 0 for v in again.values()), again
     assert fetch_all(sub_my, "SELECT COUNT(*) FROM `RLOG_items`") == [(0,)]
+    # The pulls' work tables are gone, and the publisher's replay log forgot the consumed changes.
+    for server in (pub, sub_my, sub_lite):
+        assert not [t for t in list_tables(server) if t.startswith(("BSPL_", "BSCN_", "BSIN_", "BSAP_"))]
+    replay = next(t for t in list_tables(pub) if t.startswith("RPLOG_"))
+    assert fetch_all(pub, f"SELECT COUNT(*) FROM \"{replay}\" WHERE \"SOURCE\" IN ('my2', 'lite3')") == [(0,)]
 
 
 def test_changes_read_in_several_partitions_reach_every_node_once(nodes, monkeypatch):
@@ -386,12 +392,12 @@ def test_a_change_made_while_its_previous_version_is_pulled_is_not_a_conflict(no
     pub, sub_my, sub_lite = nodes
     consume = bidir_sync._consume
 
-    def user_writes_during_the_sync(sub, change_ids, as_is=None):
+    def user_writes_during_the_sync(sub, *args):
         if sub.server.name == "my2":  # after the publisher applied the pulled version, before the consume
             sql(sub_my, 'UPDATE "items" SET name = ? WHERE id = 6', ["my second"])
             sql(sub_my, 'DELETE FROM "items" WHERE id = 7')
             sql(sub_my, 'INSERT INTO "items" (id, name, price) VALUES (7, ?, 1)', ["my 7 again"])
-        return consume(sub, change_ids, as_is)
+        return consume(sub, *args)
 
     sql(sub_my, 'UPDATE "items" SET name = ? WHERE id = 6', ["my first"])
     sql(sub_my, 'DELETE FROM "items" WHERE id = 7')

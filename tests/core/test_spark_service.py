@@ -13,12 +13,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from jobs.service import fair_pools, job_pool
 from jobs.session import connect
 from replication_admin.console.actions import do_compare_snapshot
 from replication_admin.core.audit import Actor
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.reaper import take_back
-from replication_admin.core.spark import endpoint, session_id_of, spark_config
+from replication_admin.core.spark import endpoint, job_spark, session_id_of, spark_config, spark_session
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import JobRun, Snapshot
 from replication_admin.statements import execute
@@ -88,6 +89,30 @@ def test_the_reaper_interrupts_what_a_lost_jobs_session_left_running_on_the_serv
     assert any(word in error for word in ("CANCEL", "INTERRUPT", "SESSION_CLOSED")), error
     job.refresh_from_db()
     assert job.state == JobRun.State.LOST and retry is not None and retry.retry_of_id == job.pk
+
+
+@pytest.mark.django_db
+def test_each_jobs_spark_work_runs_in_its_own_fair_pool_on_the_service():
+    needs_service()
+    from pyspark.sql.functions import udf  # noqa: PLC0415
+
+    def scheduler_pool(_: int) -> str:  # nested: pickled by value, run on an executor
+        from pyspark import TaskContext  # noqa: PLC0415
+
+        context = TaskContext.get()
+        return context.getLocalProperty("spark.scheduler.pool") if context else ""
+
+    jobs = [JobRun.objects.create(kind="compare", target=f"pool {n}") for n in range(2)]
+    seen = []
+    for job in jobs:
+        with job_spark(job):
+            spark = spark_session()
+            # The pool a task runs in, as the scheduler handed it over with the task.
+            rows = spark.range(0, 4, 1, 2).select(udf(scheduler_pool, "string")("id").alias("pool")).collect()
+            seen.append({r["pool"] for r in rows})
+    assert seen == [{job_pool(job.pk)} for job in jobs]
+    assert job_pool(jobs[0].pk) != job_pool(jobs[1].pk)
+    assert f'<pool name="{job_pool(jobs[1].pk)}">' in fair_pools()  # declared: FAIR inside, never leaked
 
 
 @pytest.fixture
