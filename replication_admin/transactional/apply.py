@@ -75,59 +75,74 @@ def create_table_from(target: Target, definition: dict) -> bool:
     return True
 
 
-def _apply_entries(cursor, target: Target, txn: sql.Transaction) -> None:
-    if txn.origin == target.server.name:
-        return  # the subscriber's own change, pushed earlier: it has it already
-    d = target.d
-    dialect = target.server.dialect
-    pending: list = []  # consecutive upserts of one table go in one statement
-    pending_table: TableInfo | None = None
+class _Replay:
+    """Replays a batch's transactions in order inside one subscriber transaction.
 
-    def flush() -> None:
-        nonlocal pending, pending_table
-        if pending and pending_table is not None:
-            per = max(1, 900 // max(1, len(pending_table.columns)))
-            for start in range(0, len(pending), per):
-                chunk = pending[start : start + per]
-                cursor.execute(sql.upsert_sql(d, pending_table, len(chunk)), [v for row in chunk for v in row])
-        pending, pending_table = [], None
+    Consecutive row writes (inserts and updates) of one table are sent as multi-row upserts, across the
+    transactions of the batch: the batch commits as a whole, so only the order of writes matters, not
+    their grouping. A key written twice keeps its last image (an upsert may touch a row once); anything
+    else (a delete, a key change, a call, another table) sends what is pending first."""
 
-    for entry in txn.entries:
-        if entry.op == "C":
-            continue  # created before the transaction (create_table_from)
-        if entry.op == "P":
-            flush()
-            if not d.has_ddl_triggers:
-                raise TrxError(
-                    f"the new definition of {(entry.new or {}).get('name')} is PostgreSQL's; {target.server.name} "
-                    "is not PostgreSQL (publish the procedure's calls only and define it there)"
-                )
-            cursor.execute(str((entry.new or {}).get("definition", "")))
-            continue
-        if entry.op == "T":
-            flush()
-            payload = entry.new or {}
-            statement = sql.typed_call(d, str(payload.get("stmt", "")), payload.get("types"))
-            args = list(payload.get("args") or [])
-            cursor.execute(statement, args) if args else cursor.execute(statement)
-            continue
-        table = target.table(entry.table)
-        if entry.op in ("I", "U"):
-            assert entry.new is not None
-            if entry.op == "U" and entry.old is not None:
-                old_key = sql.key_values(entry.old, table, dialect)
-                if old_key != sql.key_values(entry.new, table, dialect):
-                    flush()
-                    cursor.execute(sql.delete_sql(d, table), old_key)
-            if pending_table is not None and pending_table.name != table.name:
-                flush()
-            pending_table = table
-            pending.append(sql.row_values(entry.new, table, dialect))
-            continue
-        flush()
-        assert entry.old is not None
-        cursor.execute(sql.delete_sql(d, table), sql.key_values(entry.old, table, dialect))
-    flush()
+    def __init__(self, cursor, target: Target) -> None:
+        self.cursor, self.target = cursor, target
+        self.d, self.dialect = target.d, target.server.dialect
+        self.table: TableInfo | None = None
+        self.rows: dict[tuple, list] = {}  # key -> the row's last image, in first-write order
+
+    def flush(self) -> None:
+        table, rows = self.table, list(self.rows.values())
+        self.table, self.rows = None, {}
+        if table is None or not rows:
+            return
+        per = max(1, 900 // max(1, len(table.columns)))
+        for start in range(0, len(rows), per):
+            chunk = rows[start : start + per]
+            self.cursor.execute(sql.upsert_sql(self.d, table, len(chunk)), [v for row in chunk for v in row])
+
+    def write(self, table: TableInfo, image: dict) -> None:
+        if self.table is not None and self.table.name != table.name:
+            self.flush()
+        self.table = table
+        row = sql.row_values(image, table, self.dialect)
+        self.rows[tuple(sql.key_values(image, table, self.dialect))] = row
+
+    def transaction(self, txn: sql.Transaction) -> None:
+        if txn.origin == self.target.server.name:
+            return  # the subscriber's own change, pushed earlier: it has it already
+        d, cursor = self.d, self.cursor
+        for entry in txn.entries:
+            if entry.op == "C":
+                continue  # created before the transaction (create_table_from)
+            if entry.op == "P":
+                self.flush()
+                if not d.has_ddl_triggers:
+                    raise TrxError(
+                        f"the new definition of {(entry.new or {}).get('name')} is PostgreSQL's; "
+                        f"{self.target.server.name} is not PostgreSQL (publish the procedure's calls only and "
+                        "define it there)"
+                    )
+                cursor.execute(str((entry.new or {}).get("definition", "")))
+                continue
+            if entry.op == "T":
+                self.flush()
+                payload = entry.new or {}
+                statement = sql.typed_call(d, str(payload.get("stmt", "")), payload.get("types"))
+                args = list(payload.get("args") or [])
+                cursor.execute(statement, args) if args else cursor.execute(statement)
+                continue
+            table = self.target.table(entry.table)
+            if entry.op in ("I", "U"):
+                assert entry.new is not None
+                if entry.op == "U" and entry.old is not None:
+                    old_key = sql.key_values(entry.old, table, self.dialect)
+                    if old_key != sql.key_values(entry.new, table, self.dialect):
+                        self.flush()
+                        cursor.execute(sql.delete_sql(d, table), old_key)
+                self.write(table, entry.new)
+                continue
+            self.flush()
+            assert entry.old is not None
+            cursor.execute(sql.delete_sql(d, table), sql.key_values(entry.old, table, self.dialect))
 
 
 class LevelMoved(RuntimeError):
@@ -148,8 +163,10 @@ def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, 
     def work(cursor) -> int:
         for statement in sql.replay_context_sql(d, nolog, None, schema):
             cursor.execute(statement)
+        replay = _Replay(cursor, target)
         for txn in txns:
-            _apply_entries(cursor, target, txn)
+            replay.transaction(txn)
+        replay.flush()
         cursor.execute(
             sql.level_advance_sql(d, schema),
             [levels.level_of(new_count), new_count, target.publisher, target.account, expected],
