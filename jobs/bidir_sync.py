@@ -11,9 +11,9 @@ conflict) or whose ROWGUID is not the one the subscriber changed (an update conf
 missing or changed row (a delete conflict). Changes without conflict are staged for the apply as they
 are; conflicting ones are decided here by the resolver chain (jobs.resolve) and handed to the control
 plane chunk by chunk, for their backups. What the pull read is staged too, for the clean-up after the
-apply: the change ids on the publisher (BSCN_, its replay log forgets them) and the changes with their
-keys on the subscriber (BSPL_, its log consumes them). Only counts, the conflict types and the decided
-conflicts come back to Python.
+apply: on the publisher, the ids of the changes it already had (BSCN_; with those of BSIN_, its replay
+log forgets them), and on the subscriber, every change read with its keys (BSPL_, its log consumes
+them). Only counts, the conflict types and the decided conflicts come back to Python.
 
 PUSH: the publisher's changes of the window that did not come from the subscriber, minus those the
 subscriber's replay log lists, are staged on the subscriber for its apply.
@@ -136,7 +136,7 @@ class PullPlan:
     pub_rows_sql: str  # engine.bidir.publisher_rows_select
     pub_rows_schema: str
     apply_staging_sql: str  # BSAP_ on the publisher
-    consumed_staging_sql: str  # BSCN_ on the publisher: every change id read
+    consumed_staging_sql: str  # BSCN_ on the publisher: the ids of the changes it had already applied
     sub_stage: Endpoint  # the subscriber, writable (`sub` reads read-only)
     pulled_staging_sql: str  # BSPL_ on the subscriber: every change read, with its type and keys
     keys: tuple[Moved, ...]
@@ -194,16 +194,19 @@ def pull_changes(spark: SparkSession, plan: PullPlan, on_conflicts: DecidedConfl
         pending = changes.join(applied, "change_id", "left_anti").persist()
         try:
             # What is not pending was replayed: taken from the cached `pending`, so the two never overlap.
-            replayed = _pulled(plan, changes.join(pending, "change_id", "left_anti"), F.lit("R"), F.lit(0))
-            _pull_pending(spark, plan, pending, replayed, result, on_conflicts or (lambda chunk: None))
-            read = write_counted(
-                changes.select("change_id"),
-                plan.pub,
-                plan.consumed_staging_sql,
-                "pull_read",
-                parallelism=plan.parallelism,
+            # Usually none: an earlier sync applied them, then stopped before its clean-up.
+            replayed = changes.join(pending, "change_id", "left_anti")
+            result.replayed = write_counted(
+                replayed.select("change_id"), plan.pub, plan.consumed_staging_sql, "pull_replayed"
             )
-            result.replayed = read - result.staged
+            _pull_pending(
+                spark,
+                plan,
+                pending,
+                _pulled(plan, replayed, F.lit("R"), F.lit(0)),
+                result,
+                on_conflicts or (lambda chunk: None),
+            )
             return result
         finally:
             pending.unpersist()

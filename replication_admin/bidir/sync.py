@@ -266,7 +266,7 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
         len(left),
     )
     _consume(sub, pulled_stage, sorted(left), subscriber_won)
-    _forget(pub, replay, sub.server.name, consumed_stage, sorted(left))
+    _forget(pub, replay, sub.server.name, (keys_stage, consumed_stage))
     pub.drop(keys_stage, apply_stage, consumed_stage)
     sub.drop(pulled_stage)
     SnapshotSubscription.objects.filter(pk=subscription.pk).update(last_pull_ts=timezone.now())
@@ -331,16 +331,14 @@ def _consume(sub: Side, pulled: str, left: list[str], subscriber_won: list[str])
         conn.commit()
 
 
-def _forget(pub: Side, replay: str, source: str, consumed: str, left: list[str]) -> None:
-    """The publisher's replay-log rows of consumed changes (staged in `consumed`, on the publisher,
-    but those the apply left): those ids are never read again."""
-    d, schema = pub.d, pub.table.schema
+def _forget(pub: Side, replay: str, source: str, staged: tuple[str, ...]) -> None:
+    """The publisher's replay-log rows of consumed changes: those ids are never read again. The pull's work
+    tables `staged` list them (the changes it staged for the apply, and those the publisher already had);
+    the ones the apply left for the next sync were not applied, so the replay log does not list them."""
     with connections.connect(pub.server, autocommit=False) as conn:
         cursor = conn.cursor()
-        for start in range(0, len(left), 1000):
-            chunk = left[start : start + 1000]
-            cursor.execute(sql.pulled_unstage_sql(d, consumed, schema, len(chunk)), chunk)
-        cursor.execute(sql.rplog_forget_sql(d, replay, schema, source, consumed))
+        for work_table in staged:
+            cursor.execute(sql.rplog_forget_sql(pub.d, replay, pub.table.schema, source, work_table))
         conn.commit()
 
 

@@ -363,8 +363,8 @@ def rplog_listed_sql(d: Dialect, rplog: str, schema: str, source: str, target: s
 
 
 def rplog_forget_sql(d: Dialect, rplog: str, schema: str, source: str, consumed: str) -> str:
-    """Replay-log rows of pulled changes the subscriber's log no longer holds (listed in the work table
-    `consumed`, written by the pull): never read again."""
+    """Replay-log rows of pulled changes the subscriber's log no longer holds (listed by change_id in the
+    pull's work table `consumed`): never read again."""
     q = d.quote
     return (
         f"DELETE FROM {d.qualify(rplog, schema)} WHERE {q('SOURCE')} = {d.literal(source)} "
@@ -373,7 +373,8 @@ def rplog_forget_sql(d: Dialect, rplog: str, schema: str, source: str, consumed:
 
 
 def consumed_staging_ddl(d: Dialect, name: str, schema: str) -> str:
-    """The change ids a pull read from a subscriber's log, staged on the publisher (for _forget)."""
+    """The ids of pulled changes the publisher had already applied (its replay log lists them), staged on
+    the publisher for the clean-up after the apply."""
     return f"CREATE TABLE {d.qualify(name, schema)} (change_id {d.render_type(ROWGUID)} NOT NULL PRIMARY KEY)"
 
 
@@ -532,9 +533,10 @@ def pulled_staging_ddl(d: Dialect, name: str, schema: str, layout: Layout) -> st
     version as it was (no conflict, or the subscriber won)."""
     cols = [f"{k.alias} {d.render_type(k.logical)} NOT NULL" for k in layout.keys]
     cols += [
-        f"change_id {d.render_type(ROWGUID)} NOT NULL PRIMARY KEY",
+        f"change_id {d.render_type(ROWGUID)} NOT NULL UNIQUE",  # looked up by the consume
         f"op {d.render_type(ACTION)} NOT NULL",
         f"taken {d.render_type(FLAG)} NOT NULL",
+        f"PRIMARY KEY ({', '.join(k.alias for k in layout.keys)})",  # looked up by the rebase
     ]
     return f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)})"
 

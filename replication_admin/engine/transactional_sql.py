@@ -483,6 +483,16 @@ def delete_sql(d: Dialect, table: TableInfo) -> str:
     return f"DELETE FROM {d.qualify(table.name, table.schema)} WHERE {where}"
 
 
+def delete_many_sql(d: Dialect, table: TableInfo, rows: int) -> str:
+    """Delete rows by key (parameters: the key columns, per row)."""
+    keys = key_columns(table)
+    target = d.qualify(table.name, table.schema)
+    if len(keys) == 1:
+        return f"DELETE FROM {target} WHERE {d.quote(keys[0].name)} IN ({', '.join('?' for _ in range(rows))})"
+    one = "(" + " AND ".join(f"{d.quote(k.name)} = ?" for k in keys) + ")"
+    return f"DELETE FROM {target} WHERE {' OR '.join(one for _ in range(rows))}"
+
+
 def key_values(image: dict[str, Any], table: TableInfo, dest_dialect: str) -> list[Any]:
     return [_decode(_image_value(image, k.name), k.logical, dest_dialect) for k in key_columns(table)]
 

@@ -78,33 +78,43 @@ def create_table_from(target: Target, definition: dict) -> bool:
 class _Replay:
     """Replays a batch's transactions in order inside one subscriber transaction.
 
-    Consecutive row writes (inserts and updates) of one table are sent as multi-row upserts, across the
-    transactions of the batch: the batch commits as a whole, so only the order of writes matters, not
-    their grouping. A key written twice keeps its last image (an upsert may touch a row once); anything
-    else (a delete, a key change, a call, another table) sends what is pending first."""
+    Consecutive row writes (inserts and updates) of one table are sent as multi-row upserts, and
+    consecutive deletes of one table as one delete, across the transactions of the batch: the batch
+    commits as a whole, so only the order of the changes matters, not their grouping. A key written twice
+    keeps its last image (an upsert may touch a row once); anything else (a delete after writes, a key
+    change, a call, another table) sends what is pending first."""
 
     def __init__(self, cursor, target: Target) -> None:
         self.cursor, self.target = cursor, target
         self.d, self.dialect = target.d, target.server.dialect
         self.table: TableInfo | None = None
-        self.rows: dict[tuple, list] = {}  # key -> the row's last image, in first-write order
+        self.deleting = False  # what is pending: deletes, or writes
+        self.rows: dict[tuple, list] = {}  # key -> the row's last image (or its key), in first-change order
 
     def flush(self) -> None:
-        table, rows = self.table, list(self.rows.values())
+        table, rows, deleting = self.table, list(self.rows.values()), self.deleting
         self.table, self.rows = None, {}
         if table is None or not rows:
             return
-        per = max(1, 900 // max(1, len(table.columns)))
+        width = len(rows[0])
+        per = max(1, 900 // max(1, width))
         for start in range(0, len(rows), per):
             chunk = rows[start : start + per]
-            self.cursor.execute(sql.upsert_sql(self.d, table, len(chunk)), [v for row in chunk for v in row])
+            statement = (sql.delete_many_sql if deleting else sql.upsert_sql)(self.d, table, len(chunk))
+            self.cursor.execute(statement, [v for row in chunk for v in row])
+
+    def _pend(self, table: TableInfo, deleting: bool, key: list, row: list) -> None:
+        if self.table is not None and (self.table.name != table.name or self.deleting != deleting):
+            self.flush()
+        self.table, self.deleting = table, deleting
+        self.rows[tuple(key)] = row
 
     def write(self, table: TableInfo, image: dict) -> None:
-        if self.table is not None and self.table.name != table.name:
-            self.flush()
-        self.table = table
-        row = sql.row_values(image, table, self.dialect)
-        self.rows[tuple(sql.key_values(image, table, self.dialect))] = row
+        key = sql.key_values(image, table, self.dialect)
+        self._pend(table, False, key, sql.row_values(image, table, self.dialect))
+
+    def delete(self, table: TableInfo, key: list) -> None:
+        self._pend(table, True, key, key)
 
     def transaction(self, txn: sql.Transaction) -> None:
         if txn.origin == self.target.server.name:
@@ -136,13 +146,11 @@ class _Replay:
                 if entry.op == "U" and entry.old is not None:
                     old_key = sql.key_values(entry.old, table, self.dialect)
                     if old_key != sql.key_values(entry.new, table, self.dialect):
-                        self.flush()
-                        cursor.execute(sql.delete_sql(d, table), old_key)
+                        self.delete(table, old_key)
                 self.write(table, entry.new)
                 continue
-            self.flush()
             assert entry.old is not None
-            cursor.execute(sql.delete_sql(d, table), sql.key_values(entry.old, table, self.dialect))
+            self.delete(table, sql.key_values(entry.old, table, self.dialect))
 
 
 class LevelMoved(RuntimeError):
