@@ -297,15 +297,19 @@ def counter_sql(d: Dialect, account: str, schema: str = "") -> str:
     return f"SELECT {q('N')}, {q('CONN')} FROM {d.qualify(names.seq, schema)} WHERE {q('ID')} = 1"
 
 
-def entries_sql(d: Dialect, account: str, schema: str = "") -> str:
-    """Entries of the transactions with after < N <= upto, in replay order. Parameters: after, upto."""
+def entries_sql(d: Dialect, account: str, after: int, upto: int, schema: str = "") -> str:
+    """Entries of the transactions with after < N <= upto, in replay order.
+
+    The bounds are literals (integers), not parameters: a plan made for unknown bounds (a server-side
+    prepared statement's generic plan) hash-joins a full scan of the log instead of looking the window's
+    transactions up on the indexes of N and TXID."""
     names = log_names(d, account)
     q = d.quote
     tx, log = d.qualify(names.tx, schema), d.qualify(names.log, schema)
     return (
         f"SELECT t.{q('N')}, t.{q('ORIGIN')}, t.{q('AT')}, l.{q('SEQ')}, l.{q('TBL')}, l.{q('OP')}, "
         f"l.{q('NEW')}, l.{q('OLD')} FROM {tx} t JOIN {log} l ON l.{q('TXID')} = t.{q('TXID')} "
-        f"WHERE t.{q('N')} > ? AND t.{q('N')} <= ? ORDER BY t.{q('N')}, l.{q('SEQ')}"
+        f"WHERE t.{q('N')} > {int(after)} AND t.{q('N')} <= {int(upto)} ORDER BY t.{q('N')}, l.{q('SEQ')}"
     )
 
 

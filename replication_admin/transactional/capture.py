@@ -157,7 +157,7 @@ def oldest_count(server: Server, account: str) -> int | None:
 def read_transactions(server: Server, account: str, after: int, upto: int) -> list[sql.Transaction]:
     d = _d(server)
     with connections.connect(server, readonly=True) as conn:
-        rows = conn.cursor().execute(sql.entries_sql(d, account, schema_of(server)), [after, upto]).fetchall()
+        rows = conn.cursor().execute(sql.entries_sql(d, account, after, upto, schema_of(server))).fetchall()
     return sql.group_transactions([tuple(r) for r in rows])
 
 

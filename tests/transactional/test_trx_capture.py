@@ -194,3 +194,30 @@ def test_back_to_back_transactions_of_one_connection_with_no_read_between_share_
     committed(server, "UPDATE items SET name = 'after a read' WHERE id = 1")
     txns = transactions(server)
     assert [[(e.op, e.new["id"]) for e in t.entries] for t in txns] == [[("I", 1), ("I", 2), ("I", 3)], [("U", 1)]]
+
+
+def test_a_window_of_the_log_is_read_on_its_indexes_not_by_scanning_the_log(make_server):
+    """A sync reads the entries of its window by looking its transactions up (on N, then TXID), whatever
+    the size of the log; with the bounds as parameters PostgreSQL's generic plan scanned the whole log."""
+    server = published(make_server, "postgresql")
+    d = dialects.get("postgresql")
+    names = sql.log_names(d, "tbl")
+    tx, log = d.qualify(names.tx), d.qualify(names.log)
+    execute(
+        server,
+        f"ALTER TABLE {tx} DISABLE TRIGGER USER",  # numbered here, not one commit-time update per row
+        f'INSERT INTO {tx} ("TXID", "N", "ORIGIN") SELECT g * 3, g, \'x\' FROM generate_series(1, 200000) g',
+        f"ALTER TABLE {tx} ENABLE TRIGGER USER",
+        f'INSERT INTO {log} ("TXID", "TBL", "OP", "NEW") SELECT g * 3, \'items\', \'I\', \'{{"id": 1}}\' '
+        "FROM generate_series(1, 200000) g",
+        f"ANALYZE {tx}",
+        f"ANALYZE {log}",
+    )
+    query = sql.entries_sql(d, "tbl", 100_000, 100_500)
+    with connections.connect(server) as conn:
+        cursor = conn.cursor()
+        cursor.execute("SET plan_cache_mode = force_generic_plan")  # as a long-lived prepared statement
+        plan = "\n".join(r[0] for r in cursor.execute("EXPLAIN " + query).fetchall())
+        entries = cursor.execute(query).fetchall()
+    assert "Seq Scan" not in plan, plan
+    assert [r[0] for r in entries] == list(range(100_001, 100_501))
