@@ -390,7 +390,10 @@ def rplog_purge_sql(d: Dialect, rplog: str, schema: str, source: str, target: st
 def incoming_staging_ddl(d: Dialect, name: str, schema: str, layout: Layout) -> str:
     """Changes pulled from a subscriber, staged on the publisher to be looked up against its rows."""
     cols = [f"{k.alias} {d.render_type(k.logical)} NOT NULL" for k in layout.keys]
-    cols += [f"change_id {d.render_type(ROWGUID)} NOT NULL", f"PRIMARY KEY ({', '.join(k.alias for k in layout.keys)})"]
+    cols += [
+        f"change_id {d.render_type(ROWGUID)} NOT NULL UNIQUE",  # the replay log forgets by it
+        f"PRIMARY KEY ({', '.join(k.alias for k in layout.keys)})",
+    ]
     return f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)})"
 
 
