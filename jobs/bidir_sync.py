@@ -170,8 +170,13 @@ DecidedConflicts = Callable[[list[tuple[dict[str, Any], dict[str, Any]]]], None]
 def _changes_and_replayed(
     spark: SparkSession, plan: PullPlan | PushPlan, source: Endpoint, dest: Endpoint
 ) -> tuple[DataFrame, DataFrame]:
-    """The window's changes read from `source` (split when large; persisted: the caller unpersists them) and
-    the change ids `dest`'s replay log already lists."""
+    """The window's changes read from `source` (split when large; cached: the caller unpersists them) and
+    the change ids `dest`'s replay log already lists.
+
+    The changes are computed into the cache here, once: the log keeps changing while a sync reads it, and a
+    frame used twice in one plan before its cache is filled can be read twice, at different moments (two
+    stages computing the same partition at once). Both uses would then disagree about which changes
+    were read, and a change made in between could be taken for one already applied."""
     changes = read_split(
         spark,
         source.jdbc,
@@ -182,7 +187,9 @@ def _changes_and_replayed(
         plan.parallelism,
     ).df
     applied = read_query(spark, dest.jdbc, plan.replayed_sql, "change_id STRING")
-    return _snaptime(changes, source.dialect).persist(), applied
+    cached = _snaptime(changes, source.dialect).persist()
+    cached.count()
+    return cached, applied
 
 
 def pull_changes(spark: SparkSession, plan: PullPlan, on_conflicts: DecidedConflicts | None = None) -> PullResult:
@@ -193,12 +200,13 @@ def pull_changes(spark: SparkSession, plan: PullPlan, on_conflicts: DecidedConfl
     try:
         pending = changes.join(applied, "change_id", "left_anti").persist()
         try:
+            result.staged = pending.count()  # into the cache, once (the replay log is read once too)
             # What is not pending was replayed: taken from the cached `pending`, so the two never overlap.
             # Usually none: an earlier sync applied them, then stopped before its clean-up.
             replayed = changes.join(pending, "change_id", "left_anti")
-            result.replayed = write_counted(
-                replayed.select("change_id"), plan.pub, plan.consumed_staging_sql, "pull_replayed"
-            )
+            result.replayed = changes.count() - result.staged  # from the cache
+            if result.replayed:
+                write_staging(replayed.select("change_id"), plan.pub, plan.consumed_staging_sql)
             _pull_pending(
                 spark,
                 plan,
@@ -238,11 +246,10 @@ def _pull_pending(
     key_aliases = [k.alias for k in plan.keys]
     keys_out = _values_out(plan.keys, plan.sub_read_types, plan.pub.dialect)
     staged_keys = pending.select(*keys_out, "change_id")
-    rows = staged_keys.count()
+    rows = result.staged
     if rows == 0:
         write_staging(replayed, plan.sub_stage, plan.pulled_staging_sql, plan.parallelism)
         return
-    result.staged = rows
     write_staging(staged_keys, plan.pub, plan.keys_staging_sql, plan.parallelism)
     pub_rows = read_split(
         spark, plan.pub.jdbc, plan.pub_rows_sql, plan.pub_rows_schema, plan.split_alias, rows, plan.parallelism
