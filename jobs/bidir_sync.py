@@ -169,9 +169,9 @@ DecidedConflicts = Callable[[list[tuple[dict[str, Any], dict[str, Any]]]], None]
 
 def _changes_and_replayed(
     spark: SparkSession, plan: PullPlan | PushPlan, source: Endpoint, dest: Endpoint
-) -> tuple[DataFrame, DataFrame]:
-    """The window's changes read from `source` (split when large; cached: the caller unpersists them) and
-    the change ids `dest`'s replay log already lists.
+) -> tuple[DataFrame, int, DataFrame]:
+    """The window's changes read from `source` (split when large; cached: the caller unpersists them), how
+    many, and the change ids `dest`'s replay log already lists.
 
     The changes are computed into the cache here, once: the log keeps changing while a sync reads it, and a
     frame used twice in one plan before its cache is filled can be read twice, at different moments (two
@@ -188,15 +188,14 @@ def _changes_and_replayed(
     ).df
     applied = read_query(spark, dest.jdbc, plan.replayed_sql, "change_id STRING")
     cached = _snaptime(changes, source.dialect).persist()
-    cached.count()
-    return cached, applied
+    return cached, cached.count(), applied
 
 
 def pull_changes(spark: SparkSession, plan: PullPlan, on_conflicts: DecidedConflicts | None = None) -> PullResult:
     """Stage the subscriber's pending changes on the publisher; conflicts are decided here, on Spark, by
     the plan's resolver chain, and handed to `on_conflicts` chunk by chunk with their decisions."""
     result = PullResult()
-    changes, applied = _changes_and_replayed(spark, plan, plan.sub, plan.pub)
+    changes, read, applied = _changes_and_replayed(spark, plan, plan.sub, plan.pub)
     try:
         pending = changes.join(applied, "change_id", "left_anti").persist()
         try:
@@ -204,7 +203,7 @@ def pull_changes(spark: SparkSession, plan: PullPlan, on_conflicts: DecidedConfl
             # What is not pending was replayed: taken from the cached `pending`, so the two never overlap.
             # Usually none: an earlier sync applied them, then stopped before its clean-up.
             replayed = changes.join(pending, "change_id", "left_anti")
-            result.replayed = changes.count() - result.staged  # from the cache
+            result.replayed = read - result.staged
             if result.replayed:
                 write_staging(replayed.select("change_id"), plan.pub, plan.consumed_staging_sql)
             _pull_pending(
@@ -412,7 +411,7 @@ class PushResult:
 
 
 def push_changes(spark: SparkSession, plan: PushPlan) -> PushResult:
-    changes, applied = _changes_and_replayed(spark, plan, plan.pub, plan.sub)
+    changes, _, applied = _changes_and_replayed(spark, plan, plan.pub, plan.sub)
     try:
         newest = changes.agg(F.max("snaptime").alias("t")).collect()[0]["t"]
         pending = changes.join(applied, "change_id", "left_anti")
