@@ -15,6 +15,9 @@ from datetime import date, datetime, time, timedelta
 
 REPL_WRAPAROUND = 0x7FFFFFFF
 REPL_MAX_DELTA = 1_000_000_000
+# A new publication purges what every valid subscriber has applied this often (minutes), so its log stays
+# small (reads of a long log slow every sync) until a P_TIME schedule or "never" is chosen.
+DEFAULT_PURGE_MINUTES = 10
 
 
 def next_level(level: int) -> int:

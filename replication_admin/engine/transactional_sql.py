@@ -6,7 +6,7 @@ A publication (an account of SYS_REPL_ACCOUNTS) keeps its log in the publisher's
   level a subscriber sees is levels.level_of(N) (1 .. 0x7fffffff, then 1 again).
 - `RTTX_<account>`: one row per replicated transaction: TXID (the database's id of the writing
   transaction), N (its place in the publication), ORIGIN (the server that made the change) and AT
-  (UTC, when it was numbered).
+  (UTC, when it was numbered; on PostgreSQL when it first changed a published table).
 - `RTLOG_<account>`: the transaction's entries in the order they were made: SEQ, TXID, TBL, OP and
   the row images NEW / OLD as JSON. OP is I/U/D for a row, T for a REPL_TEXT call (NEW = the
   statement and its arguments) and C for a published table's creating statement (NEW = its
@@ -16,11 +16,15 @@ Triggers `<table>_I`, `<table>_U`, `<table>_D` (the reference's names) write the
 writing transaction. How a transaction gets its N decides the order subscribers replay in, and it must
 be commit order:
 
-- PostgreSQL: the first entry of a transaction inserts its RTTX row (TXID = pg_current_xact_id()).
-  A deferred constraint trigger on RTTX runs at commit time and numbers the transaction by
-  incrementing RTSEQ. The RTSEQ row stays locked until the commit ends, so the next transaction
-  can only be numbered after this one is committed (or rolled back, which also undoes its number):
-  numbers follow commit order with no gaps, and writers only queue for the moment of commit.
+- PostgreSQL: the first entry of a transaction inserts its RTTX row (TXID = pg_current_xact_id(), N
+  NULL, AT = that moment); a transaction-local setting tells its later entries that the row is there.
+  Writers touch no row another writer touches, so they never wait for each other. Readers number:
+  before reading, a reader (one at a time, holding the RTSEQ row) gives the committed transactions
+  that have no number yet the next numbers, in the order of their last entry. A transaction that
+  changed a row another one had changed waited for that one's commit before logging, so it comes
+  after it: every row's changes replay in the order they were made, with no gaps (a rolled-back
+  transaction leaves no row). Inserts and deletes are logged by statement triggers over the
+  statement's transition table (one INSERT … SELECT per statement), updates by row triggers.
 - MariaDB has no deferred triggers, and no transaction id a trigger can read reliably
   (information_schema.INNODB_TRX is a cache refreshed at most every 0.1 s). The first entry of a
   transaction locks the RTSEQ row and takes the next number, recording its connection (and origin)
@@ -117,7 +121,7 @@ def log_ddl(d: Dialect, account: str, schema: str = "") -> list[str]:
     names = log_names(d, account)
     q = d.quote
     seq, tx, log = (d.qualify(n, schema) for n in (names.seq, names.tx, names.log))
-    tx_n = "" if d.numbers_at_commit else " NOT NULL"
+    tx_n = "" if d.numbers_when_read else " NOT NULL"
     ddl = [
         f"CREATE TABLE {seq} ({q('ID')} integer NOT NULL PRIMARY KEY, {_col(d, 'N', COUNT, ' NOT NULL')}, "
         f"{_col(d, 'CONN', COUNT)}, {_col(d, 'ORIGIN', SERVER)})",
@@ -128,15 +132,16 @@ def log_ddl(d: Dialect, account: str, schema: str = "") -> list[str]:
         f"CREATE TABLE {log} ({_serial(d)}, {_col(d, 'TXID', COUNT)}, {_col(d, 'TBL', TABLE, ' NOT NULL')}, "
         f"{_col(d, 'OP', OP, ' NOT NULL')}, {_col(d, 'NEW', IMAGE)}, {_col(d, 'OLD', IMAGE)}, "
         f"{_col(d, 'ORIGIN', SERVER)})",
-        f"CREATE INDEX {q(bounded_name(names.log + '_TXID', d.max_identifier))} ON {log} ({q('TXID')})",
+        # (TXID, SEQ): a transaction's entries in order, and its last entry in one probe (the reader's numbering).
+        f"CREATE INDEX {q(bounded_name(names.log + '_TXID', d.max_identifier))} ON {log} ({q('TXID')}, {q('SEQ')})",
     ]
-    return ddl + d.commit_numbering_ddl(names, schema)
+    return ddl + d.numbering_ddl(names, schema)
 
 
 def drop_log_ddl(d: Dialect, account: str, schema: str = "") -> list[str]:
     names = log_names(d, account)
     drops = [f"DROP TABLE IF EXISTS {d.qualify(n, schema)}" for n in (names.log, names.tx, names.seq)]
-    return drops + d.drop_commit_numbering_ddl(names, schema)
+    return drops + d.drop_numbering_ddl(names, schema)
 
 
 def context_ddl(d: Dialect, schema: str = "") -> list[str]:
@@ -197,7 +202,14 @@ def capture_objects(d: Dialect, account: str, table: TableInfo, local: str) -> C
     create: list[str] = []
     drop: list[str] = []
     for op, (when, body) in bodies.items():
-        made, dropped = d.row_trigger_ddl(triggers[op], when, src, body, schema)
+        if d.has_transition_tables and op in ("I", "D"):
+            # A bulk insert or delete is logged by one INSERT … SELECT over the statement's rows. Updates stay
+            # row triggers: a transition table does not pair a row's old image with its new one.
+            rows = "rt_rows"
+            body = d.capture_rows_sql(_tables(d, names, schema), table.name, op, _image(d, table, "r"), rows, local)
+            made, dropped = d.statement_trigger_ddl(triggers[op], when, src, rows, body, schema)
+        else:
+            made, dropped = d.row_trigger_ddl(triggers[op], when, src, body, schema)
         create += made
         drop += dropped
     return CaptureObjects(tuple(triggers.values()), tuple(create), tuple(drop))
@@ -279,6 +291,21 @@ def count_sql(d: Dialect, account: str, schema: str = "") -> str:
     return f"SELECT {d.quote('N')} FROM {d.qualify(names.seq, schema)} WHERE {d.quote('ID')} = 1"
 
 
+def number_sql(d: Dialect, account: str, schema: str = "") -> str:
+    """Where transactions are numbered when read: number the committed ones and return the count."""
+    return d.number_sql(log_names(d, account), schema)
+
+
+def visible_count_sql(d: Dialect, account: str, schema: str = "") -> str:
+    """How many transactions a reader would count now, without numbering them (read-only: the console's lag)."""
+    if not d.numbers_when_read:
+        return count_sql(d, account, schema)
+    names = log_names(d, account)
+    q = d.quote
+    unnumbered = f"(SELECT COUNT(*) FROM {d.qualify(names.tx, schema)} WHERE {q('N')} IS NULL)"
+    return f"SELECT {q('N')} + {unnumbered} FROM {d.qualify(names.seq, schema)} WHERE {q('ID')} = 1"
+
+
 def close_sql(d: Dialect, account: str, schema: str = "") -> list[str]:
     """MariaDB: end the current number so no later transaction of its connection joins it (run in one
     transaction; the first statement fails at once when a writer holds the counter)."""
@@ -326,7 +353,11 @@ def first_after_at_sql(d: Dialect, account: str, schema: str = "") -> str:
     names = log_names(d, account)
     q = d.quote
     tx = d.qualify(names.tx, schema)
-    return f"SELECT {q('AT')} FROM {tx} WHERE {q('N')} = (SELECT MIN({q('N')}) FROM {tx} WHERE {q('N')} > ?)"
+    first = f"SELECT {q('AT')} FROM {tx} WHERE {q('N')} = (SELECT MIN({q('N')}) FROM {tx} WHERE {q('N')} > ?)"
+    if not d.numbers_when_read:
+        return first
+    # Committed transactions no reader has numbered yet are unapplied too (AT: their first change).
+    return f"SELECT LEAST(({first}), (SELECT MIN({q('AT')}) FROM {tx} WHERE {q('N')} IS NULL))"
 
 
 def levels_read_sql(d: Dialect, schema: str = "") -> str:

@@ -280,6 +280,8 @@ class ReplAccount(models.Model):
     purged_upto = models.BigIntegerField(default=0, db_column="ACC_PURGED_UPTO")
     last_purge_at = models.DateTimeField(null=True, blank=True, db_column="ACC_LAST_PURGE_AT")
     max_backlog = models.IntegerField(null=True, blank=True, db_column="ACC_MAX_BACKLOG")
+    # Without P_TIME: purge every this many minutes (a new publication's default; NULL with no P_TIME: never).
+    purge_every = models.IntegerField(null=True, blank=True, db_column="ACC_PURGE_EVERY")
     alert_lag = models.IntegerField(null=True, blank=True, db_column="ACC_ALERT_LAG")  # alert over this lag
     created_at = models.DateTimeField(null=True, blank=True, db_column="ACC_CREATED_AT")
 

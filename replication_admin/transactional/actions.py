@@ -4,6 +4,7 @@ statement language, the console and the scheduler. Preconditions fail with the r
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -87,7 +88,9 @@ def do_publish(
             log_file=log_file or f"{account}.log",
             log_started_at=now,
             created_at=now,
+            purge_every=levels.DEFAULT_PURGE_MINUTES,
         )
+        schedule_purger(row)
         record(actor, "trx.publish", target, detail={"log": row.log_file, "updateable": updateable})
     return row
 
@@ -445,13 +448,30 @@ def do_purge(actor: Actor, account: ReplAccount) -> int:
 
 
 def schedule_purger(account: ReplAccount) -> ScheduledEvent | None:
-    """The purger's event from P_MONTH / P_DAY / P_WDAY / P_TIME (none when P_TIME is NULL)."""
+    """The purger's event from P_MONTH / P_DAY / P_WDAY / P_TIME; without P_TIME every `purge_every` minutes
+    (none when that is NULL too). A run keeps the slots of an interval event (the scheduler anchors them)."""
     name = purge_event_name(account)
+    literal = lambda v: "'" + v.replace("'", "''") + "'"  # noqa: E731
     when = levels.next_purge(timezone.localtime(), account.p_month, account.p_day, account.p_wday, account.p_time)
     if when is None:
-        ScheduledEvent.objects.filter(name=name).delete()
-        return None
-    literal = lambda v: "'" + v.replace("'", "''") + "'"  # noqa: E731
+        if not account.purge_every:
+            ScheduledEvent.objects.filter(name=name).delete()
+            return None
+        statement = f"REPL_PURGE ({literal(account.server)}, {literal(account.account)})"
+        event = ScheduledEvent.objects.filter(name=name, interval=account.purge_every, sql=statement).first()
+        if event is not None:
+            return event
+        event, _ = ScheduledEvent.objects.update_or_create(
+            name=name,
+            defaults={
+                "start": timezone.now() + timedelta(minutes=account.purge_every),
+                "sql": statement,
+                "interval": account.purge_every,
+                "last_completed": None,
+                "disabled": 0,
+            },
+        )
+        return event
     interval = {"yearly": 525600, "monthly": 43200, "weekly": 10080, "daily": 1440}[
         levels.purge_kind(account.p_month, account.p_day, account.p_wday, account.p_time) or "daily"
     ]
@@ -476,20 +496,28 @@ def status(sub: ReplSubscriber) -> tuple[int, int]:
 
 
 def do_set_purger(
-    actor: Actor, account: ReplAccount, p_month: int | None, p_day: int | None, p_wday: int | None, p_time
+    actor: Actor,
+    account: ReplAccount,
+    p_month: int | None,
+    p_day: int | None,
+    p_wday: int | None,
+    p_time,
+    *,
+    purge_every: int | None = None,
 ) -> ScheduledEvent | None:
-    """The purger form: store P_MONTH / P_DAY / P_WDAY / P_TIME and (re)schedule repl_purge."""
+    """The purger form: store P_MONTH / P_DAY / P_WDAY / P_TIME (or every how many minutes) and (re)schedule
+    repl_purge."""
     target = f"{account.server}/{account.account}"
     require(actor, EDIT, "trx.purger", target)
+    purge_every = None if p_time is not None else purge_every
     with transaction.atomic():
-        ReplAccount.objects.filter(pk=account.pk).update(p_month=p_month, p_day=p_day, p_wday=p_wday, p_time=p_time)
-        event = schedule_purger(ReplAccount.objects.get(pk=account.pk))
-        record(
-            actor,
-            "trx.purger",
-            target,
-            detail={"p_month": p_month, "p_day": p_day, "p_wday": p_wday, "p_time": str(p_time) if p_time else None},
+        ReplAccount.objects.filter(pk=account.pk).update(
+            p_month=p_month, p_day=p_day, p_wday=p_wday, p_time=p_time, purge_every=purge_every
         )
+        ScheduledEvent.objects.filter(name=purge_event_name(account)).delete()  # a new schedule starts afresh
+        event = schedule_purger(ReplAccount.objects.get(pk=account.pk))
+        detail = {"p_month": p_month, "p_day": p_day, "p_wday": p_wday, "p_time": str(p_time) if p_time else None}
+        record(actor, "trx.purger", target, detail={**detail, "every_minutes": purge_every})
     return event
 
 

@@ -7,6 +7,7 @@ from datetime import time
 from django import forms
 from django.core.validators import RegexValidator
 
+from replication_admin.engine.levels import DEFAULT_PURGE_MINUTES
 from replication_admin.models import Server
 
 NO_SLASH = RegexValidator(r"^[^/]+$", "A name may not contain '/'.")
@@ -15,6 +16,7 @@ WEEKDAYS = [(1, "Monday"), (2, "Tuesday"), (3, "Wednesday"), (4, "Thursday"), (5
 MONTHS = [(1, "January"), (2, "February"), (3, "March"), (4, "April"), (5, "May"), (6, "June"), (7, "July"),
           (8, "August"), (9, "September"), (10, "October"), (11, "November"), (12, "December")]  # fmt: skip
 PURGE_KINDS = [
+    ("every", "every few minutes"),
     ("off", "never (no purger)"),
     ("daily", "daily"),
     ("weekly", "weekly"),
@@ -100,13 +102,24 @@ class PurgerForm(forms.Form):
     p_time = forms.TimeField(
         required=False, label="Time (P_TIME)", widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M")
     )
+    purge_every = forms.IntegerField(min_value=1, max_value=1440, required=False, label="Every (minutes)")
 
-    NEEDS = {"daily": (), "weekly": ("p_wday",), "monthly": ("p_day",), "yearly": ("p_month",), "off": ()}
-    KEEPS = {"daily": (), "weekly": ("p_wday",), "monthly": ("p_day",), "yearly": ("p_month", "p_day"), "off": ()}
+    NEEDS = {"daily": (), "weekly": ("p_wday",), "monthly": ("p_day",), "yearly": ("p_month",), "off": (), "every": ()}
+    KEEPS = {"daily": (), "weekly": ("p_wday",), "monthly": ("p_day",), "yearly": ("p_month", "p_day"), "off": (),
+             "every": ()}  # fmt: skip
 
     @classmethod
-    def initial_for(cls, p_month: int | None, p_day: int | None, p_wday: int | None, p_time: time | None) -> dict:
-        if p_time is None:
+    def initial_for(
+        cls,
+        p_month: int | None,
+        p_day: int | None,
+        p_wday: int | None,
+        p_time: time | None,
+        purge_every: int | None = None,
+    ) -> dict:
+        if p_time is None and purge_every:
+            kind = "every"
+        elif p_time is None:
             kind = "off"
         elif p_month is not None:
             kind = "yearly"
@@ -116,7 +129,14 @@ class PurgerForm(forms.Form):
             kind = "weekly"
         else:
             kind = "daily"
-        return {"kind": kind, "p_month": p_month, "p_day": p_day, "p_wday": p_wday, "p_time": p_time}
+        return {
+            "kind": kind,
+            "p_month": p_month,
+            "p_day": p_day,
+            "p_wday": p_wday,
+            "p_time": p_time,
+            "purge_every": purge_every or DEFAULT_PURGE_MINUTES,
+        }
 
     def clean(self):
         cleaned = super().clean()
@@ -124,7 +144,11 @@ class PurgerForm(forms.Form):
         kind = cleaned.get("kind")
         if kind is None:
             return cleaned
-        if kind != "off" and cleaned.get("p_time") is None:
+        if kind == "every":
+            if cleaned.get("purge_every") is None:
+                self.add_error("purge_every", "Purging every few minutes needs how many.")
+            cleaned["p_time"] = None
+        elif kind != "off" and cleaned.get("p_time") is None:
             self.add_error("p_time", "The purger needs the time it runs at.")
         for name in self.NEEDS[kind]:
             if cleaned.get(name) is None:
@@ -132,6 +156,8 @@ class PurgerForm(forms.Form):
         for name in ("p_month", "p_day", "p_wday"):
             if name not in self.KEEPS[kind]:
                 cleaned[name] = None
+        if kind != "every":
+            cleaned["purge_every"] = None
         if kind == "off":
             cleaned["p_time"] = None
         return cleaned

@@ -44,7 +44,7 @@ def _publisher_count(server: Server, account: str) -> int:
     d, schema = _d(server), schema_of(server)
     with connections.connect(server, readonly=True) as conn:
         cursor = conn.cursor()
-        count = int(cursor.execute(sql.count_sql(d, account, schema)).fetchone()[0])
+        count = int(cursor.execute(sql.visible_count_sql(d, account, schema)).fetchone()[0])
         if d.single_writer and cursor.execute(sql.first_unnumbered_sql(d, account, schema)).fetchone()[0]:
             count += 1  # entries the sequencer has not numbered yet make at least one more transaction
     return count

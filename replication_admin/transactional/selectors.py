@@ -38,6 +38,8 @@ def event_next_run(event: ScheduledEvent | None) -> datetime | None:
 def purger_summary(account: ReplAccount) -> str:
     """P_MONTH / P_DAY / P_WDAY / P_TIME for people, e.g. 'weekly on Sunday at 03:00'."""
     if account.p_time is None:
+        if account.purge_every:
+            return f"every {account.purge_every} minute(s), what every valid subscriber has applied"
         return "off"
     at = account.p_time.strftime("%H:%M")
     if account.p_month is not None:

@@ -220,7 +220,9 @@ def _publication_context(request: HttpRequest, account: ReplAccount) -> dict:
         "grant_form": GrantForm(),
         "new_log_form": NewLogForm(),
         "purger_form": PurgerForm(
-            initial=PurgerForm.initial_for(account.p_month, account.p_day, account.p_wday, account.p_time)
+            initial=PurgerForm.initial_for(
+                account.p_month, account.p_day, account.p_wday, account.p_time, account.purge_every
+            )
         ),
         "candidates": Server.objects.exclude(name=account.server).exclude(name__in=taken),
     }
@@ -366,7 +368,9 @@ def publication_purger(request: HttpRequest, server: str, account: str) -> HttpR
     d = form.cleaned_data
 
     def save(actor: Actor) -> str:
-        event = trx_actions.do_set_purger(actor, acct, d["p_month"], d["p_day"], d["p_wday"], d["p_time"])
+        event = trx_actions.do_set_purger(
+            actor, acct, d["p_month"], d["p_day"], d["p_wday"], d["p_time"], purge_every=d["purge_every"]
+        )
         if event is None:
             return f"The log of {acct.account} is no longer purged on a schedule."
         acct.refresh_from_db()

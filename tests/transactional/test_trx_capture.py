@@ -7,6 +7,7 @@ import threading
 import time
 from decimal import Decimal
 
+import pyodbc
 import pytest
 
 from replication_admin.core import connections
@@ -94,8 +95,9 @@ def test_a_transaction_of_several_statements_is_one_level_and_binary_survives(ma
 
 @pytest.mark.parametrize("dialect", ["postgresql", "mysql"])
 def test_a_transaction_that_began_first_and_commits_last_gets_the_later_level(make_server, dialect):
-    """PostgreSQL numbers at commit (deferred trigger); MariaDB numbers at the first published change and
-    makes later writers wait, so the transaction that began first but wrote last is numbered last."""
+    """PostgreSQL's readers number committed transactions in the order of their last entry; MariaDB numbers at
+    the first published change and makes later writers wait: the transaction that began first but wrote last is
+    numbered last."""
     server = published(make_server, dialect)
     first = connections.open_connection(server, autocommit=False)
     second = connections.open_connection(server, autocommit=False)
@@ -116,6 +118,112 @@ def test_a_transaction_that_began_first_and_commits_last_gets_the_later_level(ma
     table = trx_lookups.describe(server, "items")
     assert [sql.key_values(e.new, table, dialect) for e in txns[0].entries] == [[2]]
     assert [e.op for e in txns[1].entries][-1] == "U"
+
+
+def test_on_postgresql_a_writer_changes_no_row_that_another_writer_changes(make_server):
+    server = published(make_server, "postgresql")
+    counter = 'SELECT xmin::text, "N" FROM "RTSEQ_tbl"'
+    with connections.connect(server) as conn:
+        before = tuple(conn.cursor().execute(counter).fetchone())
+    writers = [connections.open_connection(server, autocommit=False) for _ in range(3)]
+    try:
+        for n, writer in enumerate(writers, start=1):  # all three under way at once, none waiting
+            writer.cursor().execute("INSERT INTO items (id, name) VALUES (?, ?)", n, f"w{n}")
+            writer.cursor().execute("INSERT INTO items (id, name) VALUES (?, ?)", 10 + n, f"w{n}")
+        for writer in reversed(writers):
+            writer.commit()
+    finally:
+        for writer in writers:
+            writer.close()
+    with connections.connect(server) as conn:
+        cursor = conn.cursor()
+        assert tuple(cursor.execute(counter).fetchone()) == before  # the counter row is the readers' alone
+        assert tuple(cursor.execute('SELECT COUNT(*), COUNT("N") FROM "RTTX_tbl"').fetchone()) == (3, 0)
+    # The reader numbers them, one transaction each. They changed no common row, so any order replays them right;
+    # committed before the same read, they go in the order of their last change.
+    txns = transactions(server)
+    assert [sorted(e.new["id"] for e in t.entries) for t in txns] == [[1, 11], [2, 12], [3, 13]]
+
+
+@pytest.mark.parametrize("dialect", ["postgresql", "mysql"])
+def test_replaying_the_log_in_order_gives_the_table_under_concurrent_writers_and_readers(make_server, dialect):
+    """Four writers update, insert and delete overlapping rows while a reader keeps numbering; replaying every
+    transaction in its number's order must give exactly the table's content."""
+    server = published(make_server, dialect)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    upsert = {
+        "postgresql": "INSERT INTO items (id, name) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name",
+        "mysql": "INSERT INTO items (id, name) VALUES (?, ?) ON DUPLICATE KEY UPDATE name = VALUES(name)",
+    }[dialect]
+
+    def writer(w: int) -> None:
+        try:
+            with connections.connect(server, autocommit=False) as conn:
+                cursor = conn.cursor()
+                for i in range(120):
+                    key = (i * 7 + w * 3) % 12
+                    try:
+                        if i % 5 == 4:
+                            cursor.execute("DELETE FROM items WHERE id = ?", key)
+                        else:
+                            cursor.execute(upsert, key, f"w{w}-{i}")
+                        cursor.execute("UPDATE items SET price = ? WHERE id = ?", i, (key + 1) % 12)
+                        conn.commit()
+                    except pyodbc.Error as exc:  # a deadlock victim is rolled back whole: nothing to replay
+                        conn.rollback()
+                        if "deadlock" not in str(exc).lower():
+                            raise
+        except BaseException as exc:
+            errors.append(exc)
+
+    def reader() -> None:
+        while not stop.is_set():
+            trx_capture.publisher_count(server, "tbl")
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    numbering = threading.Thread(target=reader)
+    numbering.start()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stop.set()
+    numbering.join()
+    assert not errors, errors[0]
+    replica: dict[int, tuple] = {}
+    txns = transactions(server)
+    assert [t.count for t in txns] == list(range(1, len(txns) + 1))
+    for txn in txns:
+        for entry in txn.entries:
+            if entry.op == "D":
+                replica.pop(int(entry.old["id"]), None)
+            else:
+                replica[int(entry.new["id"])] = (entry.new["name"], entry.new["price"])
+    with connections.connect(server) as conn:
+        rows = conn.cursor().execute("SELECT id, name, price FROM items").fetchall()
+    table = {int(r[0]): (r[1], r[2]) for r in rows}
+    assert len(table) > 0
+    assert {k: (v[0], None if v[1] is None else Decimal(str(v[1]))) for k, v in replica.items()} == {
+        k: (v[0], None if v[1] is None else Decimal(str(v[1]))) for k, v in table.items()
+    }
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_bulk_insert_and_delete_log_every_row_in_one_transaction_and_an_empty_one_nothing(make_server, dialect):
+    server = published(make_server, dialect)
+    with connections.connect(server) as conn:
+        conn.cursor().executemany("INSERT INTO other (id) VALUES (?)", [(i,) for i in range(1, 501)])
+    committed(server, "INSERT INTO items (id, name) SELECT id, 'bulk' FROM other")
+    committed(server, "DELETE FROM items WHERE id > 250")
+    committed(server, "DELETE FROM items WHERE id < 0")  # changes nothing: no transaction
+    txns = transactions(server)
+    assert [t.count for t in txns] == [1, 2]
+    assert [e.op for e in txns[0].entries] == ["I"] * 500
+    assert sorted(int(e.new["id"]) for e in txns[0].entries) == list(range(1, 501))
+    assert [e.op for e in txns[1].entries] == ["D"] * 250
+    assert sorted(int(e.old["id"]) for e in txns[1].entries) == list(range(251, 501))
 
 
 def test_on_mariadb_a_second_writer_waits_for_the_first_to_commit(make_server):

@@ -88,6 +88,30 @@ def test_the_purger_runs_as_a_scheduled_event_from_its_settings(pair):
     assert not ScheduledEvent.objects.filter(name=weekly.name).exists()
 
 
+def test_a_new_publication_purges_what_every_valid_subscriber_applied_every_few_minutes(pair):
+    pub, sub = pair
+    account = ReplAccount.objects.get(server="pg1", account="acct")
+    event = ScheduledEvent.objects.get(name=trx_actions.purge_event_name(account))
+    assert (event.sql, event.interval, account.purge_every) == ("REPL_PURGE ('pg1', 'acct')", 10, 10)
+    insert(pub, 1, 6)
+    run(sub, "REPL_SYNC ('pg1', 'acct')")
+    insert(pub, 7, 2)  # not applied yet: kept
+    ScheduledEvent.objects.filter(pk=event.pk).update(start=timezone.now() - timedelta(minutes=10))
+    assert scheduler_round() == [event.name]
+    assert log_size(pub) == 2
+    account.refresh_from_db()
+    assert account.purged_upto == ReplSubscriber.objects.get(subscriber="my2").count == 7
+    after = ScheduledEvent.objects.get(pk=event.pk)  # the same event, its slots anchored where they were
+    assert after.interval == 10 and after.last_completed is not None
+    run(sub, "REPL_SYNC ('pg1', 'acct')")
+    assert same(pub, sub, "items")["equal"]
+    # "Never" is a choice too; every-N-minutes can be chosen back.
+    assert trx_actions.do_set_purger(Actor.command(), account, None, None, None, None) is None
+    assert not ScheduledEvent.objects.filter(name=event.name).exists()
+    again = trx_actions.do_set_purger(Actor.command(), account, None, None, None, None, purge_every=3)
+    assert again is not None and again.interval == 3 and again.start > timezone.now()
+
+
 def test_grants_new_log_status_functions_schedules_and_teardown(pair, make_server):
     pub, sub = pair
     other = make_server("mysql", "my3")

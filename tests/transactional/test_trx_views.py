@@ -286,6 +286,15 @@ def test_the_purger_form_stores_p_fields_and_schedules_repl_purge(editor_client,
     assert (account.p_month, account.p_day, account.p_wday, account.p_time) == (None, None, None, None)
     assert not ScheduledEvent.objects.filter(name=purge_event_name(account)).exists()
 
+    editor_client.post(url, {"kind": "every", "purge_every": "5", "p_time": "04:00"})
+    account.refresh_from_db()
+    assert (account.p_time, account.purge_every) == (None, 5)
+    assert ScheduledEvent.objects.get(name=purge_event_name(account)).interval == 5
+    assert "every 5 minute(s)" in editor_client.get(reverse("trx-publications-detail", args=PUB)).content.decode()
+    editor_client.post(url, {"kind": "daily", "p_time": "04:00"})
+    account.refresh_from_db()
+    assert (account.p_time, account.purge_every) == (time(4, 0), None)
+
 
 def test_the_schedule_form_creates_and_removes_the_subscriptions_event(editor_client, catalog):
     _, s1, _ = catalog

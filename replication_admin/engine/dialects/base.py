@@ -241,8 +241,11 @@ class Dialect:
     trigger_functions: bool = False
     # Procedures are resolved by argument type (a logged call carries its arguments' types as casts).
     resolves_procedures_by_type: bool = False
-    # Transactions are numbered at commit time (RTTX.N is only known then).
-    numbers_at_commit: bool = False
+    # Committed transactions are numbered by whoever reads the log (number_sql), not by their writers: a writer
+    # touches no row another writer touches, so writers of a publication never wait for each other.
+    numbers_when_read: bool = False
+    # Statement triggers see the rows a statement changed as a table (a bulk statement is logged in one INSERT).
+    has_transition_tables: bool = False
     # Transactions are numbered when they first change a published table, holding the publication's counter
     # row until they commit (a reader counts only what is before the holder).
     numbers_at_first_change: bool = False
@@ -441,12 +444,28 @@ class Dialect:
         raise NotImplementedError(f"{self.label} has no bi-directional triggers")
 
     # --- transactional replication -----------------------------------------------------------------
-    def commit_numbering_ddl(self, names: LogTableNames, schema: str) -> list[str]:
-        """Objects that number a transaction when it commits (`names`: the publication's log tables)."""
+    def numbering_ddl(self, names: LogTableNames, schema: str) -> list[str]:
+        """Objects that number committed transactions (`names`: the publication's log tables)."""
         return []
 
-    def drop_commit_numbering_ddl(self, names: LogTableNames, schema: str) -> list[str]:
+    def drop_numbering_ddl(self, names: LogTableNames, schema: str) -> list[str]:
         return []
+
+    def number_sql(self, names: LogTableNames, schema: str) -> str:
+        """Where numbers_when_read: one statement (run in a transaction of its own) that numbers the committed
+        transactions not numbered yet and returns the publication's count."""
+        raise NotImplementedError(f"{self.label} numbers transactions as they are written")
+
+    def capture_rows_sql(self, logs: CaptureTables, table: str, op: str, image: str, rows: str, local: str) -> str:
+        """Where has_transition_tables: statement-trigger statements that log every row of the transition table
+        `rows` (`image`: a row's image of alias r) as entries of the current transaction."""
+        raise NotImplementedError(f"{self.label} has no transition tables")
+
+    def statement_trigger_ddl(
+        self, name: str, when: str, table: str, rows: str, body: str, schema: str
+    ) -> tuple[list[str], list[str]]:
+        """(create, drop) of a FOR EACH STATEMENT trigger whose changed rows are the transition table `rows`."""
+        raise NotImplementedError(f"{self.label} has no transition tables")
 
     def replay_context_ddl(self, table: str) -> list[str]:
         """The table that holds the replay context, where settings or session variables cannot."""

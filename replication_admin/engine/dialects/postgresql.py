@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import hashlib
+
 from replication_admin.engine.dialects.base import (
     IDLE_TRANSACTION_SECONDS,
     Address,
@@ -66,7 +68,8 @@ class PostgreSQL(Dialect):
     supports_bidir = True
     trigger_functions = True
     resolves_procedures_by_type = True
-    numbers_at_commit = True
+    numbers_when_read = True
+    has_transition_tables = True
     has_ddl_triggers = True
     has_schemas = True
 
@@ -323,26 +326,42 @@ class PostgreSQL(Dialect):
     # --- transactional replication -----------------------------------------------------------------
     # The first entry of a transaction inserts its RTTX row (TXID = pg_current_xact_id()). A deferred
     # constraint trigger on RTTX numbers the transaction at commit time by incrementing RTSEQ.
-    def _numbering_function(self, names: LogTableNames, schema: str) -> str:
-        return self.qualify(bounded_name(f"{names.tx}_number", self.max_identifier), schema or "public")
+    def _sequencer_function(self, names: LogTableNames, schema: str) -> str:
+        return self.qualify(bounded_name(f"{names.tx}_sequence", self.max_identifier), schema or "public")
 
-    def commit_numbering_ddl(self, names: LogTableNames, schema: str) -> list[str]:
+    def numbering_ddl(self, names: LogTableNames, schema: str) -> list[str]:
+        # Committed transactions not numbered yet get the next numbers in the order of their last entry. When a
+        # transaction changed a row after another one did, it waited for that one's commit before it logged the
+        # change, so its last entry comes after all of the other's: the order replays every row's changes in
+        # the order they were made. One reader at a time (the counter row's lock); each statement of the
+        # function sees what committed before it started, so the second sees everything the last reader did.
         q = self.quote
-        seq, tx = self.qualify(names.seq, schema), self.qualify(names.tx, schema)
-        function = self._numbering_function(names, schema)
+        seq, tx, log = self.qualify(names.seq, schema), self.qualify(names.tx, schema), self.qualify(names.log, schema)
+        n, txid = q("N"), q("TXID")
         body = (
-            f"DECLARE n bigint; BEGIN UPDATE {seq} SET {q('N')} = {q('N')} + 1 RETURNING {q('N')} INTO n; "
-            f"UPDATE {tx} SET {q('N')} = n, {q('AT')} = {self.clock_now_sql} WHERE {q('TXID')} = NEW.{q('TXID')}; "
-            "RETURN NULL; END"
+            "DECLARE base bigint; added bigint; BEGIN "
+            f"SELECT {n} INTO base FROM {seq} WHERE {q('ID')} = 1 FOR UPDATE; "
+            f"WITH todo AS (SELECT t.{txid}, (SELECT max(l.{q('SEQ')}) FROM {log} l WHERE l.{txid} = t.{txid}) AS last "
+            f"FROM {tx} t WHERE t.{n} IS NULL), "
+            f"numbered AS (SELECT {txid}, base + row_number() OVER (ORDER BY last, {txid}) AS n FROM todo) "
+            f"UPDATE {tx} t SET {n} = numbered.n FROM numbered WHERE t.{txid} = numbered.{txid}; "
+            "GET DIAGNOSTICS added = ROW_COUNT; "
+            f"IF added > 0 THEN UPDATE {seq} SET {n} = base + added WHERE {q('ID')} = 1; END IF; "
+            "RETURN base + added; END"
         )
+        function = self._sequencer_function(names, schema)
+        return [f"CREATE FUNCTION {function}() RETURNS bigint LANGUAGE plpgsql AS $rt$ {body} $rt$"]
+
+    def drop_numbering_ddl(self, names: LogTableNames, schema: str) -> list[str]:
+        # Logs made before numbering moved to readers also have a commit-time numbering function.
+        before = self.qualify(bounded_name(f"{names.tx}_number", self.max_identifier), schema or "public")
         return [
-            f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $rt$ {body} $rt$",
-            f"CREATE CONSTRAINT TRIGGER {q(bounded_name(names.tx + '_number', self.max_identifier))} "
-            f"AFTER INSERT ON {tx} DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {function}()",
+            f"DROP FUNCTION IF EXISTS {self._sequencer_function(names, schema)}()",
+            f"DROP FUNCTION IF EXISTS {before}()",
         ]
 
-    def drop_commit_numbering_ddl(self, names: LogTableNames, schema: str) -> list[str]:
-        return [f"DROP FUNCTION IF EXISTS {self._numbering_function(names, schema)}()"]
+    def number_sql(self, names: LogTableNames, schema: str) -> str:
+        return f"SELECT {self._sequencer_function(names, schema)}()"
 
     def replay_context_sql(self, nolog: bool, origin: str | None, context_table: str) -> list[str]:
         return [
@@ -356,17 +375,52 @@ class PostgreSQL(Dialect):
     def text_image_sql(self, stmt: str, args: str) -> str:
         return f"jsonb_build_object('stmt', {stmt}, 'args', coalesce({args}, '[]')::jsonb)::text"
 
+    def _open_transaction_sql(self, logs: CaptureTables, local: str) -> str:
+        """The transaction's one RTTX row, written by its first entry: a transaction-local setting (named after
+        the publication) remembers that it is there, so later entries do not look for it."""
+        q = self.quote
+        flag = self.literal("repladmin.tx_" + hashlib.sha256(logs.tx.encode()).hexdigest()[:16])
+        origin = f"coalesce(nullif(current_setting('{ORIGIN_SETTING}', true), ''), {self.literal(local)})"
+        return (
+            f"IF coalesce(current_setting({flag}, true), '') <> 'y' THEN "
+            f"INSERT INTO {logs.tx} ({q('TXID')}, {q('ORIGIN')}, {q('AT')}) VALUES ({XACT_ID}, {origin}, "
+            f"{self.clock_now_sql}) ON CONFLICT ({q('TXID')}) DO NOTHING; "
+            f"PERFORM set_config({flag}, 'y', true); END IF; "
+        )
+
     def capture_entry_sql(self, logs: CaptureTables, table: str, op: str, new: str, old: str, local: str) -> str:
         q = self.quote
         entry_cols = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
-        origin = f"coalesce(nullif(current_setting('{ORIGIN_SETTING}', true), ''), {self.literal(local)})"
         return (
             f"IF coalesce(current_setting('{NOLOG_SETTING}', true), '') <> 'on' THEN "
-            f"INSERT INTO {logs.tx} ({q('TXID')}, {q('ORIGIN')}) VALUES ({XACT_ID}, {origin}) "
-            f"ON CONFLICT ({q('TXID')}) DO NOTHING; "
+            f"{self._open_transaction_sql(logs, local)}"
             f"INSERT INTO {logs.log} ({entry_cols}) VALUES ({XACT_ID}, {self.literal(table)}, '{op}', {new}, {old}); "
             "END IF;"
         )
+
+    def capture_rows_sql(self, logs: CaptureTables, table: str, op: str, image: str, rows: str, local: str) -> str:
+        q = self.quote
+        entry_cols = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
+        new, old = (image, "NULL") if op == "I" else ("NULL", image)
+        return (
+            f"IF coalesce(current_setting('{NOLOG_SETTING}', true), '') <> 'on' AND EXISTS (SELECT FROM {rows}) THEN "
+            f"{self._open_transaction_sql(logs, local)}"
+            f"INSERT INTO {logs.log} ({entry_cols}) SELECT {XACT_ID}, {self.literal(table)}, '{op}', {new}, {old} "
+            f"FROM {rows} r; END IF;"
+        )
+
+    def statement_trigger_ddl(
+        self, name: str, when: str, table: str, rows: str, body: str, schema: str
+    ) -> tuple[list[str], list[str]]:
+        function = self.qualify(name, schema or "public")
+        side = "OLD" if "DELETE" in when else "NEW"
+        create = [
+            f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $rt$ BEGIN {body} RETURN NULL; END $rt$",
+            f"CREATE TRIGGER {self.quote(name)} {when} ON {table} REFERENCING {side} TABLE AS {rows} "
+            f"FOR EACH STATEMENT EXECUTE FUNCTION {function}()",
+        ]
+        drop = [f"DROP TRIGGER IF EXISTS {self.quote(name)} ON {table}", f"DROP FUNCTION IF EXISTS {function}()"]
+        return create, drop
 
     def row_trigger_ddl(self, name: str, when: str, table: str, body: str, schema: str) -> tuple[list[str], list[str]]:
         function = self.qualify(name, schema or "public")
@@ -392,8 +446,9 @@ class PostgreSQL(Dialect):
     def append_entry_sql(self, logs: CaptureTables, op: str, table: str, new: str, local: str) -> EntryStatements:
         q = self.quote
         columns = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
+        tx_cols = f"{q('TXID')}, {q('ORIGIN')}, {q('AT')}"
         return [
-            (f"INSERT INTO {logs.tx} ({q('TXID')}, {q('ORIGIN')}) VALUES ({XACT_ID}, ?)", [local]),
+            (f"INSERT INTO {logs.tx} ({tx_cols}) VALUES ({XACT_ID}, ?, {self.clock_now_sql})", [local]),
             (f"INSERT INTO {logs.log} ({columns}) VALUES ({XACT_ID}, ?, ?, ?, NULL)", [table, op, new]),
         ]
 

@@ -1,0 +1,93 @@
+"""What capture costs the publisher's writers (run on demand: `make bench`).
+
+The same writes into an unpublished table (the baseline) and into a table of a transactional publication
+(the capture triggers log them), through the product's own client, in one run: 1 and 4 clients, one-row
+transactions and 1,000-row transactions (one INSERT … SELECT each, the shape of a bulk statement). It prints
+rows per second with and without capture and their ratio; it asserts only that every captured transaction is
+in the log and that the log numbers them without gaps.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from replication_admin.core import connections
+from replication_admin.transactional import capture
+from tests.bench.test_trx_bench import report
+from tests.transactional.test_trx_replication import run, sql
+
+pytestmark = [pytest.mark.bench, pytest.mark.live_db]
+
+SMALL_TXNS = int(os.environ.get("BENCH_CAPTURE_TXNS", "1500"))  # per client
+BULK_TXNS = int(os.environ.get("BENCH_CAPTURE_BULK_TXNS", "30"))  # per client
+ROUNDS = 2  # each configuration runs this often, alternating plain and captured; the best round counts
+
+
+def write(server, table: str, clients: int, txns: int, rows: int, start: int) -> float:
+    """`clients` connections each commit `txns` transactions of `rows` new rows; returns rows per second."""
+    barrier = threading.Barrier(clients + 1)
+    errors: list[BaseException] = []
+
+    def client(c: int) -> None:
+        try:
+            with connections.connect(server, autocommit=False) as conn:
+                cursor = conn.cursor()
+                first = start + c * txns * rows
+                barrier.wait()
+                for t in range(txns):
+                    low = first + t * rows
+                    if rows == 1:
+                        cursor.execute(f"INSERT INTO {table} (id, v, amount) VALUES (?, ?, ?)", low, "value", "1.25")
+                    else:
+                        cursor.execute(
+                            f"INSERT INTO {table} (id, v, amount) SELECT g, 'value ' || g, g * 0.25 "
+                            f"FROM generate_series({low}, {low + rows - 1}) g"
+                        )
+                    conn.commit()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    assert not errors, errors[0]
+    return clients * txns * rows / elapsed
+
+
+def test_publisher_write_rate_with_capture_against_without(make_server):
+    pub = make_server("postgresql", "pg1")
+    for table in ("bench", "plain"):
+        sql(pub, f"CREATE TABLE {table} (id bigint PRIMARY KEY, v varchar(40), amount numeric(14, 2))")
+    run(pub, "REPL_PUBLISH ('b', 'b.log'); REPL_PUB_ADD ('b', 'bench', 2, 0, null)")
+    before = capture.publisher_count(pub, "b")
+    start = 1
+    captured_txns = 0
+    for clients in (1, 4):
+        for rows, txns in ((1, SMALL_TXNS), (1000, BULK_TXNS)):
+            best_plain = best_captured = 0.0
+            for _ in range(ROUNDS):
+                best_plain = max(best_plain, write(pub, "plain", clients, txns, rows, start))
+                best_captured = max(best_captured, write(pub, "bench", clients, txns, rows, start))
+                start += clients * txns * rows
+                captured_txns += clients * txns
+            report(
+                f"capture write rate ({clients} client(s), {rows}-row transactions)",
+                plain_rows_per_s=best_plain,
+                captured_rows_per_s=best_captured,
+                ratio=best_captured / best_plain,
+            )
+    count = capture.publisher_count(pub, "b")
+    assert count - before == captured_txns
+    with connections.connect(pub) as conn:
+        numbers = conn.cursor().execute('SELECT COUNT(*), MIN("N"), MAX("N") FROM "RTTX_b"').fetchone()
+    assert tuple(numbers) == (count, 1, count)
