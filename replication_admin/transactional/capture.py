@@ -150,6 +150,17 @@ def publisher_count(server: Server, account: str) -> int:
     return int(count) - (0 if open_conn is None else 1)
 
 
+def visible_count(server: Server, account: str) -> int:
+    """How many transactions a reader would find, read without numbering or locking anything (a probe)."""
+    d, schema = _d(server), schema_of(server)
+    with connections.connect(server, readonly=True) as conn:
+        cursor = conn.cursor()
+        count = int(cursor.execute(sql.visible_count_sql(d, account, schema)).fetchone()[0])
+        if d.single_writer and cursor.execute(sql.first_unnumbered_sql(d, account, schema)).fetchone()[0]:
+            count += 1  # entries the sequencer has not numbered yet make at least one more transaction
+    return count
+
+
 def oldest_count(server: Server, account: str) -> int | None:
     d = _d(server)
     with connections.connect(server, readonly=True) as conn:

@@ -21,6 +21,7 @@ from replication_admin.core.introspection import lookup_table
 from replication_admin.core.times import aware
 from replication_admin.engine import transactional_sql as sql
 from replication_admin.models import Server
+from replication_admin.transactional.capture import visible_count
 from replication_admin.transactional.lookups import _d, schema_of
 
 
@@ -38,16 +39,6 @@ class Lag:
     @property
     def reachable(self) -> bool:
         return self.publisher_reachable and self.subscriber_reachable
-
-
-def _publisher_count(server: Server, account: str) -> int:
-    d, schema = _d(server), schema_of(server)
-    with connections.connect(server, readonly=True) as conn:
-        cursor = conn.cursor()
-        count = int(cursor.execute(sql.visible_count_sql(d, account, schema)).fetchone()[0])
-        if d.single_writer and cursor.execute(sql.first_unnumbered_sql(d, account, schema)).fetchone()[0]:
-            count += 1  # entries the sequencer has not numbered yet make at least one more transaction
-    return count
 
 
 def _subscriber_counts(server: Server) -> dict[tuple[str, str], int]:
@@ -94,7 +85,7 @@ def live_lags(
 
     pub_counts = {
         (s["server"], s["account"]): read(s["server"], ("trx-count", s["account"]),
-                                          lambda srv, a=s["account"]: _publisher_count(srv, a))
+                                          lambda srv, a=s["account"]: visible_count(srv, a))
         for s in subs
     }  # fmt: skip
     sub_levels = {s["subscriber"]: read(s["subscriber"], ("trx-levels",), _subscriber_counts) for s in subs}

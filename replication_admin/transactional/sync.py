@@ -37,12 +37,14 @@ from replication_admin.models import (
     RegistryEntry,
     ReplAccount,
     ReplSubscriber,
+    Server,
 )
 from replication_admin.transactional.apply import LevelMoved, Target, apply_batch, skip_transaction
 from replication_admin.transactional.capture import (
     oldest_count,
     publisher_count,
     read_transactions,
+    visible_count,
 )
 from replication_admin.transactional.lookups import (
     BacklogExceeded,
@@ -63,6 +65,13 @@ from replication_admin.transactional.positions import (
 from replication_admin.transactional.push import push
 
 log = logging.getLogger(__name__)
+
+# The follower's pause between probes (seconds) for a while after it applied something (FOLLOW_BUSY_SECONDS);
+# then it doubles up to the loop's interval while nothing arrives.
+FOLLOW_MIN_POLL = 0.002
+FOLLOW_BUSY_SECONDS = 1.0
+# How long a backlog over the threshold may stay without shrinking before the follower cuts the feed.
+CUT_GRACE_SECONDS = 30.0
 
 
 # --- items ------------------------------------------------------------------------------------------------
@@ -128,8 +137,10 @@ def sync_once(
     max_transactions: int | None = None,
     progress: Callable[[SyncOutcome], None] | None = None,
     max_backlog: int | None = None,
+    cut: Callable[[int], bool] | None = None,
 ) -> SyncOutcome:
-    """Bring a subscriber up to the publisher's current level (or `max_transactions` further)."""
+    """Bring a subscriber up to the publisher's current level (or `max_transactions` further). Over
+    `max_backlog` transactions behind, the feed is cut (when `cut`, given the backlog, says so)."""
     pub_server = server_named(sub.server)
     sub_server = server_named(sub.subscriber)
     acct = publication(sub.server, sub.account)
@@ -153,7 +164,7 @@ def sync_once(
             ],
         )
     outcome = SyncOutcome(level=level, count=count, publisher_level=pub_level, publisher_count=pub_count)
-    if max_backlog is not None and pub_count - count > max_backlog:
+    if max_backlog is not None and pub_count - count > max_backlog and (cut is None or cut(pub_count - count)):
         raise BacklogExceeded(
             f"{sub.subscriber} is {pub_count - count} transactions behind {sub.server}/{sub.account} "
             f"(more than {max_backlog}); the feed is cut until it syncs again"
@@ -245,15 +256,44 @@ def max_backlog(account: ReplAccount) -> int:
     return account.max_backlog or RegistryEntry.get_int("repl_max_backlog")
 
 
-def follow_step(sub: ReplSubscriber) -> SyncOutcome | None:
+class BacklogWatch:
+    """When a follower cuts a feed: not while the backlog over the threshold is shrinking (a burst being
+    drained), only once it has stayed over it for `grace` seconds without getting smaller (falling behind)."""
+
+    def __init__(self, grace: float = CUT_GRACE_SECONDS) -> None:
+        self.grace = grace
+        self._over: dict[int, tuple[float, int]] = {}  # subscription -> (since when, smallest backlog seen)
+
+    def cut(self, sub: ReplSubscriber, backlog: int) -> bool:
+        now = time.monotonic()
+        since, smallest = self._over.get(sub.pk, (now, backlog + 1))
+        if backlog < smallest:
+            self._over[sub.pk] = (now, backlog)  # draining: the grace starts again
+            return False
+        if now - since < self.grace:
+            return False
+        self._over.pop(sub.pk, None)
+        return True
+
+    def under(self, sub: ReplSubscriber) -> None:
+        self._over.pop(sub.pk, None)
+
+
+def follow_step(sub: ReplSubscriber, watch: BacklogWatch | None = None) -> SyncOutcome | None:
     """One look at the publisher for an in-sync subscriber: apply what is new, or cut the feed when the
-    backlog is over the publication's threshold (the subscriber re-syncs from its level later)."""
+    backlog is over the publication's threshold (at once, or as `watch` decides); the subscriber re-syncs
+    from its level later."""
     acct = publication(sub.server, sub.account)
     try:
         # The same item lock as a sync job: while one runs, the follower leaves the subscription to it.
         with item_lock(lock_name(sub), None, wait=0):
             batch = RegistryEntry.get_int("repl_apply_batch")
-            return sync_once(sub, max_transactions=batch, max_backlog=max_backlog(acct))
+            limit = max_backlog(acct)
+            cut = None if watch is None else (lambda backlog: watch.cut(sub, backlog))
+            outcome = sync_once(sub, max_transactions=batch, max_backlog=limit, cut=cut)
+            if watch is not None and outcome.publisher_count - outcome.count <= limit:
+                watch.under(sub)
+            return outcome
     except LockBusy:
         return None
     except BacklogExceeded as exc:
@@ -282,34 +322,66 @@ def _reconnect_catalog() -> None:
         close_old_connections()
 
 
+def with_news(subs: list[ReplSubscriber], servers: dict[str, Server]) -> list[ReplSubscriber]:
+    """The subscriptions whose publisher shows transactions past the subscriber's count: one read-only probe
+    per publication, nothing locked or numbered (a publisher that cannot be read counts as news: the step
+    reports why)."""
+    counts: dict[tuple[str, str], int | None] = {}
+    for sub in subs:
+        key = (sub.server, sub.account)
+        if key not in counts:
+            try:
+                server = servers.get(sub.server) or servers.setdefault(sub.server, server_named(sub.server))
+                counts[key] = visible_count(server, sub.account)
+            except Exception:
+                counts[key] = None
+    return [s for s in subs if (seen := counts[(s.server, s.account)]) is None or seen > s.count]
+
+
 def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int, int] | None = None) -> int:
     """Serve every in-sync subscription (or, with `part` = (i, n), those whose id % n == i) until `stop()`
-    says so; returns how many transactions it applied. The reaper runs in the loop serving part 0 (or all)."""
+    says so; returns how many transactions it applied. The reaper runs in the loop serving part 0 (or all).
+
+    Between steps it polls adaptively: a cheap read-only probe of each publication's count, every
+    FOLLOW_MIN_POLL seconds for a second after something arrived, backing off to `interval` while nothing does. (No
+    LISTEN/NOTIFY: a notifying transaction takes a database-wide lock at commit, which would make the
+    publication's writers commit one at a time again.)"""
     applied = 0
     reaped = 0.0
     reaps = part is None or part[0] == 0
+    watch = BacklogWatch()
+    servers: dict[str, Server] = {}
+    pause = FOLLOW_MIN_POLL
+    last_busy = 0.0
     with connections.reuse():
         while not stop():
             started = time.monotonic()
             if reaps and started - reaped >= settings.REAP_INTERVAL:
                 reaper.safely_reap()
                 reaped = started
+                servers.clear()  # registrations may have changed
             try:
-                subs = followed(part)
+                subs = with_news(followed(part), servers)
             except Exception:  # the catalog is unreachable: look again next round, on a new connection
                 log.exception("reading the in-sync subscriptions failed")
                 _reconnect_catalog()
                 subs = []
+            busy = False
             for sub in subs:
                 try:
-                    outcome = follow_step(sub)
+                    outcome = follow_step(sub, watch)
                 except Exception:
                     log.exception("in-sync apply for %s failed", sub)
                     _reconnect_catalog()
                     continue
                 if outcome is not None:
                     applied += outcome.applied
-            time.sleep(max(0.0, interval - (time.monotonic() - started)))
+                    busy = busy or outcome.applied > 0
+            if busy:
+                last_busy = time.monotonic()
+            recent = time.monotonic() - last_busy < FOLLOW_BUSY_SECONDS
+            pause = FOLLOW_MIN_POLL if recent else min(interval, pause * 2)
+            time.sleep(max(0.0, pause - (time.monotonic() - started)))
     return applied
 
 

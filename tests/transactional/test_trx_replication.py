@@ -12,7 +12,7 @@ from replication_admin.core import connections
 from replication_admin.core.audit import Actor
 from replication_admin.engine import dialects, levels
 from replication_admin.engine import transactional_sql as trx_sql
-from replication_admin.models import ReplAccount, ReplSubscriber, SkippedTransaction
+from replication_admin.models import RegistryEntry, ReplAccount, ReplSubscriber, SkippedTransaction
 from replication_admin.statements import execute
 from replication_admin.transactional import actions as trx_actions
 from replication_admin.transactional import sync as trx_sync
@@ -247,6 +247,32 @@ def test_a_subscriber_over_the_backlog_threshold_is_cut_and_resyncs_from_its_lev
     sub.refresh_from_db()
     assert sub.state == ReplSubscriber.IN_SYNC and sub.pk in [s.pk for s in trx_sync.followed()]
     assert same(rep1, rep2, 'ab "cd')["equal"]
+
+
+def test_a_burst_the_follower_drains_does_not_cut_the_feed_but_falling_behind_does(rep):
+    rep1, rep2 = rep
+    sub = subscribed_in_sync(rep1, rep2)
+    ReplAccount.objects.filter(server="rep1", account="tbl").update(max_backlog=5)
+    RegistryEntry.objects.update_or_create(key="repl_apply_batch", defaults={"value": "4"})
+    watch = trx_sync.BacklogWatch(grace=0)
+    for key in range(300, 320):
+        sql(rep1, f'INSERT INTO "ab ""cd" VALUES ({key}, \'burst\')')
+    applied = []
+    while (outcome := trx_sync.follow_step(sub, watch)) is not None and outcome.applied:
+        applied.append(outcome.applied)  # each step over the threshold, each one smaller: drained, never cut
+    sub.refresh_from_db()
+    assert applied == [4, 4, 4, 4, 4] and sub.state == ReplSubscriber.IN_SYNC
+    assert same(rep1, rep2, 'ab "cd')["equal"]
+
+    for key in range(400, 420):
+        sql(rep1, f'INSERT INTO "ab ""cd" VALUES ({key}, \'steady\')')
+    assert trx_sync.follow_step(sub, watch).applied == 4  # 20 behind, then 16
+    for key in range(420, 430):
+        sql(rep1, f'INSERT INTO "ab ""cd" VALUES ({key}, \'steady\')')
+    assert trx_sync.follow_step(sub, watch) is None  # 26 behind: bigger than before, for longer than the grace
+    sub.refresh_from_db()
+    assert sub.state == ReplSubscriber.DISCONNECTED and "feed is cut" in sub.last_error
+    assert value(rep2, 'SELECT COUNT(*) FROM `ab "cd` WHERE `id key` >= 400') == 4
 
 
 LOGGER_TABLES = {
