@@ -129,7 +129,8 @@ def log_ddl(d: Dialect, account: str, schema: str = "") -> list[str]:
         f"CREATE TABLE {tx} ({_col(d, 'TXID', COUNT, ' NOT NULL PRIMARY KEY')}, {_col(d, 'N', COUNT, tx_n)}, "
         f"{_col(d, 'ORIGIN', SERVER)}, {_col(d, 'AT', TIMESTAMP)})",
         f"CREATE UNIQUE INDEX {q(bounded_name(names.tx + '_N', d.max_identifier))} ON {tx} ({q('N')})",
-        f"CREATE TABLE {log} ({_serial(d)}, {_col(d, 'TXID', COUNT)}, {_col(d, 'TBL', TABLE, ' NOT NULL')}, "
+        # Entries are found by (TXID, SEQ) only; a key of SEQ alone would be a second index for every entry.
+        f"CREATE TABLE {log} ({d.serial_column_ddl('SEQ')}, {_col(d, 'TXID', COUNT)}, {_col(d, 'TBL', TABLE, ' NOT NULL')}, "
         f"{_col(d, 'OP', OP, ' NOT NULL')}, {_col(d, 'NEW', IMAGE)}, {_col(d, 'OLD', IMAGE)}, "
         f"{_col(d, 'ORIGIN', SERVER)})",
         # (TXID, SEQ): a transaction's entries in order, and its last entry in one probe (the reader's numbering).

@@ -58,11 +58,11 @@ def test_a_second_refresh_of_a_busy_snapshot_waits_in_the_queue_behind_the_first
     work = Workload(source, "t", seed=21)
     work.insert(30_000)
     run("create snapshot log for t; create snapshot qdst.t_copy from t", context=source)
+    for _ in range(200):  # changes in the log before either refresh: none can fall between the two
+        work.step()
     first = queue("update snapshot qdst.t_copy as nonincremental")
     wait_for(lambda: JobRun.objects.filter(pk=first, state="running").exists(), "the first refresh to start")
-    for _ in range(200):
-        work.step()
-    second = queue("update snapshot qdst.t_copy")
+    second = queue("update snapshot qdst.t_copy")  # at once: the first copies 30,000 rows meanwhile
     seen_waiting = False
 
     def second_waits_or_ends() -> bool:

@@ -324,6 +324,10 @@ class Dialect:
         """A bigint primary-key column numbered by the server."""
         raise NotImplementedError(f"{self.label} has no serial key here")
 
+    def serial_column_ddl(self, name: str) -> str:
+        """A bigint column numbered by the server, a key only where the dialect needs one for numbering."""
+        return self.serial_key_ddl(name)
+
     def insert_ignore_sql(self, table: str, rest: str) -> str:
         """INSERT INTO `table` `rest` (columns and VALUES / SELECT), skipping rows whose key exists."""
         raise NotImplementedError(f"{self.label} has no INSERT that skips existing keys here")

@@ -189,6 +189,9 @@ class PostgreSQL(Dialect):
     def serial_key_ddl(self, name: str) -> str:
         return f"{self.quote(name)} bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
 
+    def serial_column_ddl(self, name: str) -> str:
+        return f"{self.quote(name)} bigint GENERATED ALWAYS AS IDENTITY"
+
     def insert_ignore_sql(self, table: str, rest: str) -> str:
         return f"INSERT INTO {table} {rest} ON CONFLICT DO NOTHING"
 
@@ -370,7 +373,7 @@ class PostgreSQL(Dialect):
         ]
 
     def row_image_sql(self, ref: str, columns: list[tuple[str, str]]) -> str:
-        return f"to_jsonb({ref})::text"
+        return f"row_to_json({ref})::text"  # json, not jsonb: no parsing or key sorting per row
 
     def text_image_sql(self, stmt: str, args: str) -> str:
         return f"jsonb_build_object('stmt', {stmt}, 'args', coalesce({args}, '[]')::jsonb)::text"

@@ -1,0 +1,307 @@
+"""replication_admin beside PostgreSQL's own logical replication and pglogical (run on demand: `make bench`).
+
+Two PostgreSQL 15 clusters of the benchmark's own (wal_level=logical, pglogical preloaded when installed), a
+publisher on one and a subscriber on the other; each peer replicates its own database, and every workload goes
+through the same client (pyodbc, the product's connections). Printed, each with the peers' figures beside:
+
+- backlog apply: N one-row transactions, then 100 transactions of 1,000 rows, written while the peer is stopped
+  (subscription disabled; for replication_admin nothing syncing), then timed from the moment it starts until
+  the subscriber has every row: transactions or rows per second;
+- commit → visible at a steady 50 transactions per second (p50 / p95);
+- the publisher's write rate with each peer replicating, against the same writes into an unreplicated
+  database of the same cluster (1 and 4 clients, one-row and 1,000-row transactions).
+
+Asserted: every peer delivered every row (counts and key sums equal), nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from replication_admin.core import connections
+from replication_admin.core.audit import Actor
+from replication_admin.models import Server
+from replication_admin.servers.actions import ServerData, do_register_server
+from replication_admin.transactional import sync as trx_sync
+from tests.bench.test_capture_bench import write
+from tests.bench.test_trx_bench import report
+from tests.pg_cluster import own_cluster
+from tests.transactional.test_trx_replication import run
+
+pytestmark = [pytest.mark.bench, pytest.mark.live_db]
+
+PUB_PORT, SUB_PORT = 5441, 5442
+SMALL = int(os.environ.get("BENCH_PEER_TXNS", "3000"))
+BULK_TXNS, BULK_ROWS = int(os.environ.get("BENCH_PEER_BULK_TXNS", "100")), 1000
+LATENCY_TXNS, RATE = int(os.environ.get("BENCH_PEER_LATENCY_TXNS", "500")), 50.0
+TABLE = "CREATE TABLE t (id bigint PRIMARY KEY, v varchar(40), amount numeric(14, 2))"
+HAS_PGLOGICAL = Path("/usr/lib/postgresql/15/lib/pglogical.so").exists()
+
+
+def pg(port: int, db: str = "postgres", autocommit: bool = True) -> psycopg.Connection:
+    return psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname=db, autocommit=autocommit)
+
+
+def rows_and_sum(port: int, db: str) -> tuple[int, int]:
+    with pg(port, db) as conn:
+        count, total = conn.execute("SELECT count(*), coalesce(sum(id), 0) FROM t").fetchone()
+    return int(count), int(total)
+
+
+def wait_until(port: int, db: str, count: int, seconds: float = 600) -> None:
+    deadline = time.monotonic() + seconds
+    with pg(port, db) as conn:
+        while conn.execute("SELECT count(*) FROM t").fetchone()[0] < count:
+            assert time.monotonic() < deadline, f"{db} never reached {count} rows"
+            time.sleep(0.002)
+
+
+@dataclass
+class Peer:
+    """One way of replicating pub database `name` to sub database `name`: start/stop its apply."""
+
+    name: str
+    start: Callable[[], None]
+    stop: Callable[[], None]
+    follow: Callable[[threading.Event], None] | None = None  # runs the apply until the event is set
+
+
+def builtin_peer() -> Peer:
+    db = "peer_builtin"
+    with pg(PUB_PORT, db) as conn:
+        conn.execute(TABLE)
+        conn.execute("CREATE PUBLICATION bench FOR TABLE t")
+    with pg(SUB_PORT, db) as conn:
+        conn.execute(TABLE)
+        conn.execute(
+            f"CREATE SUBSCRIPTION bench CONNECTION 'host=127.0.0.1 port={PUB_PORT} user=postgres dbname={db}' "
+            "PUBLICATION bench WITH (copy_data = false)"
+        )
+
+    def toggle(on: bool) -> None:
+        with pg(SUB_PORT, db) as conn:
+            conn.execute(f"ALTER SUBSCRIPTION bench {'ENABLE' if on else 'DISABLE'}")
+
+    return Peer(db, lambda: toggle(True), lambda: toggle(False))
+
+
+def pglogical_peer() -> Peer:
+    db = "peer_pglogical"
+    for port, node in ((PUB_PORT, "provider"), (SUB_PORT, "subscriber")):
+        with pg(port, db) as conn:
+            conn.execute("CREATE EXTENSION pglogical")
+            conn.execute(TABLE)
+            dsn = f"host=127.0.0.1 port={port} user=postgres dbname={db}"
+            conn.execute("SELECT pglogical.create_node(node_name := %s, dsn := %s)", [node, dsn])
+    with pg(PUB_PORT, db) as conn:
+        conn.execute("SELECT pglogical.replication_set_add_table('default', 't')")
+    with pg(SUB_PORT, db) as conn:
+        conn.execute(
+            "SELECT pglogical.create_subscription(subscription_name := 'bench', provider_dsn := %s, "
+            "synchronize_structure := false, synchronize_data := false)",
+            [f"host=127.0.0.1 port={PUB_PORT} user=postgres dbname={db}"],
+        )
+        deadline = time.monotonic() + 60
+        while conn.execute("SELECT status FROM pglogical.show_subscription_status('bench')").fetchone()[0] != (
+            "replicating"
+        ):
+            assert time.monotonic() < deadline, "pglogical's subscription never started replicating"
+            time.sleep(0.2)
+
+    def toggle(on: bool) -> None:
+        with pg(SUB_PORT, db) as conn:
+            verb = "enable" if on else "disable"
+            conn.execute(f"SELECT pglogical.alter_subscription_{verb}('bench', true)")
+
+    return Peer(db, lambda: toggle(True), lambda: toggle(False))
+
+
+def product_peer() -> Peer:
+    db = "peer_product"
+    with pg(PUB_PORT, db) as conn:  # the subscription creates the subscriber's table
+        conn.execute(TABLE)
+    pub, sub = (
+        do_register_server(
+            Actor.command(),
+            ServerData(
+                name=name, dialect="postgresql", host="127.0.0.1", port=port, database=db, user="postgres", password=""
+            ),
+        )
+        for name, port in (("ppub", PUB_PORT), ("psub", SUB_PORT))
+    )
+    run(pub, "REPL_PUBLISH ('b', 'b.log'); REPL_PUB_ADD ('b', 't', 2, 0, null)")
+    run(sub, "REPL_SERVER ('ppub', 'ppub'); REPL_SUBSCRIBE ('ppub', 'b'); REPL_INIT_COPY ('ppub', 'b')")
+
+    def sync() -> None:
+        run(sub, "REPL_SYNC ('ppub', 'b')")
+
+    def follow(done: threading.Event) -> None:
+        run(sub, "SYNC_REPL()")
+        trx_sync.follow_loop(done.is_set, interval=0.05)
+
+    return Peer(db, sync, lambda: None, follow)
+
+
+@pytest.fixture
+def clusters(db) -> Iterator[None]:
+    if not shutil.which("runuser"):
+        pytest.skip("runuser (util-linux) is needed to start PostgreSQL as its own user")
+    settings = {"wal_level": "logical", "max_replication_slots": "20", "max_wal_senders": "20",
+                "max_worker_processes": "40", "shared_buffers": "256MB",
+                "wal_retrieve_retry_interval": "100ms"}  # fmt: skip
+    if HAS_PGLOGICAL:
+        settings |= {
+            "shared_preload_libraries": "pglogical",
+            "track_commit_timestamp": "on",
+            "output_plugin_libraries": "pgoutput, test_decoding, pglogical_output",
+        }
+    with own_cluster(PUB_PORT, settings), own_cluster(SUB_PORT, settings):
+        for port in (PUB_PORT, SUB_PORT):
+            with pg(port) as conn:
+                for name in ("peer_builtin", "peer_pglogical", "peer_product", "plain"):
+                    conn.execute(f"CREATE DATABASE {name}")
+        yield
+
+
+def write_each(db: str, first: int, count: int, rows: int = 1) -> None:
+    """`count` transactions of `rows` new rows each, through pyodbc (one client, committed one by one)."""
+    server = _odbc(db)
+    write(server, "t", 1, count, rows, first)
+
+
+def _odbc(db: str) -> Server:
+    server = Server.objects.filter(name=f"w_{db}").first()
+    if server is None:
+        server = do_register_server(
+            Actor.command(),
+            ServerData(
+                name=f"w_{db}",
+                dialect="postgresql",
+                host="127.0.0.1",
+                port=PUB_PORT,
+                database=db,
+                user="postgres",
+                password="",
+            ),
+        )
+    return server
+
+
+def backlog(peer: Peer, first: int, txns: int, rows: int) -> float:
+    """Rows of a backlog applied per second (the peer stopped while the backlog is written). A peer's apply
+    worker takes a moment to start after its subscription is enabled: its time runs from the first row of the
+    backlog on the subscriber to the last. replication_admin's runs from the start of its REPL_SYNC (its first
+    rows commit with its first batch) to its end."""
+    peer.stop()
+    write_each(peer.name, first, txns, rows)
+    expected = rows_and_sum(PUB_PORT, peer.name)[0]
+    if peer.follow is not None:
+        started = time.perf_counter()
+        peer.start()  # replication_admin: one REPL_SYNC applies the backlog
+        elapsed = time.perf_counter() - started
+        assert rows_and_sum(SUB_PORT, peer.name)[0] == expected
+        return txns * rows / elapsed
+    peer.start()
+    wait_until(SUB_PORT, peer.name, expected - txns * rows + 1)
+    started = time.perf_counter()
+    wait_until(SUB_PORT, peer.name, expected)
+    return (txns * rows - 1) / (time.perf_counter() - started)
+
+
+def latency(peer: Peer, first: int) -> tuple[float, float]:
+    """Commit → visible on the subscriber, p50 and p95, at RATE transactions per second."""
+    done = threading.Event()
+    seen: dict[int, float] = {}
+    committed: dict[int, float] = {}
+    server = _odbc(peer.name)  # registered here: the catalog is not written from the writer's thread
+
+    def watch() -> None:
+        with pg(SUB_PORT, peer.name) as conn:
+            while len(seen) < LATENCY_TXNS and not done.is_set():
+                top = conn.execute("SELECT coalesce(max(id), 0) FROM t WHERE id >= %s", [first]).fetchone()[0]
+                now = time.perf_counter()
+                for n in range(first + len(seen), int(top) + 1):
+                    seen[n] = now
+                time.sleep(0.0005)
+
+    def writer() -> None:
+        try:
+            with connections.connect(server, autocommit=False) as conn:
+                cursor = conn.cursor()
+                for n in range(first, first + LATENCY_TXNS):
+                    cursor.execute("INSERT INTO t (id, v, amount) VALUES (?, 'live', 1.00)", n)
+                    conn.commit()
+                    committed[n] = time.perf_counter()
+                    time.sleep(1.0 / RATE)
+            deadline = time.perf_counter() + 30
+            while len(seen) < LATENCY_TXNS and time.perf_counter() < deadline:
+                time.sleep(0.01)
+        finally:
+            done.set()
+
+    watcher, writing = threading.Thread(target=watch), threading.Thread(target=writer)
+    watcher.start()
+    writing.start()
+    if peer.follow is not None:
+        peer.follow(done)
+    writing.join()
+    watcher.join()
+    ordered = sorted(seen[n] - committed[n] for n in committed if n in seen)
+    assert len(ordered) == LATENCY_TXNS
+    return statistics.median(ordered), ordered[int(len(ordered) * 0.95) - 1]
+
+
+def test_replication_admin_beside_postgresql_logical_replication_and_pglogical(clusters, jobs_sync, spark):
+    peers = [builtin_peer(), *([pglogical_peer()] if HAS_PGLOGICAL else []), product_peer()]
+    if not HAS_PGLOGICAL:
+        print("\npglogical is not installed (apt-get install postgresql-15-pglogical): its column is left out")
+    results: dict[str, dict[str, float]] = {p.name: {} for p in peers}
+    for peer in peers:
+        peer.start()
+        first = 1
+        results[peer.name]["small_tx_per_s"] = backlog(peer, first, SMALL, 1)
+        first += SMALL
+        results[peer.name]["bulk_rows_per_s"] = backlog(peer, first, BULK_TXNS, BULK_ROWS)
+        first += BULK_TXNS * BULK_ROWS
+        peer.start()
+        p50, p95 = latency(peer, first)
+        first += LATENCY_TXNS
+        results[peer.name] |= {"latency_p50_ms": p50 * 1000, "latency_p95_ms": p95 * 1000}
+        for clients in (1, 4):
+            for rows, txns in ((1, 1000), (1000, 10)):
+                rate = write(_odbc(peer.name), "t", clients, txns, rows, first)
+                first += clients * txns * rows
+                results[peer.name][f"write_{clients}c_{rows}r_rows_per_s"] = rate
+        if peer.follow is not None:
+            peer.start()  # the product's subscriber catches up before the contents are compared
+        wait_until(SUB_PORT, peer.name, rows_and_sum(PUB_PORT, peer.name)[0])
+        assert rows_and_sum(SUB_PORT, peer.name) == rows_and_sum(PUB_PORT, peer.name)
+    with pg(PUB_PORT, "plain") as conn:
+        conn.execute(TABLE)
+    baseline: dict[str, float] = {}
+    start = 1
+    for clients in (1, 4):
+        for rows, txns in ((1, 1000), (1000, 10)):
+            baseline[f"write_{clients}c_{rows}r_rows_per_s"] = write(_odbc("plain"), "t", clients, txns, rows, start)
+            start += clients * txns * rows
+    for name, figures in results.items():
+        ratios = {k.replace("_rows_per_s", "_vs_unreplicated"): v / baseline[k] for k, v in figures.items()
+                  if k in baseline}  # fmt: skip
+        report(f"peers {name}", **figures, **ratios)
+    product, builtin = results["peer_product"], results["peer_builtin"]
+    report(
+        "peers replication_admin / PostgreSQL logical replication",
+        small_backlog=product["small_tx_per_s"] / builtin["small_tx_per_s"],
+        bulk_backlog=product["bulk_rows_per_s"] / builtin["bulk_rows_per_s"],
+        latency_p50=product["latency_p50_ms"] / builtin["latency_p50_ms"],
+    )

@@ -1,0 +1,70 @@
+"""A PostgreSQL cluster of the test's own (another port, its own settings such as wal_level=logical), started
+from the installed server binaries as the `postgres` OS user and stopped afterwards, also on failure."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+
+from tests.conftest import unavailable
+
+BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+def _as_postgres(*args: str) -> list[str]:
+    return ["runuser", "-u", "postgres", "--", *args] if os.geteuid() == 0 else list(args)
+
+
+@contextlib.contextmanager
+def own_cluster(port: int, settings: dict[str, str] | None = None) -> Iterator[str]:
+    """A started cluster on 127.0.0.1:`port` (trust auth, user postgres); yields its data directory."""
+    if not (BIN / "initdb").exists():
+        unavailable(f"the PostgreSQL 15 server binaries in {BIN}")
+    base = Path(tempfile.mkdtemp(prefix=f"repladmin-pg{port}-"))
+    data = base / "data"
+    if os.geteuid() == 0:
+        shutil.chown(base, "postgres", "postgres")
+    subprocess.run(
+        _as_postgres(str(BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"),
+        check=True,
+        capture_output=True,
+    )
+    options = {
+        "port": str(port),
+        "listen_addresses": "127.0.0.1",
+        "unix_socket_directories": str(base),
+        "fsync": "on",
+        **(settings or {}),
+    }
+    with open(data / "postgresql.auto.conf", "a") as conf:
+        for key, value in options.items():
+            conf.write(f"{key} = '{value}'\n")
+    subprocess.run(
+        _as_postgres(str(BIN / "pg_ctl"), "-D", str(data), "-l", str(base / "log"), "-w", "start"),
+        check=True,
+        capture_output=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres").close()
+                break
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        yield str(data)
+    finally:
+        subprocess.run(
+            _as_postgres(str(BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"), capture_output=True
+        )
+        shutil.rmtree(base, ignore_errors=True)
