@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from replication_admin.engine.types import LogicalType
@@ -22,7 +23,7 @@ class TableInfo:
     columns: tuple[Column, ...]
     schema: str = ""
 
-    @property
+    @functools.cached_property
     def primary_key(self) -> tuple[Column, ...]:
         return tuple(sorted((c for c in self.columns if c.pk_position), key=lambda c: c.pk_position))
 

@@ -9,6 +9,7 @@ without their microseconds), decimals as their exact text, booleans as 0/1 where
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 from replication_admin.engine import dialects
@@ -40,26 +41,44 @@ def _truthy(value: object) -> bool:
     return bool(value)
 
 
+def _date_text(value: object) -> str:
+    return value.isoformat() if isinstance(value, dt.date) else str(value).strip()[:10]
+
+
+def _decimal_text(value: object) -> str:
+    return str(value) if not isinstance(value, float) else repr(value)
+
+
+def _bytes(value: object) -> bytes:
+    return value.encode() if isinstance(value, str) else bytes(value)  # type: ignore[call-overload]
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def binder(logical: LogicalType, dest_dialect: str) -> Callable[[Any], Any]:
+    """The function that puts a non-NULL value of `logical`'s type in the form the destination stores it
+    (worked out once per column: applying a batch calls it for every value)."""
+    family = family_of(logical)
+    if family == "boolean":
+        if dialects.get(dest_dialect).has_boolean:
+            return _truthy
+        return lambda value: int(_truthy(value))
+    simple: dict[str, Callable[[Any], Any]] = {
+        "timestamp": _timestamp_text,
+        "date": _date_text,
+        "time": _time_text,
+        "decimal": _decimal_text,
+        "integer": int,
+        "float": float,
+        "binary": _bytes,
+    }
+    return simple.get(family, _text)
+
+
 def bind_value(value: Any, logical: LogicalType, dest_dialect: str) -> Any:
     """`value` as read from any source, in the form the destination stores it."""
     if value is None:
         return None
-    family = family_of(logical)
-    if family == "timestamp":
-        return _timestamp_text(value)
-    if family == "date":
-        return value.isoformat() if isinstance(value, dt.date) else str(value).strip()[:10]
-    if family == "time":
-        return _time_text(value)
-    if family == "decimal":
-        return str(value) if not isinstance(value, float) else repr(value)
-    if family == "boolean":
-        truth = _truthy(value)
-        return truth if dialects.get(dest_dialect).has_boolean else int(truth)
-    if family == "integer":
-        return int(value)
-    if family == "float":
-        return float(value)
-    if family == "binary":
-        return bytes(value) if not isinstance(value, str) else value.encode()
-    return value if isinstance(value, str) else str(value)
+    return binder(logical, dest_dialect)(value)

@@ -90,6 +90,7 @@ class _Replay:
         self.table: TableInfo | None = None
         self.deleting = False  # what is pending: deletes, or writes
         self.rows: dict[tuple, list] = {}  # key -> the row's last image (or its key), in first-change order
+        self.codecs: dict[str, sql.RowCodec] = {}  # by table name (hashing a TableInfo per entry costs)
 
     def flush(self) -> None:
         table, rows, deleting = self.table, list(self.rows.values()), self.deleting
@@ -108,10 +109,6 @@ class _Replay:
             self.flush()
         self.table, self.deleting = table, deleting
         self.rows[tuple(key)] = row
-
-    def write(self, table: TableInfo, image: dict) -> None:
-        key = sql.key_values(image, table, self.dialect)
-        self._pend(table, False, key, sql.row_values(image, table, self.dialect))
 
     def delete(self, table: TableInfo, key: list) -> None:
         self._pend(table, True, key, key)
@@ -141,16 +138,21 @@ class _Replay:
                 cursor.execute(statement, args) if args else cursor.execute(statement)
                 continue
             table = self.target.table(entry.table)
+            codec = self.codecs.get(table.name)
+            if codec is None:
+                codec = self.codecs[table.name] = sql.RowCodec.of(table, self.dialect)
             if entry.op in ("I", "U"):
                 assert entry.new is not None
+                row = codec.row(entry.new)
+                key = codec.key_of(row)
                 if entry.op == "U" and entry.old is not None:
-                    old_key = sql.key_values(entry.old, table, self.dialect)
-                    if old_key != sql.key_values(entry.new, table, self.dialect):
+                    old_key = codec.key(entry.old)
+                    if old_key != key:
                         self.delete(table, old_key)
-                self.write(table, entry.new)
+                self._pend(table, False, key, row)
                 continue
             assert entry.old is not None
-            self.delete(table, sql.key_values(entry.old, table, self.dialect))
+            self.delete(table, codec.key(entry.old))
 
 
 class LevelMoved(RuntimeError):
