@@ -438,6 +438,12 @@ class Entry:
     op: str
     new: dict[str, Any] | None
     old: dict[str, Any] | None
+    part: int = 0  # the row's place among the rows of one statement logged as one entry (PostgreSQL)
+
+    @property
+    def change_id(self) -> str:
+        """The entry's place in its transaction, unique within it."""
+        return str(self.seq) if not self.part else f"{self.seq}.{self.part}"
 
 
 @dataclass
@@ -456,7 +462,7 @@ def load_image(text: str | None) -> dict[str, Any] | None:
     if text is None:
         return None
     value = json.loads(text, parse_float=Decimal)
-    if not isinstance(value, dict):
+    if not isinstance(value, dict | list):
         raise TrxError(f"a log entry holds {type(value).__name__}, not a row")
     return value
 
@@ -464,11 +470,12 @@ def load_image(text: str | None) -> dict[str, Any] | None:
 def group_transactions(rows: Sequence[Sequence[Any]]) -> list[Transaction]:
     """Rows of entries_sql, in order, as transactions. The images of the whole window are decoded by one JSON
     parse (one call instead of two per entry); a window with a malformed image is decoded entry by entry, so
-    the error names the entry."""
+    the error names the entry. An entry whose image is a list holds every row one statement changed (logged
+    by a statement trigger): it becomes one entry per row, in the statement's order."""
     texts = [text for row in rows for text in (row[6], row[7])]
     try:
         images = json.loads("[" + ",".join("null" if t is None else t for t in texts) + "]", parse_float=Decimal)
-        if len(images) != len(texts) or any(i is not None and not isinstance(i, dict) for i in images):
+        if len(images) != len(texts) or any(i is not None and not isinstance(i, dict | list) for i in images):
             raise ValueError("not one row per image")
     except ValueError:
         images = [load_image(t) for t in texts]
@@ -477,7 +484,16 @@ def group_transactions(rows: Sequence[Sequence[Any]]) -> list[Transaction]:
         n = int(n)
         if not out or out[-1].count != n:
             out.append(Transaction(n, origin, at, []))
-        out[-1].entries.append(Entry(int(seq), tbl, op, images[2 * i], images[2 * i + 1]))
+        new, old = images[2 * i], images[2 * i + 1]
+        if isinstance(new, list) or isinstance(old, list):
+            rows_of = new if isinstance(new, list) else old
+            for part, image in enumerate(rows_of or []):
+                if not isinstance(image, dict):
+                    raise TrxError(f"a log entry holds {type(image).__name__}, not a row")
+                pair = (image, None) if isinstance(new, list) else (None, image)
+                out[-1].entries.append(Entry(int(seq), tbl, op, *pair, part=part))
+            continue
+        out[-1].entries.append(Entry(int(seq), tbl, op, new, old))
     return out
 
 

@@ -179,7 +179,7 @@ def _push_work(
             _write(cursor, d, table, entry.op, entry.new, key)
             continue
         conflicted = True
-        change = f"{subscriber}:{txn.count}:{entry.seq}"
+        change = f"{subscriber}:{txn.count}:{entry.change_id}"
         conflict = {"key": change, "type": ctype, "pub": current, "new": incoming, "old": old or {}}
         if table.name not in chains:
             chains[table.name] = resolver_chain(f"{acct.server}.{table.name}", TransactionalConflictResolver)

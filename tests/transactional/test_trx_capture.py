@@ -222,6 +222,7 @@ def test_a_bulk_insert_and_delete_log_every_row_in_one_transaction_and_an_empty_
     assert [t.count for t in txns] == [1, 2]
     assert [e.op for e in txns[0].entries] == ["I"] * 500
     assert sorted(int(e.new["id"]) for e in txns[0].entries) == list(range(1, 501))
+    assert len({e.change_id for e in txns[0].entries}) == 500  # a pushed change is named by it
     assert [e.op for e in txns[1].entries] == ["D"] * 250
     assert sorted(int(e.old["id"]) for e in txns[1].entries) == list(range(251, 501))
 

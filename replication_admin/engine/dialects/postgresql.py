@@ -404,12 +404,15 @@ class PostgreSQL(Dialect):
     def capture_rows_sql(self, logs: CaptureTables, table: str, op: str, image: str, rows: str, local: str) -> str:
         q = self.quote
         entry_cols = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
-        new, old = (image, "NULL") if op == "I" else ("NULL", image)
+        # One entry for the statement: its rows' images as one JSON array (one heap row and one index entry
+        # instead of one per row; the reader splits it).
+        images = "json_agg(r ORDER BY n)::text"
+        new, old = (images, "NULL") if op == "I" else ("NULL", images)
         return (
             f"IF coalesce(current_setting('{NOLOG_SETTING}', true), '') <> 'on' AND EXISTS (SELECT FROM {rows}) THEN "
             f"{self._open_transaction_sql(logs, local)}"
             f"INSERT INTO {logs.log} ({entry_cols}) SELECT {XACT_ID}, {self.literal(table)}, '{op}', {new}, {old} "
-            f"FROM {rows} r; END IF;"
+            f"FROM (SELECT r, row_number() OVER () AS n FROM {rows} r) s; END IF;"
         )
 
     def statement_trigger_ddl(
