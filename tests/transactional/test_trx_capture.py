@@ -145,6 +145,14 @@ def test_on_postgresql_a_writer_changes_no_row_that_another_writer_changes(make_
     assert [sorted(e.new["id"] for e in t.entries) for t in txns] == [[1, 11], [2, 12], [3, 13]]
 
 
+def test_a_postgresql_log_without_its_numbering_function_gets_it_at_the_first_read(make_server):
+    server = published(make_server, "postgresql")
+    execute(server, 'DROP FUNCTION "RTTX_tbl_sequence"()')  # as a log made by an earlier version has none
+    committed(server, "INSERT INTO items (id, name) VALUES (1, 'a')")
+    committed(server, "INSERT INTO items (id, name) VALUES (2, 'b')")
+    assert [[e.new["id"] for e in t.entries] for t in transactions(server)] == [[1], [2]]
+
+
 @pytest.mark.parametrize("dialect", ["postgresql", "mysql"])
 def test_replaying_the_log_in_order_gives_the_table_under_concurrent_writers_and_readers(make_server, dialect):
     """Four writers update, insert and delete overlapping rows while a reader keeps numbering; replaying every
