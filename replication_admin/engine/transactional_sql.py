@@ -458,7 +458,8 @@ class Transaction:
         return levels.level_of(self.count)
 
 
-def load_image(text: str | None) -> dict[str, Any] | None:
+def load_image(text: str | None) -> dict[str, Any] | list[dict[str, Any]] | None:
+    """A row image (or, from a statement trigger, the list of a statement's row images)."""
     if text is None:
         return None
     value = json.loads(text, parse_float=Decimal)
@@ -490,8 +491,8 @@ def group_transactions(rows: Sequence[Sequence[Any]]) -> list[Transaction]:
             for part, image in enumerate(rows_of or []):
                 if not isinstance(image, dict):
                     raise TrxError(f"a log entry holds {type(image).__name__}, not a row")
-                pair = (image, None) if isinstance(new, list) else (None, image)
-                out[-1].entries.append(Entry(int(seq), tbl, op, *pair, part=part))
+                entry_new, entry_old = (image, None) if isinstance(new, list) else (None, image)
+                out[-1].entries.append(Entry(int(seq), tbl, op, entry_new, entry_old, part=part))
             continue
         out[-1].entries.append(Entry(int(seq), tbl, op, new, old))
     return out

@@ -26,7 +26,6 @@ from replication_admin.transactional.lookups import (
     schema_of,
 )
 
-
 UNDEFINED_FUNCTION = "42883"  # PostgreSQL's SQLSTATE
 
 
