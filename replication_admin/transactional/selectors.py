@@ -11,11 +11,13 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from replication_admin.core.web import listing
+from replication_admin.engine import dialects
 from replication_admin.engine.schedule import next_run
 from replication_admin.models import (
     ReplAccount,
     ReplSubscriber,
     ScheduledEvent,
+    Server,
     TpItem,
 )
 from replication_admin.transactional import actions as trx_actions
@@ -27,6 +29,25 @@ from replication_admin.transactional.forms import (
 )
 from replication_admin.transactional.lag import Lag as Lag  # re-exported
 from replication_admin.transactional.lag import live_lags as live_lags  # re-exported
+
+
+def capture_summary(account: ReplAccount) -> str:
+    """How the publisher captures the publication's changes, and what that means for its writers."""
+    server = Server.objects.filter(name=account.server).first()
+    if server is None:
+        return "unknown: the publisher is not registered"
+    d = dialects.get(server.dialect)
+    if d.numbers_when_read:
+        return (
+            "triggers; readers number committed transactions, so the publication's writers never wait for each "
+            "other (bulk inserts and deletes are logged once per statement)"
+        )
+    if d.numbers_at_first_change:
+        return (
+            f"triggers; a writer holds the publication's counter from its first change until it commits, so "
+            f"its writers commit one at a time ({d.label} triggers can read no transaction id)"
+        )
+    return f"triggers; {d.label} has one writer at a time, and each read numbers what was written since the last"
 
 
 def event_next_run(event: ScheduledEvent | None) -> datetime | None:

@@ -42,7 +42,14 @@ from replication_admin.transactional.forms import (
     SubScheduleForm,
     SubscribeForm,
 )
-from replication_admin.transactional.selectors import event_next_run, live_lags, purger_summary, status_of, status_title
+from replication_admin.transactional.selectors import (
+    capture_summary,
+    event_next_run,
+    live_lags,
+    purger_summary,
+    status_of,
+    status_title,
+)
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
@@ -212,6 +219,7 @@ def _publication_context(request: HttpRequest, account: ReplAccount) -> dict:
         "jobs": jobs,
         "active": any(not j.finished for j in jobs),
         "purge_event": event,
+        "capture": capture_summary(account),
         "purge_next": event_next_run(event),
         "purger": purger_summary(account),
         "level_figure": level_figure,

@@ -21,11 +21,13 @@ from replication_admin.models import (
     ReplAccount,
     ReplSubscriber,
     ScheduledEvent,
+    Server,
     SkippedTransaction,
     TpGrant,
     TpItem,
 )
 from replication_admin.transactional.actions import purge_event_name, schedule_event_name
+from replication_admin.transactional.selectors import capture_summary
 from tests.tables import create_table, execute, fetch_all, insert_rows
 
 pytestmark = pytest.mark.django_db
@@ -194,6 +196,11 @@ def test_the_publication_page_shows_items_grants_log_purger_and_subscribers(edit
     assert "3 (procedure)" in proc_row and "1 (calls)" in proc_row
     assert 'data-grantee="s1"' in body
     assert 'id="trx-log-file">tbl.log<' in body
+    assert 'id="trx-capture">triggers; SQLite has one writer at a time' in body
+    Server.objects.filter(name="pub").update(dialect="postgresql")
+    assert "writers never wait for each other" in capture_summary(account)
+    Server.objects.filter(name="pub").update(dialect="mysql")
+    assert "its writers commit one at a time (MariaDB / MySQL triggers" in capture_summary(account)
     purger = body.split('id="trx-purger"', 1)[1].split("</dl>", 1)[0]
     assert "weekly on Sunday at 03:30" in purger and "NULL / NULL / 7 / 03:30" in purger
     assert "REPL_PURGE (&#x27;pub&#x27;, &#x27;tbl&#x27;)" in purger and 'id="trx-purge-next"><time' in purger
