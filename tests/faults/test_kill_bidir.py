@@ -77,7 +77,10 @@ def test_initial_copy_and_sync_killed_at_random_points_converge_when_run_again(
     # The initial copy, killed while staging or while committing its chunks, then resumed.
     for name, delay in (("my2", rng.uniform(0.5, 3.0)), ("lite3", rng.uniform(0.5, 4.0))):
         statement = f"REPL_INIT_SNAPSHOT ('{name}', 'pg1.items', 2, 500)"
-        interrupted += kill_after(start(statement, db_path), delay)
+        for attempt in range(3):  # a copy that ended before its kill (a quiet machine) is run again, killed sooner
+            if kill_after(start(statement, db_path), delay / 3**attempt):
+                interrupted += 1
+                break
         state = SnapshotSubscription.objects.get(server=name).init_state
         assert state in {"staging", "copying", "done"}
         run(statement)
@@ -86,10 +89,14 @@ def test_initial_copy_and_sync_killed_at_random_points_converge_when_run_again(
 
     # Syncs killed at random points, with changes and conflicts on every node in between.
     for trial in range(2):
-        for _ in range(60):
-            user_op(rng.choice((pub, sub_my, sub_lite)), rng, trial, set(), set())
-        sql(pub, 'UPDATE "items" SET name = ? WHERE id > 10000 AND id <= 10100', [f"bulk {trial}"])
-        interrupted += kill_after(start("REPL_UPDATE_SNAPSHOT ('pg1.items', 2)", db_path), rng.uniform(0.2, 4.0))
+        delay = rng.uniform(0.2, 4.0)
+        for attempt in range(3):  # a sync that ended before its kill gets new changes and a sooner kill
+            for _ in range(60):
+                user_op(rng.choice((pub, sub_my, sub_lite)), rng, trial, set(), set())
+            sql(pub, 'UPDATE "items" SET name = ? WHERE id > 10000 AND id <= 10100', [f"bulk {trial}.{attempt}"])
+            if kill_after(start("REPL_UPDATE_SNAPSHOT ('pg1.items', 2)", db_path), delay / 3**attempt):
+                interrupted += 1
+                break
         before = ConflictBackup.objects.count()
         run("REPL_UPDATE_SNAPSHOT ('pg1.items', 2)")
         assert_converged(pub, sub_my, sub_lite)

@@ -64,22 +64,26 @@ def test_a_refresh_killed_at_random_points_converges_when_run_again(transactiona
 
     interrupted = 0
     for trial in range(TRIALS):
-        for _ in range(300):
-            work.step()
         full = trial % 2 == 1
         statement = "update snapshot kdst.t_copy" + (" as nonincremental" if full else "")
-        before = fetch_all(dest, "SELECT count(*) FROM `t_copy`")[0][0]
-        proc = start_refresh(statement, db_path)
-        # A random point of the run: once the job is claimed (a warm Spark service leaves a short window).
-        deadline = time.monotonic() + 120
-        while proc.poll() is None and time.monotonic() < deadline:
-            if JobRun.objects.filter(state="running", worker_pid=proc.pid).exists():
+        delay = rng.uniform(0.0, 1.2)
+        for attempt in range(3):  # a refresh that ended before its kill gets new changes and a sooner kill
+            for _ in range(300):
+                work.step()
+            before = fetch_all(dest, "SELECT count(*) FROM `t_copy`")[0][0]
+            proc = start_refresh(statement, db_path)
+            # A random point of the run: once the job is claimed (a warm Spark service leaves a short window).
+            deadline = time.monotonic() + 120
+            while proc.poll() is None and time.monotonic() < deadline:
+                if JobRun.objects.filter(state="running", worker_pid=proc.pid).exists():
+                    break
+                time.sleep(0.05)
+            time.sleep(delay / 3**attempt)
+            running = JobRun.objects.filter(state="running", worker_pid=proc.pid).exists()
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            if running:
                 break
-            time.sleep(0.05)
-        time.sleep(rng.uniform(0.0, 1.2))
-        running = JobRun.objects.filter(state="running", worker_pid=proc.pid).exists()
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
         interrupted += running
         if full:  # an interrupted full refresh leaves the old content (or, finished, the new)
             assert fetch_all(dest, "SELECT count(*) FROM `t_copy`")[0][0] in {before, len(work.ids)}

@@ -46,14 +46,15 @@ def start(statement: str, server: str, db_path: str):
     )  # fmt: skip
 
 
-def kill_while_running(proc, rng: random.Random) -> bool:
-    """Wait for the process's job to be running, let it work a random while, then SIGKILL its group."""
+def kill_while_running(proc, rng: random.Random, scale: float = 1.0) -> bool:
+    """Wait for the process's job to be running, let it work a random while (times `scale`), then SIGKILL its
+    group; True when the kill landed inside the running job."""
     deadline = time.monotonic() + 60
     while not JobRun.objects.filter(state="running", worker_pid=proc.pid).exists():
         if proc.poll() is not None or time.monotonic() > deadline:
             break
         time.sleep(0.05)
-    time.sleep(rng.uniform(0.05, 0.6))
+    time.sleep(rng.uniform(0.05, 0.6) * scale)
     running = JobRun.objects.filter(state="running", worker_pid=proc.pid).exists()
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -91,9 +92,12 @@ def test_a_sync_killed_at_random_points_applies_every_transaction_once_and_in_or
     interrupted = 0
     total = 0
     for _trial in range(3):
-        publish_transactions(pub, total + 1, 2000)
-        total += 2000
-        interrupted += kill_while_running(start("REPL_SYNC ('pg1', 'acct')", "my2", db_path), rng)
+        for attempt in range(3):  # a sync that ended before its kill gets more transactions and a sooner kill
+            publish_transactions(pub, total + 1, 2000)
+            total += 2000
+            if kill_while_running(start("REPL_SYNC ('pg1', 'acct')", "my2", db_path), rng, 1 / 3**attempt):
+                interrupted += 1
+                break
         JobRun.objects.filter(state="running").update(state="failed", error="killed")
         run(sub, "REPL_SYNC ('pg1', 'acct')")
         with connections.connect(sub) as conn:
