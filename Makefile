@@ -31,6 +31,9 @@ test: setup lint
 test-pg: setup lint
 	REPLADMIN_DB_ENGINE=postgresql $(PY) -m pytest
 
-## Benchmarks (on demand): prints ratios against native baselines measured in the same run.
+## Benchmarks (on demand): prints ratios against native baselines and peers measured in the same run.
 bench: setup
+	@# The peers benchmark runs pglogical beside PostgreSQL's own logical replication (a Debian package).
+	@dpkg -s postgresql-15-pglogical >/dev/null 2>&1 || apt-get install -y -q postgresql-15-pglogical >/dev/null || \
+		echo "pglogical could not be installed: the peers benchmark leaves its column out"
 	REPLADMIN_TEST_SPARK=$${REPLADMIN_TEST_SPARK:-cluster} $(PY) -m pytest tests/bench -p no:cacheprovider -s -m bench
