@@ -208,7 +208,7 @@ def capture_objects(d: Dialect, account: str, table: TableInfo, local: str) -> C
             # A bulk insert or delete is logged by one INSERT … SELECT over the statement's rows. Updates stay
             # row triggers: a transition table does not pair a row's old image with its new one.
             rows = "rt_rows"
-            body = d.capture_rows_sql(_tables(d, names, schema), table.name, op, _image(d, table, "r"), rows, local)
+            body = d.capture_rows_sql(_tables(d, names, schema), table.name, op, rows, local)
             made, dropped = d.statement_trigger_ddl(triggers[op], when, src, rows, body, schema)
         else:
             made, dropped = d.row_trigger_ddl(triggers[op], when, src, body, schema)
@@ -516,11 +516,6 @@ def _decoder(logical: LogicalType, dest_dialect: str) -> Callable[[Any], Any]:
     return bind
 
 
-def _decode(value: Any, logical: LogicalType, dest_dialect: str) -> Any:
-    """A JSON value of a row image as the destination stores it."""
-    return None if value is None else _decoder(logical, dest_dialect)(value)
-
-
 _ABSENT = object()
 
 
@@ -551,24 +546,18 @@ class RowCodec:
             key_positions=tuple(names.index(k) for k in keys),
         )
 
+    def _value(self, image: dict[str, Any], position: int) -> Any:
+        name = self.names[position]
+        value = image.get(name, _ABSENT)  # the exact name first: one lookup for nearly every value
+        if value is _ABSENT:
+            value = _image_value(image, name)
+        return None if value is None else self.decoders[position](value)
+
     def row(self, image: dict[str, Any]) -> list[Any]:
-        out = []
-        for name, decode in zip(self.names, self.decoders, strict=True):
-            value = image.get(name, _ABSENT)
-            if value is _ABSENT:
-                value = _image_value(image, name)
-            out.append(None if value is None else decode(value))
-        return out
+        return [self._value(image, p) for p in range(len(self.names))]
 
     def key(self, image: dict[str, Any]) -> list[Any]:
-        out = []
-        for position in self.key_positions:
-            name = self.names[position]
-            value = image.get(name, _ABSENT)
-            if value is _ABSENT:
-                value = _image_value(image, name)
-            out.append(None if value is None else self.decoders[position](value))
-        return out
+        return [self._value(image, p) for p in self.key_positions]
 
     def key_of(self, row: list[Any]) -> list[Any]:
         """The key of a decoded row."""

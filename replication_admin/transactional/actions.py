@@ -452,34 +452,26 @@ def schedule_purger(account: ReplAccount) -> ScheduledEvent | None:
     (none when that is NULL too). A run keeps the slots of an interval event (the scheduler anchors them)."""
     name = purge_event_name(account)
     literal = lambda v: "'" + v.replace("'", "''") + "'"  # noqa: E731
+    statement = f"REPL_PURGE ({literal(account.server)}, {literal(account.account)})"
     when = levels.next_purge(timezone.localtime(), account.p_month, account.p_day, account.p_wday, account.p_time)
-    if when is None:
-        if not account.purge_every:
-            ScheduledEvent.objects.filter(name=name).delete()
-            return None
-        statement = f"REPL_PURGE ({literal(account.server)}, {literal(account.account)})"
-        event = ScheduledEvent.objects.filter(name=name, interval=account.purge_every, sql=statement).first()
+    if when is not None:
+        interval = {"yearly": 525600, "monthly": 43200, "weekly": 10080, "daily": 1440}[
+            levels.purge_kind(account.p_month, account.p_day, account.p_wday, account.p_time) or "daily"
+        ]
+    elif account.purge_every:
+        interval = account.purge_every
+        event = ScheduledEvent.objects.filter(name=name, interval=interval, sql=statement).first()
         if event is not None:
             return event
-        event, _ = ScheduledEvent.objects.update_or_create(
-            name=name,
-            defaults={
-                "start": timezone.now() + timedelta(minutes=account.purge_every),
-                "sql": statement,
-                "interval": account.purge_every,
-                "last_completed": None,
-                "disabled": 0,
-            },
-        )
-        return event
-    interval = {"yearly": 525600, "monthly": 43200, "weekly": 10080, "daily": 1440}[
-        levels.purge_kind(account.p_month, account.p_day, account.p_wday, account.p_time) or "daily"
-    ]
+        when = timezone.now() + timedelta(minutes=interval)
+    else:
+        ScheduledEvent.objects.filter(name=name).delete()
+        return None
     event, _ = ScheduledEvent.objects.update_or_create(
         name=name,
         defaults={
             "start": when,
-            "sql": f"REPL_PURGE ({literal(account.server)}, {literal(account.account)})",
+            "sql": statement,
             "interval": interval,
             "last_completed": None,
             "disabled": 0,

@@ -129,16 +129,15 @@ def publisher_count(server: Server, account: str) -> int:
     if d.single_writer:
         sequence(server, account)
     if d.numbers_when_read:
-        try:
-            with connections.connect(server) as conn:  # commits the numbers it gave
-                return int(conn.cursor().execute(sql.number_sql(d, account, schema)).fetchone()[0])
-        except pyodbc.Error as exc:
-            if not exc.args or exc.args[0] != UNDEFINED_FUNCTION:
-                raise
-        # A log made before readers numbered (its writers still number at commit): give it the function.
-        run_each(server, d.numbering_ddl(sql.log_names(d, account), schema))
-        with connections.connect(server) as conn:
-            return int(conn.cursor().execute(sql.number_sql(d, account, schema)).fetchone()[0])
+        for attempt in range(2):
+            try:
+                with connections.connect(server) as conn:  # commits the numbers it gave
+                    return int(conn.cursor().execute(sql.number_sql(d, account, schema)).fetchone()[0])
+            except pyodbc.Error as exc:
+                if attempt or not exc.args or exc.args[0] != UNDEFINED_FUNCTION:
+                    raise
+            # A log made before readers numbered (its writers still number at commit): give it the function.
+            run_each(server, d.numbering_ddl(sql.log_names(d, account), schema))
     if not d.numbers_at_first_change:
         with connections.connect(server, readonly=True) as conn:
             return int(conn.cursor().execute(sql.count_sql(d, account, schema)).fetchone()[0])

@@ -460,9 +460,9 @@ class Dialect:
         transactions not numbered yet and returns the publication's count."""
         raise NotImplementedError(f"{self.label} numbers transactions as they are written")
 
-    def capture_rows_sql(self, logs: CaptureTables, table: str, op: str, image: str, rows: str, local: str) -> str:
+    def capture_rows_sql(self, logs: CaptureTables, table: str, op: str, rows: str, local: str) -> str:
         """Where has_transition_tables: statement-trigger statements that log every row of the transition table
-        `rows` (`image`: a row's image of alias r) as entries of the current transaction."""
+        `rows` for the current transaction."""
         raise NotImplementedError(f"{self.label} has no transition tables")
 
     def statement_trigger_ddl(

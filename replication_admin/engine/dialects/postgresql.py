@@ -327,8 +327,8 @@ class PostgreSQL(Dialect):
         return create, drop
 
     # --- transactional replication -----------------------------------------------------------------
-    # The first entry of a transaction inserts its RTTX row (TXID = pg_current_xact_id()). A deferred
-    # constraint trigger on RTTX numbers the transaction at commit time by incrementing RTSEQ.
+    # The first entry of a transaction inserts its RTTX row (TXID = pg_current_xact_id()); readers number
+    # committed transactions through the sequencer function (engine.transactional_sql explains the order).
     def _sequencer_function(self, names: LogTableNames, schema: str) -> str:
         return self.qualify(bounded_name(f"{names.tx}_sequence", self.max_identifier), schema or "public")
 
@@ -391,9 +391,12 @@ class PostgreSQL(Dialect):
             f"PERFORM set_config({flag}, 'y', true); END IF; "
         )
 
+    def _entry_columns(self) -> str:
+        """The RTLOG columns an entry is written with."""
+        return ", ".join(self.quote(c) for c in ("TXID", "TBL", "OP", "NEW", "OLD"))
+
     def capture_entry_sql(self, logs: CaptureTables, table: str, op: str, new: str, old: str, local: str) -> str:
-        q = self.quote
-        entry_cols = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
+        entry_cols = self._entry_columns()
         return (
             f"IF coalesce(current_setting('{NOLOG_SETTING}', true), '') <> 'on' THEN "
             f"{self._open_transaction_sql(logs, local)}"
@@ -401,9 +404,8 @@ class PostgreSQL(Dialect):
             "END IF;"
         )
 
-    def capture_rows_sql(self, logs: CaptureTables, table: str, op: str, image: str, rows: str, local: str) -> str:
-        q = self.quote
-        entry_cols = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
+    def capture_rows_sql(self, logs: CaptureTables, table: str, op: str, rows: str, local: str) -> str:
+        entry_cols = self._entry_columns()
         # One entry for the statement: its rows' images as one JSON array (one heap row and one index entry
         # instead of one per row; the reader splits it).
         images = "json_agg(r ORDER BY n)::text"
@@ -451,7 +453,7 @@ class PostgreSQL(Dialect):
 
     def append_entry_sql(self, logs: CaptureTables, op: str, table: str, new: str, local: str) -> EntryStatements:
         q = self.quote
-        columns = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
+        columns = self._entry_columns()
         tx_cols = f"{q('TXID')}, {q('ORIGIN')}, {q('AT')}"
         return [
             (f"INSERT INTO {logs.tx} ({tx_cols}) VALUES ({XACT_ID}, ?, {self.clock_now_sql})", [local]),
