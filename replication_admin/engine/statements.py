@@ -1171,8 +1171,13 @@ def format_statements(statements: Sequence[Statement]) -> str:
 PASSWORD_MASK = "********"  # noqa: S105 (what stands in for a password, not one)
 
 
+def string_literal(value: str) -> str:
+    """`value` as a quoted string of the statement language (the form scheduled events store)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
 def _literal(value: str | None) -> str:
-    return "NULL" if value is None else "'" + value.replace("'", "''") + "'"
+    return "NULL" if value is None else string_literal(value)
 
 
 def masked_text(statement: Statement) -> str:

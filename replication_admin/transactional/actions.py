@@ -15,6 +15,7 @@ from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import lookup_table
 from replication_admin.core.jobs import do_start_job
 from replication_admin.engine import levels, transactional_sql
+from replication_admin.engine.statements import string_literal
 from replication_admin.models import (
     AuditEntry,
     ConflictBackup,
@@ -406,8 +407,7 @@ def do_sub_schedule(actor: Actor, sub: ReplSubscriber, interval: int) -> str:
             ScheduledEvent.objects.filter(name=name).delete()
             record(actor, "trx.schedule", target, detail={"interval": 0})
             return f"{target} is no longer scheduled"
-        literal = lambda v: "'" + v.replace("'", "''") + "'"  # noqa: E731
-        statement = f"REPL_SYNC ({literal(sub.server)}, {literal(sub.account)})"
+        statement = f"REPL_SYNC ({string_literal(sub.server)}, {string_literal(sub.account)})"
         ScheduledEvent.objects.update_or_create(
             name=name,
             defaults={
@@ -451,8 +451,7 @@ def schedule_purger(account: ReplAccount) -> ScheduledEvent | None:
     """The purger's event from P_MONTH / P_DAY / P_WDAY / P_TIME; without P_TIME every `purge_every` minutes
     (none when that is NULL too). A run keeps the slots of an interval event (the scheduler anchors them)."""
     name = purge_event_name(account)
-    literal = lambda v: "'" + v.replace("'", "''") + "'"  # noqa: E731
-    statement = f"REPL_PURGE ({literal(account.server)}, {literal(account.account)})"
+    statement = f"REPL_PURGE ({string_literal(account.server)}, {string_literal(account.account)})"
     when = levels.next_purge(timezone.localtime(), account.p_month, account.p_day, account.p_wday, account.p_time)
     if when is not None:
         interval = {"yearly": 525600, "monthly": 43200, "weekly": 10080, "daily": 1440}[

@@ -323,7 +323,7 @@ def check_schedule(plan: Plan) -> None:
 
 
 def _literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
+    return st.string_literal(value)
 
 
 def _item(server: str, table: str) -> str:
