@@ -27,6 +27,7 @@ from replication_admin.core.audit import Actor
 from replication_admin.core.spark import spark_config
 from replication_admin.models import JobRun
 from replication_admin.servers.actions import ServerData, do_register_server
+from tests.pg_cluster import own_cluster
 from tests.spark_service import wait_for_spark
 from tests.users import editor_client, viewer_client  # noqa: F401 - fixtures for every feature's tests
 
@@ -34,6 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 PG = {"host": "127.0.0.1", "port": 5432, "user": "root", "password": ""}
+# The suite's own cluster with wal_level = logical (started on first use): "pgwal" servers live there, and their
+# transactional publications capture from the WAL.
+WAL_PG = {"host": "127.0.0.1", "port": 5446, "user": "postgres", "password": ""}
+WAL_SETTINGS = {"wal_level": "logical", "max_replication_slots": "64", "max_wal_senders": "8"}
 MY = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
 
 
@@ -61,7 +66,16 @@ def _my_admin() -> pyodbc.Connection:
     )
 
 
-_ADMIN = {"postgresql": _pg_admin, "mysql": _my_admin}
+def _wal_admin() -> pyodbc.Connection:
+    return pyodbc.connect(
+        f"DRIVER={{PostgreSQL Unicode}};SERVER={WAL_PG['host']};PORT={WAL_PG['port']};DATABASE=postgres;"
+        f"UID={WAL_PG['user']};PWD=;",
+        autocommit=True,
+        timeout=5,
+    )
+
+
+_ADMIN = {"postgresql": _pg_admin, "mysql": _my_admin, "pgwal": _wal_admin}
 _service_state: dict[str, str | None] = {}
 
 
@@ -90,7 +104,7 @@ def require_spark() -> None:
 def create_database(dialect: str) -> str:
     name = f"ra_test_{uuid.uuid4().hex[:10]}"
     with _ADMIN[dialect]() as conn:
-        if dialect == "postgresql":
+        if dialect in ("postgresql", "pgwal"):
             conn.execute(f'CREATE DATABASE "{name}"')
         else:
             conn.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
@@ -99,7 +113,11 @@ def create_database(dialect: str) -> str:
 
 def drop_database(dialect: str, name: str) -> None:
     with _ADMIN[dialect]() as conn:
-        if dialect == "postgresql":
+        if dialect == "pgwal":  # a database with a replication slot cannot be dropped
+            conn.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = ?", name
+            )
+        if dialect in ("postgresql", "pgwal"):
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         else:
             conn.execute(f"DROP DATABASE IF EXISTS `{name}`")
@@ -134,13 +152,24 @@ def sqlite_dirs_include_tmp():
     os.environ["REPLADMIN_SQLITE_DIRS"] = ",".join(settings.SQLITE_ALLOWED_DIRS)
 
 
+@pytest.fixture(scope="session")
+def wal_postgres() -> Iterator[None]:
+    """The suite's PostgreSQL cluster with wal_level = logical, on its own port, stopped at the end."""
+    with own_cluster(WAL_PG["port"], WAL_SETTINGS):
+        yield
+
+
 @pytest.fixture
-def live_database() -> Iterator[Callable[[str], str]]:
-    """Factory: a fresh database on the live PostgreSQL / MariaDB, dropped after the test."""
+def live_database(request) -> Iterator[Callable[[str], str]]:
+    """Factory: a fresh database on the live PostgreSQL / MariaDB (or "pgwal": the suite's cluster with
+    wal_level = logical), dropped after the test."""
     made: list[tuple[str, str]] = []
 
     def make(dialect: str) -> str:
-        require_service(dialect)
+        if dialect == "pgwal":
+            request.getfixturevalue("wal_postgres")
+        else:
+            require_service(dialect)
         name = create_database(dialect)
         made.append((dialect, name))
         return name
@@ -165,10 +194,10 @@ def sqlite_path(tmp_path: Path) -> Callable[[str], str]:
 def server_data(dialect: str, name: str, database: str):
     if dialect == "sqlite":
         return ServerData(name=name, dialect="sqlite", database=database)
-    params = PG if dialect == "postgresql" else MY
+    params = {"postgresql": PG, "pgwal": WAL_PG}.get(dialect, MY)
     return ServerData(
         name=name,
-        dialect=dialect,
+        dialect="postgresql" if dialect == "pgwal" else dialect,
         host=params["host"],
         port=params["port"],
         database=database,

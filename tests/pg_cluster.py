@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
-
-from tests.conftest import unavailable
+import pytest
 
 BIN = Path("/usr/lib/postgresql/15/bin")
 
@@ -27,7 +26,10 @@ def _as_postgres(*args: str) -> list[str]:
 def own_cluster(port: int, settings: dict[str, str] | None = None) -> Iterator[str]:
     """A started cluster on 127.0.0.1:`port` (trust auth, user postgres); yields its data directory."""
     if not (BIN / "initdb").exists():
-        unavailable(f"the PostgreSQL 15 server binaries in {BIN}")
+        reason = f"the PostgreSQL 15 server binaries in {BIN}"
+        if os.environ.get("CI", "").lower() == "true":  # as tests.conftest.unavailable: CI fails, never skips
+            pytest.fail(f"required for CI but unavailable: {reason}", pytrace=False)
+        pytest.skip(reason)
     base = Path(tempfile.mkdtemp(prefix=f"repladmin-pg{port}-"))
     data = base / "data"
     if os.geteuid() == 0:

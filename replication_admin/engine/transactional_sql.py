@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from replication_admin.engine import levels
+from replication_admin.engine import levels, wal_capture
 from replication_admin.engine.compare import family_of
 from replication_admin.engine.dialects import DIALECTS, Dialect
 from replication_admin.engine.objects import (
@@ -704,9 +704,11 @@ def append_function(d: Dialect, account: str, schema: str = "") -> str:
     return d.qualify(bounded_name(f"{log_names(d, account).log}_append", d.max_identifier), schema or "public")
 
 
-def append_function_ddl(d: Dialect, account: str, local: str, schema: str = "") -> tuple[list[str], list[str]]:
+def append_function_ddl(
+    d: Dialect, account: str, local: str, schema: str = "", wal: bool = False
+) -> tuple[list[str], list[str]]:
     """PostgreSQL: a function that logs one entry for the current transaction (used by the wrappers of
-    published procedures and by the definition tracker)."""
+    published procedures and by the definition tracker); with `wal`, as a message in the WAL."""
     names = log_names(d, account)
     q = d.quote
     tx, log = d.qualify(names.tx, schema), d.qualify(names.log, schema)
@@ -720,6 +722,8 @@ def append_function_ddl(d: Dialect, account: str, local: str, schema: str = "") 
         f"INSERT INTO {log} ({q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}) "
         f"VALUES ({txid}, p_tbl, p_op, p_new, NULL); END IF; END"
     )
+    if wal:
+        body = wal_capture.append_function_body(account)
     return (
         [
             f"CREATE FUNCTION {function}(p_op text, p_tbl text, p_new text) RETURNS void LANGUAGE plpgsql "

@@ -285,6 +285,16 @@ class ReplAccount(models.Model):
     alert_lag = models.IntegerField(null=True, blank=True, db_column="ACC_ALERT_LAG")  # alert over this lag
     created_at = models.DateTimeField(null=True, blank=True, db_column="ACC_CREATED_AT")
 
+    class Capture(models.TextChoices):
+        TRIGGERS = "triggers", "triggers"
+        WAL = "wal", "the write-ahead log"
+
+    # How the publisher captures changes (chosen at REPL_PUBLISH) and why that way.
+    capture = models.CharField(
+        max_length=16, choices=Capture.choices, default=Capture.TRIGGERS, db_column="ACC_CAPTURE"
+    )
+    capture_note = models.CharField(max_length=255, blank=True, default="", db_column="ACC_CAPTURE_NOTE")
+
     class Meta:
         db_table = "SYS_REPL_ACCOUNTS"
         ordering = ["server", "account"]

@@ -69,16 +69,38 @@ def publication(server: Server, account: str) -> ReplAccount:
 # --- publisher side ------------------------------------------------------------------------------------------
 
 
+def choose_capture(server: Server, asked: str) -> tuple[str, str]:
+    """(capture, why) for a new publication: `asked` is auto, triggers or wal. Auto decodes the WAL where the
+    server allows it (no cost to writers) and falls back to triggers, saying why."""
+    if asked == ReplAccount.Capture.TRIGGERS:
+        return ReplAccount.Capture.TRIGGERS, "chosen at publication"
+    reason = trx_capture.wal_unavailable(server)
+    if reason is None:
+        return ReplAccount.Capture.WAL, "the server decodes its WAL (wal_level = logical)"
+    if asked == ReplAccount.Capture.WAL:
+        raise trx_lookups.TrxError(f"cannot capture from the WAL of {server.name}: {reason}")
+    return ReplAccount.Capture.TRIGGERS, reason
+
+
 def do_publish(
-    actor: Actor, server: Server, account: str, log_file: str | None, updateable: bool, sync_user: str | None
+    actor: Actor,
+    server: Server,
+    account: str,
+    log_file: str | None,
+    updateable: bool,
+    sync_user: str | None,
+    *,
+    capture: str = "auto",
 ) -> ReplAccount:
-    """REPL_PUBLISH: the publication and its log (RTSEQ_, RTTX_, RTLOG_) in the publisher's database."""
+    """REPL_PUBLISH: the publication and its log (RTSEQ_, RTTX_, RTLOG_) in the publisher's database, with its
+    capture: triggers, or on PostgreSQL with wal_level = logical a replication slot (engine.wal_capture)."""
     target = f"{server.name}/{account}"
     require(actor, EDIT, "trx.publish", target)
     with _guarded(actor, "trx.publish", target):
         if ReplAccount.objects.filter(server=server.name, account=account).exists():
             raise trx_lookups.TrxError(f"The publication '{account}' already exists on {server.name}")
-        trx_capture.create_log(server, account)
+        mode, why = choose_capture(server, capture)
+        trx_capture.create_log(server, account, wal=mode == ReplAccount.Capture.WAL)
     now = timezone.now()
     with transaction.atomic():
         row = ReplAccount.objects.create(
@@ -90,9 +112,11 @@ def do_publish(
             log_started_at=now,
             created_at=now,
             purge_every=levels.DEFAULT_PURGE_MINUTES,
+            capture=mode,
+            capture_note=why[:255],
         )
         schedule_purger(row)
-        record(actor, "trx.publish", target, detail={"log": row.log_file, "updateable": updateable})
+        record(actor, "trx.publish", target, detail={"log": row.log_file, "updateable": updateable, "capture": mode})
     return row
 
 

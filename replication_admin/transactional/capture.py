@@ -1,5 +1,6 @@
-"""The publisher's log of a transactional publication: its tables and capture triggers, the sequencer that gives
-complete transactions their levels in commit order, reading and purging the log."""
+"""The publisher's log of a transactional publication: its tables and capture (triggers, or on PostgreSQL a
+logical decoding slot read into the log: engine.wal_capture), the sequencer that gives complete transactions
+their levels in commit order, reading and purging the log."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from replication_admin.core.transactions import (
     run_in_transaction,
     run_with_undo,
 )
-from replication_admin.engine import bidir_sql
+from replication_admin.engine import bidir_sql, wal_capture
 from replication_admin.engine import transactional_sql as sql
 from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.models import (
+    ReplAccount,
     Server,
 )
 from replication_admin.transactional.lookups import (
@@ -29,7 +31,29 @@ from replication_admin.transactional.lookups import (
 UNDEFINED_FUNCTION = "42883"  # PostgreSQL's SQLSTATE
 
 
-def create_log(server: Server, account: str) -> None:
+def uses_wal(server: Server, account: str) -> bool:
+    """Whether the publication captures from the write-ahead log (a push log of a subscriber never does)."""
+    return ReplAccount.objects.filter(server=server.name, account=account, capture=ReplAccount.Capture.WAL).exists()
+
+
+def wal_unavailable(server: Server) -> str | None:
+    """Why `server` cannot capture from its WAL, or None when it can."""
+    d = _d(server)
+    if d.name != "postgresql":
+        return f"{d.label} has no logical decoding (capture from the WAL is for PostgreSQL)"
+    try:
+        with connections.connect(server, readonly=True) as conn:
+            level, may, free = conn.cursor().execute(wal_capture.availability_sql()).fetchone()
+    except (pyodbc.Error, connections.ConnectionFailed) as exc:
+        return f"{server.name} did not answer: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    return wal_capture.unavailable_reason(str(level), bool(may), int(free), server.user)
+
+
+def _slot(server: Server, account: str) -> str:
+    return wal_capture.slot_name(server.database, schema_of(server), account)
+
+
+def create_log(server: Server, account: str, wal: bool = False) -> None:
     d = _d(server)
     schema = schema_of(server)
     names = sql.log_names(d, account)
@@ -37,13 +61,28 @@ def create_log(server: Server, account: str) -> None:
         if lookup_table(server, name) is not None:
             raise TrxError(f"{server.name} already has a table {name}; drop it or choose another publication name")
     statements = [*sql.context_ddl(d, schema), *sql.log_ddl(d, account, schema), *sql.text_table_ddl(d, schema)]
-    text = sql.text_capture_objects(d, account, server.name, schema)
-    append, drop_append = sql.append_function_ddl(d, account, server.name, schema) if d.trigger_functions else ([], [])
-    run_with_undo(
-        server,
-        [*statements, *text.create, *append],
-        [*drop_append, *text.drop, *sql.drop_log_ddl(d, account, schema)],
-    )
+    drop = [*sql.drop_log_ddl(d, account, schema)]
+    if wal:
+        slot = _slot(server, account)
+        statements += wal_capture.log_ddl(slot, d.qualify(names.seq, schema), d.qualify(sql.TEXT_TABLE, schema))
+        drop = [*wal_capture.drop_log_ddl(slot), *drop]
+    else:
+        text = sql.text_capture_objects(d, account, server.name, schema)
+        statements += text.create
+        drop = [*text.drop, *drop]
+    if d.trigger_functions:
+        append, drop_append = sql.append_function_ddl(d, account, server.name, schema, wal=wal)
+        statements += append
+        drop = [*drop_append, *drop]
+    run_with_undo(server, statements, drop)
+    if wal:
+        try:  # not in a transaction that wrote: the slot waits for the transactions under way to end
+            run_each(server, [wal_capture.create_slot_sql(_slot(server, account))])
+        except pyodbc.Error as exc:
+            run_each(server, drop, ignore_errors=True)
+            raise TrxError(
+                f"{server.name} could not create the publication's replication slot: {exc.args[-1]}"
+            ) from None
 
 
 def drop_log(server: Server, account: str) -> None:
@@ -51,7 +90,8 @@ def drop_log(server: Server, account: str) -> None:
     schema = schema_of(server)
     text = sql.text_capture_objects(d, account, server.name, schema)
     drop_append = sql.append_function_ddl(d, account, server.name, schema)[1] if d.trigger_functions else []
-    run_each(server, [*drop_append, *text.drop, *sql.drop_log_ddl(d, account, schema)], ignore_errors=True)
+    drop_wal = wal_capture.drop_log_ddl(_slot(server, account)) if d.name == "postgresql" else []
+    run_each(server, [*drop_wal, *drop_append, *text.drop, *sql.drop_log_ddl(d, account, schema)], ignore_errors=True)
 
 
 def add_capture(
@@ -75,6 +115,10 @@ def add_capture(
         table = describe(server, table.name)
         statements += list(guid.create)
         undo += list(guid.drop)
+    if uses_wal(server, account):
+        made, dropped = wal_capture.add_table_ddl(_slot(server, account), d.qualify(table.name, table.schema))
+        run_with_undo(server, [*statements, *made], [*dropped, *undo])
+        return
     objects = sql.capture_objects(d, account, table, local)
     run_with_undo(server, [*statements, *objects.create], [*objects.drop, *undo])
 
@@ -85,6 +129,8 @@ def drop_capture(server: Server, account: str, table_name: str) -> None:
         name=table_name, columns=(Column("k", "int", sql.COUNT, False, 1),), schema=schema_of(server)
     )
     drops = list(sql.capture_objects(d, account, info, server.name).drop)
+    if uses_wal(server, account):
+        drops += wal_capture.add_table_ddl(_slot(server, account), d.qualify(info.name, info.schema))[1]
     if _d(server).supports_updateable_publications:
         drops += list(sql.rowguid_objects(d, info, server.name).drop)
     run_each(server, drops, ignore_errors=True)
@@ -93,6 +139,11 @@ def drop_capture(server: Server, account: str, table_name: str) -> None:
 def append_entry(server: Server, account: str, op: str, table: str, payload: str) -> None:
     """Log one entry (a REPL_TEXT call, a creating statement) as a transaction of its own."""
     d = _d(server)
+    if uses_wal(server, account):
+        run_in_transaction(
+            server, [(wal_capture.emit_entry_sql(), wal_capture.entry_message(account, op, table, payload))]
+        )
+        return
     run_in_transaction(server, sql.append_entry_sql(d, account, op, table, payload, server.name, schema_of(server)))
     sequence(server, account)
 
@@ -128,6 +179,8 @@ def publisher_count(server: Server, account: str) -> int:
     schema = schema_of(server)
     if d.single_writer:
         sequence(server, account)
+    if d.name == "postgresql" and uses_wal(server, account):
+        return read_wal(server, account)
     if d.numbers_when_read:
         for attempt in range(2):
             try:
@@ -159,12 +212,64 @@ def publisher_count(server: Server, account: str) -> int:
     return int(count) - (0 if open_conn is None else 1)
 
 
+def read_wal(server: Server, account: str) -> int:
+    """Move what the publication's slot decoded into its log; returns the publication's count.
+
+    The order that keeps it exact (engine.wal_capture): store and commit, then advance the slot; changes
+    a crash left stored but not advanced over are recognised by their position and skipped."""
+    d, schema = _d(server), schema_of(server)
+    names = sql.log_names(d, account)
+    seq, tx, log = (d.qualify(n, schema) for n in (names.seq, names.tx, names.log))
+    slot = _slot(server, account)
+    add_tx, add_entries, set_seq = wal_capture.store_sql(tx, log, seq)
+    decoder = wal_capture.PgOutputDecoder(account, sql.TEXT_TABLE)
+    with connections.connect(server, autocommit=False) as conn:
+        cursor = conn.cursor()
+        cursor.execute("SELECT pg_advisory_lock(?)", [wal_capture.lock_key(slot)])  # held across commits
+        conn.commit()
+        try:
+            while True:
+                position = cursor.execute(wal_capture.slot_position_sql(), [slot]).fetchone()
+                if position is None:
+                    raise TrxError(
+                        f"the replication slot {slot} of the publication {account} on {server.name} is gone; "
+                        "changes made since cannot be read: publish again and re-initialise the subscribers"
+                    )
+                confirmed, flushed = int(position[0]), int(position[1])
+                count, stored = (int(v) for v in cursor.execute(wal_capture.position_sql(seq)).fetchone())
+                rows = cursor.execute(
+                    wal_capture.peek_sql(), [slot, flushed, wal_capture.PEEK_CHANGES, slot]
+                ).fetchall()
+                txns = decoder.feed([r[1] for r in rows], after=stored)
+                complete = len(rows) < wal_capture.PEEK_CHANGES
+                upto = flushed if complete else decoder.last_end
+                if txns:
+                    tx_rows, entries, new_count = wal_capture.store_parameters(txns, count, server.name)
+                    cursor.execute(add_tx, [tx_rows])
+                    cursor.execute(add_entries, [entries])
+                    cursor.execute(set_seq, [new_count, upto, count])
+                    count = new_count
+                conn.commit()
+                if upto > confirmed:
+                    cursor.execute(wal_capture.advance_sql(), [slot, upto]).fetchall()
+                    conn.commit()
+                if complete:
+                    return count
+        finally:
+            conn.rollback()
+            cursor.execute("SELECT pg_advisory_unlock(?)", [wal_capture.lock_key(slot)]).fetchall()
+            conn.commit()
+
+
 def visible_count(server: Server, account: str) -> int:
     """How many transactions a reader would find, read without numbering or locking anything (a probe)."""
     d, schema = _d(server), schema_of(server)
     with connections.connect(server, readonly=True) as conn:
         cursor = conn.cursor()
         count = int(cursor.execute(sql.visible_count_sql(d, account, schema)).fetchone()[0])
+        if d.name == "postgresql" and uses_wal(server, account):
+            pending = cursor.execute(wal_capture.pending_sql(), [_slot(server, account)]).fetchone()
+            return count + (1 if pending is not None and pending[0] else 0)
         if d.single_writer and cursor.execute(sql.first_unnumbered_sql(d, account, schema)).fetchone()[0]:
             count += 1  # entries the sequencer has not numbered yet make at least one more transaction
     return count

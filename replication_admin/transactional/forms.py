@@ -54,6 +54,17 @@ class PublishForm(_Prefixed):
     sync_user = forms.CharField(
         max_length=128, required=False, label="Sync user", help_text="The user subscribers replay changes as"
     )
+    capture = forms.ChoiceField(
+        choices=[
+            ("auto", "Automatic: the WAL where PostgreSQL allows it, else triggers"),
+            ("wal", "The write-ahead log (PostgreSQL, wal_level = logical)"),
+            ("triggers", "Triggers"),
+        ],
+        initial="auto",
+        required=False,
+        label="Capture",
+        help_text="Decoding the WAL costs writers nothing; triggers work everywhere",
+    )
 
     def clean_account(self) -> str:
         return self.cleaned_data["account"].strip()

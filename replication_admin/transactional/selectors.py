@@ -37,10 +37,17 @@ def capture_summary(account: ReplAccount) -> str:
     if server is None:
         return "unknown: the publisher is not registered"
     d = dialects.get(server.dialect)
+    if account.capture == ReplAccount.Capture.WAL:
+        return (
+            "the write-ahead log: a logical replication slot keeps every committed change until a reader has "
+            "stored it in the log, so writers pay no capture cost at all"
+        )
+    note = account.capture_note
+    why = f"; not the WAL: {note}" if note and note != "chosen at publication" else ""
     if d.numbers_when_read:
         return (
             "triggers; readers number committed transactions, so the publication's writers never wait for each "
-            "other (bulk inserts and deletes are logged once per statement)"
+            f"other (bulk inserts and deletes are logged once per statement){why}"
         )
     if d.numbers_at_first_change:
         return (

@@ -189,7 +189,7 @@ def publication_create(request: HttpRequest) -> HttpResponse:
             try:
                 account = trx_actions.do_publish(
                     Actor.from_request(request), d["server"], d["account"], d["log_file"].strip() or None,
-                    d["updateable"], d["sync_user"].strip() or None,
+                    d["updateable"], d["sync_user"].strip() or None, capture=d["capture"] or "auto",
                 )  # fmt: skip
             except PermissionDenied as exc:
                 return denied(request, exc)

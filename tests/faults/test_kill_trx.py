@@ -72,13 +72,14 @@ def publish_transactions(pub, first: int, count: int) -> None:
             conn.commit()
 
 
+@pytest.mark.parametrize("capture", ["postgresql", "pgwal"])  # triggers, or the WAL (a kill may land mid-read)
 def test_a_sync_killed_at_random_points_applies_every_transaction_once_and_in_order(
-    transactional_db, settings, make_server, spark
+    transactional_db, settings, make_server, spark, capture
 ):
     settings.JOBS_SYNC = True
     rng = random.Random(20261123)
     db_path = str(settings.DATABASES["default"]["NAME"])
-    pub = make_server("postgresql", "pg1")
+    pub = make_server(capture, "pg1")
     sub = make_server("mysql", "my2")
     with connections.connect(pub) as conn:
         conn.cursor().execute("CREATE TABLE items (id integer PRIMARY KEY, name varchar(40))")

@@ -13,10 +13,13 @@ import pytest
 from replication_admin.core import connections
 from replication_admin.engine import dialects, levels
 from replication_admin.engine import transactional_sql as sql
+from replication_admin.models import ReplAccount
 from replication_admin.transactional import capture as trx_capture
 from replication_admin.transactional import lookups as trx_lookups
 
 DIALECTS = ["postgresql", "mysql", "sqlite"]
+# "pgwal": PostgreSQL capturing from the WAL (a cluster of the suite's with wal_level = logical).
+CAPTURES = ["postgresql", "pgwal", "mysql", "sqlite"]
 
 ITEMS_DDL = {
     "postgresql": "CREATE TABLE items (id integer PRIMARY KEY, name varchar(50), price numeric(10, 2), "
@@ -26,6 +29,11 @@ ITEMS_DDL = {
     "sqlite": "CREATE TABLE items (id integer PRIMARY KEY, name varchar(50), price numeric(10, 2), "
     "seen timestamp, payload blob)",
 }
+ITEMS_DDL["pgwal"] = ITEMS_DDL["postgresql"]
+
+
+def base(dialect: str) -> str:
+    return "postgresql" if dialect == "pgwal" else dialect
 
 
 def execute(server, *statements, params=()):
@@ -37,7 +45,10 @@ def execute(server, *statements, params=()):
 def published(make_server, dialect: str, account: str = "tbl"):
     server = make_server(dialect)
     execute(server, ITEMS_DDL[dialect], "CREATE TABLE other (id integer PRIMARY KEY)")
-    trx_capture.create_log(server, account)
+    wal = dialect == "pgwal"
+    if wal:  # the publication's row says how it captures (do_publish writes it)
+        ReplAccount.objects.create(server=server.name, account=account, capture=ReplAccount.Capture.WAL)
+    trx_capture.create_log(server, account, wal=wal)
     trx_capture.add_capture(server, account, trx_lookups.describe(server, "items"))
     return server
 
@@ -53,7 +64,7 @@ def transactions(server, account: str = "tbl"):
     return trx_capture.read_transactions(server, account, 0, count)
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("dialect", CAPTURES)
 def test_each_change_is_logged_with_its_row_images_in_its_own_transaction(make_server, dialect):
     server = published(make_server, dialect)
     committed(
@@ -67,16 +78,16 @@ def test_each_change_is_logged_with_its_row_images_in_its_own_transaction(make_s
     assert [[e.op for e in t.entries] for t in txns] == [["I"], ["U"], ["D"]]
     assert all(t.origin == server.name for t in txns)
     table = trx_lookups.describe(server, "items")
-    inserted = sql.row_values(txns[0].entries[0].new, table, dialect)
+    inserted = sql.row_values(txns[0].entries[0].new, table, base(dialect))
     assert inserted[:3] == [1, "a'b \"c", "12.34"]
     assert inserted[3].startswith("2026-11-22 10:11:12.123")
-    assert sql.row_values(txns[1].entries[0].old, table, dialect)[2] == "12.34"
-    assert Decimal(sql.row_values(txns[1].entries[0].new, table, dialect)[2]) == Decimal("99.99")
-    assert sql.key_values(txns[2].entries[0].old, table, dialect) == [1]
+    assert sql.row_values(txns[1].entries[0].old, table, base(dialect))[2] == "12.34"
+    assert Decimal(sql.row_values(txns[1].entries[0].new, table, base(dialect))[2]) == Decimal("99.99")
+    assert sql.key_values(txns[2].entries[0].old, table, base(dialect)) == [1]
     assert txns[2].entries[0].new is None
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("dialect", CAPTURES)
 def test_a_transaction_of_several_statements_is_one_level_and_binary_survives(make_server, dialect):
     server = published(make_server, dialect)
     with connections.connect(server, autocommit=False) as conn:
@@ -90,10 +101,10 @@ def test_a_transaction_of_several_statements_is_one_level_and_binary_survives(ma
     assert len(txns) == 1 and txns[0].count == 1
     assert [e.op for e in txns[0].entries] == ["I", "I", "I", "U"]
     table = trx_lookups.describe(server, "items")
-    assert sql.row_values(txns[0].entries[1].new, table, dialect)[4] == bytes([0, 2, 255])
+    assert sql.row_values(txns[0].entries[1].new, table, base(dialect))[4] == bytes([0, 2, 255])
 
 
-@pytest.mark.parametrize("dialect", ["postgresql", "mysql"])
+@pytest.mark.parametrize("dialect", ["postgresql", "pgwal", "mysql"])
 def test_a_transaction_that_began_first_and_commits_last_gets_the_later_level(make_server, dialect):
     """PostgreSQL's readers number committed transactions in the order of their last entry; MariaDB numbers at
     the first published change and makes later writers wait: the transaction that began first but wrote last is
@@ -102,7 +113,7 @@ def test_a_transaction_that_began_first_and_commits_last_gets_the_later_level(ma
     first = connections.open_connection(server, autocommit=False)
     second = connections.open_connection(server, autocommit=False)
     try:
-        if dialect == "postgresql":
+        if base(dialect) == "postgresql":
             first.cursor().execute("INSERT INTO items (id, name) VALUES (1, 'began first')")
         else:
             first.cursor().execute("INSERT INTO other (id) VALUES (1)")  # its transaction is under way
@@ -116,7 +127,7 @@ def test_a_transaction_that_began_first_and_commits_last_gets_the_later_level(ma
     txns = transactions(server)
     assert [t.level for t in txns] == [1, 2]
     table = trx_lookups.describe(server, "items")
-    assert [sql.key_values(e.new, table, dialect) for e in txns[0].entries] == [[2]]
+    assert [sql.key_values(e.new, table, base(dialect)) for e in txns[0].entries] == [[2]]
     assert [e.op for e in txns[1].entries][-1] == "U"
 
 
@@ -153,7 +164,7 @@ def test_a_postgresql_log_without_its_numbering_function_gets_it_at_the_first_re
     assert [[e.new["id"] for e in t.entries] for t in transactions(server)] == [[1], [2]]
 
 
-@pytest.mark.parametrize("dialect", ["postgresql", "mysql"])
+@pytest.mark.parametrize("dialect", ["postgresql", "pgwal", "mysql"])
 def test_replaying_the_log_in_order_gives_the_table_under_concurrent_writers_and_readers(make_server, dialect):
     """Four writers update, insert and delete overlapping rows while a reader keeps numbering; replaying every
     transaction in its number's order must give exactly the table's content."""
@@ -164,7 +175,7 @@ def test_replaying_the_log_in_order_gives_the_table_under_concurrent_writers_and
     upsert = {
         "postgresql": "INSERT INTO items (id, name) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name",
         "mysql": "INSERT INTO items (id, name) VALUES (?, ?) ON DUPLICATE KEY UPDATE name = VALUES(name)",
-    }[dialect]
+    }[base(dialect)]
 
     def writer(w: int) -> None:
         try:
@@ -218,7 +229,7 @@ def test_replaying_the_log_in_order_gives_the_table_under_concurrent_writers_and
     }
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("dialect", CAPTURES)
 def test_a_bulk_insert_and_delete_log_every_row_in_one_transaction_and_an_empty_one_nothing(make_server, dialect):
     server = published(make_server, dialect)
     with connections.connect(server) as conn:
@@ -259,7 +270,7 @@ def test_on_mariadb_a_second_writer_waits_for_the_first_to_commit(make_server):
     assert [[e.new["id"] for e in t.entries] for t in transactions(server)] == [[1], [2]]
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("dialect", CAPTURES)
 def test_a_rolled_back_transaction_leaves_no_gap(make_server, dialect):
     server = published(make_server, dialect)
     with connections.connect(server, autocommit=False) as conn:
@@ -271,10 +282,10 @@ def test_a_rolled_back_transaction_leaves_no_gap(make_server, dialect):
     assert [e.new["id"] for e in txns[0].entries] == [2]
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("dialect", CAPTURES)
 def test_levels_wrap_from_0x7fffffff_to_1(make_server, dialect):
     server = published(make_server, dialect)
-    d = dialects.get(dialect)
+    d = dialects.get(base(dialect))
     names = sql.log_names(d, "tbl")
     start = levels.REPL_WRAPAROUND - 2
     execute(server, f"UPDATE {d.qualify(names.seq, connections.table_schema(server))} SET {d.quote('N')} = {start}")
@@ -285,10 +296,10 @@ def test_levels_wrap_from_0x7fffffff_to_1(make_server, dialect):
     assert [t.count for t in txns] == [start + 1, start + 2, start + 3, start + 4]
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("dialect", CAPTURES)
 def test_repl_text_rows_and_console_entries_are_logged_in_order(make_server, dialect):
     server = published(make_server, dialect)
-    d = dialects.get(dialect)
+    d = dialects.get(base(dialect))
     text_insert = f"INSERT INTO {d.quote('REPL_TEXT')} ({d.quote('ACCOUNT')}, {d.quote('STMT')}, {d.quote('ARGS')}) "
     committed(server, text_insert + "VALUES ('tbl', 'wl_hit_repl (?, ?)', '[\"1.2.3.4\", \"bob\"]')")
     committed(server, text_insert + "VALUES ('another', 'ignored (?)', '[1]')")
@@ -338,3 +349,79 @@ def test_a_window_of_the_log_is_read_on_its_indexes_not_by_scanning_the_log(make
         entries = cursor.execute(query).fetchall()
     assert "Seq Scan" not in plan, plan
     assert [r[0] for r in entries] == list(range(100_001, 100_501))
+
+
+# --- capture from the WAL (PostgreSQL, wal_level = logical) ------------------------------------------------------
+
+
+def wal_objects(server) -> tuple:
+    """(user triggers on items, items' replica identity, slots, publications) on the publisher."""
+    with connections.connect(server) as conn:
+        cursor = conn.cursor()
+        triggers = cursor.execute(
+            "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'items'::regclass AND NOT tgisinternal"
+        ).fetchone()[0]
+        identity = cursor.execute("SELECT relreplident FROM pg_class WHERE oid = 'items'::regclass").fetchone()[0]
+        slots = cursor.execute(
+            "SELECT count(*) FROM pg_replication_slots WHERE database = current_database()"
+        ).fetchone()[0]
+        publications = cursor.execute("SELECT count(*) FROM pg_publication").fetchone()[0]
+    return triggers, identity, slots, publications
+
+
+def test_capture_from_the_wal_fires_no_trigger_and_dropping_the_log_frees_its_slot(make_server):
+    server = published(make_server, "pgwal")
+    assert wal_objects(server) == (0, "f", 1, 1)  # full old rows in the WAL, one slot, one publication
+    committed(server, "INSERT INTO items (id, name) VALUES (1, 'a')")
+    assert [[e.new["name"] for e in t.entries] for t in transactions(server)] == [["a"]]
+    trx_capture.drop_capture(server, "tbl", "items")
+    trx_capture.drop_log(server, "tbl")
+    assert wal_objects(server) == (0, "d", 0, 0)
+
+
+def test_a_reader_stopped_between_storing_and_advancing_the_slot_stores_nothing_twice(make_server, monkeypatch):
+    """The slot moves only after the log committed; a reader that dies in between leaves the slot behind the
+    log, and the next reader recognises what is stored by its position."""
+    server = published(make_server, "pgwal")
+    for i in range(1, 4):
+        committed(server, f"INSERT INTO items (id, name) VALUES ({i}, 'n{i}')")
+    execute(server, "UPDATE items SET name = 'changed' WHERE id = 2")
+    with monkeypatch.context() as patched:  # the advance fails as if the reader died right before it
+        patched.setattr(trx_capture.wal_capture, "advance_sql", lambda: "SELECT 1 / 0")
+        with pytest.raises(pyodbc.Error):
+            trx_capture.publisher_count(server, "tbl")
+    execute(server, "DELETE FROM items WHERE id = 3")
+    txns = transactions(server)
+    assert [t.count for t in txns] == [1, 2, 3, 4, 5]
+    assert [[(e.op, (e.new or e.old)["id"]) for e in t.entries] for t in txns] == [
+        [("I", 1)],
+        [("I", 2)],
+        [("I", 3)],
+        [("U", 2)],
+        [("D", 3)],
+    ]
+
+
+def test_the_replay_context_travels_in_the_wal_not_logged_or_with_its_origin(make_server):
+    server = published(make_server, "pgwal")
+    d = dialects.get("postgresql")
+    for nolog, origin, key in ((True, None, 1), (False, "sub9", 2), (False, None, 3)):
+        with connections.connect(server, autocommit=False) as conn:
+            cursor = conn.cursor()
+            for statement in sql.replay_context_sql(d, nolog, origin, connections.table_schema(server)):
+                cursor.execute(statement)
+            cursor.execute("INSERT INTO items (id, name) VALUES (?, 'x')", key)
+            conn.commit()
+    txns = transactions(server)
+    assert [(t.origin, [e.new["id"] for e in t.entries]) for t in txns] == [("sub9", [2]), (server.name, [3])]
+
+
+def test_an_unchanged_toasted_value_is_in_the_new_image(make_server):
+    server = published(make_server, "pgwal")
+    big = "".join(f"{i:06d}" for i in range(40_000))  # 240 kB: stored out of line
+    execute(server, "INSERT INTO items (id, name, payload) VALUES (1, 'a', ?)", params=(big.encode(),))
+    committed(server, "UPDATE items SET name = 'b' WHERE id = 1")
+    update = transactions(server)[-1].entries[0]
+    table = trx_lookups.describe(server, "items")
+    assert sql.row_values(update.new, table, "postgresql")[4] == big.encode()
+    assert update.new["name"] == "b" and update.old["name"] == "a"

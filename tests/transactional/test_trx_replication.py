@@ -15,6 +15,7 @@ from replication_admin.engine import transactional_sql as trx_sql
 from replication_admin.models import RegistryEntry, ReplAccount, ReplSubscriber, SkippedTransaction
 from replication_admin.statements import execute
 from replication_admin.transactional import actions as trx_actions
+from replication_admin.transactional import capture as trx_capture
 from replication_admin.transactional import sync as trx_sync
 from tests.bidir.test_bidir_sync import same
 
@@ -51,9 +52,10 @@ PUBLISHER_TABLES = [
 ]
 
 
-@pytest.fixture
-def rep(make_server, jobs_sync, spark):
-    rep1 = make_server("postgresql", "rep1")
+@pytest.fixture(params=["postgresql", "pgwal"])
+def rep(request, make_server, jobs_sync, spark):
+    """rep1 (PostgreSQL, capturing by triggers or from its WAL) publishes TEST and "ab ""cd"; rep2 is MariaDB."""
+    rep1 = make_server(request.param, "rep1")
     rep2 = make_server("mysql", "rep2")
     sql(rep1, *PUBLISHER_TABLES)
     run(
@@ -62,6 +64,10 @@ def rep(make_server, jobs_sync, spark):
         "REPL_PUB_ADD ('tbl', 'DB.DBA.TEST', 2, 0, null);"
         "REPL_PUB_ADD ('tbl', 'DB.DBA.ab \"cd', 2, 0, null)",
     )
+    # Automatic capture: from the WAL where wal_level = logical, triggers (saying why) elsewhere.
+    account = ReplAccount.objects.get(server="rep1", account="tbl")
+    assert account.capture == ("wal" if request.param == "pgwal" else "triggers")
+    assert request.param == "pgwal" or "wal_level is replica" in account.capture_note
     return rep1, rep2
 
 
@@ -431,6 +437,7 @@ def test_a_table_added_later_is_created_on_the_subscriber_before_its_rows_arrive
 def test_a_subscriber_syncs_across_the_wrap_of_levels(rep):
     rep1, rep2 = rep
     names = trx_sql.log_names(dialects.get("postgresql"), "tbl")
+    trx_capture.publisher_count(rep1, "tbl")  # what the publisher has captured is in its log (WAL mode reads it)
     sql(rep1, f'DELETE FROM "{names.tx}"', f'DELETE FROM "{names.log}"')
     sql(rep1, f'UPDATE "{names.seq}" SET "N" = {levels.REPL_WRAPAROUND - 1}')
     run(rep2, "REPL_SERVER ('rep1', 'rep1'); REPL_SUBSCRIBE ('rep1', 'tbl'); REPL_INIT_COPY ('rep1', 'tbl')")

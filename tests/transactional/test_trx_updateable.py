@@ -14,9 +14,9 @@ from tests.bidir.test_bidir_sync import same
 from tests.transactional.test_trx_replication import run, sql, value
 
 
-@pytest.fixture
-def nodes(make_server, jobs_sync, spark):
-    pub = make_server("postgresql", "pub")
+@pytest.fixture(params=["postgresql", "pgwal"])
+def nodes(request, make_server, jobs_sync, spark):
+    pub = make_server(request.param, "pub")
     my = make_server("mysql", "my")
     pg = make_server("postgresql", "pg")
     sql(

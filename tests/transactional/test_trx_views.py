@@ -434,3 +434,36 @@ def test_publish_add_subscribe_initialise_and_sync_through_the_pages(editor_clie
     assert f'id="trx-sub-level">{sub.level} ' in status
     done = set(AuditEntry.objects.filter(username="editor", outcome="ok").values_list("action", flat=True))
     assert {"trx.publish", "trx.pub_add", "trx.server", "trx.subscribe", "job.trx_init", "job.trx_sync"} <= done
+
+
+def test_the_publish_form_captures_from_the_wal_where_postgresql_allows_it_and_says_why_not(editor_client, make_server):
+    plain, logical, maria = (
+        make_server("postgresql", "plain"),
+        make_server("pgwal", "logical"),
+        make_server("mysql", "maria"),
+    )
+    for server in (plain, logical, maria):
+        execute(server, "CREATE TABLE items (id integer PRIMARY KEY, name varchar(20))")
+    form = {"account": "sales", "log_file": "", "updateable": "", "sync_user": "", "capture": "wal"}
+
+    response = editor_client.post(reverse("trx-publications-new"), {**form, "server": "plain"})
+    assert response.status_code == 200
+    assert "cannot capture from the WAL of plain: wal_level is replica" in response.content.decode()
+    response = editor_client.post(reverse("trx-publications-new"), {**form, "server": "maria"})
+    assert "MariaDB / MySQL has no logical decoding" in response.content.decode()
+    assert not ReplAccount.objects.exists()
+    assert AuditEntry.objects.filter(action="trx.publish", outcome=AuditEntry.Outcome.ERROR).count() == 2
+
+    response = editor_client.post(reverse("trx-publications-new"), {**form, "server": "logical"})
+    assert response.status_code == 302
+    response = editor_client.post(reverse("trx-publications-new"), {**form, "server": "plain", "capture": "auto"})
+    assert response.status_code == 302
+    captures = dict(ReplAccount.objects.values_list("server", "capture"))
+    assert captures == {"logical": "wal", "plain": "triggers"}
+    body = editor_client.get(reverse("trx-publications-detail", args=["logical", "sales"])).content.decode()
+    assert 'id="trx-capture">the write-ahead log: a logical replication slot' in body
+    body = editor_client.get(reverse("trx-publications-detail", args=["plain", "sales"])).content.decode()
+    assert (
+        "never wait for each other (bulk inserts and deletes are logged once per statement); not the WAL: "
+        "wal_level is replica" in body
+    )

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 
+from replication_admin.engine import wal_capture
 from replication_admin.engine.dialects.base import (
     IDLE_TRANSACTION_SECONDS,
     Address,
@@ -367,9 +368,12 @@ class PostgreSQL(Dialect):
         return f"SELECT {self._sequencer_function(names, schema)}()"
 
     def replay_context_sql(self, nolog: bool, origin: str | None, context_table: str) -> list[str]:
+        # The settings for capture triggers, and in the same round trip the message for a publication that
+        # decodes the WAL.
         return [
             f"SELECT set_config('{NOLOG_SETTING}', {self.literal('on' if nolog else '')}, true), "
-            f"set_config('{ORIGIN_SETTING}', {self.literal(origin or '')}, true)"
+            f"set_config('{ORIGIN_SETTING}', {self.literal(origin or '')}, true), "
+            f"({wal_capture.context_message_sql(nolog, origin)})"
         ]
 
     def row_image_sql(self, ref: str, columns: list[tuple[str, str]]) -> str:
@@ -488,7 +492,10 @@ class PostgreSQL(Dialect):
 
     def retag_origin_sql(self, tx: str, seq: str, origin: str) -> list[str]:
         q = self.quote
-        return [f"UPDATE {tx} SET {q('ORIGIN')} = {origin} WHERE {q('TXID')} = {XACT_ID}"]
+        return [
+            f"UPDATE {tx} SET {q('ORIGIN')} = {origin} WHERE {q('TXID')} = {XACT_ID}",
+            wal_capture.context_message_of(f"json_build_object('origin', {origin})::text"),
+        ]
 
 
 def _dollar_tag(body: str) -> str:

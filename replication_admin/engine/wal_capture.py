@@ -1,0 +1,411 @@
+"""PostgreSQL capture from the write-ahead log (pure: names, DDL, the pgoutput decoder; no I/O here).
+
+A publication in WAL mode has no capture triggers. Its tables (REPLICA IDENTITY FULL, so an update or
+delete carries the whole old row, TOASTed values included) and REPL_TEXT belong to a PostgreSQL publication,
+and a logical replication slot with the built-in `pgoutput` plug-in keeps every committed change of them
+until a reader has stored it. The reader (transactional.capture) moves the changes into the same log tables
+the trigger mode writes (RTTX_/RTLOG_), so everything that reads a log — subscribers at different levels,
+purging, wraparound, updateable subscriptions — is the same in both modes:
+
+1. take the publication's advisory lock (one reader at a time; a slot serves one backend at a time);
+2. peek the slot's changes up to the WAL flushed at that moment (pg_logical_slot_peek_binary_changes);
+3. in one transaction, give each committed transaction the next number in commit order, store its entries
+   and the position read (RTSEQ.LSN);
+4. only then advance the slot to that position.
+
+A crash between 3 and 4 peeks the same changes again: transactions ending at or before RTSEQ.LSN are
+skipped, so nothing is stored twice; nothing is lost because the slot moves only after the commit.
+
+What the triggers learn from transaction-local settings (the replay context: a subscriber's own apply is
+not logged; a publisher replaying an updateable subscriber logs it with that subscriber as origin) travels
+in the WAL as transactional logical messages (prefix `repladmin`), written by the same statements that set
+the settings. Entries the console appends (a table's creating statement, REPL_TEXT calls, published
+procedures' calls) are messages too (prefix `repladmin.entry:<publication>`), so they keep their place
+among the rows of their transaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+PLUGIN = "pgoutput"
+CONTEXT_PREFIX = "repladmin"
+ENTRY_PREFIX = "repladmin.entry:"
+LSN_COLUMN = "LSN"
+PEEK_CHANGES = 50_000  # changes per read: the peek stops after the transaction holding the 50,000th
+_EPOCH = dt.datetime(2000, 1, 1)  # PostgreSQL's timestamps count microseconds from here
+
+
+class WalError(ValueError):
+    """The WAL holds something the decoder cannot read (a protocol it does not know)."""
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def slot_name(database: str, schema: str, account: str) -> str:
+    """The slot's and the PostgreSQL publication's name: slots are per cluster and take only [a-z0-9_],
+    so the name is a digest of the database, the log's schema and the publication."""
+    digest = hashlib.sha256(f"{database}\0{schema}\0{account}".encode()).hexdigest()[:24]
+    return f"repladmin_{digest}"
+
+
+def lock_key(slot: str) -> int:
+    """The advisory lock (a signed 64-bit key) that makes the slot's readers take turns."""
+    return int.from_bytes(hashlib.sha256(slot.encode()).digest()[:8], "big", signed=True)
+
+
+# --- objects ---------------------------------------------------------------------------------------------------
+
+
+def log_ddl(slot: str, seq: str, text_table: str) -> list[str]:
+    """What WAL mode adds to a new log (run with the log's DDL; the slot is made afterwards, outside it)."""
+    q = _quote
+    return [
+        f"ALTER TABLE {seq} ADD COLUMN {q(LSN_COLUMN)} bigint NOT NULL DEFAULT 0",
+        # Truncation is not replicated in either mode (no trigger sees it).
+        f"CREATE PUBLICATION {q(slot)} FOR TABLE {text_table} WITH (publish = 'insert, update, delete')",
+    ]
+
+
+def create_slot_sql(slot: str) -> str:
+    return f"SELECT pg_create_logical_replication_slot('{slot}', '{PLUGIN}')"
+
+
+def drop_log_ddl(slot: str) -> list[str]:
+    return [
+        f"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{slot}'",
+        f"DROP PUBLICATION IF EXISTS {_quote(slot)}",
+    ]
+
+
+def add_table_ddl(slot: str, table: str) -> tuple[list[str], list[str]]:
+    """A published table joins the slot's publication (create, undo)."""
+    q = _quote
+    return (
+        [f"ALTER TABLE {table} REPLICA IDENTITY FULL", f"ALTER PUBLICATION {q(slot)} ADD TABLE {table}"],
+        [f"ALTER PUBLICATION {q(slot)} DROP TABLE {table}", f"ALTER TABLE {table} REPLICA IDENTITY DEFAULT"],
+    )
+
+
+def context_message_sql(nolog: bool, origin: str | None) -> str:
+    """The replay context as a transactional message, where the WAL is decoded (and the role may write one)."""
+    return context_message_of(_literal(json.dumps({"nolog": nolog, "origin": origin or None})))
+
+
+def context_message_of(content: str) -> str:
+    """The same from an SQL expression giving the JSON text."""
+    return (
+        "SELECT CASE WHEN current_setting('wal_level') = 'logical' AND "
+        "has_function_privilege('pg_logical_emit_message(boolean, text, text)', 'execute') "
+        f"THEN pg_logical_emit_message(true, '{CONTEXT_PREFIX}', {content}) END"
+    )
+
+
+def entry_message(account: str, op: str, table: str, new: str) -> tuple[str, str]:
+    """(prefix, content) of an entry the console or a procedure wrapper appends."""
+    return ENTRY_PREFIX + account, json.dumps({"op": op, "tbl": table, "new": new})
+
+
+def emit_entry_sql() -> str:
+    """Parameters: prefix, content."""
+    return "SELECT pg_logical_emit_message(true, ?, ?)"
+
+
+def append_function_body(account: str) -> str:
+    """The body of the publication's append function (p_op, p_tbl, p_new) in WAL mode."""
+    prefix = _literal(ENTRY_PREFIX + account)
+    return (
+        f"BEGIN PERFORM pg_logical_emit_message(true, {prefix}, "
+        "json_build_object('op', p_op, 'tbl', p_tbl, 'new', p_new)::text); END"
+    )
+
+
+# --- reading ---------------------------------------------------------------------------------------------------
+
+
+def peek_sql() -> str:
+    """Parameters: slot, up to where (a number), how many changes, publication. Rows: (LSN as a number, message);
+    a commit's row has the LSN just past its commit record."""
+    return (
+        "SELECT lsn - '0/0'::pg_lsn, data FROM pg_logical_slot_peek_binary_changes(?, '0/0'::pg_lsn + ?::numeric, "
+        "?, 'proto_version', '1', 'publication_names', ?, 'messages', 'true')"
+    )
+
+
+def slot_position_sql() -> str:
+    """Parameter: slot. (what the slot has confirmed, what is flushed), as numbers; no row: no such slot.
+
+    A peek reads up to the flush position taken here: a commit is decoded only once flushed, so advancing
+    to that point, when the peek returned everything before it, skips nothing."""
+    return (
+        "SELECT confirmed_flush_lsn - '0/0'::pg_lsn, pg_current_wal_flush_lsn() - '0/0'::pg_lsn "
+        "FROM pg_replication_slots WHERE slot_name = ?"
+    )
+
+
+def advance_sql() -> str:
+    """Parameters: slot, position (a number)."""
+    return "SELECT pg_replication_slot_advance(?, '0/0'::pg_lsn + ?::numeric)"
+
+
+def pending_sql() -> str:
+    """Parameter: slot. Whether WAL was flushed after the slot's confirmed position (NULL: no such slot)."""
+    return "SELECT confirmed_flush_lsn < pg_current_wal_flush_lsn() FROM pg_replication_slots WHERE slot_name = ?"
+
+
+def availability_sql() -> str:
+    """wal_level, whether the role may make slots, free slots."""
+    return (
+        "SELECT current_setting('wal_level'), "
+        "(SELECT rolsuper OR rolreplication FROM pg_roles WHERE rolname = current_user), "
+        "current_setting('max_replication_slots')::int - (SELECT count(*) FROM pg_replication_slots)"
+    )
+
+
+def unavailable_reason(wal_level: str, may_replicate: bool, free_slots: int, role: str = "") -> str | None:
+    """Why WAL mode cannot be used on a server, or None when it can."""
+    if wal_level != "logical":
+        return f"wal_level is {wal_level}; decoding the WAL needs wal_level = logical (set it and restart the server)"
+    if not may_replicate:
+        return f"the role {role or 'connecting'} may not create replication slots (it needs REPLICATION)"
+    if free_slots <= 0:
+        return "every replication slot is taken (raise max_replication_slots and restart the server)"
+    return None
+
+
+def store_sql(tx: str, log: str, seq: str) -> list[str]:
+    """Store decoded transactions: parameters (transactions JSON), (entries JSON), (count, count, position)."""
+    q = _quote
+    return [
+        f"INSERT INTO {tx} ({q('TXID')}, {q('N')}, {q('ORIGIN')}, {q('AT')}) "
+        f"SELECT r.txid, r.n, r.origin, r.at FROM json_to_recordset(?::json) AS r(txid bigint, n bigint, "
+        f"origin text, at timestamp)",
+        f"INSERT INTO {log} ({q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}) "
+        "SELECT (e.v->>0)::bigint, e.v->>1, e.v->>2, e.v->>3, e.v->>4 "
+        "FROM json_array_elements(?::json) WITH ORDINALITY AS e(v, i) ORDER BY e.i",
+        f"UPDATE {seq} SET {q('N')} = ?, {q(LSN_COLUMN)} = ? WHERE {q('ID')} = 1 AND {q('N')} = ?",
+    ]
+
+
+def position_sql(seq: str) -> str:
+    q = _quote
+    return f"SELECT {q('N')}, {q(LSN_COLUMN)} FROM {seq} WHERE {q('ID')} = 1"
+
+
+# --- the pgoutput decoder ------------------------------------------------------------------------------------------
+
+_INTEGERS = {20, 21, 23, 26}  # int8, int2, int4, oid
+_FLOATS = {700, 701}
+_JSON = {114, 3802}
+_BOOL = 16
+
+
+def _value(oid: int, text: str) -> Any:
+    """A column's text as row_to_json gives it: numbers, booleans and JSON as JSON, the rest as text."""
+    if oid == _BOOL:
+        return text == "t"
+    if oid in _INTEGERS:
+        return int(text)
+    if oid in _FLOATS:
+        return float(text) if text not in ("NaN", "Infinity", "-Infinity") else text
+    if oid in _JSON:
+        return json.loads(text)
+    return text
+
+
+@dataclass(frozen=True)
+class Relation:
+    name: str
+    columns: tuple[tuple[str, int], ...]  # (name, type oid)
+
+
+@dataclass
+class Decoded:
+    """One committed transaction, its entries as (TBL, OP, NEW, OLD) with the images as JSON text."""
+
+    end: int  # the LSN just past its commit record
+    at: dt.datetime  # commit time, UTC
+    origin: str | None = None
+    entries: list[tuple[str, str, str | None, str | None]] = field(default_factory=list)
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.at = 0
+
+    def take(self, fmt: str) -> Any:
+        value = struct.unpack_from(fmt, self.data, self.at)
+        self.at += struct.calcsize(fmt)
+        return value[0] if len(value) == 1 else value
+
+    def string(self) -> str:
+        end = self.data.index(b"\0", self.at)
+        text = self.data[self.at : end].decode()
+        self.at = end + 1
+        return text
+
+    def raw(self, size: int) -> bytes:
+        chunk = self.data[self.at : self.at + size]
+        self.at += size
+        return chunk
+
+    def tuple(self) -> list[tuple[str, str | None]]:
+        """TupleData: per column 'n' (NULL), 'u' (unchanged TOASTed value) or 't' and the text."""
+        out: list[tuple[str, str | None]] = []
+        for _ in range(self.take(">h")):
+            kind = chr(self.take(">B"))
+            if kind == "t":
+                out.append((kind, self.raw(self.take(">i")).decode()))
+            elif kind in ("n", "u"):
+                out.append((kind, None))
+            else:
+                raise WalError(f"a column sent as {kind!r}; only text columns are read")
+        return out
+
+
+class PgOutputDecoder:
+    """Turns pgoutput messages (protocol 1, text values) into the publication's transactions.
+
+    Relations are remembered across calls (a peek re-sends those it needs, so a fresh decoder works too).
+    Entries a replay context marks `nolog` are dropped; a transaction without entries is dropped."""
+
+    def __init__(self, account: str, text_table: str) -> None:
+        self.account = account
+        self.text_table = text_table
+        self.relations: dict[int, Relation] = {}
+        self._txn: Decoded | None = None
+        self._nolog = False
+        self._group: tuple[str, str] | None = None  # (table, op) of the open bulk entry
+        self._rows: list[dict[str, Any]] = []
+        self.last_end = 0  # the LSN past the last commit read
+
+    def feed(self, messages: Sequence[bytes], after: int = 0) -> list[Decoded]:
+        """The transactions the messages commit, skipping those ending at or before `after` (already stored)."""
+        out: list[Decoded] = []
+        for message in messages:
+            done = self._message(bytes(message))
+            if done is not None and done.end > after and done.entries:
+                out.append(done)
+        return out
+
+    def _message(self, data: bytes) -> Decoded | None:
+        r = _Reader(data)
+        kind = chr(r.take(">B"))
+        if kind == "B":
+            _final, micros, _xid = r.take(">qqI")
+            self._txn = Decoded(end=0, at=_EPOCH + dt.timedelta(microseconds=micros))
+            self._nolog = False
+        elif kind == "C":
+            _flags, _commit, end, _micros = r.take(">bqqq")
+            self._close_group()
+            txn, self._txn = self._current(), None
+            txn.end = self.last_end = end
+            return txn
+        elif kind == "R":
+            relid = r.take(">I")
+            _namespace, name = r.string(), r.string()
+            _identity, count = r.take(">bh")
+            columns = []
+            for _ in range(count):
+                _flags = r.take(">b")
+                column = r.string()
+                oid, _typmod = r.take(">Ii")
+                columns.append((column, oid))
+            self.relations[relid] = Relation(name, tuple(columns))
+        elif kind == "M":
+            flags, _lsn = r.take(">bq")
+            prefix = r.string()
+            content = r.raw(r.take(">i")).decode()
+            if flags & 1:
+                self._on_message(prefix, content)
+        elif kind in ("I", "U", "D"):
+            self._on_row(kind, r)
+        elif kind in ("O", "Y", "T"):
+            pass  # origins (replication origins are not used), types (oids suffice), truncations (not published)
+        else:
+            raise WalError(f"pgoutput message {kind!r} is not one this reader knows")
+        return None
+
+    def _current(self) -> Decoded:
+        if self._txn is None:
+            raise WalError("a change outside a transaction")
+        return self._txn
+
+    def _on_message(self, prefix: str, content: str) -> None:
+        txn = self._current()
+        if prefix == CONTEXT_PREFIX:
+            context = json.loads(content)
+            self._nolog = bool(context.get("nolog"))
+            txn.origin = context.get("origin") or None
+        elif prefix == ENTRY_PREFIX + self.account and not self._nolog:
+            entry = json.loads(content)
+            self._add(entry["tbl"], entry["op"], entry["new"], None)
+
+    def _on_row(self, kind: str, r: _Reader) -> None:
+        relation = self.relations[r.take(">I")]
+        old: dict[str, Any] | None = None
+        marker = chr(r.take(">B"))
+        if marker in ("K", "O"):
+            old = self._image(relation, r.tuple(), None)
+            marker = chr(r.take(">B")) if kind == "U" else "N"
+        new = self._image(relation, r.tuple(), old) if kind != "D" else None
+        if self._nolog:
+            return
+        if relation.name == self.text_table:
+            if kind == "I" and new is not None and new.get("ACCOUNT") == self.account:
+                args = new.get("ARGS")
+                image = {"stmt": new.get("STMT"), "args": json.loads(args) if args else []}
+                self._add("", "T", json.dumps(image), None)
+            return
+        if kind == "U":
+            self._add(relation.name, "U", json.dumps(new), json.dumps(old) if old is not None else None)
+        else:  # inserts and deletes in a row of one table are one entry holding the list of their images
+            if self._group != (relation.name, kind):
+                self._close_group()
+                self._group = (relation.name, kind)
+            self._rows.append(new if kind == "I" else old)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _image(relation: Relation, values: list[tuple[str, str | None]], old: dict[str, Any] | None) -> dict[str, Any]:
+        image: dict[str, Any] = {}
+        for (name, oid), (kind, text) in zip(relation.columns, values, strict=True):
+            if kind == "u":  # an unchanged TOASTed value: the full old row (REPLICA IDENTITY FULL) has it
+                image[name] = (old or {}).get(name)
+            else:
+                image[name] = None if text is None else _value(oid, text)
+        return image
+
+    def _add(self, table: str, op: str, new: str | None, old: str | None) -> None:
+        self._close_group()
+        self._current().entries.append((table, op, new, old))
+
+    def _close_group(self) -> None:
+        if self._group is None:
+            return
+        table, op = self._group
+        images = json.dumps(self._rows)
+        self._current().entries.append((table, op, images, None) if op == "I" else (table, op, None, images))
+        self._group, self._rows = None, []
+
+
+def store_parameters(txns: Sequence[Decoded], base: int, local: str) -> tuple[str, str, int]:
+    """(transactions JSON, entries JSON, new count) for store_sql; TXID is the commit's end LSN (unique)."""
+    tx_rows = [
+        {"txid": t.end, "n": base + i + 1, "origin": t.origin or local, "at": t.at.isoformat(sep=" ")}
+        for i, t in enumerate(txns)
+    ]
+    entries = [[t.end, tbl, op, new, old] for t in txns for (tbl, op, new, old) in t.entries]
+    return json.dumps(tx_rows), json.dumps(entries), base + len(txns)
