@@ -30,9 +30,10 @@ import pytest
 
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor
-from replication_admin.models import Server
+from replication_admin.models import ReplSubscriber, Server
 from replication_admin.servers.actions import ServerData, do_register_server
 from replication_admin.transactional import sync as trx_sync
+from replication_admin.transactional.actions import do_publish
 from tests.bench.test_capture_bench import write
 from tests.bench.test_trx_bench import report
 from tests.pg_cluster import own_cluster
@@ -126,10 +127,12 @@ def pglogical_peer() -> Peer:
     return Peer(db, lambda: toggle(True), lambda: toggle(False))
 
 
-def product_peer() -> Peer:
-    db = "peer_product"
+def product_peer(capture: str) -> Peer:
+    """replication_admin capturing from the WAL ("wal") or by triggers ("triggers")."""
+    db = f"peer_product_{capture}"
     with pg(PUB_PORT, db) as conn:  # the subscription creates the subscriber's table
         conn.execute(TABLE)
+    pub_name, sub_name = f"p{capture}", f"s{capture}"
     pub, sub = (
         do_register_server(
             Actor.command(),
@@ -137,17 +140,20 @@ def product_peer() -> Peer:
                 name=name, dialect="postgresql", host="127.0.0.1", port=port, database=db, user="postgres", password=""
             ),
         )
-        for name, port in (("ppub", PUB_PORT), ("psub", SUB_PORT))
+        for name, port in ((pub_name, PUB_PORT), (sub_name, SUB_PORT))
     )
-    run(pub, "REPL_PUBLISH ('b', 'b.log'); REPL_PUB_ADD ('b', 't', 2, 0, null)")
-    run(sub, "REPL_SERVER ('ppub', 'ppub'); REPL_SUBSCRIBE ('ppub', 'b'); REPL_INIT_COPY ('ppub', 'b')")
+    do_publish(Actor.command(), pub, "b", "b.log", False, None, capture=capture)
+    run(pub, "REPL_PUB_ADD ('b', 't', 2, 0, null)")
+    run(sub, f"REPL_SERVER ('{pub_name}', '{pub_name}'); REPL_SUBSCRIBE ('{pub_name}', 'b'); "
+             f"REPL_INIT_COPY ('{pub_name}', 'b')")  # fmt: skip
 
     def sync() -> None:
-        run(sub, "REPL_SYNC ('ppub', 'b')")
+        run(sub, f"REPL_SYNC ('{pub_name}', 'b')")
 
     def follow(done: threading.Event) -> None:
         run(sub, "SYNC_REPL()")
         trx_sync.follow_loop(done.is_set, interval=0.05)
+        ReplSubscriber.objects.filter(subscriber=sub_name).update(follow=False)  # the next peer's loop is its own
 
     return Peer(db, sync, lambda: None, follow)
 
@@ -168,7 +174,7 @@ def clusters(db) -> Iterator[None]:
     with own_cluster(PUB_PORT, settings), own_cluster(SUB_PORT, settings):
         for port in (PUB_PORT, SUB_PORT):
             with pg(port) as conn:
-                for name in ("peer_builtin", "peer_pglogical", "peer_product", "plain"):
+                for name in ("peer_builtin", "peer_pglogical", "peer_product_wal", "peer_product_triggers", "plain"):
                     conn.execute(f"CREATE DATABASE {name}")
         yield
 
@@ -262,7 +268,12 @@ def latency(peer: Peer, first: int) -> tuple[float, float]:
 
 
 def test_replication_admin_beside_postgresql_logical_replication_and_pglogical(clusters, jobs_sync, spark):
-    peers = [builtin_peer(), *([pglogical_peer()] if HAS_PGLOGICAL else []), product_peer()]
+    peers = [
+        builtin_peer(),
+        *([pglogical_peer()] if HAS_PGLOGICAL else []),
+        product_peer("wal"),
+        product_peer("triggers"),
+    ]
     if not HAS_PGLOGICAL:
         print("\npglogical is not installed (apt-get install postgresql-15-pglogical): its column is left out")
     results: dict[str, dict[str, float]] = {p.name: {} for p in peers}
@@ -314,10 +325,12 @@ def test_replication_admin_beside_postgresql_logical_replication_and_pglogical(c
         ratios = {k.replace("_rows_per_s", "_vs_unreplicated"): v / baseline[k] for k, v in figures.items()
                   if k in baseline}  # fmt: skip
         report(f"peers {name}", **figures, **ratios)
-    product, builtin = results["peer_product"], results["peer_builtin"]
-    report(
-        "peers replication_admin / PostgreSQL logical replication",
-        small_backlog=product["small_tx_per_s"] / builtin["small_tx_per_s"],
-        bulk_backlog=product["bulk_rows_per_s"] / builtin["bulk_rows_per_s"],
-        latency_p50=product["latency_p50_ms"] / builtin["latency_p50_ms"],
-    )
+    builtin = results["peer_builtin"]
+    for capture in ("wal", "triggers"):
+        product = results[f"peer_product_{capture}"]
+        report(
+            f"peers replication_admin ({capture}) / PostgreSQL logical replication",
+            small_backlog=product["small_tx_per_s"] / builtin["small_tx_per_s"],
+            bulk_backlog=product["bulk_rows_per_s"] / builtin["bulk_rows_per_s"],
+            latency_p50=product["latency_p50_ms"] / builtin["latency_p50_ms"],
+        )
