@@ -39,7 +39,7 @@ def uses_wal(server: Server, account: str) -> bool:
 def wal_unavailable(server: Server) -> str | None:
     """Why `server` cannot capture from its WAL, or None when it can."""
     d = _d(server)
-    if d.name != "postgresql":
+    if not d.decodes_wal:
         return f"{d.label} has no logical decoding (capture from the WAL is for PostgreSQL)"
     try:
         with connections.connect(server, readonly=True) as conn:
@@ -90,7 +90,7 @@ def drop_log(server: Server, account: str) -> None:
     schema = schema_of(server)
     text = sql.text_capture_objects(d, account, server.name, schema)
     drop_append = sql.append_function_ddl(d, account, server.name, schema)[1] if d.trigger_functions else []
-    drop_wal = wal_capture.drop_log_ddl(_slot(server, account)) if d.name == "postgresql" else []
+    drop_wal = wal_capture.drop_log_ddl(_slot(server, account)) if d.decodes_wal else []
     run_each(server, [*drop_wal, *drop_append, *text.drop, *sql.drop_log_ddl(d, account, schema)], ignore_errors=True)
 
 
@@ -179,7 +179,7 @@ def publisher_count(server: Server, account: str) -> int:
     schema = schema_of(server)
     if d.single_writer:
         sequence(server, account)
-    if d.name == "postgresql" and uses_wal(server, account):
+    if d.decodes_wal and uses_wal(server, account):
         return read_wal(server, account)
     if d.numbers_when_read:
         for attempt in range(2):
@@ -267,7 +267,7 @@ def visible_count(server: Server, account: str) -> int:
     with connections.connect(server, readonly=True) as conn:
         cursor = conn.cursor()
         count = int(cursor.execute(sql.visible_count_sql(d, account, schema)).fetchone()[0])
-        if d.name == "postgresql" and uses_wal(server, account):
+        if d.decodes_wal and uses_wal(server, account):
             pending = cursor.execute(wal_capture.pending_sql(), [_slot(server, account)]).fetchone()
             return count + (1 if pending is not None and pending[0] else 0)
         if d.single_writer and cursor.execute(sql.first_unnumbered_sql(d, account, schema)).fetchone()[0]:

@@ -287,3 +287,4 @@ def test_capabilities_of_the_live_dialects():
     assert tuple(n for n, d in from_flags.items() if d.supports_bidir) == LIVE
     assert [n for n, d in from_flags.items() if d.text_timestamps] == ["sqlite"]
     assert [n for n, d in from_flags.items() if d.has_boolean] == ["postgresql"]
+    assert [n for n, d in from_flags.items() if d.decodes_wal] == ["postgresql"]

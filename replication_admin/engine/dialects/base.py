@@ -246,6 +246,8 @@ class Dialect:
     numbers_when_read: bool = False
     # Statement triggers see the rows a statement changed as a table (a bulk statement is logged in one INSERT).
     has_transition_tables: bool = False
+    # Logical decoding of the write-ahead log (a publication may capture from it: engine.wal_capture).
+    decodes_wal: bool = False
     # Transactions are numbered when they first change a published table, holding the publication's counter
     # row until they commit (a reader counts only what is before the holder).
     numbers_at_first_change: bool = False

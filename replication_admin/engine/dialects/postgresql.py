@@ -71,6 +71,7 @@ class PostgreSQL(Dialect):
     resolves_procedures_by_type = True
     numbers_when_read = True
     has_transition_tables = True
+    decodes_wal = True
     has_ddl_triggers = True
     has_schemas = True
 
