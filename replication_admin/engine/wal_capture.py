@@ -30,7 +30,7 @@ import datetime as dt
 import hashlib
 import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -212,23 +212,32 @@ _JSON = {114, 3802}
 _BOOL = 16
 
 
-def _value(oid: int, text: str) -> Any:
-    """A column's text as row_to_json gives it: numbers, booleans and JSON as JSON, the rest as text."""
+def _float(text: str) -> float | str:
+    return float(text) if text not in ("NaN", "Infinity", "-Infinity") else text
+
+
+def _boolean(text: str) -> bool:
+    return text == "t"
+
+
+def converter(oid: int) -> Callable[[str], Any] | None:
+    """How a column's text becomes what row_to_json gives: numbers, booleans and JSON as JSON, the rest
+    (None) as the text."""
     if oid == _BOOL:
-        return text == "t"
+        return _boolean
     if oid in _INTEGERS:
-        return int(text)
+        return int
     if oid in _FLOATS:
-        return float(text) if text not in ("NaN", "Infinity", "-Infinity") else text
+        return _float
     if oid in _JSON:
-        return json.loads(text)
-    return text
+        return json.loads
+    return None
 
 
 @dataclass(frozen=True)
 class Relation:
     name: str
-    columns: tuple[tuple[str, int], ...]  # (name, type oid)
+    columns: tuple[tuple[str, Callable[[str], Any] | None], ...]  # (name, converter)
 
 
 @dataclass
@@ -241,14 +250,20 @@ class Decoded:
     entries: list[tuple[str, str, str | None, str | None]] = field(default_factory=list)
 
 
+_STRUCTS: dict[str, struct.Struct] = {}
+_COUNT, _SIZE = struct.Struct(">h"), struct.Struct(">i")
+_TEXT, _NULL, _UNCHANGED = ord("t"), ord("n"), ord("u")
+
+
 class _Reader:
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.at = 0
 
     def take(self, fmt: str) -> Any:
-        value = struct.unpack_from(fmt, self.data, self.at)
-        self.at += struct.calcsize(fmt)
+        layout = _STRUCTS.get(fmt) or _STRUCTS.setdefault(fmt, struct.Struct(fmt))
+        value = layout.unpack_from(self.data, self.at)
+        self.at += layout.size
         return value[0] if len(value) == 1 else value
 
     def string(self) -> str:
@@ -262,18 +277,32 @@ class _Reader:
         self.at += size
         return chunk
 
-    def tuple(self) -> list[tuple[str, str | None]]:
-        """TupleData: per column 'n' (NULL), 'u' (unchanged TOASTed value) or 't' and the text."""
-        out: list[tuple[str, str | None]] = []
-        for _ in range(self.take(">h")):
-            kind = chr(self.take(">B"))
-            if kind == "t":
-                out.append((kind, self.raw(self.take(">i")).decode()))
-            elif kind in ("n", "u"):
-                out.append((kind, None))
+    def image(self, relation: Relation, old: dict[str, Any] | None) -> dict[str, Any]:
+        """A TupleData as a row image: per column 'n' (NULL), 'u' (an unchanged TOASTed value: the full old
+        row, REPLICA IDENTITY FULL, has it) or 't' and the text. Inlined: every value of a backlog passes here."""
+        data, at = self.data, self.at
+        (count,) = _COUNT.unpack_from(data, at)
+        at += 2
+        if count != len(relation.columns):
+            raise WalError(f"a row of {relation.name} with {count} columns, its relation has {len(relation.columns)}")
+        image: dict[str, Any] = {}
+        for name, convert in relation.columns:
+            kind = data[at]
+            at += 1
+            if kind == _TEXT:
+                (size,) = _SIZE.unpack_from(data, at)
+                at += 4
+                text = data[at : at + size].decode()
+                at += size
+                image[name] = text if convert is None else convert(text)
+            elif kind == _NULL:
+                image[name] = None
+            elif kind == _UNCHANGED:
+                image[name] = (old or {}).get(name)
             else:
-                raise WalError(f"a column sent as {kind!r}; only text columns are read")
-        return out
+                raise WalError(f"a column sent as {chr(kind)!r}; only text columns are read")
+        self.at = at
+        return image
 
 
 class PgOutputDecoder:
@@ -323,7 +352,7 @@ class PgOutputDecoder:
                 _flags = r.take(">b")
                 column = r.string()
                 oid, _typmod = r.take(">Ii")
-                columns.append((column, oid))
+                columns.append((column, converter(oid)))
             self.relations[relid] = Relation(name, tuple(columns))
         elif kind == "M":
             flags, _lsn = r.take(">bq")
@@ -359,9 +388,9 @@ class PgOutputDecoder:
         old: dict[str, Any] | None = None
         marker = chr(r.take(">B"))
         if marker in ("K", "O"):
-            old = self._image(relation, r.tuple(), None)
+            old = r.image(relation, None)
             marker = chr(r.take(">B")) if kind == "U" else "N"
-        new = self._image(relation, r.tuple(), old) if kind != "D" else None
+        new = r.image(relation, old) if kind != "D" else None
         if self._nolog:
             return
         if relation.name == self.text_table:
@@ -377,16 +406,6 @@ class PgOutputDecoder:
                 self._close_group()
                 self._group = (relation.name, kind)
             self._rows.append(new if kind == "I" else old)  # type: ignore[arg-type]
-
-    @staticmethod
-    def _image(relation: Relation, values: list[tuple[str, str | None]], old: dict[str, Any] | None) -> dict[str, Any]:
-        image: dict[str, Any] = {}
-        for (name, oid), (kind, text) in zip(relation.columns, values, strict=True):
-            if kind == "u":  # an unchanged TOASTed value: the full old row (REPLICA IDENTITY FULL) has it
-                image[name] = (old or {}).get(name)
-            else:
-                image[name] = None if text is None else _value(oid, text)
-        return image
 
     def _add(self, table: str, op: str, new: str | None, old: str | None) -> None:
         self._close_group()
