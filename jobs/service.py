@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -102,4 +103,5 @@ def service_environment(config: SparkConfig) -> dict[str, str]:
     env["SPARK_HOME"] = spark_home()
     env.setdefault("SPARK_LOCAL_IP", config.bind_address)
     env["TZ"] = "UTC"
+    env.setdefault("PYSPARK_PYTHON", sys.executable)  # executors' Python work (jobs.native_load) runs in this venv
     return env

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import sys
 import threading
 import time
 import uuid
@@ -73,6 +74,9 @@ def spark_conf(config: SparkConfig, parallelism: int | None = None) -> dict[str,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
+        # Python work on the executors (the bulk loads of jobs.native_load) runs in this interpreter, which has
+        # pyarrow and the databases' drivers (spark.pyspark.python on a host of its own, via REPLADMIN_SPARK_CONF).
+        "spark.pyspark.python": sys.executable,
         "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -Dfile.encoding=UTF-8",
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC -Dfile.encoding=UTF-8",
         # Shuffles sized to the task slots (200 partitions would spend most of the time scheduling on a
@@ -139,6 +143,7 @@ def _embedded(config: SparkConfig) -> SparkSession:
     if absent:
         raise RuntimeError(f"JDBC driver jars not found: {', '.join(absent)} (run scripts/setup.sh)")
     os.environ.setdefault("SPARK_LOCAL_IP", config.bind_address)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers with this venv's packages
     # A Connect client marks its process (and the children it starts) as Connect-only in the environment;
     # an embedded session is asked for explicitly here.
     for name in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE"):

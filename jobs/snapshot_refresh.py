@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from jobs.compare import normalise_time_text
 from jobs.jdbc import DEFAULT_PARALLELISM, Parallelism, jdbc_options, read_by_key_range, read_query, read_split
+from jobs.native_load import NativeAddress, native_write
 from jobs.progress import StageProgress
 from replication_admin.engine import dialects
 from replication_admin.engine.compare import family_of
@@ -37,6 +38,7 @@ Progress = Callable[[int, int], None]
 class Endpoint:
     dialect: str
     jdbc: JdbcEndpoint
+    native: NativeAddress | None = None  # writes go through the dialect's bulk loader (jobs.native_load)
 
 
 def as_timestamp(c: Column, read_as: str) -> Column:
@@ -92,6 +94,13 @@ def write_staging(df: DataFrame, endpoint: Endpoint, table_sql: str, parallelism
 
     At most `parallelism.connections` partitions write at once (coalesce merges partitions without a
     shuffle and never adds any); a single-writer database gets one writer, in one transaction."""
+    write_rows(df, endpoint, table_sql, parallelism)
+
+
+def write_rows(df: DataFrame, endpoint: Endpoint, table_sql: str, parallelism: Parallelism | None = None) -> int | None:
+    """write_staging; returns the rows written when the writer counted them (the native bulk path does)."""
+    if endpoint.native is not None:
+        return native_write(df, endpoint.native, table_sql, (parallelism or DEFAULT_PARALLELISM).connections)
     if dialects.get(endpoint.dialect).single_writer:
         df = df.coalesce(1)  # one writer at a time, one transaction
         options = {"batchsize": "5000", "isolationLevel": "SERIALIZABLE"}
@@ -102,6 +111,7 @@ def write_staging(df: DataFrame, endpoint: Endpoint, table_sql: str, parallelism
     for key, value in {**jdbc_options(endpoint.jdbc), **options}.items():
         writer = writer.option(key, value)
     writer.save()
+    return None
 
 
 def write_counted(
@@ -116,13 +126,13 @@ def write_counted(
     """write_staging, returning the number of rows written, counted as they stream through (no second
     pass); with `spark` and `progress`, the write's task progress is reported while it runs."""
     observation = Observation(name)
-    out = df.observe(observation, F.count(F.lit(1)).alias("rows"))
+    out = df if endpoint.native is not None else df.observe(observation, F.count(F.lit(1)).alias("rows"))
     if spark is not None:
         with StageProgress(spark, progress or (lambda d, t: None)):
-            write_staging(out, endpoint, table_sql, parallelism)
+            written = write_rows(out, endpoint, table_sql, parallelism)
     else:
-        write_staging(out, endpoint, table_sql, parallelism)
-    return int(observation.get["rows"])
+        written = write_rows(out, endpoint, table_sql, parallelism)
+    return written if written is not None else int(observation.get["rows"])
 
 
 @dataclass(frozen=True)

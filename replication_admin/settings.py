@@ -350,6 +350,10 @@ SPARK_CONNECT_RETRY_SECONDS = env_int("REPLADMIN_SPARK_CONNECT_RETRY_SECONDS", 3
 # SQLite files are opened by Spark's executors: on a local master they are on this host; on a cluster only
 # when every executor sees the file at the same path (then set 1). Unset: decided from the master.
 SPARK_SQLITE_SHARED = env_optional_bool("REPLADMIN_SPARK_SQLITE_SHARED")
+# 1: staging writes into PostgreSQL and MariaDB go through their bulk loaders (COPY, LOAD DATA, one per Spark
+# partition; jobs/native_load.py) instead of Spark's JDBC batches. Off by default: on a host whose cores the
+# databases share, handing the rows to Python costs more than it saves (docs/design-notes.md has the figures).
+NATIVE_LOAD = env_bool("REPLADMIN_NATIVE_LOAD", False)
 JDBC_JARS = env_list(
     "REPLADMIN_JDBC_JARS",
     [

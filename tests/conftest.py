@@ -37,7 +37,12 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 PG = {"host": "127.0.0.1", "port": 5432, "user": "root", "password": ""}
 # The suite's own cluster with wal_level = logical (started on first use): "pgwal" servers live there, and their
 # transactional publications capture from the WAL.
-WAL_PG = {"host": "127.0.0.1", "port": 5446, "user": "postgres", "password": ""}
+WAL_PG = {
+    "host": "127.0.0.1",
+    "port": int(os.environ.get("REPLADMIN_TEST_WAL_PG_PORT", "5446")),
+    "user": "postgres",
+    "password": "",
+}
 WAL_SETTINGS = {"wal_level": "logical", "max_replication_slots": "64", "max_wal_senders": "8"}
 MY = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from jobs import session as spark_sessions
+from jobs.native_load import NATIVE_DIALECTS, NativeAddress
 from jobs.service import job_pool
 from jobs.session import SparkConfig, get_spark, job_session_id
 from jobs.snapshot_refresh import Endpoint
@@ -145,7 +146,18 @@ def endpoint(server: Server, readonly: bool = False) -> Endpoint:
             "executor sees the file at the same path"
         )
     transactions.note_spark_server(server)  # a JDBC failure naming no host is put down to the job's servers
-    return Endpoint(dialect=server.dialect, jdbc=connections.jdbc_endpoint(server, readonly=readonly))
+    native = None
+    if not readonly and settings.NATIVE_LOAD and server.dialect in NATIVE_DIALECTS and not server.odbc_dsn:
+        address = connections.address_for(server)
+        native = NativeAddress(
+            dialect=server.dialect,
+            host=address.host,
+            port=address.port or int(dialects.get(server.dialect).default_port or 0),
+            database=address.database,
+            user=address.user,
+            password=address.password,
+        )
+    return Endpoint(dialect=server.dialect, jdbc=connections.jdbc_endpoint(server, readonly=readonly), native=native)
 
 
 _slots: dict[str, int] = {}  # service address ("" embedded) -> its task slots, asked once per process

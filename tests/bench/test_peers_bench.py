@@ -334,3 +334,73 @@ def test_replication_admin_beside_postgresql_logical_replication_and_pglogical(c
             bulk_backlog=product["bulk_rows_per_s"] / builtin["bulk_rows_per_s"],
             latency_p50=product["latency_p50_ms"] / builtin["latency_p50_ms"],
         )
+
+
+SUSTAINED_RATE = float(os.environ.get("BENCH_SUSTAINED_RATE", "1000"))
+SUSTAINED_SECONDS = float(os.environ.get("BENCH_SUSTAINED_SECONDS", "60"))
+
+
+def sustained(peer: Peer, first: int) -> dict[str, float]:
+    """One-row transactions at SUSTAINED_RATE for SUSTAINED_SECONDS while the follower applies them: the largest
+    backlog seen (publisher rows not yet on the subscriber, sampled every 0.25 s), the backlog at the end of the
+    writes, the seconds to drain it, and whether the feed was cut."""
+    done, writing_done = threading.Event(), threading.Event()
+    samples: list[int] = []
+    server = _odbc(peer.name)
+    written = {"n": 0}
+
+    def writer() -> None:
+        try:
+            with connections.connect(server, autocommit=False) as conn:
+                cursor = conn.cursor()
+                started = time.perf_counter()
+                total = int(SUSTAINED_RATE * SUSTAINED_SECONDS)
+                for i in range(total):
+                    cursor.execute("INSERT INTO t (id, v, amount) VALUES (?, 'steady', 1.00)", first + i)
+                    conn.commit()
+                    written["n"] = i + 1
+                    ahead = started + (i + 1) / SUSTAINED_RATE - time.perf_counter()
+                    if ahead > 0:
+                        time.sleep(ahead)
+        finally:
+            drained["written"] = time.perf_counter()
+            writing_done.set()
+
+    def sampler() -> None:
+        with pg(SUB_PORT, peer.name) as conn:
+            while not writing_done.is_set():
+                applied = conn.execute("SELECT count(*) FROM t WHERE id >= %s", [first]).fetchone()[0]
+                samples.append(written["n"] - int(applied))
+                time.sleep(0.25)
+        wait_until(SUB_PORT, peer.name, rows_and_sum(PUB_PORT, peer.name)[0], seconds=300)
+        drained["at"] = time.perf_counter()
+        done.set()
+
+    drained: dict[str, float] = {}
+    threads = [threading.Thread(target=writer), threading.Thread(target=sampler)]
+    for thread in threads:
+        thread.start()
+    assert peer.follow is not None
+    peer.follow(done)
+    for thread in threads:
+        thread.join()
+    cut = ReplSubscriber.objects.filter(
+        subscriber=f"s{peer.name.rsplit('_', 1)[-1]}", state=ReplSubscriber.DISCONNECTED
+    )
+    return {
+        "tx_per_s_written": written["n"] / SUSTAINED_SECONDS,
+        "max_backlog_rows": float(max(samples or [0])),
+        "end_backlog_rows": float(samples[-1] if samples else 0),
+        "drain_s": drained["at"] - drained["written"],
+        "cut": float(cut.exists()),
+    }
+
+
+def test_replication_admin_follows_a_sustained_1000_transactions_per_second(clusters, jobs_sync, spark):
+    """Target: no cut and no falling behind at 1,000 tx/s for 60 s (a backlog that stays bounded)."""
+    for capture in ("wal", "triggers"):
+        peer = product_peer(capture)
+        peer.start()
+        figures = sustained(peer, 1)
+        assert rows_and_sum(SUB_PORT, peer.name) == rows_and_sum(PUB_PORT, peer.name)
+        report(f"peers sustained {SUSTAINED_RATE:.0f} tx/s for {SUSTAINED_SECONDS:.0f} s ({capture})", **figures)

@@ -169,6 +169,17 @@ def fidelity_rows() -> list[tuple]:
 def test_values_survive_exactly_null_empty_unicode_numeric_microseconds_and_1mb(
     make_server, spark, source_dialect, dest_dialect
 ):
+    values_survive(make_server, source_dialect, dest_dialect)
+
+
+@pytest.mark.parametrize(("source_dialect", "dest_dialect"), [("mysql", "postgresql"), ("postgresql", "mysql")])
+def test_values_survive_exactly_through_the_bulk_loaders(make_server, spark, settings, source_dialect, dest_dialect):
+    """The same values with staging written by COPY / LOAD DATA per partition (REPLADMIN_NATIVE_LOAD=1)."""
+    settings.NATIVE_LOAD = True
+    values_survive(make_server, source_dialect, dest_dialect)
+
+
+def values_survive(make_server, source_dialect: str, dest_dialect: str) -> None:
     source = make_server(source_dialect, "vsrc")
     dest = make_server(dest_dialect, "vdst")
     columns = [

@@ -1,0 +1,206 @@
+"""Staging writes on the destination's native bulk path, one load per Spark partition.
+
+Spark still reads the source and shapes the rows (partitions, type conversions); instead of the JDBC
+writer's batched INSERTs, each partition's rows reach Python as Arrow batches, become CSV (pyarrow's
+writer, in C++) and go to the destination in one bulk statement in one transaction:
+
+- PostgreSQL: `COPY … FROM STDIN (FORMAT csv)` through psycopg, streamed batch by batch;
+- MariaDB / MySQL: `LOAD DATA LOCAL INFILE` through PyMySQL, from a file of the partition's rows (the
+  protocol sends a file the client names). LOCAL turns conversion errors into warnings, so a load with a
+  warning fails the task: nothing is truncated or coerced silently.
+
+Values leave Spark in text forms both servers parse exactly: timestamps as 'yyyy-MM-dd HH:mm:ss.SSSSSS'
+(the session is UTC), decimals as their text (to_destination already), booleans as 1/0 for MariaDB, bytes
+as hex ('\\x…' for PostgreSQL's bytea, UNHEX() on MariaDB). A NULL is an unquoted empty field for
+PostgreSQL and an unquoted NULL for MariaDB; every string is quoted, so an empty string stays one.
+
+A partition that fails rolls back and Spark runs it again. SQLite keeps the JDBC writer: one writer at a
+time, in one transaction, is already what it can take.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from replication_admin.engine import dialects
+
+NATIVE_DIALECTS = ("postgresql", "mysql")
+TIMESTAMP_TEXT = "yyyy-MM-dd HH:mm:ss.SSSSSS"
+
+
+@dataclass(frozen=True)
+class NativeAddress:
+    """How a task reaches the destination with the dialect's own driver (the JDBC endpoint's server)."""
+
+    dialect: str
+    host: str
+    port: int
+    database: str
+    user: str
+    password: str
+
+
+class NativeLoadError(RuntimeError):
+    """The destination refused or altered rows of a bulk load."""
+
+
+def csv_ready(df: DataFrame, dialect: str) -> tuple[DataFrame, tuple[bool, ...]]:
+    """The rows in the text forms the destination's CSV loader takes, and which columns carry bytes (hex)."""
+    columns, binary = [], []
+    for field in df.schema.fields:
+        c = F.col(f"`{field.name}`")
+        kind = field.dataType
+        if isinstance(kind, T.TimestampType | T.TimestampNTZType):
+            c = F.date_format(c, TIMESTAMP_TEXT)
+        elif isinstance(kind, T.BooleanType) and dialect == "mysql":
+            c = c.cast("int")
+        elif isinstance(kind, T.BinaryType):
+            c = F.hex(c) if dialect == "mysql" else F.concat(F.lit("\\x"), F.lower(F.hex(c)))
+        columns.append(c.alias(field.name))
+        binary.append(isinstance(kind, T.BinaryType))
+    return df.select(*columns), tuple(binary)
+
+
+def _csv(batch: Any, null: str) -> bytes:
+    import pyarrow.csv as pacsv  # noqa: PLC0415 - imported where the task runs
+
+    options = pacsv.WriteOptions(include_header=False, quoting_style="needed", null_string=null)
+    sink = _Sink()
+    pacsv.write_csv(batch, sink, options)
+    return sink.value()
+
+
+class _Sink:
+    """A byte buffer pyarrow writes into (io.BytesIO without its seek/position bookkeeping)."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        self.parts.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        return None
+
+    def value(self) -> bytes:
+        return b"".join(self.parts)
+
+
+def copy_sql(table_sql: str, columns: Sequence[str]) -> str:
+    d = dialects.get("postgresql")
+    return f"COPY {table_sql} ({', '.join(d.quote(c) for c in columns)}) FROM STDIN (FORMAT csv)"
+
+
+def load_data_sql(table_sql: str, columns: Sequence[str], binary: Sequence[bool]) -> str:
+    """The LOAD DATA statement (parameter: the file); bytes arrive as hex into a variable and are UNHEXed."""
+    d = dialects.get("mysql")
+    pairs = list(enumerate(zip(columns, binary, strict=True)))
+    targets = [f"@v{i}" if is_bytes else d.quote(c) for i, (c, is_bytes) in pairs]
+    sets = [f"{d.quote(c)} = UNHEX(@v{i})" for i, (c, is_bytes) in pairs if is_bytes]
+    return (
+        f"LOAD DATA LOCAL INFILE %s INTO TABLE {table_sql} CHARACTER SET utf8mb4 "
+        "FIELDS TERMINATED BY ',' OPTIONALLY ENCLOSED BY '\"' ESCAPED BY '' LINES TERMINATED BY '\\n' "
+        f"({', '.join(targets)})" + (f" SET {', '.join(sets)}" if sets else "")
+    )
+
+
+# What runs on the executors references no module of the project (it is sent by value, see native_write):
+# the statements are made on the driver.
+
+
+def load_postgresql(address: NativeAddress, statement: str, batches: Iterator[Any]) -> int:
+    import psycopg  # noqa: PLC0415 - imported where the task runs
+
+    rows = 0
+    with psycopg.connect(
+        host=address.host,
+        port=address.port,
+        dbname=address.database,
+        user=address.user,
+        password=address.password,
+        options="-c TimeZone=UTC",
+    ) as conn:
+        with conn.cursor() as cursor, cursor.copy(statement) as copy:
+            for batch in batches:
+                copy.write(_csv(batch, ""))
+                rows += batch.num_rows
+        conn.commit()
+    return rows
+
+
+def load_mysql(address: NativeAddress, statement: str, batches: Iterator[Any]) -> int:
+    import pymysql  # noqa: PLC0415 - imported where the task runs
+
+    rows = 0
+    handle, path = tempfile.mkstemp(prefix="repladmin-load-", suffix=".csv")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            for batch in batches:
+                out.write(_csv(batch, "NULL"))
+                rows += batch.num_rows
+        if not rows:
+            return 0
+        conn = pymysql.connect(
+            host=address.host,
+            port=address.port,
+            user=address.user,
+            password=address.password,
+            database=address.database,
+            local_infile=True,
+            charset="utf8mb4",
+            autocommit=False,
+            init_command="SET time_zone = '+00:00'",
+        )
+        try:
+            with conn.cursor() as cursor:
+                loaded = cursor.execute(statement, [path])
+                cursor.execute("SHOW WARNINGS LIMIT 1")
+                warnings = cursor.fetchall()
+                if warnings or loaded != rows:
+                    conn.rollback()
+                    said = f": {warnings[0][2]}" if warnings else ""
+                    raise NativeLoadError(f"LOAD DATA took {loaded} of {rows} rows{said}")
+            conn.commit()
+        finally:
+            conn.close()
+    finally:
+        os.unlink(path)
+    return rows
+
+
+def _load_partition(address: NativeAddress, statement: str, batches: Iterator[Any]) -> Iterator[Any]:
+    import pyarrow as pa  # noqa: PLC0415 - imported where the task runs
+
+    load = load_postgresql if address.dialect == "postgresql" else load_mysql
+    yield pa.RecordBatch.from_pydict({"rows": [load(address, statement, batches)]})
+
+
+def native_write(df: DataFrame, address: NativeAddress, table_sql: str, writers: int) -> int:
+    """Append `df` into the staging table `table_sql` with at most `writers` partitions loading at once;
+    returns the rows written."""
+    from pyspark import cloudpickle  # noqa: PLC0415
+
+    if address.dialect not in NATIVE_DIALECTS:
+        raise ValueError(f"no native bulk path for {address.dialect}")
+    ready, binary = csv_ready(df, address.dialect)
+    if address.dialect == "postgresql":
+        statement = copy_sql(table_sql, df.columns)
+    else:
+        statement = load_data_sql(table_sql, df.columns, binary)
+    # Sent by value: the executors' Python workers need pyarrow and the drivers, not this project on their path.
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
+    task = functools.partial(_load_partition, address, statement)
+    counts = ready.coalesce(max(writers, 1)).mapInArrow(task, "rows long").collect()
+    return sum(int(r["rows"]) for r in counts)
