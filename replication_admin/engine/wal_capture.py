@@ -160,16 +160,28 @@ def advance_sql() -> str:
     return "SELECT pg_replication_slot_advance(?, '0/0'::pg_lsn + ?::numeric)"
 
 
+def slot_active_sql() -> str:
+    """Parameter: slot. Whether a replication connection holds it (no row: no such slot)."""
+    return "SELECT active::int FROM pg_replication_slots WHERE slot_name = ?"  # psqlODBC reads booleans as '0'/'1'
+
+
+def stream_options(slot: str) -> dict[str, str]:
+    """pgoutput's options for START_REPLICATION (the same as the SQL reader's)."""
+    return {"proto_version": "1", "publication_names": slot, "messages": "true"}
+
+
 def pending_sql() -> str:
     """Parameter: slot. Whether WAL was flushed after the slot's confirmed position (NULL: no such slot)."""
-    return "SELECT confirmed_flush_lsn < pg_current_wal_flush_lsn() FROM pg_replication_slots WHERE slot_name = ?"
+    return (
+        "SELECT (confirmed_flush_lsn < pg_current_wal_flush_lsn())::int FROM pg_replication_slots WHERE slot_name = ?"
+    )
 
 
 def availability_sql() -> str:
     """wal_level, whether the role may make slots, free slots."""
     return (
         "SELECT current_setting('wal_level'), "
-        "(SELECT rolsuper OR rolreplication FROM pg_roles WHERE rolname = current_user), "
+        "(SELECT (rolsuper OR rolreplication)::int FROM pg_roles WHERE rolname = current_user), "
         "current_setting('max_replication_slots')::int - (SELECT count(*) FROM pg_replication_slots)"
     )
 

@@ -4,6 +4,9 @@ their levels in commit order, reading and purging the log."""
 
 from __future__ import annotations
 
+import contextlib
+import time
+
 import pyodbc
 
 from replication_admin.core import connections
@@ -212,43 +215,73 @@ def publisher_count(server: Server, account: str) -> int:
     return int(count) - (0 if open_conn is None else 1)
 
 
+LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's SQLSTATE when lock_timeout ran out
+STREAM_LOCK_WAIT = "5s"  # how long a reader waits for the slot's advisory lock before looking again
+
+
+class _WalLog:
+    """Stores decoded transactions of one publication in its log (RTTX, RTLOG, RTSEQ's count and position)."""
+
+    def __init__(self, server: Server, account: str) -> None:
+        d, schema = _d(server), schema_of(server)
+        names = sql.log_names(d, account)
+        self.seq, tx, log = (d.qualify(n, schema) for n in (names.seq, names.tx, names.log))
+        self.statements = wal_capture.store_sql(tx, log, self.seq)
+        self.local = server.name
+
+    def position(self, cursor) -> tuple[int, int]:
+        """(count, the WAL position stored with it)."""
+        count, stored = cursor.execute(wal_capture.position_sql(self.seq)).fetchone()
+        return int(count), int(stored)
+
+    def store(self, cursor, txns: list[wal_capture.Decoded], count: int, upto: int) -> int:
+        """Store `txns` after `count` (in the caller's transaction); returns the new count."""
+        if not txns:
+            return count
+        add_tx, add_entries, set_seq = self.statements
+        tx_rows, entries, new_count = wal_capture.store_parameters(txns, count, self.local)
+        cursor.execute(add_tx, [tx_rows])
+        cursor.execute(add_entries, [entries])
+        cursor.execute(set_seq, [new_count, upto, count])
+        return new_count
+
+
+def _slot_gone(server: Server, account: str, slot: str) -> TrxError:
+    return TrxError(
+        f"the replication slot {slot} of the publication {account} on {server.name} is gone; "
+        "changes made since cannot be read: publish again and re-initialise the subscribers"
+    )
+
+
 def read_wal(server: Server, account: str) -> int:
     """Move what the publication's slot decoded into its log; returns the publication's count.
 
     The order that keeps it exact (engine.wal_capture): store and commit, then advance the slot; changes
-    a crash left stored but not advanced over are recognised by their position and skipped."""
-    d, schema = _d(server), schema_of(server)
-    names = sql.log_names(d, account)
-    seq, tx, log = (d.qualify(n, schema) for n in (names.seq, names.tx, names.log))
+    a crash left stored but not advanced over are recognised by their position and skipped. While a
+    follower streams the slot (WalStream), it stores as changes arrive: the count stored is the answer."""
     slot = _slot(server, account)
-    add_tx, add_entries, set_seq = wal_capture.store_sql(tx, log, seq)
+    log = _WalLog(server, account)
     decoder = wal_capture.PgOutputDecoder(account, sql.TEXT_TABLE)
     with connections.connect(server, autocommit=False) as conn:
         cursor = conn.cursor()
-        cursor.execute("SELECT pg_advisory_lock(?)", [wal_capture.lock_key(slot)])  # held across commits
-        conn.commit()
+        if not _lock_slot(cursor, server, account, slot):
+            count = log.position(cursor)[0]  # a stream holds the slot and stores as changes arrive
+            conn.rollback()
+            return count
         try:
             while True:
                 position = cursor.execute(wal_capture.slot_position_sql(), [slot]).fetchone()
                 if position is None:
-                    raise TrxError(
-                        f"the replication slot {slot} of the publication {account} on {server.name} is gone; "
-                        "changes made since cannot be read: publish again and re-initialise the subscribers"
-                    )
+                    raise _slot_gone(server, account, slot)
                 confirmed, flushed = int(position[0]), int(position[1])
-                count, stored = (int(v) for v in cursor.execute(wal_capture.position_sql(seq)).fetchone())
+                count, stored = log.position(cursor)
                 rows = cursor.execute(
                     wal_capture.peek_sql(), [slot, flushed, wal_capture.PEEK_CHANGES, slot]
                 ).fetchall()
                 txns = decoder.feed([r[1] for r in rows], after=stored)
                 complete = len(rows) < wal_capture.PEEK_CHANGES
                 upto = flushed if complete else decoder.last_end
-                if txns:
-                    tx_rows, entries, new_count = wal_capture.store_parameters(txns, count, server.name)
-                    cursor.execute(add_tx, [tx_rows])
-                    cursor.execute(add_entries, [entries])
-                    cursor.execute(set_seq, [new_count, upto, count])
-                    count = new_count
+                count = log.store(cursor, txns, count, upto)
                 conn.commit()
                 if upto > confirmed:
                     cursor.execute(wal_capture.advance_sql(), [slot, upto]).fetchall()
@@ -261,6 +294,122 @@ def read_wal(server: Server, account: str) -> int:
             conn.commit()
 
 
+def _lock_slot(cursor, server: Server, account: str, slot: str) -> bool:
+    """Take the publication's advisory lock to read its slot: True once taken (and the slot free), False when
+    a WalStream holds them (its count is the answer)."""
+    key = wal_capture.lock_key(slot)
+    taken = bool(int(cursor.execute("SELECT pg_try_advisory_lock(?)::int", [key]).fetchone()[0]))
+    if not taken:
+        if _streamed(cursor, server, account, slot):
+            cursor.connection.rollback()
+            return False
+        try:  # another reader: wait for its turn
+            cursor.execute(f"SET LOCAL lock_timeout = '{STREAM_LOCK_WAIT}'")
+            cursor.execute("SELECT pg_advisory_lock(?)", [key]).fetchall()
+        except pyodbc.Error as exc:
+            cursor.connection.rollback()
+            if exc.args and exc.args[0] == LOCK_NOT_AVAILABLE and _streamed(cursor, server, account, slot):
+                cursor.connection.rollback()
+                return False
+            raise
+    cursor.connection.commit()
+    # Holding the lock, no stream is open; the server process of one that just closed may hold the slot a moment.
+    deadline = time.monotonic() + 10
+    while _streamed(cursor, server, account, slot):
+        cursor.connection.rollback()
+        if time.monotonic() > deadline:
+            cursor.execute("SELECT pg_advisory_unlock(?)", [key]).fetchall()
+            cursor.connection.commit()
+            raise TrxError(f"the replication slot {slot} on {server.name} is held by a process that is not ours")
+        time.sleep(0.01)
+    cursor.connection.rollback()
+    return True
+
+
+def _streamed(cursor, server: Server, account: str, slot: str) -> bool:
+    """Whether a replication connection (a follower's WalStream) holds the slot."""
+    row = cursor.execute(wal_capture.slot_active_sql(), [slot]).fetchone()
+    if row is None:
+        raise _slot_gone(server, account, slot)
+    return bool(int(row[0]))
+
+
+class WalStream:
+    """A follower's open reader of a publication's slot, over PostgreSQL's streaming replication protocol
+    (psycopg2's LogicalReplicationConnection): changes arrive as they commit, and the decoding goes on
+    from where it is instead of from the slot's restart point on every read (engine.wal_capture says
+    why that matters). It holds the slot and the publication's advisory lock while open: other readers
+    take the count it stored. Stored first, confirmed after (send_feedback), as with the SQL reader."""
+
+    def __init__(self, server: Server, account: str) -> None:
+        import psycopg2  # noqa: PLC0415 - only followers of WAL publications need it
+        from psycopg2.extras import LogicalReplicationConnection  # noqa: PLC0415
+
+        self.server, self.account = server, account
+        self.slot = _slot(server, account)
+        self.log = _WalLog(server, account)
+        self.decoder = wal_capture.PgOutputDecoder(account, sql.TEXT_TABLE)
+        self.conn = connections.open_connection(server, autocommit=False)
+        self.repl = None
+        try:
+            cursor = self.conn.cursor()
+            cursor.execute(f"SET LOCAL lock_timeout = '{STREAM_LOCK_WAIT}'")
+            cursor.execute("SELECT pg_advisory_lock(?)", [wal_capture.lock_key(self.slot)])
+            self.conn.commit()
+            self.count, self.stored = self.log.position(cursor)
+            self.conn.rollback()
+            address = connections.address_for(server)
+            self.repl = psycopg2.connect(
+                host=address.host,
+                port=address.port or 5432,
+                dbname=address.database,
+                user=address.user,
+                password=address.password,
+                connection_factory=LogicalReplicationConnection,
+            )
+            self.stream = self.repl.cursor()
+            self.stream.start_replication(
+                slot_name=self.slot, decode=False, options=wal_capture.stream_options(self.slot), status_interval=1
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    def pump(self, limit: int = wal_capture.PEEK_CHANGES) -> int:
+        """Store every transaction that arrived (up to about `limit` messages); returns how many."""
+        messages: list[bytes] = []
+        while len(messages) < limit:
+            message = self.stream.read_message()
+            if message is None:
+                break
+            messages.append(message.payload)
+        txns = self.decoder.feed(messages, after=self.stored)
+        if txns:
+            cursor = self.conn.cursor()
+            try:
+                self.count = self.log.store(cursor, txns, self.count, self.decoder.last_end)
+                self.conn.commit()
+            except BaseException:
+                self.conn.rollback()
+                raise
+            self.stored = self.decoder.last_end
+        if self.decoder.last_end:
+            self.stream.send_feedback(flush_lsn=self.decoder.last_end)
+        return len(txns)
+
+    def close(self) -> None:
+        # The replication connection first: a reader that then takes the lock waits for the slot to be free.
+        with contextlib.suppress(Exception):
+            if self.repl is not None:
+                self.repl.close()
+        with contextlib.suppress(Exception):
+            self.conn.rollback()
+            self.conn.cursor().execute("SELECT pg_advisory_unlock_all()").fetchall()
+            self.conn.commit()
+        with contextlib.suppress(Exception):
+            self.conn.close()
+
+
 def visible_count(server: Server, account: str) -> int:
     """How many transactions a reader would find, read without numbering or locking anything (a probe)."""
     d, schema = _d(server), schema_of(server)
@@ -269,7 +418,7 @@ def visible_count(server: Server, account: str) -> int:
         count = int(cursor.execute(sql.visible_count_sql(d, account, schema)).fetchone()[0])
         if d.decodes_wal and uses_wal(server, account):
             pending = cursor.execute(wal_capture.pending_sql(), [_slot(server, account)]).fetchone()
-            return count + (1 if pending is not None and pending[0] else 0)
+            return count + (1 if pending is not None and int(pending[0] or 0) else 0)
         if d.single_writer and cursor.execute(sql.first_unnumbered_sql(d, account, schema)).fetchone()[0]:
             count += 1  # entries the sequencer has not numbered yet make at least one more transaction
     return count

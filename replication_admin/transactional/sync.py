@@ -13,6 +13,7 @@ in RTLEVEL (so the subscriber goes on) and in REPL_SKIPPED_TX (so the gap shows 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -41,6 +42,7 @@ from replication_admin.models import (
 )
 from replication_admin.transactional.apply import LevelMoved, Target, apply_batch, skip_transaction
 from replication_admin.transactional.capture import (
+    WalStream,
     oldest_count,
     publisher_count,
     read_transactions,
@@ -322,11 +324,13 @@ def _reconnect_catalog() -> None:
         close_old_connections()
 
 
-def with_news(subs: list[ReplSubscriber], servers: dict[str, Server]) -> list[ReplSubscriber]:
+def with_news(
+    subs: list[ReplSubscriber], servers: dict[str, Server], streamed: dict[tuple[str, str], int] | None = None
+) -> list[ReplSubscriber]:
     """The subscriptions whose publisher shows transactions past the subscriber's count: one read-only probe
     per publication, nothing locked or numbered (a publisher that cannot be read counts as news: the step
-    reports why)."""
-    counts: dict[tuple[str, str], int | None] = {}
+    reports why). A publication this process streams (`streamed`: its count) needs no probe."""
+    counts: dict[tuple[str, str], int | None] = dict(streamed or {})
     for sub in subs:
         key = (sub.server, sub.account)
         if key not in counts:
@@ -336,6 +340,47 @@ def with_news(subs: list[ReplSubscriber], servers: dict[str, Server]) -> list[Re
             except Exception:
                 counts[key] = None
     return [s for s in subs if (seen := counts[(s.server, s.account)]) is None or seen > s.count]
+
+
+class WalStreams:
+    """The follower's WalStreams, one per followed publication that captures from the WAL: opened when a
+    followed subscription needs one, pumped every round, closed when none does (or on failure, to be opened
+    again next round; meanwhile sync jobs read the slot themselves)."""
+
+    def __init__(self) -> None:
+        self.open: dict[tuple[str, str], WalStream] = {}
+
+    def pump(self, subs: list[ReplSubscriber], servers: dict[str, Server]) -> dict[tuple[str, str], int]:
+        """Pump every stream the subscriptions need; returns each streamed publication's stored count."""
+        wanted = {(s.server, s.account) for s in subs}
+        wal = set(
+            ReplAccount.objects.filter(capture=ReplAccount.Capture.WAL)
+            .filter(Q(*[Q(server=k[0], account=k[1]) for k in wanted], _connector=Q.OR) if wanted else Q(pk=None))
+            .values_list("server", "account")
+        )
+        for key in [k for k in self.open if k not in wal]:
+            self.open.pop(key).close()
+        counts: dict[tuple[str, str], int] = {}
+        for key in wal:
+            try:
+                stream = self.open.get(key)
+                if stream is None:
+                    server = servers.get(key[0]) or servers.setdefault(key[0], server_named(key[0]))
+                    stream = self.open[key] = WalStream(server, key[1])
+                stream.pump()
+                counts[key] = stream.count
+            except Exception as exc:  # another follower streams it, or the server is away: probe instead
+                log.info(
+                    "streaming the WAL of %s/%s: %s", key[0], key[1], str(exc).splitlines()[0] if str(exc) else exc
+                )
+                if key in self.open:
+                    self.open.pop(key).close()
+        return counts
+
+    def close(self) -> None:
+        for stream in self.open.values():
+            stream.close()
+        self.open.clear()
 
 
 def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int, int] | None = None) -> int:
@@ -351,9 +396,10 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
     reaps = part is None or part[0] == 0
     watch = BacklogWatch()
     servers: dict[str, Server] = {}
+    streams = WalStreams()
     pause = FOLLOW_MIN_POLL
     last_busy = 0.0
-    with connections.reuse():
+    with connections.reuse(), contextlib.closing(streams):
         while not stop():
             started = time.monotonic()
             if reaps and started - reaped >= settings.REAP_INTERVAL:
@@ -361,7 +407,8 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
                 reaped = started
                 servers.clear()  # registrations may have changed
             try:
-                subs = with_news(followed(part), servers)
+                subs = followed(part)
+                subs = with_news(subs, servers, streams.pump(subs, servers))
             except Exception:  # the catalog is unreachable: look again next round, on a new connection
                 log.exception("reading the in-sync subscriptions failed")
                 _reconnect_catalog()

@@ -3,6 +3,7 @@ row images, commit order, rollbacks, wraparound of levels."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from decimal import Decimal
@@ -11,11 +12,14 @@ import pyodbc
 import pytest
 
 from replication_admin.core import connections
+from replication_admin.core.audit import Actor
 from replication_admin.engine import dialects, levels
 from replication_admin.engine import transactional_sql as sql
 from replication_admin.models import ReplAccount
+from replication_admin.servers.actions import do_register_server
 from replication_admin.transactional import capture as trx_capture
 from replication_admin.transactional import lookups as trx_lookups
+from tests.conftest import server_data
 
 DIALECTS = ["postgresql", "mysql", "sqlite"]
 # "pgwal": PostgreSQL capturing from the WAL (a cluster of the suite's with wal_level = logical).
@@ -425,3 +429,70 @@ def test_an_unchanged_toasted_value_is_in_the_new_image(make_server):
     table = trx_lookups.describe(server, "items")
     assert sql.row_values(update.new, table, "postgresql")[4] == big.encode()
     assert update.new["name"] == "b" and update.old["name"] == "a"
+
+
+def test_a_stream_stores_changes_as_they_commit_and_readers_meanwhile_take_its_count(make_server):
+    server = published(make_server, "pgwal")
+    committed(server, "INSERT INTO items (id, name) VALUES (1, 'before')")
+    stream = trx_capture.WalStream(server, "tbl")
+    try:
+        execute(server, "INSERT INTO items (id, name) VALUES (2, 'streamed')")
+        execute(server, "UPDATE items SET name = 'twice' WHERE id = 2")
+        deadline = time.monotonic() + 30
+        while stream.count < 3:  # the messages arrive as the commits flush
+            assert time.monotonic() < deadline, "the stream never delivered"
+            stream.pump()
+        execute(server, "INSERT INTO items (id, name) VALUES (3, 'not pumped yet')")
+        # The slot is the stream's: a sync's reader takes what the stream stored, without waiting for the lock.
+        assert trx_capture.publisher_count(server, "tbl") == 3
+    finally:
+        stream.close()
+    # Closed, the slot is the readers' again: what the stream had not confirmed is read, nothing twice.
+    txns = transactions(server)
+    assert [[(e.op, e.new["name"]) for e in t.entries] for t in txns] == [
+        [("I", "before")],
+        [("I", "streamed")],
+        [("U", "twice")],
+        [("I", "not pumped yet")],
+    ]
+
+
+def test_a_stream_that_stored_but_never_confirmed_leaves_nothing_doubled(make_server, monkeypatch):
+    server = published(make_server, "pgwal")
+    stream = trx_capture.WalStream(server, "tbl")
+    try:
+        monkeypatch.setattr(stream.stream, "send_feedback", lambda **kwargs: None)  # dies before confirming
+        for i in range(1, 4):
+            execute(server, f"INSERT INTO items (id, name) VALUES ({i}, 'x')")
+        deadline = time.monotonic() + 30
+        while stream.count < 3:
+            assert time.monotonic() < deadline, "the stream never delivered"
+            stream.pump()
+    finally:
+        stream.close()
+    again = trx_capture.WalStream(server, "tbl")  # starts from the slot's confirmed position: all three again
+    try:
+        execute(server, "INSERT INTO items (id, name) VALUES (4, 'x')")
+        deadline = time.monotonic() + 30
+        while again.count < 4:
+            assert time.monotonic() < deadline, "the stream never delivered"
+            again.pump()
+    finally:
+        again.close()
+    assert [[e.new["id"] for e in t.entries] for t in transactions(server)] == [[1], [2], [3], [4]]
+
+
+def test_a_role_without_replication_is_told_why_the_wal_cannot_be_used(make_server):
+    server = make_server("pgwal")
+    assert trx_capture.wal_unavailable(server) is None
+    role = f"plain_{server.database[-6:]}"
+    execute(server, f'CREATE ROLE "{role}" LOGIN')
+    try:
+        data = dataclasses.replace(server_data("pgwal", "norep", server.database), user=role)
+        plain = do_register_server(Actor.command(), data)
+        assert trx_capture.wal_unavailable(plain) == (
+            f"the role {role} may not create replication slots (it needs REPLICATION)"
+        )
+        assert "wal_level is replica" in trx_capture.wal_unavailable(make_server("postgresql"))
+    finally:
+        execute(server, f'DROP ROLE "{role}"')
