@@ -24,7 +24,7 @@ import functools
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,7 @@ from pyspark.sql import types as T
 
 from replication_admin.engine import dialects
 
-NATIVE_DIALECTS = ("postgresql", "mysql")
+COPY, LOAD_DATA = "copy", "load_data"  # Dialect.bulk_loader
 TIMESTAMP_TEXT = "yyyy-MM-dd HH:mm:ss.SSSSSS"
 
 
@@ -54,7 +54,7 @@ class NativeLoadError(RuntimeError):
     """The destination refused or altered rows of a bulk load."""
 
 
-def csv_ready(df: DataFrame, dialect: str) -> tuple[DataFrame, tuple[bool, ...]]:
+def csv_ready(df: DataFrame, loader: str, has_boolean: bool) -> tuple[DataFrame, tuple[bool, ...]]:
     """The rows in the text forms the destination's CSV loader takes, and which columns carry bytes (hex)."""
     columns, binary = [], []
     for field in df.schema.fields:
@@ -62,10 +62,10 @@ def csv_ready(df: DataFrame, dialect: str) -> tuple[DataFrame, tuple[bool, ...]]
         kind = field.dataType
         if isinstance(kind, T.TimestampType | T.TimestampNTZType):
             c = F.date_format(c, TIMESTAMP_TEXT)
-        elif isinstance(kind, T.BooleanType) and dialect == "mysql":
+        elif isinstance(kind, T.BooleanType) and not has_boolean:
             c = c.cast("int")
         elif isinstance(kind, T.BinaryType):
-            c = F.hex(c) if dialect == "mysql" else F.concat(F.lit("\\x"), F.lower(F.hex(c)))
+            c = F.concat(F.lit("\\x"), F.lower(F.hex(c))) if loader == COPY else F.hex(c)
         columns.append(c.alias(field.name))
         binary.append(isinstance(kind, T.BinaryType))
     return df.select(*columns), tuple(binary)
@@ -98,14 +98,12 @@ class _Sink:
         return b"".join(self.parts)
 
 
-def copy_sql(table_sql: str, columns: Sequence[str]) -> str:
-    d = dialects.get("postgresql")
+def copy_sql(d: dialects.Dialect, table_sql: str, columns: Sequence[str]) -> str:
     return f"COPY {table_sql} ({', '.join(d.quote(c) for c in columns)}) FROM STDIN (FORMAT csv)"
 
 
-def load_data_sql(table_sql: str, columns: Sequence[str], binary: Sequence[bool]) -> str:
+def load_data_sql(d: dialects.Dialect, table_sql: str, columns: Sequence[str], binary: Sequence[bool]) -> str:
     """The LOAD DATA statement (parameter: the file); bytes arrive as hex into a variable and are UNHEXed."""
-    d = dialects.get("mysql")
     pairs = list(enumerate(zip(columns, binary, strict=True)))
     targets = [f"@v{i}" if is_bytes else d.quote(c) for i, (c, is_bytes) in pairs]
     sets = [f"{d.quote(c)} = UNHEX(@v{i})" for i, (c, is_bytes) in pairs if is_bytes]
@@ -180,10 +178,10 @@ def load_mysql(address: NativeAddress, statement: str, batches: Iterator[Any]) -
     return rows
 
 
-def _load_partition(address: NativeAddress, statement: str, batches: Iterator[Any]) -> Iterator[Any]:
+def _load_partition(load: Callable[[NativeAddress, str, Iterator[Any]], int], address: NativeAddress,
+                    statement: str, batches: Iterator[Any]) -> Iterator[Any]:  # fmt: skip
     import pyarrow as pa  # noqa: PLC0415 - imported where the task runs
 
-    load = load_postgresql if address.dialect == "postgresql" else load_mysql
     yield pa.RecordBatch.from_pydict({"rows": [load(address, statement, batches)]})
 
 
@@ -192,15 +190,16 @@ def native_write(df: DataFrame, address: NativeAddress, table_sql: str, writers:
     returns the rows written."""
     from pyspark import cloudpickle  # noqa: PLC0415
 
-    if address.dialect not in NATIVE_DIALECTS:
-        raise ValueError(f"no native bulk path for {address.dialect}")
-    ready, binary = csv_ready(df, address.dialect)
-    if address.dialect == "postgresql":
-        statement = copy_sql(table_sql, df.columns)
+    d = dialects.get(address.dialect)
+    if d.bulk_loader not in (COPY, LOAD_DATA):
+        raise ValueError(f"no bulk loader for {d.label}")
+    ready, binary = csv_ready(df, d.bulk_loader, d.has_boolean)
+    if d.bulk_loader == COPY:
+        load, statement = load_postgresql, copy_sql(d, table_sql, df.columns)
     else:
-        statement = load_data_sql(table_sql, df.columns, binary)
+        load, statement = load_mysql, load_data_sql(d, table_sql, df.columns, binary)
     # Sent by value: the executors' Python workers need pyarrow and the drivers, not this project on their path.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
-    task = functools.partial(_load_partition, address, statement)
+    task = functools.partial(_load_partition, load, address, statement)
     counts = ready.coalesce(max(writers, 1)).mapInArrow(task, "rows long").collect()
     return sum(int(r["rows"]) for r in counts)

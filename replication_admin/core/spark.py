@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from jobs import session as spark_sessions
-from jobs.native_load import NATIVE_DIALECTS, NativeAddress
+from jobs.native_load import NativeAddress
 from jobs.service import job_pool
 from jobs.session import SparkConfig, get_spark, job_session_id
 from jobs.snapshot_refresh import Endpoint
@@ -147,7 +147,7 @@ def endpoint(server: Server, readonly: bool = False) -> Endpoint:
         )
     transactions.note_spark_server(server)  # a JDBC failure naming no host is put down to the job's servers
     native = None
-    if not readonly and settings.NATIVE_LOAD and server.dialect in NATIVE_DIALECTS and not server.odbc_dsn:
+    if not readonly and settings.NATIVE_LOAD and dialects.get(server.dialect).bulk_loader and not server.odbc_dsn:
         address = connections.address_for(server)
         native = NativeAddress(
             dialect=server.dialect,

@@ -288,3 +288,7 @@ def test_capabilities_of_the_live_dialects():
     assert [n for n, d in from_flags.items() if d.text_timestamps] == ["sqlite"]
     assert [n for n, d in from_flags.items() if d.has_boolean] == ["postgresql"]
     assert [n for n, d in from_flags.items() if d.decodes_wal] == ["postgresql"]
+    assert {n: d.bulk_loader for n, d in from_flags.items() if d.bulk_loader} == {
+        "postgresql": "copy",
+        "mysql": "load_data",
+    }

@@ -248,6 +248,8 @@ class Dialect:
     has_transition_tables: bool = False
     # Logical decoding of the write-ahead log (a publication may capture from it: engine.wal_capture).
     decodes_wal: bool = False
+    # The bulk loader staging writes may use (jobs.native_load): "copy" (COPY FROM STDIN) or "load_data".
+    bulk_loader: str | None = None
     # Transactions are numbered when they first change a published table, holding the publication's counter
     # row until they commit (a reader counts only what is before the holder).
     numbers_at_first_change: bool = False

@@ -45,6 +45,7 @@ class MySQL(Dialect):
     odbc_driver = "MariaDB Unicode"
     jdbc_driver = "org.mariadb.jdbc.Driver"
     max_identifier = 64
+    bulk_loader = "load_data"
     quote_char = "`"
     bmp_only_names = True
     # Tables the console creates hold any Unicode text (4-byte UTF-8 too) and compare it as the sources do.

@@ -72,6 +72,7 @@ class PostgreSQL(Dialect):
     numbers_when_read = True
     has_transition_tables = True
     decodes_wal = True
+    bulk_loader = "copy"
     has_ddl_triggers = True
     has_schemas = True
 
