@@ -54,10 +54,11 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def _pg_admin() -> pyodbc.Connection:
+def _pg_admin(params: dict | None = None) -> pyodbc.Connection:
+    params = params or PG
     return pyodbc.connect(
-        f"DRIVER={{PostgreSQL Unicode}};SERVER={PG['host']};PORT={PG['port']};DATABASE=postgres;"
-        f"UID={PG['user']};PWD={PG['password']};",
+        f"DRIVER={{PostgreSQL Unicode}};SERVER={params['host']};PORT={params['port']};DATABASE=postgres;"
+        f"UID={params['user']};PWD={params['password']};",
         autocommit=True,
         timeout=5,
     )
@@ -72,12 +73,7 @@ def _my_admin() -> pyodbc.Connection:
 
 
 def _wal_admin() -> pyodbc.Connection:
-    return pyodbc.connect(
-        f"DRIVER={{PostgreSQL Unicode}};SERVER={WAL_PG['host']};PORT={WAL_PG['port']};DATABASE=postgres;"
-        f"UID={WAL_PG['user']};PWD=;",
-        autocommit=True,
-        timeout=5,
-    )
+    return _pg_admin(WAL_PG)
 
 
 _ADMIN = {"postgresql": _pg_admin, "mysql": _my_admin, "pgwal": _wal_admin}

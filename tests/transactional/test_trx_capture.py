@@ -431,6 +431,14 @@ def test_an_unchanged_toasted_value_is_in_the_new_image(make_server):
     assert update.new["name"] == "b" and update.old["name"] == "a"
 
 
+def pumped(stream, count: int) -> None:
+    """Pump until the stream has stored `count` transactions (they arrive as their commits flush)."""
+    deadline = time.monotonic() + 30
+    while stream.count < count:
+        assert time.monotonic() < deadline, "the stream never delivered"
+        stream.pump()
+
+
 def test_a_stream_stores_changes_as_they_commit_and_readers_meanwhile_take_its_count(make_server):
     server = published(make_server, "pgwal")
     committed(server, "INSERT INTO items (id, name) VALUES (1, 'before')")
@@ -438,10 +446,7 @@ def test_a_stream_stores_changes_as_they_commit_and_readers_meanwhile_take_its_c
     try:
         execute(server, "INSERT INTO items (id, name) VALUES (2, 'streamed')")
         execute(server, "UPDATE items SET name = 'twice' WHERE id = 2")
-        deadline = time.monotonic() + 30
-        while stream.count < 3:  # the messages arrive as the commits flush
-            assert time.monotonic() < deadline, "the stream never delivered"
-            stream.pump()
+        pumped(stream, 3)
         execute(server, "INSERT INTO items (id, name) VALUES (3, 'not pumped yet')")
         # The slot is the stream's: a sync's reader takes what the stream stored, without waiting for the lock.
         assert trx_capture.publisher_count(server, "tbl") == 3
@@ -464,19 +469,13 @@ def test_a_stream_that_stored_but_never_confirmed_leaves_nothing_doubled(make_se
         monkeypatch.setattr(stream.stream, "send_feedback", lambda **kwargs: None)  # dies before confirming
         for i in range(1, 4):
             execute(server, f"INSERT INTO items (id, name) VALUES ({i}, 'x')")
-        deadline = time.monotonic() + 30
-        while stream.count < 3:
-            assert time.monotonic() < deadline, "the stream never delivered"
-            stream.pump()
+        pumped(stream, 3)
     finally:
         stream.close()
     again = trx_capture.WalStream(server, "tbl")  # starts from the slot's confirmed position: all three again
     try:
         execute(server, "INSERT INTO items (id, name) VALUES (4, 'x')")
-        deadline = time.monotonic() + 30
-        while again.count < 4:
-            assert time.monotonic() < deadline, "the stream never delivered"
-            again.pump()
+        pumped(again, 4)
     finally:
         again.close()
     assert [[e.new["id"] for e in t.entries] for t in transactions(server)] == [[1], [2], [3], [4]]
