@@ -136,6 +136,15 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter) -> dict:
         copy = sql.create_table_ddl(d, staging, schema, [(m.alias, m.logical) for m in moved], [])
         staging_columns = tuple(m.alias for m in moved)
     run_each(dest, [copy])
+    # A swap's staging copy loads without its indexes and keys, which are built once the rows are in.
+    deferred = d.deferred_indexes_sql() if swap else None
+    rebuild: list[str] = []
+    if deferred is not None:
+        with connections.connect(dest, readonly=True) as conn:
+            qualified = d.qualify(staging, schema)
+            pairs = [tuple(r) for r in conn.cursor().execute(deferred, [qualified, qualified]).fetchall()]
+        run_each(dest, [drop for drop, _ in pairs])
+        rebuild = [build for _, build in pairs]
     reporter.progress(1, 4, f"copying into {staging} ({'swap' if swap else 'delete + insert'} afterwards)")
 
     select_sql = sql.noninc_select(src_d, shape.sql, moved)
@@ -161,6 +170,9 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter) -> dict:
         with reporter.phase("spark_copy"):
             rows = spark_refresh.full_copy(spark, plan, progress=reporter.spark_progress(1, 3, 4))
         reporter.progress(3, 4, f"{rows} rows staged; replacing the content of {real}")
+        if rebuild:
+            with reporter.phase("index"):
+                run_each(dest, rebuild)
         with reporter.phase("apply"):
             if swap:
                 statements = sql.swap_sql(d, real, schema, staging, old)

@@ -401,6 +401,12 @@ class Dialect:
         """A staging table shaped exactly like the destination (None: build it from introspection)."""
         return None
 
+    def deferred_indexes_sql(self) -> str | None:
+        """Where a staging copy loads faster without its indexes and keys: a query (parameter: the qualified
+        staging table) giving (statement that drops one, statement that builds it again) per index or key.
+        None: load with them (InnoDB stores rows in key order: loading in it beats building the key after)."""
+        return None
+
     def dependents_sql(self, table: str, schema: str) -> tuple[str, list[str]]:
         """Count of objects a rename swap would break: triggers, incoming foreign keys, views."""
         raise NotImplementedError(f"{self.label} has no dependents query here")

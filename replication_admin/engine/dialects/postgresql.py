@@ -220,6 +220,20 @@ class PostgreSQL(Dialect):
     def copy_structure_sql(self, dest: str, schema: str, staging: str) -> str | None:
         return f"CREATE TABLE {self.qualify(staging, schema)} (LIKE {self.qualify(dest, schema)} INCLUDING ALL)"
 
+    def deferred_indexes_sql(self) -> str | None:
+        # The staging copy's own definitions, exactly as PostgreSQL prints them: keys and unique / exclusion
+        # constraints by their constraint definitions, every other index by its CREATE INDEX.
+        return (
+            "SELECT format('ALTER TABLE %s DROP CONSTRAINT %I', c.conrelid::regclass, c.conname), "
+            "format('ALTER TABLE %s ADD CONSTRAINT %I %s', c.conrelid::regclass, c.conname, "
+            "pg_get_constraintdef(c.oid)) "
+            "FROM pg_constraint c WHERE c.conrelid = ?::regclass AND c.contype IN ('p', 'u', 'x') "
+            "UNION ALL "
+            "SELECT format('DROP INDEX %s', i.indexrelid::regclass), pg_get_indexdef(i.indexrelid) "
+            "FROM pg_index i WHERE i.indrelid = ?::regclass "
+            "AND NOT EXISTS (SELECT FROM pg_constraint c WHERE c.conindid = i.indexrelid AND c.conrelid = i.indrelid)"
+        )
+
     def dependents_sql(self, table: str, schema: str) -> tuple[str, list[str]]:
         return (
             "SELECT (SELECT count(*) FROM pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal)"
