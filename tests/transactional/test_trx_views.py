@@ -445,6 +445,9 @@ def test_the_publish_form_captures_from_the_wal_where_postgresql_allows_it_and_s
     for server in (plain, logical, maria):
         execute(server, "CREATE TABLE items (id integer PRIMARY KEY, name varchar(20))")
     form = {"account": "sales", "log_file": "", "updateable": "", "sync_user": "", "capture": "wal"}
+    page = editor_client.get(reverse("trx-publications-new")).content.decode()
+    choice = page.split('name="capture"', 1)[1].split("</select>", 1)[0]
+    assert 'value="auto" selected' in choice and 'value="wal"' in choice and 'value="triggers"' in choice
 
     response = editor_client.post(reverse("trx-publications-new"), {**form, "server": "plain"})
     assert response.status_code == 200
