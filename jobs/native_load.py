@@ -21,6 +21,7 @@ time, in one transaction, is already what it can take.
 from __future__ import annotations
 
 import functools
+import io
 import os
 import sys
 import tempfile
@@ -75,27 +76,9 @@ def _csv(batch: Any, null: str) -> bytes:
     import pyarrow.csv as pacsv  # noqa: PLC0415 - imported where the task runs
 
     options = pacsv.WriteOptions(include_header=False, quoting_style="needed", null_string=null)
-    sink = _Sink()
+    sink = io.BytesIO()
     pacsv.write_csv(batch, sink, options)
-    return sink.value()
-
-
-class _Sink:
-    """A byte buffer pyarrow writes into (io.BytesIO without its seek/position bookkeeping)."""
-
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-        self.closed = False
-
-    def write(self, data: bytes) -> int:
-        self.parts.append(bytes(data))
-        return len(data)
-
-    def flush(self) -> None:
-        return None
-
-    def value(self) -> bytes:
-        return b"".join(self.parts)
+    return sink.getvalue()
 
 
 def copy_sql(d: dialects.Dialect, table_sql: str, columns: Sequence[str]) -> str:

@@ -709,27 +709,30 @@ def append_function_ddl(
 ) -> tuple[list[str], list[str]]:
     """PostgreSQL: a function that logs one entry for the current transaction (used by the wrappers of
     published procedures and by the definition tracker); with `wal`, as a message in the WAL."""
-    names = log_names(d, account)
-    q = d.quote
-    tx, log = d.qualify(names.tx, schema), d.qualify(names.log, schema)
-    txid = "pg_current_xact_id()::text::bigint"
-    origin = f"coalesce(nullif(current_setting('{ORIGIN_SETTING}', true), ''), {d.literal(local)})"
     function = append_function(d, account, schema)
-    body = (
-        f"BEGIN IF coalesce(current_setting('{NOLOG_SETTING}', true), '') <> 'on' THEN "
-        f"INSERT INTO {tx} ({q('TXID')}, {q('ORIGIN')}) VALUES ({txid}, {origin}) "
-        f"ON CONFLICT ({q('TXID')}) DO NOTHING; "
-        f"INSERT INTO {log} ({q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}) "
-        f"VALUES ({txid}, p_tbl, p_op, p_new, NULL); END IF; END"
-    )
-    if wal:
-        body = wal_capture.append_function_body(account)
+    body = wal_capture.append_function_body(account) if wal else _append_body(d, account, local, schema)
     return (
         [
             f"CREATE FUNCTION {function}(p_op text, p_tbl text, p_new text) RETURNS void LANGUAGE plpgsql "
             f"AS $rt$ {body} $rt$"
         ],
         [f"DROP FUNCTION IF EXISTS {function}(text, text, text)"],
+    )
+
+
+def _append_body(d: Dialect, account: str, local: str, schema: str) -> str:
+    """The append function's body where triggers capture: the entry goes into the log tables directly."""
+    names = log_names(d, account)
+    q = d.quote
+    tx, log = d.qualify(names.tx, schema), d.qualify(names.log, schema)
+    txid = "pg_current_xact_id()::text::bigint"
+    origin = f"coalesce(nullif(current_setting('{ORIGIN_SETTING}', true), ''), {d.literal(local)})"
+    return (
+        f"BEGIN IF coalesce(current_setting('{NOLOG_SETTING}', true), '') <> 'on' THEN "
+        f"INSERT INTO {tx} ({q('TXID')}, {q('ORIGIN')}) VALUES ({txid}, {origin}) "
+        f"ON CONFLICT ({q('TXID')}) DO NOTHING; "
+        f"INSERT INTO {log} ({q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}) "
+        f"VALUES ({txid}, p_tbl, p_op, p_new, NULL); END IF; END"
     )
 
 
