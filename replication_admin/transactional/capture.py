@@ -298,8 +298,7 @@ def _lock_slot(cursor, server: Server, account: str, slot: str) -> bool:
     """Take the publication's advisory lock to read its slot: True once taken (and the slot free), False when
     a WalStream holds them (its count is the answer)."""
     key = wal_capture.lock_key(slot)
-    taken = bool(int(cursor.execute("SELECT pg_try_advisory_lock(?)::int", [key]).fetchone()[0]))
-    if not taken:
+    if not _try_lock(cursor, key):
         if _streamed(cursor, server, account, slot):
             cursor.connection.rollback()
             return False
@@ -324,6 +323,11 @@ def _lock_slot(cursor, server: Server, account: str, slot: str) -> bool:
         time.sleep(0.01)
     cursor.connection.rollback()
     return True
+
+
+def _try_lock(cursor, key: int) -> bool:
+    """Take the session-level advisory lock `key` if it is free (psqlODBC reads booleans as '0'/'1')."""
+    return bool(int(cursor.execute("SELECT pg_try_advisory_lock(?)::int", [key]).fetchone()[0]))
 
 
 def _streamed(cursor, server: Server, account: str, slot: str) -> bool:
@@ -353,8 +357,10 @@ class WalStream:
         self.repl = None
         try:
             cursor = self.conn.cursor()
-            cursor.execute(f"SET LOCAL lock_timeout = '{STREAM_LOCK_WAIT}'")
-            cursor.execute("SELECT pg_advisory_lock(?)", [wal_capture.lock_key(self.slot)])
+            # Not waiting: the holder is a reader about to finish or another follower's stream; the caller
+            # tries again later instead of stalling its loop.
+            if not _try_lock(cursor, wal_capture.lock_key(self.slot)):
+                raise TrxError(f"the slot {self.slot} of {account} on {server.name} is being read elsewhere")
             self.conn.commit()
             self.count, self.stored = self.log.position(cursor)
             self.conn.rollback()
@@ -410,13 +416,14 @@ class WalStream:
             self.conn.close()
 
 
-def visible_count(server: Server, account: str) -> int:
-    """How many transactions a reader would find, read without numbering or locking anything (a probe)."""
+def visible_count(server: Server, account: str, wal: bool | None = None) -> int:
+    """How many transactions a reader would find, read without numbering or locking anything (a probe).
+    `wal`: whether the publication captures from the WAL, when the caller knows (None: looked up)."""
     d, schema = _d(server), schema_of(server)
     with connections.connect(server, readonly=True) as conn:
         cursor = conn.cursor()
         count = int(cursor.execute(sql.visible_count_sql(d, account, schema)).fetchone()[0])
-        if d.decodes_wal and uses_wal(server, account):
+        if d.decodes_wal and (uses_wal(server, account) if wal is None else wal):
             pending = cursor.execute(wal_capture.pending_sql(), [_slot(server, account)]).fetchone()
             return count + (1 if pending is not None and int(pending[0] or 0) else 0)
         if d.single_writer and cursor.execute(sql.first_unnumbered_sql(d, account, schema)).fetchone()[0]:

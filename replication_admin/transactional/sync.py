@@ -325,18 +325,19 @@ def _reconnect_catalog() -> None:
 
 
 def with_news(
-    subs: list[ReplSubscriber], servers: dict[str, Server], streamed: dict[tuple[str, str], int] | None = None
+    subs: list[ReplSubscriber], servers: dict[str, Server], streams: WalStreams | None = None
 ) -> list[ReplSubscriber]:
     """The subscriptions whose publisher shows transactions past the subscriber's count: one read-only probe
     per publication, nothing locked or numbered (a publisher that cannot be read counts as news: the step
-    reports why). A publication this process streams (`streamed`: its count) needs no probe."""
-    counts: dict[tuple[str, str], int | None] = dict(streamed or {})
+    reports why). A publication this process streams (`streams`) needs no probe: its stored count is it."""
+    counts: dict[tuple[str, str], int | None] = dict(streams.counts if streams else {})
     for sub in subs:
         key = (sub.server, sub.account)
         if key not in counts:
             try:
                 server = servers.get(sub.server) or servers.setdefault(sub.server, server_named(sub.server))
-                counts[key] = visible_count(server, sub.account)
+                wal = key in streams.wal if streams else None
+                counts[key] = visible_count(server, sub.account, wal=wal)
             except Exception:
                 counts[key] = None
     return [s for s in subs if (seen := counts[(s.server, s.account)]) is None or seen > s.count]
@@ -344,38 +345,44 @@ def with_news(
 
 class WalStreams:
     """The follower's WalStreams, one per followed publication that captures from the WAL: opened when a
-    followed subscription needs one, pumped every round, closed when none does (or on failure, to be opened
-    again next round; meanwhile sync jobs read the slot themselves)."""
+    followed subscription needs one, pumped every round, closed when none does. One that cannot be opened
+    (another follower streams it, the server is away) is tried again after RETRY_SECONDS; meanwhile the
+    publication is probed and sync jobs read the slot themselves."""
+
+    RETRY_SECONDS = 5.0
 
     def __init__(self) -> None:
         self.open: dict[tuple[str, str], WalStream] = {}
+        self.failed: dict[tuple[str, str], float] = {}  # when opening last failed
+        self.wal: set[tuple[str, str]] = set()  # the followed publications that capture from the WAL
+        self.counts: dict[tuple[str, str], int] = {}  # what each open stream has stored
 
-    def pump(self, subs: list[ReplSubscriber], servers: dict[str, Server]) -> dict[tuple[str, str], int]:
-        """Pump every stream the subscriptions need; returns each streamed publication's stored count."""
+    def pump(self, subs: list[ReplSubscriber], servers: dict[str, Server]) -> None:
+        """Pump every stream the subscriptions need (one catalog read for which capture from the WAL)."""
         wanted = {(s.server, s.account) for s in subs}
-        wal = set(
-            ReplAccount.objects.filter(capture=ReplAccount.Capture.WAL)
-            .filter(Q(*[Q(server=k[0], account=k[1]) for k in wanted], _connector=Q.OR) if wanted else Q(pk=None))
-            .values_list("server", "account")
-        )
-        for key in [k for k in self.open if k not in wal]:
+        everywhere = ReplAccount.objects.filter(capture=ReplAccount.Capture.WAL).values_list("server", "account")
+        self.wal = wanted & set(everywhere)
+        for key in [k for k in self.open if k not in self.wal]:
             self.open.pop(key).close()
-        counts: dict[tuple[str, str], int] = {}
-        for key in wal:
+        self.counts = {}
+        now = time.monotonic()
+        for key in self.wal:
+            if key not in self.open and now - self.failed.get(key, -self.RETRY_SECONDS) < self.RETRY_SECONDS:
+                continue
             try:
                 stream = self.open.get(key)
                 if stream is None:
                     server = servers.get(key[0]) or servers.setdefault(key[0], server_named(key[0]))
                     stream = self.open[key] = WalStream(server, key[1])
                 stream.pump()
-                counts[key] = stream.count
+                self.counts[key] = stream.count
             except Exception as exc:  # another follower streams it, or the server is away: probe instead
                 log.info(
                     "streaming the WAL of %s/%s: %s", key[0], key[1], str(exc).splitlines()[0] if str(exc) else exc
                 )
+                self.failed[key] = now
                 if key in self.open:
                     self.open.pop(key).close()
-        return counts
 
     def close(self) -> None:
         for stream in self.open.values():
@@ -408,7 +415,8 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
                 servers.clear()  # registrations may have changed
             try:
                 subs = followed(part)
-                subs = with_news(subs, servers, streams.pump(subs, servers))
+                streams.pump(subs, servers)
+                subs = with_news(subs, servers, streams)
             except Exception:  # the catalog is unreachable: look again next round, on a new connection
                 log.exception("reading the in-sync subscriptions failed")
                 _reconnect_catalog()

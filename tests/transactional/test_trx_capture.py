@@ -495,3 +495,16 @@ def test_a_role_without_replication_is_told_why_the_wal_cannot_be_used(make_serv
         assert "wal_level is replica" in trx_capture.wal_unavailable(make_server("postgresql"))
     finally:
         execute(server, f'DROP ROLE "{role}"')
+
+
+def test_a_second_stream_of_a_streamed_publication_is_refused_at_once_and_the_first_keeps_storing(make_server):
+    server = published(make_server, "pgwal")
+    first = trx_capture.WalStream(server, "tbl")
+    try:
+        with pytest.raises(trx_lookups.TrxError, match="is being read elsewhere"):
+            trx_capture.WalStream(server, "tbl")  # another follower's: it tries again later, it does not wait
+        execute(server, "INSERT INTO items (id, name) VALUES (1, 'x')")
+        pumped(first, 1)
+    finally:
+        first.close()
+    assert [[e.new["id"] for e in t.entries] for t in transactions(server)] == [[1]]
