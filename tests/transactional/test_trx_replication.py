@@ -359,8 +359,9 @@ P_TEST = [
 ]
 
 
-def test_the_references_procedure_example_replicates_calls_and_a_new_definition(make_server, jobs_sync):
-    rep1 = make_server("postgresql", "rep1")
+@pytest.mark.parametrize("capture", ["postgresql", "pgwal"])  # calls logged into the tables, or as WAL messages
+def test_the_references_procedure_example_replicates_calls_and_a_new_definition(make_server, jobs_sync, capture):
+    rep1 = make_server(capture, "rep1")
     rep2 = make_server("postgresql", "rep2")
     sql(rep1, *P_TEST, T_PROC)
     run(rep1, "REPL_PUBLISH ('proc', 'proc.log'); REPL_PUB_ADD ('proc', 'DB.DBA.t_proc', 3, 0, 3)")
