@@ -27,6 +27,8 @@ DELETE_MARK = "del:"
 # Transaction-local settings (PostgreSQL) that tell capture triggers what an apply transaction is.
 NOLOG_SETTING = "repladmin.nolog"
 ORIGIN_SETTING = "repladmin.origin"
+# The same as a transactional logical message, for a publication that captures from the WAL (engine.wal_capture).
+CONTEXT_MESSAGE_PREFIX = "repladmin"
 
 
 class Quoting(Protocol):

@@ -34,24 +34,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from replication_admin.engine.dialects import DIALECTS
+from replication_admin.engine.objects import CONTEXT_MESSAGE_PREFIX
+
 PLUGIN = "pgoutput"
-CONTEXT_PREFIX = "repladmin"
+CONTEXT_PREFIX = CONTEXT_MESSAGE_PREFIX  # the replay context, written by the PostgreSQL dialect
 ENTRY_PREFIX = "repladmin.entry:"
 LSN_COLUMN = "LSN"
+_PG = DIALECTS["postgresql"]  # everything here is PostgreSQL's SQL
 PEEK_CHANGES = 50_000  # changes per read: the peek stops after the transaction holding the 50,000th
 _EPOCH = dt.datetime(2000, 1, 1)  # PostgreSQL's timestamps count microseconds from here
 
 
 class WalError(ValueError):
     """The WAL holds something the decoder cannot read (a protocol it does not know)."""
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def slot_name(database: str, schema: str, account: str) -> str:
@@ -71,7 +67,7 @@ def lock_key(slot: str) -> int:
 
 def log_ddl(slot: str, seq: str, text_table: str) -> list[str]:
     """What WAL mode adds to a new log (run with the log's DDL; the slot is made afterwards, outside it)."""
-    q = _quote
+    q = _PG.quote
     return [
         f"ALTER TABLE {seq} ADD COLUMN {q(LSN_COLUMN)} bigint NOT NULL DEFAULT 0",
         # Truncation is not replicated in either mode (no trigger sees it).
@@ -86,30 +82,16 @@ def create_slot_sql(slot: str) -> str:
 def drop_log_ddl(slot: str) -> list[str]:
     return [
         f"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{slot}'",
-        f"DROP PUBLICATION IF EXISTS {_quote(slot)}",
+        f"DROP PUBLICATION IF EXISTS {_PG.quote(slot)}",
     ]
 
 
 def add_table_ddl(slot: str, table: str) -> tuple[list[str], list[str]]:
     """A published table joins the slot's publication (create, undo)."""
-    q = _quote
+    q = _PG.quote
     return (
         [f"ALTER TABLE {table} REPLICA IDENTITY FULL", f"ALTER PUBLICATION {q(slot)} ADD TABLE {table}"],
         [f"ALTER PUBLICATION {q(slot)} DROP TABLE {table}", f"ALTER TABLE {table} REPLICA IDENTITY DEFAULT"],
-    )
-
-
-def context_message_sql(nolog: bool, origin: str | None) -> str:
-    """The replay context as a transactional message, where the WAL is decoded (and the role may write one)."""
-    return context_message_of(_literal(json.dumps({"nolog": nolog, "origin": origin or None})))
-
-
-def context_message_of(content: str) -> str:
-    """The same from an SQL expression giving the JSON text."""
-    return (
-        "SELECT CASE WHEN current_setting('wal_level') = 'logical' AND "
-        "has_function_privilege('pg_logical_emit_message(boolean, text, text)', 'execute') "
-        f"THEN pg_logical_emit_message(true, '{CONTEXT_PREFIX}', {content}) END"
     )
 
 
@@ -125,7 +107,7 @@ def emit_entry_sql() -> str:
 
 def append_function_body(account: str) -> str:
     """The body of the publication's append function (p_op, p_tbl, p_new) in WAL mode."""
-    prefix = _literal(ENTRY_PREFIX + account)
+    prefix = _PG.literal(ENTRY_PREFIX + account)
     return (
         f"BEGIN PERFORM pg_logical_emit_message(true, {prefix}, "
         "json_build_object('op', p_op, 'tbl', p_tbl, 'new', p_new)::text); END"
@@ -199,7 +181,7 @@ def unavailable_reason(wal_level: str, may_replicate: bool, free_slots: int, rol
 
 def store_sql(tx: str, log: str, seq: str) -> list[str]:
     """Store decoded transactions: parameters (transactions JSON), (entries JSON), (count, count, position)."""
-    q = _quote
+    q = _PG.quote
     return [
         f"INSERT INTO {tx} ({q('TXID')}, {q('N')}, {q('ORIGIN')}, {q('AT')}) "
         f"SELECT r.txid, r.n, r.origin, r.at FROM json_to_recordset(?::json) AS r(txid bigint, n bigint, "
@@ -212,7 +194,7 @@ def store_sql(tx: str, log: str, seq: str) -> list[str]:
 
 
 def position_sql(seq: str) -> str:
-    q = _quote
+    q = _PG.quote
     return f"SELECT {q('N')}, {q(LSN_COLUMN)} FROM {seq} WHERE {q('ID')} = 1"
 
 

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
-from replication_admin.engine import wal_capture
 from replication_admin.engine.dialects.base import (
     IDLE_TRANSACTION_SECONDS,
     Address,
@@ -19,6 +19,7 @@ from replication_admin.engine.dialects.base import (
     odbc_value,
 )
 from replication_admin.engine.objects import (
+    CONTEXT_MESSAGE_PREFIX,
     NOLOG_SETTING,
     ORIGIN_SETTING,
     ROWGUID_COLUMN,
@@ -389,8 +390,17 @@ class PostgreSQL(Dialect):
         return [
             f"SELECT set_config('{NOLOG_SETTING}', {self.literal('on' if nolog else '')}, true), "
             f"set_config('{ORIGIN_SETTING}', {self.literal(origin or '')}, true), "
-            f"({wal_capture.context_message_sql(nolog, origin)})"
+            f"({self._context_message_sql(self.literal(json.dumps({'nolog': nolog, 'origin': origin or None})))})"
         ]
+
+    def _context_message_sql(self, content: str) -> str:
+        """The replay context (`content`: an SQL expression giving its JSON) as a transactional logical message,
+        where the WAL is decoded and the role may write one (engine.wal_capture reads it)."""
+        return (
+            "SELECT CASE WHEN current_setting('wal_level') = 'logical' AND "
+            "has_function_privilege('pg_logical_emit_message(boolean, text, text)', 'execute') "
+            f"THEN pg_logical_emit_message(true, '{CONTEXT_MESSAGE_PREFIX}', {content}) END"
+        )
 
     def row_image_sql(self, ref: str, columns: list[tuple[str, str]]) -> str:
         return f"row_to_json({ref})::text"  # json, not jsonb: no parsing or key sorting per row
@@ -510,7 +520,7 @@ class PostgreSQL(Dialect):
         q = self.quote
         return [
             f"UPDATE {tx} SET {q('ORIGIN')} = {origin} WHERE {q('TXID')} = {XACT_ID}",
-            wal_capture.context_message_of(f"json_build_object('origin', {origin})::text"),
+            self._context_message_sql(f"json_build_object('origin', {origin})::text"),
         ]
 
 
