@@ -3,11 +3,12 @@ triggers and replay logs, the subscriber's copy of the table, and the names they
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from replication_admin.core import connections
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.introspection import find_table, lookup_table
+from replication_admin.core.introspection import find_table, lookup_table, with_constraints
 from replication_admin.core.shapes import ensure_copy
 from replication_admin.core.times import aware, naive_utc
 from replication_admin.core.transactions import (
@@ -29,6 +30,9 @@ MAX_ATTEMPTS = 4
 
 class BidirError(ReplicationError):
     """A bi-directional replication request that cannot be carried out; the message says why."""
+
+
+log = logging.getLogger(__name__)
 
 
 def item_name(server: Server, table: str) -> str:
@@ -123,6 +127,8 @@ def drop_objects(server: Server, table_name: str, publication: SnapshotPublicati
 
 def create_subscriber_table(publication: SnapshotPublication, server: Server) -> TableInfo:
     """The subscriber's copy: created with the publisher's columns when missing, checked when present."""
+    assert publication.server is not None
+    source = with_constraints(publication.server, publisher_table(publication))
     return ensure_copy(
-        server, publication.table, sql.table_with_rowguid(publisher_table(publication)), optional=[sql.ROWGUID_COLUMN]
+        server, publication.table, sql.table_with_rowguid(source), optional=[sql.ROWGUID_COLUMN], log=log.warning
     )

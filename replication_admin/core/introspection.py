@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from replication_admin.core import connections
 from replication_admin.core.errors import ReplicationError
-from replication_admin.engine import dialects
-from replication_admin.engine.schema import TableInfo
+from replication_admin.engine import constraints, dialects
+from replication_admin.engine.schema import Index, TableInfo
 from replication_admin.models import Server
 
 
@@ -39,3 +41,30 @@ def require_table(server: Server, name: str) -> TableInfo:
         reason = f" ({problem.split(': ')[0]})" if problem else ""
         raise ReplicationError(f"table {name!r} does not exist on server {server.name!r}{reason}")
     return info
+
+
+def with_constraints(server: Server, info: TableInfo) -> TableInfo:
+    """`info` with its column defaults, unique constraints and secondary indexes read from the server, and
+    what a copy could not carry of them listed (engine.constraints)."""
+    d = dialects.get(server.dialect)
+    with connections.connect(server, readonly=True) as conn:
+        cursor = conn.cursor()
+        defaults = dict(cursor.execute(*d.defaults_sql(server.schema, info.name)).fetchall())
+        index_rows = cursor.execute(*d.indexes_sql(server.schema, info.name)).fetchall()
+    untranslated: list[str] = []
+    columns = []
+    for column in info.columns:
+        column, problem = constraints.with_column_constraints(column, defaults.get(column.name), d)
+        columns.append(column)
+        if problem:
+            untranslated.append(problem)
+    grouped: dict[str, list] = {}
+    for row in index_rows:
+        grouped.setdefault(row[0], []).append(row)
+    indexes = []
+    for name, rows in grouped.items():
+        if any(r[3] is None or int(r[4] or 0) for r in rows):
+            untranslated.append(f"index {name}: over an expression or with a WHERE clause")
+            continue
+        indexes.append(Index(name=name, columns=tuple(r[3] for r in rows), unique=bool(int(rows[0][1]))))
+    return replace(info, columns=tuple(columns), indexes=tuple(indexes), untranslated=tuple(untranslated))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, replace
 from typing import cast
 
 from sqlglot import exp, parse_one
@@ -16,9 +16,10 @@ from sqlglot.schema import MappingSchema
 
 from replication_admin.core import connections
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.introspection import lookup_table, require_table
+from replication_admin.core.introspection import lookup_table, require_table, with_constraints
 from replication_admin.core.transactions import run_with_undo
 from replication_admin.engine import dialects
+from replication_admin.engine.constraints import copy_table_ddl, restricted
 from replication_admin.engine.queries import (
     SQLGLOT_DIALECT,
     QueryError,
@@ -219,12 +220,26 @@ def moved_columns(shape: SourceShape, dest: TableInfo) -> tuple[Moved, ...]:
     return tuple(moved)
 
 
-def destination_ddl(shape: SourceShape, dest_server: Server, table: str) -> str:
-    """CREATE TABLE for a missing destination: columns mapped through the type mapping table."""
+def destination_ddl(shape: SourceShape, dest_server: Server, table: str) -> tuple[list[str], tuple[str, ...]]:
+    """CREATE TABLE (and its indexes) for a missing destination: columns mapped through the type mapping
+    table; a single source table's NOT NULLs, defaults, unique constraints and indexes over the columns the
+    snapshot takes. Also what of them could not be carried."""
 
     d = dialects.get(dest_server.dialect)
     schema = connections.table_schema(dest_server)
-    return create_table_ddl(d, table, schema, shape.output, shape.key)
+    if shape.table is None:
+        return [create_table_ddl(d, table, schema, shape.output, shape.key)], ()
+    source = with_constraints(shape.server, shape.table)
+    columns = []
+    for name, logical in shape.output:
+        column = source.column(name)
+        pk_position = shape.key.index(name) + 1 if name in shape.key else 0
+        if column is None:
+            columns.append(Column(name=name, declared=str(logical), logical=logical, pk_position=pk_position))
+        else:
+            columns.append(replace(column, name=name, logical=logical, pk_position=pk_position))
+    kept = restricted(replace(source, columns=tuple(columns)), [n for n, _ in shape.output])
+    return copy_table_ddl(d, table, schema, kept), source.untranslated
 
 
 def check_destination(shape: SourceShape, dest: TableInfo) -> None:
@@ -237,20 +252,28 @@ def check_destination(shape: SourceShape, dest: TableInfo) -> None:
         )
 
 
-def ensure_copy(server: Server, name: str, source: TableInfo, optional: Collection[str] = ()) -> TableInfo:
-    """A subscriber's copy of `source` on `server`: created with the source's columns and primary key when
-    missing; when present, it must have every column of the source (but the `optional` ones, which the
-    replication adds itself) and the same primary key, or nothing is replicated into it."""
+def ensure_copy(
+    server: Server,
+    name: str,
+    source: TableInfo,
+    optional: Collection[str] = (),
+    log: Callable[[str], None] | None = None,
+) -> TableInfo:
+    """A subscriber's copy of `source` on `server`: created with the source's columns, primary key, NOT
+    NULLs, defaults and indexes when missing (what could not be carried is told to `log`); when present, it
+    must have every column of the source (but the `optional` ones, which the replication adds itself) and
+    the same primary key, or nothing is replicated into it."""
     existing = lookup_table(server, name)
     if existing is None:
         d = dialects.get(server.dialect)
-        columns = [(c.name, c.logical) for c in source.columns]
-        keys = [k.name for k in source.primary_key]
         try:
-            ddl = create_table_ddl(d, name, connections.table_schema(server), columns, keys)
+            ddl = copy_table_ddl(d, name, connections.table_schema(server), source)
         except ValueError as exc:
             raise ReplicationError(f"cannot create {name!r} on {server.name}: {exc}") from None
-        run_with_undo(server, [ddl], [])
+        run_with_undo(server, ddl, [f"DROP TABLE IF EXISTS {d.qualify(name, connections.table_schema(server))}"])
+        if log is not None:
+            for item in source.untranslated:
+                log(f"{server.name}.{name}: not copied: {item}")
         created = lookup_table(server, name)
         assert created is not None
         return created

@@ -29,6 +29,7 @@ The reference assumes primary keys of published tables never change; the trigger
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -97,12 +98,17 @@ def fill_rowguid_sql(d: Dialect, table: TableInfo, origin: str) -> str:
     return f"UPDATE {d.qualify(table.name, table.schema)} SET {guid} = {new_guid_sql(d, origin)} WHERE {guid} IS NULL"
 
 
+def key_types(d: Dialect, layout: Layout) -> list[str]:
+    return d.render_key_types([k.logical for k in layout.keys])
+
+
 def updateable_rlog_ddl(d: Dialect, table: TableInfo) -> list[str]:
     keys = key_columns(table)
     name = rlog_name(table.name)
     if len(name) > d.max_identifier:
         raise BidirError(f"snapshot log table {name!r} would be longer than {d.label}'s limit")
-    cols = [f"{d.quote(rlog_key(k.name))} {d.render_type(k.logical)} NOT NULL" for k in keys]
+    types = d.render_key_types([k.logical for k in keys])
+    cols = [f"{d.quote(rlog_key(k.name))} {t} NOT NULL" for k, t in zip(keys, types, strict=True)]
     cols += [
         f"{d.quote('SNAPTIME')} {d.render_type(TIMESTAMP)} NOT NULL",
         f"{d.quote('DMLTYPE')} {d.render_type(DMLTYPE)} NOT NULL",
@@ -389,7 +395,7 @@ def rplog_purge_sql(d: Dialect, rplog: str, schema: str, source: str, target: st
 
 def incoming_staging_ddl(d: Dialect, name: str, schema: str, layout: Layout) -> str:
     """Changes pulled from a subscriber, staged on the publisher to be looked up against its rows."""
-    cols = [f"{k.alias} {d.render_type(k.logical)} NOT NULL" for k in layout.keys]
+    cols = [f"{k.alias} {t} NOT NULL" for k, t in zip(layout.keys, key_types(d, layout), strict=True)]
     cols += [
         f"change_id {d.render_type(ROWGUID)} NOT NULL UNIQUE",  # the replay log forgets by it
         f"PRIMARY KEY ({', '.join(k.alias for k in layout.keys)})",
@@ -413,7 +419,7 @@ def apply_staging_ddl(d: Dialect, name: str, schema: str, layout: Layout) -> str
 
     `exp_present` / `exp_guid` say which version of the row the decision was made on (checked under lock
     before anything is written); `change_id` and `snaptime` go to the replay log."""
-    cols = [f"{k.alias} {d.render_type(k.logical)} NOT NULL" for k in layout.keys]
+    cols = [f"{k.alias} {t} NOT NULL" for k, t in zip(layout.keys, key_types(d, layout), strict=True)]
     cols += [
         f"action {d.render_type(ACTION)} NOT NULL",
         f"exp_present {d.render_type(FLAG)}",
@@ -534,7 +540,7 @@ def pulled_staging_ddl(d: Dialect, name: str, schema: str, layout: Layout) -> st
     """The changes a pull read from a subscriber's log, staged back on the subscriber by Spark: `op` is
     the change's type (R: the publisher had already applied it), `taken` 1 when the publisher took the
     version as it was (no conflict, or the subscriber won)."""
-    cols = [f"{k.alias} {d.render_type(k.logical)} NOT NULL" for k in layout.keys]
+    cols = [f"{k.alias} {t} NOT NULL" for k, t in zip(layout.keys, key_types(d, layout), strict=True)]
     cols += [
         f"change_id {d.render_type(ROWGUID)} NOT NULL UNIQUE",  # looked up by the consume
         f"op {d.render_type(ACTION)} NOT NULL",
@@ -640,7 +646,7 @@ def work_table(d: Dialect, kind: str, table: str) -> str:
 def table_with_rowguid(table: TableInfo, rowguid: LogicalType = ROWGUID) -> TableInfo:
     if table.column(ROWGUID_COLUMN) is not None:
         return table
-    return TableInfo(table.name, (*table.columns, Column(ROWGUID_COLUMN, "varchar(255)", rowguid)), table.schema)
+    return dataclasses.replace(table, columns=(*table.columns, Column(ROWGUID_COLUMN, "varchar(255)", rowguid)))
 
 
 def literal_list(d: Dialect, values: Sequence[str]) -> str:

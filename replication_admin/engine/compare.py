@@ -26,6 +26,7 @@ FAMILY_BY_KIND = {
     "date": "date",
     "time": "time",
     "timestamp": "timestamp",
+    "timestamptz": "timestamp",  # instants, compared in UTC
     "varchar": "text",
     "nvarchar": "text",
     "long_varchar": "text",
@@ -33,6 +34,8 @@ FAMILY_BY_KIND = {
     "other": "text",
     "varbinary": "binary",
     "long_varbinary": "binary",
+    "json": "json",  # text everywhere, but sent as text in row images (a dialect may embed documents)
+    "uuid": "text",
 }
 
 # The Spark type each family is read as (JDBC customSchema). Decimals and SQLite's textual
@@ -46,6 +49,7 @@ SPARK_READ_TYPE = {
     "time": "STRING",
     "timestamp": "TIMESTAMP",
     "text": "STRING",
+    "json": "STRING",
     "binary": "BINARY",
 }
 

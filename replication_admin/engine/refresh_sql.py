@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from replication_admin.engine.compare import read_type
+from replication_admin.engine.compare import family_of, read_type
 from replication_admin.engine.dialects import Dialect
 from replication_admin.engine.schema import TableInfo
 from replication_admin.engine.snapshot_log import (
@@ -166,7 +166,10 @@ def apply_increment_sql(
 def create_table_ddl(
     d: Dialect, name: str, schema: str, columns: Sequence[tuple[str, LogicalType]], key: Sequence[str]
 ) -> str:
-    cols = [f"{d.quote(c)} {d.render_type(t)}{' NOT NULL' if c in key else ''}" for c, t in columns]
+    key_types = dict(zip(key, d.render_key_types([t for c, t in columns if c in key]), strict=True))
+    cols = [
+        f"{d.quote(c)} {key_types[c]} NOT NULL" if c in key else f"{d.quote(c)} {d.render_type(t)}" for c, t in columns
+    ]
     if key:
         cols.append(f"PRIMARY KEY ({', '.join(d.quote(k) for k in key)})")
     return f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)}){d.create_table_options}"
@@ -296,7 +299,10 @@ def source_rows_select(
 ) -> str:
     """The current source rows of `rows` keys (bound as parameters), and whether each still matches."""
     keys = [m for m in moved if m.is_key]
-    items = [f"s.{d.quote(m.source)}" for m in moved]
+    items = []
+    for m in moved:
+        column = source.column(m.source)
+        items.append(d.read_value_sql(f"s.{d.quote(m.source)}", family_of((column or m).logical)))
     items.append(f"CASE WHEN ({condition_sql}) THEN 1 ELSE 0 END" if condition_sql else "1")
     if len(keys) == 1:
         where = f"s.{d.quote(keys[0].source)} IN ({', '.join(['?'] * rows)})"

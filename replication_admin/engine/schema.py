@@ -9,12 +9,31 @@ from replication_admin.engine.types import LogicalType
 
 
 @dataclass(frozen=True)
+class Default:
+    """A column default in a form every dialect can write: a number, a text, a boolean, or the time."""
+
+    kind: str  # "number" | "text" | "boolean" | "now" | "today"
+    value: str = ""  # the number's digits, the text, "true" / "false"
+
+
+@dataclass(frozen=True)
+class Index:
+    """A secondary index or unique constraint over plain columns (expression and partial indexes are
+    listed in TableInfo.untranslated instead)."""
+
+    name: str
+    columns: tuple[str, ...]
+    unique: bool = False
+
+
+@dataclass(frozen=True)
 class Column:
     name: str
     declared: str
     logical: LogicalType
     nullable: bool = True
     pk_position: int = 0  # 1-based position in the primary key, 0 when not part of it
+    default: Default | None = None
 
 
 @dataclass(frozen=True)
@@ -22,6 +41,9 @@ class TableInfo:
     name: str
     columns: tuple[Column, ...]
     schema: str = ""
+    # Filled by introspection.with_constraints (creating a copy needs them; most readers do not).
+    indexes: tuple[Index, ...] = ()
+    untranslated: tuple[str, ...] = ()  # what a copy cannot carry, in words ("index x: an expression")
 
     @functools.cached_property
     def primary_key(self) -> tuple[Column, ...]:

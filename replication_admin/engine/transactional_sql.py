@@ -66,7 +66,7 @@ from replication_admin.engine.objects import (
     new_guid_sql,
 )
 from replication_admin.engine.objects import ROWGUID_COLUMN as ROWGUID_COLUMN  # re-exported
-from replication_admin.engine.schema import TableInfo
+from replication_admin.engine.schema import Column, Default, Index, TableInfo
 from replication_admin.engine.types import LogicalType
 from replication_admin.engine.values import binder
 
@@ -208,7 +208,8 @@ def capture_objects(d: Dialect, account: str, table: TableInfo, local: str) -> C
             # A bulk insert or delete is logged by one INSERT … SELECT over the statement's rows. Updates stay
             # row triggers: a transition table does not pair a row's old image with its new one.
             rows = "rt_rows"
-            body = d.capture_rows_sql(_tables(d, names, schema), table.name, op, rows, local)
+            families = [(c.name, family_of(c.logical)) for c in table.columns]
+            body = d.capture_rows_sql(_tables(d, names, schema), table.name, op, rows, local, families)
             made, dropped = d.statement_trigger_ddl(triggers[op], when, src, rows, body, schema)
         else:
             made, dropped = d.row_trigger_ddl(triggers[op], when, src, body, schema)
@@ -605,7 +606,8 @@ def key_values(image: dict[str, Any], table: TableInfo, dest_dialect: str) -> li
 
 
 def table_definition(table: TableInfo) -> str:
-    """What a 'C' entry carries: the columns with their logical types and the primary key."""
+    """What a 'C' entry carries: the columns with their logical types, NOT NULLs and portable defaults, the
+    primary key, the indexes, and what of the table a copy cannot carry."""
     columns = [
         {
             "name": c.name,
@@ -614,18 +616,45 @@ def table_definition(table: TableInfo) -> str:
             "precision": c.logical.precision,
             "scale": c.logical.scale,
             "nullable": c.nullable,
+            "default": [c.default.kind, c.default.value] if c.default is not None else None,
         }
         for c in table.columns
     ]
-    return json.dumps({"table": table.name, "columns": columns, "key": [k.name for k in table.primary_key]})
+    return json.dumps(
+        {
+            "table": table.name,
+            "columns": columns,
+            "key": [k.name for k in table.primary_key],
+            "indexes": [{"name": i.name, "columns": list(i.columns), "unique": i.unique} for i in table.indexes],
+            "untranslated": list(table.untranslated),
+        }
+    )
 
 
-def definition_columns(definition: dict[str, Any]) -> tuple[list[tuple[str, LogicalType]], list[str]]:
-    columns = [
-        (c["name"], LogicalType(c["kind"], length=c.get("length"), precision=c.get("precision"), scale=c.get("scale")))
+def definition_table(definition: dict[str, Any]) -> TableInfo:
+    """The table a 'C' entry describes (entries written before constraints were carried have none)."""
+    key = list(definition["key"])
+    columns = tuple(
+        Column(
+            name=c["name"],
+            declared="",
+            logical=LogicalType(c["kind"], length=c.get("length"), precision=c.get("precision"), scale=c.get("scale")),
+            nullable=c.get("nullable", True),
+            pk_position=key.index(c["name"]) + 1 if c["name"] in key else 0,
+            default=Default(*c["default"]) if c.get("default") else None,
+        )
         for c in definition["columns"]
-    ]
-    return columns, list(definition["key"])
+    )
+    indexes = tuple(
+        Index(name=i["name"], columns=tuple(i["columns"]), unique=bool(i["unique"]))
+        for i in definition.get("indexes", [])
+    )
+    return TableInfo(
+        name=definition["table"],
+        columns=columns,
+        indexes=indexes,
+        untranslated=tuple(definition.get("untranslated", [])),
+    )
 
 
 # --- REPL_TEXT replay ---------------------------------------------------------------------------------------

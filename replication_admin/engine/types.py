@@ -2,8 +2,9 @@
 
 Every dialect parses its declared column types into a `LogicalType` and renders a `LogicalType` back
 as DDL. The kinds follow the rows of the reference's data type mapping table (varchar, integer,
-numeric(p, s), datetime, long varbinary, ...), plus `bigint` and `boolean`, which every live dialect
-has and which a DBA expects to survive a round trip.
+numeric(p, s), datetime, long varbinary, ...), plus `bigint`, `boolean`, `timestamptz`, `json` and
+`uuid`, which every live dialect can hold and which a DBA expects to survive a round trip
+(docs/types.md has the table).
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ KINDS = (
     "date",
     "time",
     "timestamp",  # datetime / timestamp, microsecond precision
+    "timestamptz",  # timestamp with time zone: an instant (stored as UTC where there is no zone type)
     "varbinary",
     "long_varbinary",
+    "json",  # a JSON document, carried as its text
+    "uuid",
     "other",  # a type with no row in the mapping table (uuid, json, enum ...): moved as text
 )
 

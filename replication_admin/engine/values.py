@@ -9,6 +9,7 @@ without their microseconds), decimals as their exact text, booleans as 0/1 where
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -20,13 +21,20 @@ TIMESTAMP_TEXT = "%Y-%m-%d %H:%M:%S.%f"
 
 
 def _timestamp_text(value: object) -> str:
-    if isinstance(value, dt.datetime):
-        return value.strftime(TIMESTAMP_TEXT)
-    text = str(value).strip()
-    try:
-        return dt.datetime.fromisoformat(text).strftime(TIMESTAMP_TEXT)
-    except ValueError:
-        return text
+    """An instant with a zone (timestamptz) as its UTC time: sessions and SQLite's text both hold UTC."""
+    if not isinstance(value, dt.datetime):
+        text = str(value).strip()
+        try:
+            value = dt.datetime.fromisoformat(text)
+        except ValueError:
+            return text
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC)
+    return value.strftime(TIMESTAMP_TEXT)
+
+
+def _json_text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _time_text(value: object) -> str:
@@ -73,6 +81,7 @@ def binder(logical: LogicalType, dest_dialect: str) -> Callable[[Any], Any]:
         "integer": int,
         "float": float,
         "binary": _bytes,
+        "json": _json_text,
     }
     return simple.get(family, _text)
 

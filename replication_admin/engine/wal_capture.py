@@ -202,7 +202,6 @@ def position_sql(seq: str) -> str:
 
 _INTEGERS = {20, 21, 23, 26}  # int8, int2, int4, oid
 _FLOATS = {700, 701}
-_JSON = {114, 3802}
 _BOOL = 16
 
 
@@ -215,7 +214,7 @@ def _boolean(text: str) -> bool:
 
 
 def converter(oid: int) -> Callable[[str], Any] | None:
-    """How a column's text becomes what row_to_json gives: numbers, booleans and JSON as JSON, the rest
+    """How a column's text becomes what the trigger capture gives: numbers and booleans as JSON, the rest
     (None) as the text."""
     if oid == _BOOL:
         return _boolean
@@ -223,9 +222,7 @@ def converter(oid: int) -> Callable[[str], Any] | None:
         return int
     if oid in _FLOATS:
         return _float
-    if oid in _JSON:
-        return json.loads
-    return None
+    return None  # JSON documents too: they travel as their text (see PostgreSQL.row_image_sql)
 
 
 @dataclass(frozen=True)

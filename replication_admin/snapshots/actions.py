@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from datetime import timedelta
 
 import pyodbc
@@ -35,6 +36,8 @@ from replication_admin.snapshots.shapes import SnapshotError
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
 RPLOG_PURGE_EVENT = "purge_rplogs"
+
+log = logging.getLogger(__name__)
 
 
 def _failed(actor: Actor, action: str, target: str, error: Exception) -> None:
@@ -189,20 +192,29 @@ def do_purge_rplogs(actor: Actor) -> int:
 # --- snapshots --------------------------------------------------------------------------------------------
 
 
-def _create_destination(dest: Server, table: str, shape) -> tuple[str, bool]:
+def _create_destination(dest: Server, table: str, shape) -> tuple[str, tuple[str, ...] | None]:
+    """The destination's real name, and None when it existed, else what of the source's constraints and
+    indexes the created table could not carry."""
     existing = lookup_table(dest, table)
     if existing is not None:
         check_destination(shape, existing)
-        return existing.name, False
-    ddl = destination_ddl(shape, dest, table)
-    _run_ddl(dest, [ddl], [])
-    return table, True
+        return existing.name, None
+    ddl, not_copied = destination_ddl(shape, dest, table)
+    _run_ddl(
+        dest, ddl, [f"DROP TABLE IF EXISTS {dialects.get(dest.dialect).qualify(table, connections.table_schema(dest))}"]
+    )
+    for item in not_copied:
+        log.warning("%s.%s: not copied: %s", dest.name, table, item)
+    return table, not_copied
 
 
-def _register(actor: Actor, action: str, snapshot: Snapshot, created: bool) -> Snapshot:
+def _register(actor: Actor, action: str, snapshot: Snapshot, created: tuple[str, ...] | None) -> Snapshot:
+    detail: dict = {"query": snapshot.query, "created_destination": created is not None}
+    if created:
+        detail["not_copied"] = list(created)
     with transaction.atomic():
         snapshot.save(force_insert=True)
-        record(actor, action, snapshot.name, detail={"query": snapshot.query, "created_destination": created})
+        record(actor, action, snapshot.name, detail=detail)
     return snapshot
 
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from replication_admin.core.alerts import resolve_alerts
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.introspection import lookup_table
+from replication_admin.core.introspection import lookup_table, with_constraints
 from replication_admin.core.jobs import do_start_job
 from replication_admin.engine import levels, transactional_sql
 from replication_admin.engine.statements import string_literal
@@ -165,7 +165,8 @@ def do_pub_add(
         trx_capture.add_capture(server, account.account, info, updateable=bool(account.is_updateable))
         info = trx_lookups.describe(server, info.name)  # with its ROWGUID column when the publication is updateable
         try:
-            trx_capture.append_entry(server, account.account, "C", info.name, transactional_sql.table_definition(info))
+            definition = transactional_sql.table_definition(with_constraints(server, info))
+            trx_capture.append_entry(server, account.account, "C", info.name, definition)
         except Exception:
             trx_capture.drop_capture(server, account.account, info.name)
             raise

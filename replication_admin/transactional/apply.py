@@ -16,7 +16,7 @@ from replication_admin.core.transactions import (
 )
 from replication_admin.engine import levels
 from replication_admin.engine import transactional_sql as sql
-from replication_admin.engine.refresh_sql import create_table_ddl
+from replication_admin.engine.constraints import copy_table_ddl
 from replication_admin.engine.schema import TableInfo
 from replication_admin.models import (
     Server,
@@ -68,9 +68,10 @@ def create_table_from(target: Target, definition: dict) -> bool:
     name = definition["table"]
     if lookup_table(target.server, name) is not None:
         return False
-    columns, key = sql.definition_columns(definition)
-    ddl = create_table_ddl(target.d, name, schema_of(target.server), columns, key)
-    run_each(target.server, [ddl])
+    table = sql.definition_table(definition)
+    run_each(target.server, copy_table_ddl(target.d, name, schema_of(target.server), table))
+    for item in table.untranslated:
+        log.warning("%s.%s: not copied: %s", target.server.name, name, item)
     target.tables.pop(name, None)
     return True
 

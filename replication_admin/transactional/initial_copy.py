@@ -6,6 +6,7 @@ from django.utils import timezone
 
 from jobs import snapshot_refresh as spark_refresh
 from replication_admin.core import connections, spark_sizing
+from replication_admin.core.introspection import with_constraints
 from replication_admin.core.locks import item_lock
 from replication_admin.core.shapes import ensure_copy, inc_shape, moved_columns
 from replication_admin.core.spark import endpoint, spark_session
@@ -45,10 +46,11 @@ from replication_admin.transactional.procedures import procedure_definitions
 from replication_admin.transactional.push import setup_push
 
 
-def create_subscriber_table(pub_server: Server, sub_server: Server, name: str) -> TableInfo:
-    """The subscriber's copy of a published table: created from the publisher's description when missing,
-    checked (columns and primary key) when present."""
-    return ensure_copy(sub_server, name, describe(pub_server, name), optional=[sql.ROWGUID_COLUMN])
+def create_subscriber_table(pub_server: Server, sub_server: Server, name: str, log=None) -> TableInfo:
+    """The subscriber's copy of a published table: created from the publisher's description (constraints and
+    indexes included) when missing, checked (columns and primary key) when present."""
+    source = with_constraints(pub_server, describe(pub_server, name))
+    return ensure_copy(sub_server, name, source, optional=[sql.ROWGUID_COLUMN], log=log)
 
 
 def init_copy(job, reporter, subscription_id: int) -> dict:
@@ -72,7 +74,7 @@ def init_copy(job, reporter, subscription_id: int) -> dict:
             for done, item in enumerate(items):
                 name = item_table(item.item)
                 source = describe(pub_server, name)
-                dest = create_subscriber_table(pub_server, sub_server, name)
+                dest = create_subscriber_table(pub_server, sub_server, name, log=reporter.log)
                 shape = inc_shape(pub_server, source, None, None)
                 moved = moved_columns(shape, dest)
                 staging = refresh_sql.staging_name(d, dest.name, "RTIC")

@@ -56,10 +56,18 @@ def test_string_literals_double_quotes_and_mariadb_also_escapes_backslashes():
         ("postgresql", "numeric(38,10)", LogicalType("numeric", precision=38, scale=10)),
         ("postgresql", "character varying(40)", LogicalType("varchar", length=40)),
         ("postgresql", "timestamp(6) without time zone", LogicalType("timestamp")),
-        ("postgresql", "timestamp with time zone", LogicalType("timestamp")),
+        ("postgresql", "timestamp with time zone", LogicalType("timestamptz")),
         ("postgresql", "time without time zone", LogicalType("time")),
         ("postgresql", "bytea", LogicalType("long_varbinary")),
-        ("postgresql", "uuid", LogicalType("other")),
+        ("postgresql", "uuid", LogicalType("uuid")),
+        ("postgresql", "jsonb", LogicalType("json")),
+        ("postgresql", "timestamp(6) with time zone", LogicalType("timestamptz")),
+        ("postgresql", "timestamp without time zone", LogicalType("timestamp")),
+        ("postgresql", "int4range", LogicalType("other")),
+        ("mysql", "json", LogicalType("json")),
+        ("mysql", "uuid", LogicalType("uuid")),
+        ("sqlite", "JSON_TEXT", LogicalType("json")),
+        ("sqlite", "TIMESTAMPTZ", LogicalType("timestamptz")),
         ("mysql", "int(11)", LogicalType("integer")),
         ("mysql", "int unsigned", LogicalType("bigint")),
         ("mysql", "bigint(20) unsigned", LogicalType("numeric", precision=20, scale=0)),
@@ -94,6 +102,7 @@ ROUND_TRIP = [
     LogicalType("date"),
     LogicalType("timestamp"),
     LogicalType("long_varbinary"),
+    LogicalType("json"),
 ]
 
 
@@ -116,6 +125,8 @@ def test_rendered_types_parse_back_to_the_same_logical_type(dialect, logical):
         ("db2", LogicalType("varbinary", length=10), "VARCHAR(10) FOR BIT DATA"),
         ("informix", LogicalType("timestamp"), "DATETIME YEAR TO FRACTION(5)"),
         ("informix", LogicalType("real"), "SMALLFLOAT"),
+        ("mssql", LogicalType("timestamptz"), "datetime"),
+        ("oracle", LogicalType("json"), "NCLOB"),
     ],
 )
 def test_text_only_dialects_follow_the_reference_type_mapping_table(dialect, logical, ddl):

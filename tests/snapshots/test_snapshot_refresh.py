@@ -165,11 +165,7 @@ def fidelity_rows() -> list[tuple]:
     ]
 
 
-@pytest.mark.parametrize(("source_dialect", "dest_dialect"), list(itertools.product(DIALECTS, DIALECTS)))
-def test_values_survive_exactly_null_empty_unicode_numeric_microseconds_and_1mb(
-    make_server, spark, source_dialect, dest_dialect
-):
-    values_survive(make_server, source_dialect, dest_dialect)
+# Every type on every ordered pair of dialects, 1 MB values included: tests/fidelity/test_types_across_dialects.py.
 
 
 @pytest.mark.parametrize(("source_dialect", "dest_dialect"), [("mysql", "postgresql"), ("postgresql", "mysql")])

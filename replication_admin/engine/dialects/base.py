@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -22,7 +23,7 @@ from replication_admin.engine.objects import (
     rlog_key,
     rlog_name,
 )
-from replication_admin.engine.schema import TableInfo
+from replication_admin.engine.schema import Default, TableInfo
 from replication_admin.engine.types import LogicalType
 
 HOSTNAME = re.compile(
@@ -193,6 +194,38 @@ class Dialect:
     # --- types -------------------------------------------------------------------------------------
     def parse_type(self, declared: str) -> LogicalType:
         raise NotImplementedError
+
+    def render_default(self, default: Default, logical: LogicalType) -> str:
+        """A portable default (engine.constraints) as this dialect writes it in a column definition."""
+        if default.kind == "number":
+            return default.value
+        if default.kind == "text":
+            return self.literal(default.value)
+        if default.kind == "boolean":
+            if self.has_boolean:
+                return "TRUE" if default.value == "true" else "FALSE"
+            return "1" if default.value == "true" else "0"
+        if default.kind == "today":
+            return "CURRENT_DATE"
+        return "CURRENT_TIMESTAMP"
+
+    def index_columns_sql(self, columns: Sequence[tuple[str, LogicalType]], unique: bool) -> list[str]:
+        """An index's column list (MariaDB indexes only a prefix of unbounded text)."""
+        return [self.quote(name) for name, _ in columns]
+
+    def defaults_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
+        """Rows of (column name, default expression as the catalog writes it, or NULL)."""
+        raise NotImplementedError
+
+    def indexes_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
+        """Rows of (index name, unique 0/1, position, column name or NULL for an expression, partial 0/1) for
+        every index but the primary key's, ordered by index and position."""
+        raise NotImplementedError
+
+    def render_key_types(self, keys: Sequence[LogicalType]) -> list[str]:
+        """The types of a primary key's columns: as render_type, bounded where the dialect cannot index
+        unbounded values (MariaDB)."""
+        return [self.render_type(k) for k in keys]
 
     def render_type(self, logical: LogicalType) -> str:
         raise NotImplementedError
@@ -426,7 +459,8 @@ class Dialect:
         keys = key_columns(table)
         name = rlog_name(table.name)
         self.check_name_length(name, "snapshot log table")
-        cols = [f"{self.quote(rlog_key(k.name))} {self.render_type(k.logical)} NOT NULL" for k in keys]
+        types = self.render_key_types([k.logical for k in keys])
+        cols = [f"{self.quote(rlog_key(k.name))} {t} NOT NULL" for k, t in zip(keys, types, strict=True)]
         cols += [
             f"{self.quote('SNAPTIME')} {self.render_type(TIMESTAMP)} NOT NULL",
             f"{self.quote('DMLTYPE')} {self.render_type(DMLTYPE)} NOT NULL",
@@ -470,9 +504,11 @@ class Dialect:
         transactions not numbered yet and returns the publication's count."""
         raise NotImplementedError(f"{self.label} numbers transactions as they are written")
 
-    def capture_rows_sql(self, logs: CaptureTables, table: str, op: str, rows: str, local: str) -> str:
+    def capture_rows_sql(
+        self, logs: CaptureTables, table: str, op: str, rows: str, local: str, columns: list[tuple[str, str]]
+    ) -> str:
         """Where has_transition_tables: statement-trigger statements that log every row of the transition table
-        `rows` for the current transaction."""
+        `rows` for the current transaction (`columns`: name and value family, as for row_image_sql)."""
         raise NotImplementedError(f"{self.label} has no transition tables")
 
     def statement_trigger_ddl(
@@ -499,6 +535,16 @@ class Dialect:
     json_object_function = "json_object"
     json_merge_function = "json_patch"
     hex_function = "hex"
+
+    # CAST(x AS <this>) gives a value's text.
+    text_cast_type: str = "text"
+
+    def read_value_sql(self, expr: str, family: str) -> str:
+        """A column as the control plane reads it through ODBC: times as text (the drivers read them
+        without their fraction)."""
+        if family == "time":
+            return f"CAST({expr} AS {self.text_cast_type})"
+        return expr
 
     def json_value_sql(self, expr: str, family: str) -> str:
         """A column as a JSON value in a row image (binary as hex: JSON has no bytes)."""

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from replication_admin.engine.dialects.base import (
     IDLE_TRANSACTION_SECONDS,
     Address,
@@ -23,8 +25,21 @@ from replication_admin.engine.objects import (
     log_values,
     rlog_name,
 )
-from replication_admin.engine.schema import TableInfo
-from replication_admin.engine.types import LogicalType, split_declared
+from replication_admin.engine.schema import Default, TableInfo
+from replication_admin.engine.types import BINARY_KINDS, TEXT_KINDS, LogicalType, split_declared
+
+KEY_BYTES = 3072
+
+
+def _key_bytes(k: LogicalType) -> int | None:
+    """Bytes a bounded key column takes in an index (None: unbounded or too long to index whole)."""
+    if k.kind in TEXT_KINDS:
+        size = 4 * k.length if k.length else None
+    elif k.kind in BINARY_KINDS:
+        size = k.length
+    else:
+        return 8
+    return size if size is not None and size <= KEY_BYTES else None
 
 
 class MySQL(Dialect):
@@ -50,6 +65,7 @@ class MySQL(Dialect):
     bmp_only_names = True
     # Tables the console creates hold any Unicode text (4-byte UTF-8 too) and compare it as the sources do.
     create_table_options = " DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+    text_cast_type = "char"
     # A Spark task killed mid-write (its job lost) can leave its connection idle inside a transaction, holding
     # the work table's metadata lock: the server ends such a session after IDLE_TRANSACTION_SECONDS, so the
     # job's next attempt waits for it at DROP TABLE instead of waiting for ever.
@@ -105,7 +121,26 @@ class MySQL(Dialect):
             return LogicalType("time")
         if base in {"datetime", "timestamp"}:
             return LogicalType("timestamp")
+        if base == "json":  # reported by columns_sql for a longtext with its json_valid check
+            return LogicalType("json")
+        if base == "uuid":
+            return LogicalType("uuid")
         return LogicalType("other")
+
+    def render_key_types(self, keys: Sequence[LogicalType]) -> list[str]:
+        """InnoDB indexes at most 3,072 bytes per key (4 per utf8mb4 character) and no unbounded column:
+        unbounded text and bytes in a key become varchar / varbinary sharing what the bounded parts leave.
+        PostgreSQL refuses index entries over about 2,700 bytes, so a key from there always fits."""
+        unbounded = [k for k in keys if k.kind in TEXT_KINDS | BINARY_KINDS and not _key_bytes(k)]
+        left = KEY_BYTES - sum(_key_bytes(k) or 0 for k in keys)
+        share = max(left // max(len(unbounded), 1), 4)
+        types = []
+        for k in keys:
+            if k in unbounded:
+                types.append(f"varchar({share // 4})" if k.kind in TEXT_KINDS else f"varbinary({share})")
+            else:
+                types.append(self.render_type(k))
+        return types
 
     def render_type(self, logical: LogicalType) -> str:
         kind = logical.kind
@@ -118,7 +153,7 @@ class MySQL(Dialect):
             return f"varbinary({logical.length})" if logical.length and logical.length <= 16000 else "longblob"
         if kind == "numeric":
             if logical.precision is None:
-                return "decimal(38, 15)"
+                return "decimal(65, 30)"  # the widest MariaDB has, for an unconstrained numeric
             return f"decimal({min(logical.precision, 65)}, {min(logical.scale or 0, 30)})"
         return {
             "long_varchar": "longtext",
@@ -132,7 +167,10 @@ class MySQL(Dialect):
             "date": "date",
             "time": "time(6)",
             "timestamp": "datetime(6)",
+            "timestamptz": "datetime(6)",  # the instant in UTC (sessions run with time_zone +00:00)
             "long_varbinary": "longblob",
+            "json": "json",
+            "uuid": "char(36)",
             "other": "longtext",
         }[kind]
 
@@ -145,7 +183,12 @@ class MySQL(Dialect):
 
     def columns_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
         return (
-            "SELECT c.COLUMN_NAME, c.COLUMN_TYPE, CASE WHEN c.IS_NULLABLE = 'YES' THEN 1 ELSE 0 END, "
+            # A JSON column is a longtext with a json_valid check: report it as json.
+            "SELECT c.COLUMN_NAME, CASE WHEN c.DATA_TYPE = 'longtext' AND EXISTS (SELECT 1 FROM "
+            "information_schema.CHECK_CONSTRAINTS k WHERE k.CONSTRAINT_SCHEMA = c.TABLE_SCHEMA "
+            "AND k.TABLE_NAME = c.TABLE_NAME AND k.CHECK_CLAUSE = "
+            "CONCAT('json_valid(`', REPLACE(c.COLUMN_NAME, '`', '``'), '`)')) THEN 'json' ELSE c.COLUMN_TYPE END, "
+            "CASE WHEN c.IS_NULLABLE = 'YES' THEN 1 ELSE 0 END, "
             "COALESCE(s.SEQ_IN_INDEX, 0), c.TABLE_NAME "
             "FROM information_schema.COLUMNS c "
             "LEFT JOIN information_schema.STATISTICS s ON s.TABLE_SCHEMA = c.TABLE_SCHEMA "
@@ -154,6 +197,41 @@ class MySQL(Dialect):
             "WHERE c.TABLE_SCHEMA = DATABASE() AND c.TABLE_NAME = ? ORDER BY c.ORDINAL_POSITION",
             [table],
         )
+
+    def defaults_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
+        return (
+            "SELECT COLUMN_NAME, COLUMN_DEFAULT FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
+            [table],
+        )
+
+    def indexes_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
+        return (
+            "SELECT INDEX_NAME, 1 - NON_UNIQUE, SEQ_IN_INDEX, COLUMN_NAME, 0 FROM information_schema.STATISTICS "
+            "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME <> 'PRIMARY' "
+            "ORDER BY INDEX_NAME, SEQ_IN_INDEX",
+            [table],
+        )
+
+    def render_default(self, default: Default, logical: LogicalType) -> str:
+        if default.kind == "today":
+            return "(curdate())"
+        if default.kind == "now":
+            return "(curdate())" if logical.kind == "date" else "CURRENT_TIMESTAMP(6)"
+        return super().render_default(default, logical)
+
+    def index_columns_sql(self, columns: Sequence[tuple[str, LogicalType]], unique: bool) -> list[str]:
+        """A unique constraint on unbounded text stays whole (MariaDB checks it by hash); a plain index
+        takes a prefix of it, sharing the 3,072 bytes an index key may have."""
+        unbounded = [n for n, t in columns if t.kind in TEXT_KINDS | BINARY_KINDS and not _key_bytes(t)]
+        if unique or not unbounded:
+            return [self.quote(n) for n, _ in columns]
+        left = KEY_BYTES - sum(_key_bytes(t) or 0 for n, t in columns if n not in unbounded)
+        share = max(left // len(unbounded), 4)
+        return [
+            f"{self.quote(n)}({share // 4 if t.kind in TEXT_KINDS else share})" if n in unbounded else self.quote(n)
+            for n, t in columns
+        ]
 
     def odbc_connection_string(self, address: Address) -> str:
         if address.odbc_dsn:
@@ -343,6 +421,8 @@ class MySQL(Dialect):
     def json_value_sql(self, expr: str, family: str) -> str:
         if family == "boolean":
             return f"({expr} <> 0)"
+        if family == "json":  # JSON_OBJECT would embed the document; it travels as its text
+            return f"CAST({expr} AS CHAR CHARACTER SET utf8mb4)"
         return super().json_value_sql(expr, family)
 
     def text_image_sql(self, stmt: str, args: str) -> str:

@@ -53,6 +53,10 @@ _PARSE = {
     "date": "date",
     "text": "long_varchar",
     "bytea": "long_varbinary",
+    "json": "json",
+    "jsonb": "json",
+    "uuid": "uuid",
+    "timestamptz": "timestamptz",
 }
 
 
@@ -90,7 +94,7 @@ class PostgreSQL(Dialect):
     now_select_sql = "SELECT CAST(now() AT TIME ZONE 'UTC' AS timestamp)"
 
     def parse_type(self, declared: str) -> LogicalType:
-        base, first, second, _rest = split_declared(declared)
+        base, first, second, rest = split_declared(declared)
         if base in _PARSE:
             return LogicalType(_PARSE[base])
         if base in {"numeric", "decimal"}:
@@ -100,7 +104,7 @@ class PostgreSQL(Dialect):
         if base in {"character", "char", "bpchar"}:
             return LogicalType("varchar", length=first or 1)
         if base.startswith("timestamp"):
-            return LogicalType("timestamp")
+            return LogicalType("timestamptz" if "with time zone" in f"{base} {rest}" else "timestamp")
         if base.startswith("time"):
             return LogicalType("time")
         return LogicalType("other")
@@ -125,8 +129,11 @@ class PostgreSQL(Dialect):
             "date": "date",
             "time": "time(6)",
             "timestamp": "timestamp(6)",
+            "timestamptz": "timestamp(6) with time zone",
             "varbinary": "bytea",
             "long_varbinary": "bytea",
+            "json": "jsonb",  # jsonb: json has no equality, which upserts and compares need
+            "uuid": "uuid",
             "other": "text",
         }[kind]
 
@@ -150,6 +157,30 @@ class PostgreSQL(Dialect):
             "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
             "WHERE n.nspname = ? AND c.relname = ? AND a.attnum > 0 AND NOT a.attisdropped "
             "ORDER BY a.attnum",
+            [schema or "public", table],
+        )
+
+    def defaults_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
+        return (
+            "SELECT a.attname, pg_catalog.pg_get_expr(d.adbin, d.adrelid) FROM pg_catalog.pg_attribute a "
+            "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+            "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
+            "WHERE n.nspname = ? AND c.relname = ? AND a.attnum > 0 AND NOT a.attisdropped",
+            [schema or "public", table],
+        )
+
+    def indexes_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
+        return (
+            "SELECT ic.relname, i.indisunique::int, k.ord, a.attname, "
+            "(i.indpred IS NOT NULL OR i.indexprs IS NOT NULL)::int "
+            "FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indrelid "
+            "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid "
+            "CROSS JOIN unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) "
+            "LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum AND k.attnum > 0 "
+            "WHERE n.nspname = ? AND c.relname = ? AND NOT i.indisprimary AND k.ord <= i.indnkeyatts "
+            "ORDER BY ic.relname, k.ord",
             [schema or "public", table],
         )
 
@@ -402,8 +433,18 @@ class PostgreSQL(Dialect):
             f"THEN pg_logical_emit_message(true, '{CONTEXT_MESSAGE_PREFIX}', {content}) END"
         )
 
+    def _image_json(self, ref: str, columns: list[tuple[str, str]]) -> str:
+        # json, not jsonb: no parsing or key sorting per row ...
+        documents = [name for name, family in columns if family == "json"]
+        if not documents:
+            return f"row_to_json({ref})"
+        # ... but JSON documents travel as their text, as every other capture sends them (row_to_json would
+        # embed them, and a document that is a JSON string could not be told from text).
+        pairs = ", ".join(f"{self.literal(n)}, ({ref}.{self.quote(n)})::text" for n in documents)
+        return f"(row_to_json({ref})::jsonb || jsonb_build_object({pairs}))"
+
     def row_image_sql(self, ref: str, columns: list[tuple[str, str]]) -> str:
-        return f"row_to_json({ref})::text"  # json, not jsonb: no parsing or key sorting per row
+        return f"{self._image_json(ref, columns)}::text"
 
     def text_image_sql(self, stmt: str, args: str) -> str:
         return f"jsonb_build_object('stmt', {stmt}, 'args', coalesce({args}, '[]')::jsonb)::text"
@@ -434,7 +475,9 @@ class PostgreSQL(Dialect):
             "END IF;"
         )
 
-    def capture_rows_sql(self, logs: CaptureTables, table: str, op: str, rows: str, local: str) -> str:
+    def capture_rows_sql(
+        self, logs: CaptureTables, table: str, op: str, rows: str, local: str, columns: list[tuple[str, str]]
+    ) -> str:
         entry_cols = self._entry_columns()
         # One entry for the statement: its rows' images as one JSON array (one heap row and one index entry
         # instead of one per row; the reader splits it).
@@ -444,7 +487,7 @@ class PostgreSQL(Dialect):
             f"IF coalesce(current_setting('{NOLOG_SETTING}', true), '') <> 'on' AND EXISTS (SELECT FROM {rows}) THEN "
             f"{self._open_transaction_sql(logs, local)}"
             f"INSERT INTO {logs.log} ({entry_cols}) SELECT {XACT_ID}, {self.literal(table)}, '{op}', {new}, {old} "
-            f"FROM (SELECT r, row_number() OVER () AS n FROM {rows} r) s; END IF;"
+            f"FROM (SELECT {self._image_json('t', columns)} AS r, row_number() OVER () AS n FROM {rows} t) s; END IF;"
         )
 
     def statement_trigger_ddl(

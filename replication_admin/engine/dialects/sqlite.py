@@ -31,7 +31,7 @@ from replication_admin.engine.objects import (
     log_values,
     rlog_name,
 )
-from replication_admin.engine.schema import TableInfo
+from replication_admin.engine.schema import Default, TableInfo
 from replication_admin.engine.types import LogicalType, split_declared
 
 TIMESTAMP_FORMAT_SPARK = "yyyy-MM-dd HH:mm:ss.SSSSSS"
@@ -70,6 +70,12 @@ class SQLite(Dialect):
 
     def parse_type(self, declared: str) -> LogicalType:
         base, first, second, _rest = split_declared(declared)
+        if base in {"timestamptz", "timestamp with time zone"}:
+            return LogicalType("timestamptz")
+        if base in {"json", "json_text", "jsonb"}:
+            return LogicalType("json")
+        if base in {"uuid", "uuid_text"}:
+            return LogicalType("uuid")
         if base in {"bigint", "int8", "unsigned big int"}:
             return LogicalType("bigint")
         if base in {"smallint", "tinyint", "int2"}:
@@ -100,6 +106,21 @@ class SQLite(Dialect):
             return LogicalType("time")
         return LogicalType("other")
 
+    def _double_text(self, expr: str) -> str:
+        # SQLite's JSON and its ODBC driver write doubles with 15 digits; '%!.17g' gives the 17 a double needs
+        # (exact but for rare values with exponents near the ends of the range: SQLite 3.40's conversion).
+        return f"CASE WHEN {expr} IS NULL THEN NULL ELSE printf('%!.17g', {expr}) END"
+
+    def json_value_sql(self, expr: str, family: str) -> str:
+        if family == "float":
+            return self._double_text(expr)
+        return super().json_value_sql(expr, family)
+
+    def read_value_sql(self, expr: str, family: str) -> str:
+        if family == "float":
+            return self._double_text(expr)
+        return super().read_value_sql(expr, family)
+
     def render_type(self, logical: LogicalType) -> str:
         kind = logical.kind
         if kind in {"varchar", "nvarchar"}:
@@ -123,7 +144,11 @@ class SQLite(Dialect):
             "date": "DATE",
             "time": "TIME",
             "timestamp": "TIMESTAMP",
+            "timestamptz": "TIMESTAMPTZ",  # UTC text, as TIMESTAMP
             "long_varbinary": "BLOB",
+            # TEXT in the name gives text affinity: a document or id that looks like a number stays text.
+            "json": "JSON_TEXT",
+            "uuid": "UUID_TEXT",
             "other": "TEXT",
         }[kind]
 
@@ -140,6 +165,22 @@ class SQLite(Dialect):
             "FROM pragma_table_info(?) ORDER BY cid",
             [table],
         )
+
+    def defaults_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
+        return "SELECT name, dflt_value FROM pragma_table_info(?)", [table]
+
+    def indexes_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
+        return (
+            'SELECT il.name, il."unique", ii.seqno + 1, ii.name, il.partial '
+            "FROM pragma_index_list(?) il, pragma_index_info(il.name) ii WHERE il.origin <> 'pk' "
+            "ORDER BY il.name, ii.seqno",
+            [table],
+        )
+
+    def render_default(self, default: Default, logical: LogicalType) -> str:
+        if default.kind == "now" and logical.kind != "date":
+            return f"({NOW})"  # the stored text form, six fraction digits
+        return super().render_default(default, logical)
 
     def odbc_connection_string(self, address: Address) -> str:
         if address.odbc_dsn:

@@ -29,7 +29,9 @@ class TextOnlyDialect(Dialect):
             if logical.precision is None:
                 return self.numeric_default
             return self.numeric_sized.format(p=logical.precision, s=logical.scale or 0)
-        plain, sized = self.mapping[logical.kind]
+        # The reference's table predates zones, JSON and UUIDs: an instant as its timestamp, the rest as text.
+        kind = {"timestamptz": "timestamp", "json": "other", "uuid": "other"}.get(logical.kind, logical.kind)
+        plain, sized = self.mapping[kind]
         if sized and logical.length:
             return sized.format(n=logical.length)
         return plain
