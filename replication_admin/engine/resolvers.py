@@ -22,11 +22,13 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
-from typing import Any
+from typing import Any, cast
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.schema import MappingSchema
 from sqlglot.tokens import Token, TokenType
 
 from replication_admin.engine.types import BINARY_KINDS, INTEGER_KINDS, LogicalType
@@ -302,6 +304,8 @@ def spark_type(logical: LogicalType) -> str:
         return f"decimal({precision},{scale})"
     if kind in ("boolean", "date", "timestamp"):
         return kind
+    if kind == "timestamptz":
+        return "timestamp"  # Spark's timestamps are instants
     if kind in BINARY_KINDS:
         return "binary"
     return "string"
@@ -676,12 +680,49 @@ def _normalise(tree: exp.Expr, refs: list[tuple[exp.Column, str, int]], columns:
     return _rename(tree, refs, canonical).sql("spark", comments=False)
 
 
+_INTEGER_RESULTS = {"TINYINT", "SMALLINT", "INT", "BIGINT", "NULL", "UNKNOWN"}
+_RESULT_WORDS = {"STRING": "text", "VARCHAR": "text", "CHAR": "text", "TEXT": "text", "DATE": "a date",
+                 "TIMESTAMP": "a timestamp", "TIMESTAMPTZ": "a timestamp", "TIMESTAMPNTZ": "a timestamp",
+                 "TIMESTAMPLTZ": "a timestamp", "DATETIME": "a timestamp", "BOOLEAN": "true/false",
+                 "BINARY": "bytes", "DOUBLE": "a number with decimals", "FLOAT": "a number with decimals"}  # fmt: skip
+
+
+def _check_result_type(normalised: str, columns: Sequence[ResolverColumn], cr_type: str, what: str) -> None:
+    """A resolver returns an integer code: an expression whose value is text, a date, a decimal ... (a
+    column, a function of it, a CASE branch) is refused, as a literal of those is (_check_codes)."""
+    types = {c.name: c.spark_type for c in columns}
+    schema = MappingSchema({q: types for q in ("pub", "new", "old")}, dialect="spark")
+    try:
+        tree = annotate_types(sqlglot.parse_one(f"SELECT {normalised} FROM pub, new, old", read="spark"), schema=schema)
+        result = cast(exp.Select, tree).selects[0].type
+    except Exception:  # inference is a help; Spark still checks the expression when it runs
+        return
+    if result is None:
+        return
+    name = result.this.name
+    if name in _INTEGER_RESULTS or (name == "DECIMAL" and _decimal_scale(result) == 0):
+        return
+    word = _RESULT_WORDS.get(name, "a number with decimals" if name == "DECIMAL" else name.lower())
+    valid_text = ", ".join(f"{c} {CODE_NAMES[c]}" for c in VALID_CODES[cr_type])
+    raise ResolverError(
+        f"the {what} returns {word} ({_short(sqlglot.parse_one(normalised, read='spark'))}); "
+        f"a resolver returns an integer code ({valid_text})"
+    )
+
+
+def _decimal_scale(data_type: exp.DataType) -> int | None:
+    params = [p for p in data_type.expressions if p.name.isdigit()]
+    return int(params[1].name) if len(params) > 1 else None
+
+
 def validate_expression(expression: str, columns: Sequence[ResolverColumn], cr_type: str) -> str:
     """Check a resolver expression and return its normalised text, or raise ResolverError."""
     _check_type(cr_type)
     tree, refs = _check(expression, columns, cr_type, "resolver expression")
     _check_codes(tree, cr_type, "resolver expression")
-    return _normalise(tree, refs, columns)
+    normalised = _normalise(tree, refs, columns)
+    _check_result_type(normalised, columns, cr_type, "resolver expression")
+    return normalised
 
 
 def validate_assignments(

@@ -173,6 +173,11 @@ def sync_once(
         )
     if acct.is_updateable:
         outcome.pushed = push(sub, acct)
+        if outcome.pushed:
+            # What the push committed on the publisher (a decision that changed the subscriber's version is
+            # logged there with the publisher as its origin) comes back to the originator in this sync.
+            pub_count = publisher_count(pub_server, sub.account)
+            outcome.publisher_count, outcome.publisher_level = pub_count, levels.level_of(pub_count)
     target = Target(sub_server, sub.server, sub.account, published=published_tables(acct, cached=True))
     batch = RegistryEntry.get_int("repl_apply_batch")
     goal = pub_count if max_transactions is None else min(pub_count, count + max_transactions)

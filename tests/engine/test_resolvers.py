@@ -150,6 +150,13 @@ def test_allowed_functions_and_operators_are_accepted(expression):
         ("CASE WHEN pub.price > 1 THEN 4 ELSE 0 END", "returns 4"),
         ("-1", "returns -1"),
         ("'3'", "returns the text '3'"),
+        ("new.name", "returns text (new.name); a resolver returns an integer code (0 undecided"),
+        ("upper(new.name)", "returns text (UPPER(new.name))"),
+        ("CASE WHEN new.price > pub.price THEN 3 ELSE new.name END", "returns text"),
+        ("new.price", "returns a number with decimals (new.price)"),
+        ("new.`a``b`", "returns a number with decimals"),
+        ("pub.updated", "returns a timestamp"),
+        ("coalesce(new.active, pub.active)", "returns true/false"),
         ("pub.price[0]", "Bracket"),
         ("interval 1 day", "Interval"),
     ],
@@ -158,6 +165,14 @@ def test_hostile_or_broken_expressions_are_refused_with_the_reason(expression, m
     with pytest.raises(ResolverError) as caught:
         validate_expression(expression, COLUMNS, "U")
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["new.item_id - pub.item_id", "length(new.name) % 4", "CAST(new.price AS INT) % 2", 'coalesce(new.`ab "cd`, 0)'],
+)
+def test_expressions_whose_value_is_an_integer_are_accepted(expression):
+    assert validate_expression(expression, COLUMNS, "U")
 
 
 def test_a_delete_resolver_sees_only_the_key_and_rowguid_of_the_incoming_row():
@@ -311,6 +326,9 @@ def test_resolver_proc_names():
         (LogicalType("boolean"), "boolean"),
         (LogicalType("date"), "date"),
         (LogicalType("timestamp"), "timestamp"),
+        (LogicalType("timestamptz"), "timestamp"),
+        (LogicalType("json"), "string"),
+        (LogicalType("uuid"), "string"),
         (LogicalType("varbinary", length=16), "binary"),
         (LogicalType("long_varbinary"), "binary"),
         (LogicalType("varchar", length=10), "string"),

@@ -31,7 +31,7 @@ def nodes(request, make_server, jobs_sync, spark):
 
 
 def sync_all(*subs) -> None:
-    for _ in range(2):  # a decision that goes back to the originator arrives on the next round
+    for _ in range(2):  # a change pushed by a later subscriber reaches the earlier ones on the next round
         for sub in subs:
             run(sub, "repl_sync ('pub', 'shop')")
 
@@ -99,6 +99,21 @@ def test_default_decisions_keep_the_publishers_version_and_the_losing_one_in_the
     sync_all(my, pg)
     assert {value(node, "SELECT name FROM items WHERE id = 1") for node in (pub, my, pg)} == {"subscriber"}
     converged(pub, my, pg)
+
+
+def test_the_originator_receives_the_decided_version_in_the_same_sync(nodes):
+    pub, my, _pg = nodes
+    run(pub, "REPL_ADD_CR ('items', 'U', 'ave', 10, 'ave', 'price')")
+    sql(pub, "UPDATE items SET price = 30.00 WHERE id = 4")
+    sql(my, "UPDATE items SET price = 50.00 WHERE id = 4")
+    outcome = run(my, "repl_sync ('pub', 'shop')")[0]
+    assert outcome.details["pushed"] == 1
+    # One sync: the publisher decided 40.00 (the average) and the originator already has it.
+    assert Decimal(value(pub, "SELECT price FROM items WHERE id = 4")) == Decimal("40.00")
+    assert Decimal(value(my, "SELECT price FROM items WHERE id = 4")) == Decimal("40.00")
+    assert same(pub, my, "items")["equal"]
+    again = run(my, "repl_sync ('pub', 'shop')")[0]
+    assert again.details["pushed"] == 0 and again.details["applied"] == 0
 
 
 def test_resolver_codes_subscriber_wins_average_add_and_minimum(nodes):
