@@ -29,6 +29,7 @@ from replication_admin.models import (
 from replication_admin.servers.actions import ServerData, do_check_server, do_update_server
 from replication_admin.snapshots import actions as snap
 from replication_admin.transactional import actions as trx_actions
+from replication_admin.transactional import durability
 
 
 @dataclass
@@ -275,6 +276,13 @@ def _run_trx(actor: Actor, statement: st.Statement, context: Server | None, wait
             publication = trx_actions.publication(_context(context, "repl_text"), account)
             level = trx_actions.do_repl_text(actor, publication, sql_text, args)
             return Outcome(text, True, f"logged at level {level}", details={"level": level})
+        case st.PubAck(account=account, policy=policy, timeout=timeout):
+            publication = trx_actions.publication(_context(context, "repl_pub_ack"), account)
+            return Outcome(text, True, trx_actions.do_set_ack_policy(actor, publication, policy, timeout))
+        case st.Wait(account=account, level=level, timeout=timeout):
+            publication = trx_actions.publication(_context(context, "repl_wait"), account)
+            acked = durability.wait_for_ack(publication, level, timeout)
+            return Outcome(text, acked.acked, acked.message(), details=acked.as_dict())
         case st.NewLog(account=account, log_file=log_file):
             publication = trx_actions.publication(_context(context, "repl_new_log"), account)
             return Outcome(text, True, trx_actions.do_new_log(actor, publication, log_file))

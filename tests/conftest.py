@@ -29,7 +29,7 @@ from replication_admin.models import JobRun
 from replication_admin.servers.actions import ServerData, do_register_server
 from tests.pg_cluster import own_cluster
 from tests.spark_service import wait_for_spark
-from tests.users import editor_client, viewer_client  # noqa: F401 - fixtures for every feature's tests
+from tests.users import editor_client, operator_client, viewer_client  # noqa: F401 - fixtures for every feature's tests
 
 ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() == "true"

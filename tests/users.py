@@ -26,3 +26,10 @@ def viewer_client(db) -> Client:
     client = Client()
     client.force_login(make_user("viewer"))
     return client
+
+
+@pytest.fixture
+def operator_client(db) -> Client:
+    client = Client()
+    client.force_login(make_user("operator", "operate"))
+    return client

@@ -473,6 +473,27 @@ class SubSchedule(Statement):
 
 
 @dataclass(frozen=True)
+class Wait(Statement):
+    """REPL_WAIT(account[, level[, timeout]]): after a commit on the publisher, wait until the subscribers its
+    acknowledgement policy requires have applied `level` (NULL: the publisher's level now), at most `timeout`
+    seconds (NULL: the publication's own)."""
+
+    account: str = ""
+    level: int | None = None
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class PubAck(Statement):
+    """REPL_PUB_ACK(account, policy[, timeout]): the acknowledgement policy REPL_WAIT follows: 'none', 'one',
+    'quorum' or 'all' of the in-sync subscribers, and its default wait in seconds."""
+
+    account: str = ""
+    policy: str = ""
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
 class AddCr(Statement):
     """REPL_ADD_CR(table, type, suffix, order, class, column, expression): a conflict resolver of an
     updateable publication, as REPL_ADD_SNAPSHOT_CR is for bi-directional snapshots."""
@@ -587,6 +608,28 @@ def _account(value: Arg) -> str:
 
 def _server(value: Arg) -> str:
     return _word_arg(value, "server", SERVER_MAX_LENGTH)
+
+
+ACK_POLICIES = ("none", "one", "quorum", "all")
+MAX_WAIT_SECONDS = 3600
+
+
+def _seconds(value: Arg, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_WAIT_SECONDS:
+        raise ValueError(f"{what} must be NULL or a number of seconds, more than 0 and at most {MAX_WAIT_SECONDS}")
+    return float(value)
+
+
+def _ack_policy(value: Arg) -> str:
+    if not isinstance(value, str) or value.strip().lower() not in ACK_POLICIES:
+        raise ValueError(f"the policy must be one of {', '.join(repr(p) for p in ACK_POLICIES)}")
+    return value.strip().lower()
+
+
+def _opt_level(value: Arg) -> int | None:
+    return None if value is None else _int_arg(value, "the level", 0, 2**31 - 1)
 
 
 def _opt_text(value: Arg, what: str) -> str | None:
@@ -793,6 +836,16 @@ FUNCTIONS: dict[str, Function] = {
         ("account", "file"), lambda a, f: NewLog(account=_account(a), log_file=_word_arg(f, "file"))
     ),
     "REPL_PURGE": Function(("server", "account"), lambda s, a: Purge(server=_server(s), account=_account(a))),
+    "REPL_PUB_ACK": Function(
+        ("account", "policy", "timeout"),
+        lambda a, p, t=None: PubAck(account=_account(a), policy=_ack_policy(p), timeout=_seconds(t, "the timeout")),
+        optional=1,
+    ),
+    "REPL_WAIT": Function(
+        ("account", "level", "timeout"),
+        lambda a, lv=None, t=None: Wait(account=_account(a), level=_opt_level(lv), timeout=_seconds(t, "the timeout")),
+        optional=2,
+    ),
     "REPL_ADD_CR": Function(
         ("table", "type", "suffix", "order", "class", "column", "expression"),
         lambda tb, ty, suf, order, cls, col=None, expr=None: AddCr(

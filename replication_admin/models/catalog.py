@@ -295,6 +295,18 @@ class ReplAccount(models.Model):
     )
     capture_note = models.CharField(max_length=255, blank=True, default="", db_column="ACC_CAPTURE_NOTE")
 
+    class AckPolicy(models.TextChoices):
+        NONE = "none", "none: the commit is enough"
+        ONE = "one", "one in-sync subscriber"
+        QUORUM = "quorum", "a majority of the in-sync subscribers"
+        ALL = "all", "every in-sync subscriber"
+
+    # What REPL_WAIT waits for after a commit, and for how long at most (docs/durability.md).
+    ack_policy = models.CharField(
+        max_length=8, choices=AckPolicy.choices, default=AckPolicy.NONE, db_column="ACC_ACK_POLICY"
+    )
+    ack_timeout = models.FloatField(default=30.0, db_column="ACC_ACK_TIMEOUT")  # seconds
+
     class Meta:
         db_table = "SYS_REPL_ACCOUNTS"
         ordering = ["server", "account"]

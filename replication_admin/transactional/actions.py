@@ -29,6 +29,7 @@ from replication_admin.models import (
     TpItem,
 )
 from replication_admin.transactional import capture as trx_capture
+from replication_admin.transactional import durability
 from replication_admin.transactional import lookups as trx_lookups
 from replication_admin.transactional import positions as trx_positions
 from replication_admin.transactional import procedures as trx_procedures
@@ -554,3 +555,24 @@ def published_table(server: Server, table: str):
 def reapply_losing_version(backup: ConflictBackup) -> str:
     """The conflict inbox's re-apply of a transactional conflict's losing version (on the publisher)."""
     return trx_push.reapply_losing_version(backup)
+
+
+def do_set_ack_policy(actor: Actor, account: ReplAccount, policy: str, timeout: float | None = None) -> str:
+    """REPL_PUB_ACK and the publication page: what REPL_WAIT waits for after a commit, and how long."""
+    target = f"{account.server}/{account.account}"
+    require(actor, EDIT, "trx.ack_policy", target)
+    try:
+        if policy not in durability.POLICIES:
+            raise trx_lookups.TrxError(
+                f"unknown acknowledgement policy {policy!r}; use one of {', '.join(durability.POLICIES)}"
+            )
+        if timeout is not None and not 0 < timeout <= durability.MAX_WAIT:
+            raise trx_lookups.TrxError(f"the timeout must be more than 0 and at most {durability.MAX_WAIT:.0f} s")
+    except trx_lookups.TrxError as exc:
+        _failed(actor, "trx.ack_policy", target, exc)
+        raise
+    timeout = account.ack_timeout if timeout is None else float(timeout)
+    with transaction.atomic():
+        ReplAccount.objects.filter(pk=account.pk).update(ack_policy=policy, ack_timeout=timeout)
+        record(actor, "trx.ack_policy", target, detail={"policy": policy, "timeout": timeout})
+    return f"{target} acknowledges commits with policy {policy} (wait at most {timeout:g} s)"

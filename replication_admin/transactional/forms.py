@@ -8,7 +8,7 @@ from django import forms
 from django.core.validators import RegexValidator
 
 from replication_admin.engine.levels import DEFAULT_PURGE_MINUTES
-from replication_admin.models import Server
+from replication_admin.models import ReplAccount, Server
 
 NO_SLASH = RegexValidator(r"^[^/]+$", "A name may not contain '/'.")
 WEEKDAYS = [(1, "Monday"), (2, "Tuesday"), (3, "Wednesday"), (4, "Thursday"), (5, "Friday"), (6, "Saturday"),
@@ -96,6 +96,13 @@ class NewLogForm(forms.Form):
 
     def clean_log_file(self) -> str:
         return self.cleaned_data["log_file"].strip()
+
+
+class AckPolicyForm(forms.Form):
+    """What REPL_WAIT waits for after a commit on this publication (REPL_PUB_ACK)."""
+
+    ack_policy = forms.ChoiceField(choices=ReplAccount.AckPolicy.choices, label="Acknowledged by")
+    ack_timeout = forms.FloatField(min_value=0.1, max_value=3600, label="Wait at most (seconds)")
 
 
 class PurgerForm(forms.Form):

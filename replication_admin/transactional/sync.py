@@ -14,6 +14,7 @@ in RTLEVEL (so the subscriber goes on) and in REPL_SKIPPED_TX (so the gap shows 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ import pyodbc
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.db.models import F, Q
+from django.utils import timezone
 
 from replication_admin.core import connections, reaper
 from replication_admin.core.alerts import safely_raise
@@ -72,6 +74,10 @@ log = logging.getLogger(__name__)
 # then it doubles up to the loop's interval while nothing arrives.
 FOLLOW_MIN_POLL = 0.002
 FOLLOW_BUSY_SECONDS = 1.0
+# An in-sync subscription the follower lost to an error (a subscriber or publisher down, a network cut) is
+# tried again this many seconds after its last failure; one cut for its backlog waits for a sync instead.
+FOLLOW_RETRY_SECONDS = 5.0
+FEED_CUT = "the feed is cut until it syncs again"
 # How long a backlog over the threshold may stay without shrinking before the follower cuts the feed.
 CUT_GRACE_SECONDS = 30.0
 
@@ -169,7 +175,7 @@ def sync_once(
     if max_backlog is not None and pub_count - count > max_backlog and (cut is None or cut(pub_count - count)):
         raise BacklogExceeded(
             f"{sub.subscriber} is {pub_count - count} transactions behind {sub.server}/{sub.account} "
-            f"(more than {max_backlog}); the feed is cut until it syncs again"
+            f"(more than {max_backlog}); {FEED_CUT}"
         )
     if acct.is_updateable:
         outcome.pushed = push(sub, acct)
@@ -300,6 +306,9 @@ def follow_step(sub: ReplSubscriber, watch: BacklogWatch | None = None) -> SyncO
             outcome = sync_once(sub, max_transactions=batch, max_backlog=limit, cut=cut)
             if watch is not None and outcome.publisher_count - outcome.count <= limit:
                 watch.under(sub)
+            if sub.state != ReplSubscriber.IN_SYNC:  # back after an error
+                set_state(sub, ReplSubscriber.IN_SYNC)
+                ReplSubscriber.objects.filter(pk=sub.pk).update(last_error="")
             return outcome
     except LockBusy:
         return None
@@ -316,7 +325,9 @@ def follow_step(sub: ReplSubscriber, watch: BacklogWatch | None = None) -> SyncO
 
 def followed(part: tuple[int, int] | None = None) -> list[ReplSubscriber]:
     """The in-sync subscriptions to follow; with `part` = (i, n) only those whose id % n == i."""
-    subs = ReplSubscriber.objects.filter(follow=True, subscribed=True, valid=1, state=ReplSubscriber.IN_SYNC)
+    retry = timezone.now() - dt.timedelta(seconds=FOLLOW_RETRY_SECONDS)
+    lost = Q(state=ReplSubscriber.DISCONNECTED, last_error_at__lt=retry) & ~Q(last_error__endswith=FEED_CUT)
+    subs = ReplSubscriber.objects.filter(Q(state=ReplSubscriber.IN_SYNC) | lost, follow=True, subscribed=True, valid=1)
     if part is not None:
         index, count = part
         subs = subs.annotate(part=F("id") % count).filter(part=index)

@@ -32,7 +32,9 @@ from replication_admin.models import (
     TpItem,
 )
 from replication_admin.transactional import actions as trx_actions
+from replication_admin.transactional import durability
 from replication_admin.transactional.forms import (
+    AckPolicyForm,
     AddTableForm,
     GrantForm,
     NewLogForm,
@@ -227,6 +229,8 @@ def _publication_context(request: HttpRequest, account: ReplAccount) -> dict:
         "add_form": AddTableForm(),
         "grant_form": GrantForm(),
         "new_log_form": NewLogForm(),
+        "ack_form": AckPolicyForm(initial={"ack_policy": account.ack_policy, "ack_timeout": account.ack_timeout}),
+        "ack_voters": durability.voter_names(account),
         "purger_form": PurgerForm(
             initial=PurgerForm.initial_for(
                 account.p_month, account.p_day, account.p_wday, account.p_time, account.purge_every
@@ -362,6 +366,21 @@ def publication_new_log(request: HttpRequest, server: str, account: str) -> Http
         messages.error(request, "Name the new log file.")
         return redirect(acct)
     return _attempt(request, lambda a: trx_actions.do_new_log(a, acct, form.cleaned_data["log_file"])) or redirect(acct)
+
+
+@require_POST
+def publication_ack(request: HttpRequest, server: str, account: str) -> HttpResponse:
+    acct = _account(server, account)
+    if refused := refuse(request, EDIT, "trx.ack_policy", _acct_target(acct)):
+        return refused
+    form = AckPolicyForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Acknowledgement not saved: {_form_errors(form)}")
+        return redirect(acct)
+    d = form.cleaned_data
+    return _attempt(
+        request, lambda a: trx_actions.do_set_ack_policy(a, acct, d["ack_policy"], d["ack_timeout"])
+    ) or redirect(acct)
 
 
 @require_POST

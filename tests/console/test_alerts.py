@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
@@ -15,7 +14,6 @@ from replication_admin.tasks import run_event, run_job
 from replication_admin.transactional import lookups as trx_lookups
 from replication_admin.transactional import positions as trx_positions
 from replication_admin.transactional import sync as trx_sync
-from tests.users import make_user
 
 
 @pytest.fixture
@@ -23,13 +21,6 @@ def mail_to_dba(db, settings):
     settings.ALERT_RECIPIENTS = ["dba@example.com"]
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     return settings
-
-
-@pytest.fixture
-def operator_client(db) -> Client:
-    client = Client()
-    client.force_login(make_user("operator", "operate"))
-    return client
 
 
 def fail_a_job() -> JobRun:

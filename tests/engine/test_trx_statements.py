@@ -14,6 +14,7 @@ from replication_admin.engine.statements import (
     InitCopy,
     Name,
     NewLog,
+    PubAck,
     PubAdd,
     Publish,
     PubRemove,
@@ -34,6 +35,7 @@ from replication_admin.engine.statements import (
     Unpublish,
     Unsubscribe,
     UpdateSnapshot,
+    Wait,
     masked_text,
     parse,
     parse_one,
@@ -75,6 +77,34 @@ def refused(text: str) -> str:
 )  # fmt: skip
 def test_the_references_transactional_statements_parse(text, expected):
     assert parse_one(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("REPL_WAIT ('tbl')", Wait(account="tbl")),
+        ("repl_wait ('tbl', 8, 2.5)", Wait(account="tbl", level=8, timeout=2.5)),
+        ("REPL_WAIT ('tbl', NULL, 10)", Wait(account="tbl", timeout=10.0)),
+        ("REPL_PUB_ACK ('tbl', 'Quorum', 30)", PubAck(account="tbl", policy="quorum", timeout=30.0)),
+        ("REPL_PUB_ACK ('tbl', 'none')", PubAck(account="tbl", policy="none")),
+    ],
+)
+def test_the_acknowledged_commit_statements_parse(text, expected):
+    assert parse_one(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("REPL_WAIT ('tbl', -1)", "the level must be a whole number from 0"),
+        ("REPL_WAIT ('tbl', 1, 3601)", "the timeout must be NULL or a number of seconds"),
+        ("REPL_WAIT ('tbl', 'x')", "the level must be a whole number"),
+        ("REPL_PUB_ACK ('tbl', 'two')", "the policy must be one of 'none', 'one', 'quorum', 'all'"),
+        ("REPL_PUB_ACK ('tbl')", "repl_pub_ack takes 2 to 3 argument(s) (account, policy, timeout), got 1"),
+    ],
+)
+def test_bad_acknowledged_commit_statements_are_refused_with_the_reason(text, message):
+    assert message in refused(text)
 
 
 def test_the_transactional_replication_example_runs_as_one_script():

@@ -5,8 +5,10 @@ from __future__ import annotations
 import random
 import threading
 import time
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor
@@ -253,6 +255,25 @@ def test_a_subscriber_over_the_backlog_threshold_is_cut_and_resyncs_from_its_lev
     sub.refresh_from_db()
     assert sub.state == ReplSubscriber.IN_SYNC and sub.pk in [s.pk for s in trx_sync.followed()]
     assert same(rep1, rep2, 'ab "cd')["equal"]
+
+
+def test_an_in_sync_subscriber_lost_to_an_error_is_followed_again_after_a_pause(rep):
+    rep1, rep2 = rep
+    sub = subscribed_in_sync(rep1, rep2)
+    sql(rep1, 'INSERT INTO "ab ""cd" VALUES (300, \'after the cut\')')
+    just_now = timezone.now()
+    ReplSubscriber.objects.filter(pk=sub.pk).update(
+        state=ReplSubscriber.DISCONNECTED, last_error="connection to server rep2 lost", last_error_at=just_now
+    )
+    assert sub.pk not in [s.pk for s in trx_sync.followed()]  # not at once: the failure is fresh
+    ReplSubscriber.objects.filter(pk=sub.pk).update(
+        last_error_at=just_now - timedelta(seconds=trx_sync.FOLLOW_RETRY_SECONDS + 1)
+    )
+    [again] = [s for s in trx_sync.followed() if s.pk == sub.pk]
+    assert trx_sync.follow_step(again).applied == 1
+    sub.refresh_from_db()
+    assert (sub.state, sub.last_error) == (ReplSubscriber.IN_SYNC, "")
+    assert value(rep2, 'SELECT `ef "gh` FROM `ab "cd` WHERE `id key` = 300') == "after the cut"
 
 
 def test_a_burst_the_follower_drains_does_not_cut_the_feed_but_falling_behind_does(rep):

@@ -470,3 +470,27 @@ def test_the_publish_form_captures_from_the_wal_where_postgresql_allows_it_and_s
         "never wait for each other (bulk inserts and deletes are logged once per statement); not the WAL: "
         "wal_level is replica" in body
     )
+
+
+def test_the_acknowledgement_form_sets_the_policy_for_editors_only(editor_client, operator_client, catalog):
+    account, *_ = catalog
+    url = reverse("trx-publications-ack", args=PUB)
+    page = editor_client.get(reverse("trx-publications-detail", args=PUB)).content.decode()
+    assert 'id="trx-ack-policy">none: the commit is enough' in page and 'id="trx-ack-voters">s1' in page
+    assert editor_client.post(url, {"ack_policy": "quorum", "ack_timeout": "2.5"}).status_code == 302
+    account.refresh_from_db()
+    assert (account.ack_policy, account.ack_timeout) == ("quorum", 2.5)
+    assert AuditEntry.objects.filter(action="trx.ack_policy", username="editor", outcome="ok").count() == 1
+    assert (
+        "a majority of the in-sync subscribers"
+        in editor_client.get(reverse("trx-publications-detail", args=PUB)).content.decode()
+    )
+
+    editor_client.post(url, {"ack_policy": "most", "ack_timeout": "2"})  # refused, nothing changes
+    editor_client.post(url, {"ack_policy": "all", "ack_timeout": "0"})
+    account.refresh_from_db()
+    assert (account.ack_policy, account.ack_timeout) == ("quorum", 2.5)
+    assert operator_client.post(url, {"ack_policy": "all", "ack_timeout": "5"}).status_code == 403
+    account.refresh_from_db()
+    assert account.ack_policy == "quorum"
+    assert AuditEntry.objects.filter(action="trx.ack_policy", outcome="denied").count() == 1
