@@ -279,6 +279,9 @@ def _run_trx(actor: Actor, statement: st.Statement, context: Server | None, wait
         case st.PubAck(account=account, policy=policy, timeout=timeout):
             publication = trx_actions.publication(_context(context, "repl_pub_ack"), account)
             return Outcome(text, True, trx_actions.do_set_ack_policy(actor, publication, policy, timeout))
+        case st.PubOnConflict(account=account, answer=answer):
+            publication = trx_actions.publication(_context(context, "repl_pub_on_conflict"), account)
+            return Outcome(text, True, trx_actions.do_set_on_conflict(actor, publication, answer))
         case st.Wait(account=account, level=level, timeout=timeout):
             publication = trx_actions.publication(_context(context, "repl_wait"), account)
             acked = durability.wait_for_ack(publication, level, timeout)

@@ -494,6 +494,16 @@ class PubAck(Statement):
 
 
 @dataclass(frozen=True)
+class PubOnConflict(Statement):
+    """REPL_PUB_ON_CONFLICT(account, answer): an updateable publication's answer to a subscriber's conflicting
+    change: 'resolve' (the REPL_ADD_CR resolvers decide) or 'reinitialize' (the publisher wins and the
+    subscriber is copied again, its unpushed changes kept in the conflict inbox)."""
+
+    account: str = ""
+    answer: str = ""
+
+
+@dataclass(frozen=True)
 class AddCr(Statement):
     """REPL_ADD_CR(table, type, suffix, order, class, column, expression): a conflict resolver of an
     updateable publication, as REPL_ADD_SNAPSHOT_CR is for bi-directional snapshots."""
@@ -625,6 +635,15 @@ def _seconds(value: Arg, what: str) -> float | None:
 def _ack_policy(value: Arg) -> str:
     if not isinstance(value, str) or value.strip().lower() not in ACK_POLICIES:
         raise ValueError(f"the policy must be one of {', '.join(repr(p) for p in ACK_POLICIES)}")
+    return value.strip().lower()
+
+
+CONFLICT_ANSWERS = ("resolve", "reinitialize")
+
+
+def _conflict_answer(value: Arg) -> str:
+    if not isinstance(value, str) or value.strip().lower() not in CONFLICT_ANSWERS:
+        raise ValueError(f"the answer to conflicts must be {' or '.join(repr(a) for a in CONFLICT_ANSWERS)}")
     return value.strip().lower()
 
 
@@ -840,6 +859,9 @@ FUNCTIONS: dict[str, Function] = {
         ("account", "policy", "timeout"),
         lambda a, p, t=None: PubAck(account=_account(a), policy=_ack_policy(p), timeout=_seconds(t, "the timeout")),
         optional=1,
+    ),
+    "REPL_PUB_ON_CONFLICT": Function(
+        ("account", "answer"), lambda a, x: PubOnConflict(account=_account(a), answer=_conflict_answer(x))
     ),
     "REPL_WAIT": Function(
         ("account", "level", "timeout"),

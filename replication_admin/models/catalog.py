@@ -307,6 +307,16 @@ class ReplAccount(models.Model):
     )
     ack_timeout = models.FloatField(default=30.0, db_column="ACC_ACK_TIMEOUT")  # seconds
 
+    class OnConflict(models.TextChoices):
+        RESOLVE = "resolve", "decide each conflict with the resolvers (REPL_ADD_CR)"
+        REINITIALIZE = "reinitialize", "the publisher wins and the subscriber is copied again"
+
+    # An updateable publication's answer to a subscriber change that conflicts (SQL Server's queued-update
+    # options): resolve it, or keep the publisher's rows and re-initialise the subscriber.
+    on_conflict = models.CharField(
+        max_length=16, choices=OnConflict.choices, default=OnConflict.RESOLVE, db_column="ACC_ON_CONFLICT"
+    )
+
     class Meta:
         db_table = "SYS_REPL_ACCOUNTS"
         ordering = ["server", "account"]

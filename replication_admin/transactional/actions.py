@@ -576,3 +576,24 @@ def do_set_ack_policy(actor: Actor, account: ReplAccount, policy: str, timeout: 
         ReplAccount.objects.filter(pk=account.pk).update(ack_policy=policy, ack_timeout=timeout)
         record(actor, "trx.ack_policy", target, detail={"policy": policy, "timeout": timeout})
     return f"{target} acknowledges commits with policy {policy} (wait at most {timeout:g} s)"
+
+
+def do_set_on_conflict(actor: Actor, account: ReplAccount, answer: str) -> str:
+    """REPL_PUB_ON_CONFLICT and the publication page: an updateable publication's answer to a subscriber's
+    conflicting change: the resolvers decide, or the publisher wins and the subscriber is copied again."""
+    target = f"{account.server}/{account.account}"
+    require(actor, EDIT, "trx.on_conflict", target)
+    try:
+        if answer not in ReplAccount.OnConflict.values:
+            raise trx_lookups.TrxError(
+                f"unknown answer to conflicts {answer!r}; use {' or '.join(ReplAccount.OnConflict.values)}"
+            )
+        if not account.is_updateable:
+            raise trx_lookups.TrxError(f"{target} is not updateable: its subscribers send no changes to conflict")
+    except trx_lookups.TrxError as exc:
+        _failed(actor, "trx.on_conflict", target, exc)
+        raise
+    with transaction.atomic():
+        ReplAccount.objects.filter(pk=account.pk).update(on_conflict=answer)
+        record(actor, "trx.on_conflict", target, detail={"on_conflict": answer})
+    return f"{target}: on a conflict, {ReplAccount.OnConflict(answer).label}"

@@ -105,6 +105,12 @@ class AckPolicyForm(forms.Form):
     ack_timeout = forms.FloatField(min_value=0.1, max_value=3600, label="Wait at most (seconds)")
 
 
+class OnConflictForm(forms.Form):
+    """An updateable publication's answer to a subscriber's conflicting change (REPL_PUB_ON_CONFLICT)."""
+
+    on_conflict = forms.ChoiceField(choices=ReplAccount.OnConflict.choices, label="On a conflict")
+
+
 class PurgerForm(forms.Form):
     """When repl_purge runs: P_MONTH, P_DAY, P_WDAY and P_TIME as the reference reads them (a month makes it
     yearly, else a day monthly, else a weekday weekly, else daily; no time means no purger)."""

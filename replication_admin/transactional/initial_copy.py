@@ -132,8 +132,10 @@ def init_copy(job, reporter, subscription_id: int) -> dict:
         if acct.is_updateable:
             setup_push(sub, acct)
         ReplSubscriber.objects.filter(pk=sub.pk).update(
-            init_state="done", count=count, level=levels.level_of(count), last_error="", state=ReplSubscriber.OFF
-        )
+            init_state="done", count=count, level=levels.level_of(count), last_error="",
+            # An in-sync subscription (re-initialised after a conflict, say) is followed again at once.
+            state=ReplSubscriber.IN_SYNC if sub.follow else ReplSubscriber.OFF,
+        )  # fmt: skip
         record_position(sub, count, count, force=True)
         reporter.progress(
             len(items) + 1, len(items) + 1, f"copied {sum(copied.values())} row(s) at level {levels.level_of(count)}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from replication_admin.core import connections
 from replication_admin.core.conflicts import decide, default_decision, json_row, new_guid, resolver_chain
 from replication_admin.core.introspection import lookup_table
 from replication_admin.core.transactions import (
@@ -84,6 +85,24 @@ class _Undecided(Exception):
     def __init__(self, conflicts: list[tuple[TableInfo, dict]]) -> None:
         super().__init__(f"{len(conflicts)} conflict(s) to decide")
         self.conflicts = conflicts
+
+
+class Reinitialise(TrxError):
+    """A subscriber's change conflicted on a publication that answers conflicts with 'the publisher wins and
+    the subscriber is copied again': nothing of it reached the publisher, and every change of the subscriber
+    not yet pushed is kept in the conflict inbox; the subscription must be copied again."""
+
+    def __init__(self, subscriber: str, discarded: int) -> None:
+        super().__init__(
+            f"{subscriber}'s change conflicted: the publisher's rows stand and {subscriber} is copied again "
+            f"({discarded} unpushed change(s) kept in the conflict inbox)"
+        )
+        self.discarded = discarded
+
+
+class _PublisherWins(Exception):
+    """Raised inside the publisher transaction (rolling it back) at the first conflict of a subscriber
+    transaction on a publication whose answer is to re-initialise the subscriber."""
 
 
 MAX_DECISION_ROUNDS = 5  # a row that keeps changing while its conflict is decided is read and decided again
@@ -178,6 +197,8 @@ def _push_work(
         if ctype is None:
             _write(cursor, d, table, entry.op, entry.new, key)
             continue
+        if acct.on_conflict == ReplAccount.OnConflict.REINITIALIZE:
+            raise _PublisherWins()
         conflicted = True
         change = f"{subscriber}:{txn.count}:{entry.change_id}"
         conflict = {"key": change, "type": ctype, "pub": current, "new": incoming, "old": old or {}}
@@ -305,9 +326,66 @@ def push(sub: ReplSubscriber, acct: ReplAccount) -> int:
     chains: dict[str, list] = {}  # the tables' resolver chains, read once per push
     while pushed < available:
         for txn in read_transactions(sub_server, push_acct, pushed, min(available, pushed + batch)):
-            pushed = push_transaction(acct, pub_server, tables, sub.subscriber, txn, pushed, chains)
+            try:
+                pushed = push_transaction(acct, pub_server, tables, sub.subscriber, txn, pushed, chains)
+            except _PublisherWins:
+                raise Reinitialise(
+                    sub.subscriber, _keep_unpushed(acct, pub_server, sub_server, sub.subscriber, pushed, available)
+                ) from None
             sent += 1
     return sent
+
+
+def _keep_unpushed(
+    acct: ReplAccount, pub_server: Server, sub_server: Server, subscriber: str, pushed: int, available: int
+) -> int:
+    """Every change of the subscriber's log after `pushed` as a conflict backup (the publisher's version won;
+    the inbox can re-apply each one): the copy about to be made replaces them on the subscriber."""
+    tables = published_tables(acct, cached=True)
+    d = _d(pub_server)
+    push_acct = sql.push_account(acct.account)
+    backups: list[dict] = []
+    with connections.connect(pub_server) as conn:  # reads the rows as the push does (FOR UPDATE, autocommit)
+        cursor = conn.cursor()
+        for txn in read_transactions(sub_server, push_acct, pushed, available):
+            for entry in txn.entries:
+                if entry.op not in ("I", "U", "D") or entry.table not in tables:
+                    continue
+                table = tables[entry.table]
+                image = (entry.new if entry.op != "D" else entry.old) or {}
+                key = sql.key_values(image, table, d.name)
+                current = _current(cursor, d, table, key)
+                incoming = json_row(entry.new) if entry.new else None
+                old = json_row(entry.old) if entry.old else None
+                ctype = _classify(entry.op, current, old)
+                backups.append(
+                    {
+                        "item": f"{acct.server}.{table.name}",
+                        "change_guid": f"{subscriber}:{txn.count}:{entry.change_id}",
+                        "pending": True,
+                        "kind": "transactional",
+                        "table_name": table.name,
+                        "publisher": acct.server,
+                        "origin": txn.origin or subscriber,
+                        "primary_key": {k.name: v for k, v in zip(table.primary_key, key, strict=True)},
+                        "conflict_type": ctype or entry.op,
+                        "operation": entry.op,
+                        "decision": 3,
+                        "resolver_id": None,
+                        "resolver": "publisher wins, reinitialise",
+                        "publisher_row": current,
+                        "incoming_row": incoming or old,
+                        "old_rowguid": (old or {}).get(sql.ROWGUID_COLUMN),
+                        "winning_row": current,
+                        "losing_row": incoming or old,
+                        "note": "conflicted: the publisher's row stands"
+                        if ctype
+                        else "not pushed: the subscriber was copied again after a conflict",
+                    }
+                )
+    _save_pending(subscriber, backups)
+    _show_backups(subscriber, backups)
+    return len(backups)
 
 
 def reapply_losing_version(backup) -> str:

@@ -31,4 +31,9 @@ class TrxSync(JobRunner[SubscriptionParams]):
     params_type = SubscriptionParams
 
     def run(self) -> dict:
-        return sync_subscription(self.job, self.reporter, self.params.subscription)
+        result = sync_subscription(self.job, self.reporter, self.params.subscription)
+        if result.get("reinitialise"):
+            # A conflict on a publication that answers with "publisher wins, copy again": this job copies.
+            self.reporter.log(f"{result['discarded']} unpushed change(s) kept in the conflict inbox; copying again")
+            result["copy"] = init_copy(self.job, self.reporter, self.params.subscription)
+        return result

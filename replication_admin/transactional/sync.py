@@ -28,6 +28,8 @@ from django.utils import timezone
 
 from replication_admin.core import connections, reaper
 from replication_admin.core.alerts import safely_raise
+from replication_admin.core.audit import Actor
+from replication_admin.core.jobs import RUNNERS, do_start_job
 from replication_admin.core.locks import LockBusy, item_lock, wait_behind
 from replication_admin.core.transactions import (
     error_message,
@@ -66,7 +68,7 @@ from replication_admin.transactional.positions import (
     set_state,
     subscriber_position,
 )
-from replication_admin.transactional.push import push
+from replication_admin.transactional.push import Reinitialise, push
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +109,8 @@ class SyncOutcome:
     publisher_count: int = 0
     batches: int = 0
     pushed: int = 0  # the subscriber's own transactions sent to the publisher (updateable)
+    reinitialise: bool = False  # a change conflicted and the publication re-initialises the subscriber
+    discarded: int = 0  # the subscriber's unpushed changes kept as conflict backups then
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -178,7 +182,14 @@ def sync_once(
             f"(more than {max_backlog}); {FEED_CUT}"
         )
     if acct.is_updateable:
-        outcome.pushed = push(sub, acct)
+        try:
+            outcome.pushed = push(sub, acct)
+        except Reinitialise as exc:
+            # Nothing more is applied: the copy about to be made replaces the subscriber's tables.
+            outcome.reinitialise, outcome.discarded = True, exc.discarded
+            ReplSubscriber.objects.filter(pk=sub.pk).update(init_state="queued", last_error=str(exc)[:4000])
+            log.warning("%s", exc)
+            return outcome
         if outcome.pushed:
             # What the push committed on the publisher (a decision that changed the subscriber's version is
             # logged there with the publisher as its origin) comes back to the originator in this sync.
@@ -306,10 +317,13 @@ def follow_step(sub: ReplSubscriber, watch: BacklogWatch | None = None) -> SyncO
             outcome = sync_once(sub, max_transactions=batch, max_backlog=limit, cut=cut)
             if watch is not None and outcome.publisher_count - outcome.count <= limit:
                 watch.under(sub)
-            if sub.state != ReplSubscriber.IN_SYNC:  # back after an error
+            if sub.state != ReplSubscriber.IN_SYNC and not outcome.reinitialise:  # back after an error
                 set_state(sub, ReplSubscriber.IN_SYNC)
                 ReplSubscriber.objects.filter(pk=sub.pk).update(last_error="")
-            return outcome
+        if outcome.reinitialise:  # once the item lock is free: the initial copy takes it
+            set_state(sub, ReplSubscriber.DISCONNECTED, "copied again after a conflict (publisher wins)")
+            start_reinitialisation(sub)
+        return outcome
     except LockBusy:
         return None
     except BacklogExceeded as exc:
@@ -321,6 +335,15 @@ def follow_step(sub: ReplSubscriber, watch: BacklogWatch | None = None) -> SyncO
     except Exception as exc:
         set_state(sub, ReplSubscriber.DISCONNECTED, error_message(exc))
         raise
+
+
+def start_reinitialisation(sub: ReplSubscriber) -> None:
+    """Queue the initial copy of a subscription whose conflict re-initialises it (REPL_INIT_COPY's job)."""
+    runner = RUNNERS["trx_init"]
+    do_start_job(
+        Actor.scheduler(), runner, f"{sub.subscriber} <- {sub.server}/{sub.account}",
+        runner.params_type.from_json({"subscription": sub.pk}),
+    )  # fmt: skip
 
 
 def followed(part: tuple[int, int] | None = None) -> list[ReplSubscriber]:

@@ -18,6 +18,7 @@ urlpatterns = [
     path(TRX_PUB + "new-log/", trx.publication_new_log, name="trx-publications-new-log"),
     path(TRX_PUB + "purger/", trx.publication_purger, name="trx-publications-purger"),
     path(TRX_PUB + "ack/", trx.publication_ack, name="trx-publications-ack"),
+    path(TRX_PUB + "on-conflict/", trx.publication_on_conflict, name="trx-publications-on-conflict"),
     path(TRX_PUB + "purge/", trx.publication_purge, name="trx-publications-purge"),
     path(TRX_PUB + "drop/", trx.publication_drop, name="trx-publications-drop"),
     path("subscriptions/trx/new/", trx.subscription_create, name="trx-subscriptions-new"),

@@ -38,6 +38,7 @@ from replication_admin.transactional.forms import (
     AddTableForm,
     GrantForm,
     NewLogForm,
+    OnConflictForm,
     PublishForm,
     PurgerForm,
     RemoveItemForm,
@@ -229,6 +230,7 @@ def _publication_context(request: HttpRequest, account: ReplAccount) -> dict:
         "add_form": AddTableForm(),
         "grant_form": GrantForm(),
         "new_log_form": NewLogForm(),
+        "on_conflict_form": OnConflictForm(initial={"on_conflict": account.on_conflict}),
         "ack_form": AckPolicyForm(initial={"ack_policy": account.ack_policy, "ack_timeout": account.ack_timeout}),
         "ack_voters": durability.voter_names(account),
         "purger_form": PurgerForm(
@@ -381,6 +383,19 @@ def publication_ack(request: HttpRequest, server: str, account: str) -> HttpResp
     return _attempt(
         request, lambda a: trx_actions.do_set_ack_policy(a, acct, d["ack_policy"], d["ack_timeout"])
     ) or redirect(acct)
+
+
+@require_POST
+def publication_on_conflict(request: HttpRequest, server: str, account: str) -> HttpResponse:
+    acct = _account(server, account)
+    if refused := refuse(request, EDIT, "trx.on_conflict", _acct_target(acct)):
+        return refused
+    form = OnConflictForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Not saved: {_form_errors(form)}")
+        return redirect(acct)
+    answer = form.cleaned_data["on_conflict"]
+    return _attempt(request, lambda a: trx_actions.do_set_on_conflict(a, acct, answer)) or redirect(acct)
 
 
 @require_POST

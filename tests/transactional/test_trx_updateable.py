@@ -10,6 +10,7 @@ import pytest
 from replication_admin.conflicts.actions import do_reapply_conflict
 from replication_admin.core.audit import Actor
 from replication_admin.models import ConflictBackup, TransactionalConflictResolver
+from replication_admin.statements import execute
 from tests.bidir.test_bidir_sync import same
 from tests.transactional.test_trx_replication import run, sql, value
 
@@ -151,3 +152,41 @@ def test_resolver_codes_subscriber_wins_average_add_and_minimum(nodes):
     converged(pub, my, pg)
     codes = sorted(ConflictBackup.objects.values_list("decision", flat=True))
     assert codes == [1, 1, 2, 2]
+
+
+def test_publisher_wins_and_reinitialise_keeps_the_publishers_rows_and_copies_the_subscriber_again(nodes):
+    pub, my, _pg = nodes
+    assert "not updateable" not in run(pub, "REPL_PUB_ON_CONFLICT ('shop', 'reinitialize')")[0].message
+    sql(my, "UPDATE items SET name = 'my first' WHERE id = 3")  # no conflict: pushed before the conflict
+    sql(pub, "UPDATE items SET name = 'publisher' WHERE id = 1")
+    sql(my, "UPDATE items SET name = 'subscriber' WHERE id = 1")  # conflicts with the publisher's update
+    sql(my, "INSERT INTO items (id, name, price, qty) VALUES (9, 'my nine', 9, 9)")  # after it: not pushed
+    outcome = run(my, "repl_sync ('pub', 'shop')")[0]
+    assert outcome.details["reinitialise"] and outcome.details["discarded"] == 2
+    assert outcome.details["copy"]["mode"] == "init"
+    # The publisher's rows stand; the subscriber is a copy of them again; nothing it had is silently lost.
+    assert value(pub, "SELECT name FROM items WHERE id = 1") == "publisher"
+    assert value(pub, "SELECT name FROM items WHERE id = 3") == "my first"
+    assert value(pub, "SELECT COUNT(*) FROM items WHERE id = 9") == 0
+    assert same(pub, my, "items")["equal"]
+    backups = {b.primary_key["id"]: b for b in ConflictBackup.objects.filter(kind="transactional")}
+    assert {k: (b.conflict_type, b.decision, b.losing_row["name"]) for k, b in backups.items()} == {
+        1: ("U", 3, "subscriber"),
+        9: ("I", 3, "my nine"),
+    }
+    assert "not pushed" in backups[9].note and backups[1].winning_row["name"] == "publisher"
+    # The inbox re-applies a kept change; the copied subscriber pushes its new changes normally.
+    do_reapply_conflict(Actor.command(), backups[9])
+    sql(my, "UPDATE items SET name = 'after the copy' WHERE id = 2")
+    again = run(my, "repl_sync ('pub', 'shop')")[0]
+    assert again.details["pushed"] == 1 and not again.details["reinitialise"]
+    assert value(pub, "SELECT name FROM items WHERE id = 2") == "after the copy"
+    assert value(my, "SELECT name FROM items WHERE id = 9") == "my nine"
+    assert same(pub, my, "items")["equal"]
+
+
+def test_the_answer_to_conflicts_is_refused_for_a_publication_that_is_not_updateable(make_server):
+    pub = make_server("sqlite", "ro")
+    run(pub, "REPL_PUBLISH ('ro', 'ro.log')")
+    outcome = execute(Actor.command(), "REPL_PUB_ON_CONFLICT ('ro', 'reinitialize')", context=pub)[-1]
+    assert not outcome.ok and outcome.message == "ro/ro is not updateable: its subscribers send no changes to conflict"

@@ -494,3 +494,22 @@ def test_the_acknowledgement_form_sets_the_policy_for_editors_only(editor_client
     account.refresh_from_db()
     assert account.ack_policy == "quorum"
     assert AuditEntry.objects.filter(action="trx.ack_policy", outcome="denied").count() == 1
+
+
+def test_the_answer_to_conflicts_is_chosen_on_the_page_of_an_updateable_publication(
+    editor_client, viewer_client, catalog
+):
+    account, *_ = catalog
+    url = reverse("trx-publications-on-conflict", args=PUB)
+    page = editor_client.get(reverse("trx-publications-detail", args=PUB)).content.decode()
+    assert (
+        'id="trx-on-conflict">decide each conflict with the resolvers' in page and 'id="trx-on-conflict-form"' in page
+    )
+    assert editor_client.post(url, {"on_conflict": "reinitialize"}).status_code == 302
+    account.refresh_from_db()
+    assert account.on_conflict == "reinitialize"
+    assert AuditEntry.objects.filter(action="trx.on_conflict", username="editor", outcome="ok").count() == 1
+    assert viewer_client.post(url, {"on_conflict": "resolve"}).status_code == 403
+    editor_client.post(url, {"on_conflict": "sometimes"})
+    account.refresh_from_db()
+    assert account.on_conflict == "reinitialize"
