@@ -274,22 +274,26 @@ def do_remove_resolver(actor: Actor, resolver) -> str:
 # --- dry runs ------------------------------------------------------------------------------------------
 
 
-def do_start_dry_run(actor: Actor, item: str, server, table: str, proposed=None, sync: bool | None = None) -> JobRun:
-    """Queue a dry run: the latest recorded conflicts of `item` decided again by its chain, with `proposed`
-    (an unsaved resolver, or an edited one with its id) in it."""
+def do_start_dry_run(
+    actor: Actor, item: str, server, table: str, proposed=None, sync: bool | None = None, kind: str = "snapshot"
+) -> JobRun:
+    """Queue a dry run: the latest recorded conflicts of `item` decided again by its chain (`kind`: the
+    bi-directional chain, SYS_SNAPSHOT_CR, or the transactional one, SYS_REPL_CR), with `proposed` (an unsaved
+    resolver, or an edited one with its id) in it."""
     server_name = server.name if isinstance(server, Server) else str(server)
+    model = TransactionalConflictResolver if kind == "transactional" else SnapshotConflictResolver
     proposal = proposed_params(proposed)
     if proposal is not None:
         require(actor, OPERATE, "job.resolver_dry_run", f"{item} resolvers")
         try:
             server_row = server if isinstance(server, Server) else Server.objects.get(name=server_name)
             columns = table_columns(server_row, table)
-            proposed_spec(proposal, resolver_chain(item), columns)
+            proposed_spec(proposal, resolver_chain(item, model), columns)
         except Server.DoesNotExist:
             raise ConflictError(f"server {server_name!r} is not registered") from None
         except (ResolverError, connections.ConnectionFailed) as exc:
             raise ConflictError(str(exc)) from None
-    params = DryRunParams(item=item, server=server_name, table=table, limit=DRY_RUN_LIMIT, proposed=proposal)
+    params = DryRunParams(item=item, server=server_name, table=table, limit=DRY_RUN_LIMIT, proposed=proposal, kind=kind)
     return do_start_job(actor, ResolverDryRun, f"{item} resolvers", params, perm=OPERATE, sync=sync)
 
 

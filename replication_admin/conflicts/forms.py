@@ -61,9 +61,10 @@ def _start_of(day: date) -> datetime:
     return timezone.make_aware(datetime.combine(day, time.min))
 
 
-def resolver_class_choices() -> list[tuple[str, str]]:
-    """The registered classes a bi-directional snapshot can use, as (name, "name — what it does")."""
-    return [(c.name, f"{c.name} — {c.description}") for c in resolver_classes(transactional=False)]
+def resolver_class_choices(transactional: bool = False) -> list[tuple[str, str]]:
+    """The registered classes a bi-directional snapshot (or a transactional publication) can use, as
+    (name, "name — what it does")."""
+    return [(c.name, f"{c.name} — {c.description}") for c in resolver_classes(transactional=transactional)]
 
 
 def needs_column(cls: str | None) -> bool:
@@ -150,10 +151,10 @@ class ResolverForm(_AssignmentsMixin, forms.Form):
     notify = forms.EmailField(required=False, label="Notify", help_text="E-mail address told about each conflict")
     order = forms.IntegerField(required=False, min_value=0, help_text="Empty: after the others of its type")
 
-    def __init__(self, *args, column_names: Iterable[str] = (), **kwargs) -> None:
+    def __init__(self, *args, column_names: Iterable[str] = (), transactional: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        cast(forms.ChoiceField, self.fields["resolver_class"]).choices = resolver_class_choices()
-        compared = [c.name for c in resolver_classes(transactional=False) if c.needs_column]
+        cast(forms.ChoiceField, self.fields["resolver_class"]).choices = resolver_class_choices(transactional)
+        compared = [c.name for c in resolver_classes(transactional=transactional) if c.needs_column]
         self.fields["column"].help_text = f"{join_words(compared, 'and')} compare this column" if compared else ""
         self.column_names = list(column_names)
         if self.column_names:

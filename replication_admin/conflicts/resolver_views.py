@@ -1,7 +1,10 @@
-"""The conflict resolver chain of a bi-directional publication's table (SYS_SNAPSHOT_CR): the editor, adding,
-editing, moving and removing resolvers, and dry runs of the chain over recorded conflicts."""
+"""The conflict resolver chains of a published table: a bi-directional publication's (SYS_SNAPSHOT_CR) or an
+updateable transactional publication's (SYS_REPL_CR). One editor for both: adding, editing, moving and
+removing resolvers, with the same checks, and dry runs of the chain over the table's recorded conflicts."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
@@ -25,37 +28,100 @@ from replication_admin.core.web import denied, is_htmx, refuse
 from replication_admin.engine.resolvers import CODE_NAMES, CUSTOM, DEFAULT_DECISION, ResolverError
 from replication_admin.models import (
     JobRun,
+    Server,
     SnapshotConflictResolver,
     SnapshotPublication,
+    TpItem,
+    TransactionalConflictResolver,
 )
 from replication_admin.models.catalog import CR_TYPES
+from replication_admin.transactional import selectors as trx_selectors
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
 
 
-def _publication(pk: int) -> SnapshotPublication:
-    return get_object_or_404(SnapshotPublication.objects.select_related("server"), pk=pk)
+SNAPSHOT, TRANSACTIONAL = "snapshot", "transactional"
+# URL names: the chain's pages (by publication or item id) and a resolver's (by resolver id).
+CHAIN_URLS = {SNAPSHOT: "publications", TRANSACTIONAL: "trx-items"}
+RESOLVER_URLS = {SNAPSHOT: "publications-resolver", TRANSACTIONAL: "trx-resolver"}
+MODELS = {SNAPSHOT: SnapshotConflictResolver, TRANSACTIONAL: TransactionalConflictResolver}
 
 
-def _columns(publication: SnapshotPublication) -> tuple[list, str]:
+@dataclass
+class Scope:
+    """Whose chains the editor shows: a bi-directional publication's table or a transactional one's."""
+
+    kind: str
+    pk: int  # the SnapshotPublication's or the TpItem's
+    item: str  # the chains' TABLE_NAME
+    server: Server | None
+    table: str
+    back_url: str
+    back_label: str
+
+    @property
+    def model(self):
+        return MODELS[self.kind]
+
+    @property
+    def urls(self) -> dict[str, str]:
+        prefix = CHAIN_URLS[self.kind]
+        return {
+            "page": reverse(f"{prefix}-resolvers", args=[self.pk]),
+            "add": reverse(f"{prefix}-resolvers-add", args=[self.pk]),
+            "dry_run": reverse(f"{prefix}-dry-run", args=[self.pk]),
+        }
+
+    def resolver_urls(self, resolver_pk: int) -> dict[str, str]:
+        prefix = RESOLVER_URLS[self.kind]
+        return {name: reverse(f"{prefix}-{name}", args=[resolver_pk]) for name in ("edit", "move", "remove")}
+
+
+def _snapshot_scope(publication: SnapshotPublication) -> Scope:
+    return Scope(
+        kind=SNAPSHOT, pk=publication.pk, item=publication.item, server=publication.server, table=publication.table,
+        back_url=reverse("publications-detail", args=[publication.pk]), back_label=f"publication {publication.item}",
+    )  # fmt: skip
+
+
+def _trx_scope(item: TpItem) -> Scope:
+    table = trx_selectors.published_table_name(item)
+    return Scope(
+        kind=TRANSACTIONAL,
+        pk=item.pk,
+        item=f"{item.server}.{table}",
+        server=Server.objects.filter(name=item.server).first(),
+        table=table,
+        back_url=reverse("trx-publications-detail", args=[item.server, item.acct]),
+        back_label=f"transactional publication {item.acct} on {item.server}",
+    )
+
+
+def _scope(kind: str, pk: int) -> Scope:
+    if kind == TRANSACTIONAL:
+        return _trx_scope(get_object_or_404(TpItem, pk=pk, type=2))
+    return _snapshot_scope(get_object_or_404(SnapshotPublication.objects.select_related("server"), pk=pk))
+
+
+def _columns(scope: Scope) -> tuple[list, str]:
     """The published table's columns as resolvers see them, or the reason they cannot be read."""
-    assert publication.server is not None
+    if scope.server is None:
+        return [], f"server of {scope.item} is not registered"
     try:
-        return list(resolver_actions.table_columns(publication.server, publication.table)), ""
+        return list(resolver_actions.table_columns(scope.server, scope.table)), ""
     except (connections.ConnectionFailed, connections.TableNotFound, ReplicationError, ResolverError) as exc:
         return [], str(exc)
 
 
-def _chains(publication: SnapshotPublication) -> list[dict]:
-    resolvers = list(
-        SnapshotConflictResolver.objects.filter(table_name=publication.item).order_by("type", "order", "id")
-    )
+def _chains(scope: Scope) -> list[dict]:
+    resolvers = list(scope.model.objects.filter(table_name=scope.item).order_by("type", "order", "id"))
     chains = []
     for code, label in CR_TYPES:
         chain = [r for r in resolvers if r.type == code]
         for r in chain:
             r.assignments_text = format_assignments(r.assignments)
+            r.urls = scope.resolver_urls(r.pk)
         chains.append({
             "type": code, "label": label, "resolvers": chain,
             "default": DEFAULT_DECISION[code], "default_label": CODE_NAMES[DEFAULT_DECISION[code]],
@@ -63,26 +129,31 @@ def _chains(publication: SnapshotPublication) -> list[dict]:
     return chains
 
 
-def _resolver_context(request: HttpRequest, publication: SnapshotPublication, **extra) -> dict:
-    columns, columns_error = extra.pop("columns", None) or _columns(publication)
+def _form(scope: Scope, columns, data=None) -> ResolverForm:
+    return ResolverForm(data, column_names=[c.name for c in columns], transactional=scope.kind == TRANSACTIONAL)
+
+
+def _resolver_context(request: HttpRequest, scope: Scope, **extra) -> dict:
+    columns, columns_error = extra.pop("columns", None) or _columns(scope)
     context = {
-        "publication": publication,
-        "chains": _chains(publication),
+        "scope": scope,
+        "urls": scope.urls,
+        "chains": _chains(scope),
         "columns": columns,
         "columns_error": columns_error,
         "codes": sorted(CODE_NAMES.items()),
-        "form": ResolverForm(column_names=[c.name for c in columns]),
+        "form": _form(scope, columns),
         **_dry_run_context(None),
     }
     context.update(extra)
     return context
 
 
-def _dry_run_job(publication: SnapshotPublication, job_id: str | None) -> JobRun | None:
+def _dry_run_job(scope: Scope, job_id: str | None) -> JobRun | None:
     if not job_id or not job_id.isdigit():
         return None
     job = JobRun.objects.filter(pk=int(job_id), kind="resolver_dry_run").first()
-    return job if job is not None and job.params.get("item") == publication.item else None
+    return job if job is not None and job.params.get("item") == scope.item else None
 
 
 def _dry_run_context(job: JobRun | None, error: str = "") -> dict:
@@ -99,19 +170,19 @@ def _dry_run_context(job: JobRun | None, error: str = "") -> dict:
 
 
 @require_GET
-def resolver_page(request: HttpRequest, pk: int) -> HttpResponse:
-    publication = _publication(pk)
-    dry_run = _dry_run_job(publication, request.GET.get("dry_run"))
+def resolver_page(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> HttpResponse:
+    scope = _scope(kind, pk)
+    dry_run = _dry_run_job(scope, request.GET.get("dry_run"))
     if is_htmx(request) and dry_run is not None:
-        context = {"publication": publication, **_dry_run_context(dry_run)}
+        context = {"scope": scope, "urls": scope.urls, **_dry_run_context(dry_run)}
         return render(request, "replication_admin/conflicts/resolvers.html#dry-run", context)
-    context = _resolver_context(request, publication, **_dry_run_context(dry_run))
+    context = _resolver_context(request, scope, **_dry_run_context(dry_run))
     return render(request, "replication_admin/conflicts/resolvers.html", context)
 
 
-def _editor(request: HttpRequest, publication: SnapshotPublication, **extra) -> HttpResponse:
+def _editor(request: HttpRequest, scope: Scope, **extra) -> HttpResponse:
     """The resolver editor (chains and add form): only that part for htmx, else the whole page."""
-    context = _resolver_context(request, publication, **extra)
+    context = _resolver_context(request, scope, **extra)
     template = "replication_admin/conflicts/resolvers.html"
     return render(request, f"{template}#resolver-editor" if is_htmx(request) else template, context)
 
@@ -138,22 +209,22 @@ def _resolver_error(form, exc: Exception) -> None:
 
 
 @require_POST
-def resolver_add(request: HttpRequest, pk: int) -> HttpResponse:
-    publication = _publication(pk)
-    if refused := refuse(request, EDIT, "resolver.add", f"{publication.item} {request.POST.get('type', '')}"):
+def resolver_add(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> HttpResponse:
+    scope = _scope(kind, pk)
+    if refused := refuse(request, EDIT, "resolver.add", f"{scope.item} {request.POST.get('type', '')}"):
         return refused
-    columns, columns_error = _columns(publication)
-    form = ResolverForm(request.POST, column_names=[c.name for c in columns])
+    columns, columns_error = _columns(scope)
+    form = _form(scope, columns, request.POST)
     if form.is_valid():
         d = form.cleaned_data
         custom = is_written(d["resolver_class"])
         try:
             resolver = resolver_actions.do_add_resolver(
-                Actor.from_request(request), publication.item, columns, d["type"], d["resolver_class"],
+                Actor.from_request(request), scope.item, columns, d["type"], d["resolver_class"],
                 order=d["order"], column=d["column"] or None,
                 expression=d["expression"] if custom else None,
                 assignments=d["assignments"] if custom else None,
-                notify=d["notify"] or "",
+                notify=d["notify"] or "", model=scope.model,
             )  # fmt: skip
         except PermissionDenied as exc:
             return denied(request, exc)
@@ -163,23 +234,30 @@ def resolver_add(request: HttpRequest, pk: int) -> HttpResponse:
             note = f"Added {resolver.proc} to the {resolver.get_type_display()} chain."
             if not is_htmx(request):
                 messages.success(request, note)
-                return redirect("publications-resolvers", pk=publication.pk)
-            return _editor(request, publication, columns=(columns, columns_error), saved=note)
-    return _editor(request, publication, columns=(columns, columns_error), form=form)
+                return redirect(scope.urls["page"])
+            return _editor(request, scope, columns=(columns, columns_error), saved=note)
+    return _editor(request, scope, columns=(columns, columns_error), form=form)
 
 
-def _resolver(pk: int) -> tuple[SnapshotConflictResolver, SnapshotPublication]:
-    resolver = get_object_or_404(SnapshotConflictResolver, pk=pk)
+def _resolver(pk: int, kind: str):
+    """The resolver and the scope of its chain."""
+    resolver = get_object_or_404(MODELS[kind], pk=pk)
+    if kind == TRANSACTIONAL:
+        server, _, table = resolver.table_name.partition(".")
+        item = trx_selectors.table_item(server, table)
+        if item is None:
+            raise Http404("The resolver's table is not published transactionally.")
+        return resolver, _trx_scope(item)
     publication = SnapshotPublication.objects.filter(item=resolver.table_name).select_related("server").first()
     if publication is None:
         raise Http404("The resolver's table is not published bi-directionally.")
-    return resolver, publication
+    return resolver, _snapshot_scope(publication)
 
 
 @require_http_methods(["GET", "POST"])
-def resolver_edit(request: HttpRequest, pk: int) -> HttpResponse:
-    resolver, publication = _resolver(pk)
-    columns, columns_error = _columns(publication)
+def resolver_edit(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> HttpResponse:
+    resolver, scope = _resolver(pk, kind)
+    columns, columns_error = _columns(scope)
     initial = {"expression": resolver.expression, "assignments": format_assignments(resolver.assignments),
                "notify": resolver.notify}  # fmt: skip
     form = ResolverEditForm(request.POST or None, initial=initial, column_names=[c.name for c in columns])
@@ -200,18 +278,19 @@ def resolver_edit(request: HttpRequest, pk: int) -> HttpResponse:
                 messages.success(request, f"Saved {resolver.proc}.")
                 if is_htmx(request):
                     response = HttpResponse(status=204)
-                    response["HX-Redirect"] = reverse("publications-resolvers", args=[publication.pk])
+                    response["HX-Redirect"] = scope.urls["page"]
                     return response
-                return redirect("publications-resolvers", pk=publication.pk)
-    context = {"publication": publication, "resolver": resolver, "form": form, "columns": columns,
-               "columns_error": columns_error, "codes": sorted(CODE_NAMES.items())}  # fmt: skip
+                return redirect(scope.urls["page"])
+    context = {"scope": scope, "urls": scope.urls, "resolver_urls": scope.resolver_urls(resolver.pk),
+               "resolver": resolver, "form": form, "columns": columns, "columns_error": columns_error,
+               "codes": sorted(CODE_NAMES.items())}  # fmt: skip
     template = "replication_admin/conflicts/resolver_edit.html"
     return render(request, f"{template}#edit-form" if is_htmx(request) else template, context)
 
 
 @require_POST
-def resolver_move(request: HttpRequest, pk: int) -> HttpResponse:
-    resolver, publication = _resolver(pk)
+def resolver_move(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> HttpResponse:
+    resolver, scope = _resolver(pk, kind)
     if refused := refuse(request, EDIT, "resolver.move", f"{resolver.table_name} {resolver.proc}"):
         return refused
     direction = request.POST.get("direction", "")
@@ -224,13 +303,13 @@ def resolver_move(request: HttpRequest, pk: int) -> HttpResponse:
     except (ResolverError, ReplicationError) as exc:
         messages.error(request, str(exc))
     if is_htmx(request):
-        return _editor(request, publication)
-    return redirect("publications-resolvers", pk=publication.pk)
+        return _editor(request, scope)
+    return redirect(scope.urls["page"])
 
 
 @require_http_methods(["GET", "POST"])
-def resolver_remove(request: HttpRequest, pk: int) -> HttpResponse:
-    resolver, publication = _resolver(pk)
+def resolver_remove(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> HttpResponse:
+    resolver, scope = _resolver(pk, kind)
     if request.method == "POST":
         if refused := refuse(request, EDIT, "resolver.remove", f"{resolver.table_name} {resolver.proc}"):
             return refused
@@ -242,23 +321,23 @@ def resolver_remove(request: HttpRequest, pk: int) -> HttpResponse:
             messages.error(request, str(exc))
         else:
             messages.success(request, f"Removed {resolver.proc}.")
-        return redirect("publications-resolvers", pk=publication.pk)
+        return redirect(scope.urls["page"])
     return render(request, "replication_admin/confirm.html", {
         "title": f"Remove resolver {resolver.proc}?",
-        "body": f"The {resolver.get_type_display()} chain of {publication.item} no longer asks it; the resolvers "
+        "body": f"The {resolver.get_type_display()} chain of {scope.item} no longer asks it; the resolvers "
                 "after it move up. Conflicts already recorded keep their decision.",
         "action": "Remove resolver",
-        "cancel_url": reverse("publications-resolvers", args=[publication.pk]),
+        "cancel_url": scope.urls["page"],
         "hidden": {},
     })  # fmt: skip
 
 
 @require_POST
-def resolver_dry_run(request: HttpRequest, pk: int) -> HttpResponse:
+def resolver_dry_run(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> HttpResponse:
     """Decide the recorded conflicts again with the chain as saved (or with the expression being edited added
     at the end of its type's chain) and show which decisions would change."""
-    publication = _publication(pk)
-    if refused := refuse(request, OPERATE, "job.resolver_dry_run", f"{publication.item} resolvers"):
+    scope = _scope(kind, pk)
+    if refused := refuse(request, OPERATE, "job.resolver_dry_run", f"{scope.item} resolvers"):
         return refused
     form = DryRunForm(request.POST)
     proposed = None
@@ -277,8 +356,9 @@ def resolver_dry_run(request: HttpRequest, pk: int) -> HttpResponse:
     if not error:
         try:
             job = resolver_actions.do_start_dry_run(
-                Actor.from_request(request), publication.item, publication.server, publication.table, proposed=proposed
-            )
+                Actor.from_request(request), scope.item, scope.server or scope.item.partition(".")[0], scope.table,
+                proposed=proposed, kind=scope.kind,
+            )  # fmt: skip
         except PermissionDenied as exc:
             return denied(request, exc)
         except (ResolverError, ReplicationError) as exc:
@@ -286,8 +366,8 @@ def resolver_dry_run(request: HttpRequest, pk: int) -> HttpResponse:
     if not is_htmx(request):
         if error:
             messages.error(request, f"Dry run not started: {error}")
-            return redirect("publications-resolvers", pk=publication.pk)
+            return redirect(scope.urls["page"])
         assert job is not None  # started, since there is no error
-        return redirect(reverse("publications-resolvers", args=[publication.pk]) + f"?dry_run={job.pk}")
-    context = {"publication": publication, **_dry_run_context(job, error)}
+        return redirect(scope.urls["page"] + f"?dry_run={job.pk}")
+    context = {"scope": scope, "urls": scope.urls, **_dry_run_context(job, error)}
     return render(request, "replication_admin/conflicts/resolvers.html#dry-run", context)

@@ -37,6 +37,7 @@ from replication_admin.models import (
     SnapshotPublication,
     TransactionalConflictResolver,
 )
+from replication_admin.transactional import selectors as trx_selectors
 
 OPERATE = "replication_admin.operate"
 LIST_FIELDS = (
@@ -98,7 +99,10 @@ def conflict_list(request: HtmxHttpRequest) -> HttpResponse:
         context["snapshot_resolvers"] = [
             (r, publications.get(r.table_name)) for r in SnapshotConflictResolver.objects.all()
         ]
-        context["transactional_resolvers"] = TransactionalConflictResolver.objects.all()
+        context["transactional_resolvers"] = [
+            (r, trx_selectors.table_item(*r.table_name.partition(".")[::2]))
+            for r in TransactionalConflictResolver.objects.all()
+        ]
     return render_page_or_partial(request, "replication_admin/conflicts/conflicts.html", "conflict-results", context)
 
 

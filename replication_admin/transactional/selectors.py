@@ -29,6 +29,7 @@ from replication_admin.transactional.forms import (
 )
 from replication_admin.transactional.lag import Lag as Lag  # re-exported
 from replication_admin.transactional.lag import live_lags as live_lags  # re-exported
+from replication_admin.transactional.lookups import item_table
 
 
 def capture_summary(account: ReplAccount) -> str:
@@ -182,3 +183,20 @@ def subscription_list_context(request: HttpRequest) -> dict:
         "trx_subscribe_form": SubscribeForm(),
         "accounts": ReplAccount.objects.only("server", "account"),
     }
+
+
+def published_table_name(item: TpItem) -> str:
+    """The table a published table item names, as its server spells it (its resolvers' TABLE_NAME is
+    '<server>.<this>'); as written in the item when the server cannot be reached."""
+    try:
+        return trx_actions.published_table(Server.objects.get(name=item.server), item_table(item.item)).name
+    except Exception:  # unreachable or dropped: the name as the item writes it
+        return item_table(item.item)
+
+
+def table_item(server: str, table: str) -> TpItem | None:
+    """The published table item of `server` whose table is `table` (case-insensitively)."""
+    for item in TpItem.objects.filter(server=server, type=2):
+        if item_table(item.item).lower() == table.lower():
+            return item
+    return None
