@@ -9,12 +9,13 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from replication_admin.core import connections
 from replication_admin.core.alerts import resolve_alerts
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import lookup_table, with_constraints
 from replication_admin.core.jobs import do_start_job
-from replication_admin.engine import levels, transactional_sql
+from replication_admin.engine import dialects, levels, transactional_sql
 from replication_admin.engine.statements import string_literal
 from replication_admin.models import (
     AuditEntry,
@@ -316,6 +317,8 @@ def do_subscribe(
         for item in trx_lookups.table_items(account):
             if lookup_table(subscriber, trx_lookups.item_table(item.item)) is not None:
                 raise trx_lookups.TrxError(f"The table '{item.item}' already exists")
+        if replay_user:
+            _check_replay_user(subscriber, replay_user)
         trx_positions.ensure_level_table(subscriber)
     with transaction.atomic():
         row, _ = ReplSubscriber.objects.update_or_create(
@@ -337,6 +340,20 @@ def do_subscribe(
         )
         record(actor, "trx.subscribe", target)
     return row
+
+
+def _check_replay_user(subscriber: Server, user: str) -> None:
+    """The replaying user must be one the subscriber's login may act as (PostgreSQL: a role it is a member
+    of); a dialect that cannot switch users refuses it rather than ignore it."""
+    d = dialects.get(subscriber.dialect)
+    if d.replay_user_problem:
+        raise trx_lookups.TrxError(f"{subscriber.name} cannot replay as {user!r}: {d.replay_user_problem}")
+    with connections.connect(subscriber, readonly=True) as conn:
+        row = conn.cursor().execute(d.role_check_sql(), [user]).fetchone()
+    if row is None:
+        raise trx_lookups.TrxError(f"{subscriber.name} has no user or role {user!r} to replay as")
+    if not int(row[0]):
+        raise trx_lookups.TrxError(f"{subscriber.name}'s login may not act as {user!r} (grant it the role first)")
 
 
 def find_subscription(subscriber: Server, publisher_name: str, account_name: str) -> ReplSubscriber:

@@ -40,6 +40,7 @@ class Target:
     account: str
     tables: dict[str, TableInfo] = field(default_factory=dict)
     published: dict[str, TableInfo] = field(default_factory=dict)  # publisher's description, by item table
+    replay_user: str = ""  # REPL_SUBSCRIBE's replaying user: the rows are written with its privileges
 
     @property
     def d(self):
@@ -171,13 +172,17 @@ def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, 
                 create_table_from(target, entry.new)
     new_count = txns[-1].count
 
+    assume, release = d.replay_role_sql(target.replay_user) if target.replay_user else ([], [])
+
     def work(cursor) -> int:
-        for statement in sql.replay_context_sql(d, nolog, None, schema):
+        for statement in [*sql.replay_context_sql(d, nolog, None, schema), *assume]:
             cursor.execute(statement)
         replay = _Replay(cursor, target)
         for txn in txns:
             replay.transaction(txn)
         replay.flush()
+        for statement in release:
+            cursor.execute(statement)
         cursor.execute(
             sql.level_advance_sql(d, schema),
             [levels.level_of(new_count), new_count, target.publisher, target.account, expected],

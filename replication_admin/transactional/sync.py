@@ -195,7 +195,9 @@ def sync_once(
             # logged there with the publisher as its origin) comes back to the originator in this sync.
             pub_count = publisher_count(pub_server, sub.account)
             outcome.publisher_count, outcome.publisher_level = pub_count, levels.level_of(pub_count)
-    target = Target(sub_server, sub.server, sub.account, published=published_tables(acct, cached=True))
+    target = Target(
+        sub_server, sub.server, sub.account, published=published_tables(acct, cached=True), replay_user=sub.replay_user
+    )
     batch = RegistryEntry.get_int("repl_apply_batch")
     goal = pub_count if max_transactions is None else min(pub_count, count + max_transactions)
     while count < goal:

@@ -213,6 +213,19 @@ class Dialect:
         """An index's column list (MariaDB indexes only a prefix of unbounded text)."""
         return [self.quote(name) for name, _ in columns]
 
+    # Why a transactional subscription on this dialect cannot replay as another user (None: it can, by role).
+    replay_user_problem: str | None = "it has no users to replay as"
+
+    def replay_role_sql(self, role: str) -> tuple[list[str], list[str]]:
+        """Statements that make the rest of an apply transaction run with `role`'s privileges, and those that
+        end that (before the level moves: the level table is the login's)."""
+        raise NotImplementedError
+
+    def role_check_sql(self) -> str:
+        """One row (1: the login may act as the role bound as the parameter, 0: it may not) when the role
+        exists, none when it does not."""
+        raise NotImplementedError
+
     def defaults_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
         """Rows of (column name, default expression as the catalog writes it, or NULL)."""
         raise NotImplementedError

@@ -160,6 +160,16 @@ class PostgreSQL(Dialect):
             [schema or "public", table],
         )
 
+    replay_user_problem = None
+
+    def replay_role_sql(self, role: str) -> tuple[list[str], list[str]]:
+        # SET LOCAL: the role ends with the transaction even if the reset is never reached.
+        return [f"SET LOCAL ROLE {self.quote(role)}"], ["RESET ROLE"]
+
+    def role_check_sql(self) -> str:
+        member = "CASE WHEN pg_has_role(current_user, oid, 'MEMBER') THEN 1 ELSE 0 END"
+        return f"SELECT {member} FROM pg_roles WHERE rolname = ?"
+
     def defaults_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
         return (
             "SELECT a.attname, pg_catalog.pg_get_expr(d.adbin, d.adrelid) FROM pg_catalog.pg_attribute a "

@@ -166,6 +166,8 @@ class SQLite(Dialect):
             [table],
         )
 
+    replay_user_problem = "SQLite has no users: every writer of the file has the same rights"
+
     def defaults_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
         return "SELECT name, dflt_value FROM pragma_table_info(?)", [table]
 
