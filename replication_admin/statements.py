@@ -279,6 +279,10 @@ def _run_trx(actor: Actor, statement: st.Statement, context: Server | None, wait
         case st.PubAck(account=account, policy=policy, timeout=timeout):
             publication = trx_actions.publication(_context(context, "repl_pub_ack"), account)
             return Outcome(text, True, trx_actions.do_set_ack_policy(actor, publication, policy, timeout))
+        case st.SchedInit():
+            made = trx_actions.do_sched_init(actor)
+            message = f"created {', '.join(made)}" if made else "every replication event was in place"
+            return Outcome(text, True, message, details={"created": made})
         case st.PubOnConflict(account=account, answer=answer):
             publication = trx_actions.publication(_context(context, "repl_pub_on_conflict"), account)
             return Outcome(text, True, trx_actions.do_set_on_conflict(actor, publication, answer))

@@ -473,6 +473,11 @@ class SubSchedule(Statement):
 
 
 @dataclass(frozen=True)
+class SchedInit(Statement):
+    """REPL_SCHED_INIT(): put the scheduler's replication events (log purgers) back from the catalog."""
+
+
+@dataclass(frozen=True)
 class Wait(Statement):
     """REPL_WAIT(account[, level[, timeout]]): after a commit on the publisher, wait until the subscribers its
     acknowledgement policy requires have applied `level` (NULL: the publisher's level now), at most `timeout`
@@ -908,6 +913,7 @@ FUNCTIONS: dict[str, Function] = {
         optional=2,
     ),
     "REPL_SYNC_ALL": Function((), lambda: SyncAll()),
+    "REPL_SCHED_INIT": Function((), lambda: SchedInit()),
     "SYNC_REPL": Function((), lambda: SyncRepl()),
     "REPL_DISCONNECT": Function(("server",), lambda s: Disconnect(server=_server(s))),
     "REPL_THIS_SERVER": Function((), lambda: ThisServer()),

@@ -26,6 +26,8 @@ from replication_admin.models import (
     ReplSubscriber,
     ScheduledEvent,
     Server,
+    SnapshotLog,
+    SnapshotPublication,
     TpGrant,
     TpItem,
 )
@@ -614,3 +616,31 @@ def do_set_on_conflict(actor: Actor, account: ReplAccount, answer: str) -> str:
         ReplAccount.objects.filter(pk=account.pk).update(on_conflict=answer)
         record(actor, "trx.on_conflict", target, detail={"on_conflict": answer})
     return f"{target}: on a conflict, {ReplAccount.OnConflict(answer).label}"
+
+
+def do_sched_init(actor: Actor) -> list[str]:
+    """REPL_SCHED_INIT: put the scheduler's replication events back as the catalog says they should be (after a
+    restore, or events removed by hand): each transactional publication's purger (P_MONTH / P_DAY / P_WDAY /
+    P_TIME or every N minutes) and the replay-log purges wherever snapshot logs or bi-directional publications
+    exist. Subscriptions' SUB_SCHEDULE events are left as they are. Returns the events it created."""
+    require(actor, EDIT, "trx.sched_init", "scheduler")
+    created: list[str] = []
+    with transaction.atomic():
+        for account in ReplAccount.objects.exclude(log_file=""):
+            existed = ScheduledEvent.objects.filter(name=purge_event_name(account)).exists()
+            event = schedule_purger(account)
+            if event is not None and not existed:
+                created.append(event.name)
+        replay_purges = [
+            (SnapshotLog.objects.exists(), "purge_rplogs", "repl_purge_rplogs()"),
+            (SnapshotPublication.objects.exists(), "purge_urplogs", "repl_purge_urplogs()"),
+        ]
+        for needed, name, statement in replay_purges:
+            if needed:
+                _, made = ScheduledEvent.objects.get_or_create(
+                    name=name, defaults={"start": timezone.now(), "sql": statement, "interval": 30}
+                )
+                if made:
+                    created.append(name)
+        record(actor, "trx.sched_init", "scheduler", detail={"created": created})
+    return created

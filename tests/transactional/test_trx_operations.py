@@ -14,7 +14,15 @@ from django.utils import timezone
 
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor
-from replication_admin.models import ReplAccount, ReplSubscriber, ScheduledEvent, SkippedTransaction, TpGrant
+from replication_admin.models import (
+    AuditEntry,
+    ReplAccount,
+    ReplSubscriber,
+    ScheduledEvent,
+    SkippedTransaction,
+    TpGrant,
+)
+from replication_admin.statements import execute
 from replication_admin.tasks import scheduler_round
 from replication_admin.transactional import actions as trx_actions
 from replication_admin.transactional import sync as trx_sync
@@ -194,3 +202,19 @@ def test_a_sync_whose_connection_is_killed_retries_and_applies_everything_once(m
     assert outcome.applied == 5 and outcome.skipped == 0
     assert not SkippedTransaction.objects.exists()
     assert same(pub, sub, "items")["equal"]
+
+
+def test_repl_sched_init_puts_back_the_purgers_the_catalog_calls_for(make_server):
+    pub = make_server("sqlite", "spub")
+    sql_run = execute(Actor.command(), "REPL_PUBLISH ('acct', 'acct.log')", context=pub)
+    assert sql_run[-1].ok, sql_run[-1].message
+    account = ReplAccount.objects.get(server="spub", account="acct")
+    name = trx_actions.purge_event_name(account)
+    ScheduledEvent.objects.filter(name=name).delete()
+    outcome = execute(Actor.command(), "REPL_SCHED_INIT ()")[-1]
+    assert outcome.ok and outcome.details["created"] == [name]
+    restored = ScheduledEvent.objects.get(name=name)
+    assert restored.sql == "REPL_PURGE ('spub', 'acct')" and restored.interval == account.purge_every
+    again = execute(Actor.command(), "repl_sched_init ()")[-1]
+    assert again.ok and again.message == "every replication event was in place"
+    assert AuditEntry.objects.filter(action="trx.sched_init").count() == 2
