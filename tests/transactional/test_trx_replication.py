@@ -14,7 +14,7 @@ from replication_admin.core import connections
 from replication_admin.core.audit import Actor
 from replication_admin.engine import dialects, levels
 from replication_admin.engine import transactional_sql as trx_sql
-from replication_admin.models import RegistryEntry, ReplAccount, ReplSubscriber, SkippedTransaction
+from replication_admin.models import AuditEntry, RegistryEntry, ReplAccount, ReplSubscriber, SkippedTransaction, TpItem
 from replication_admin.statements import execute
 from replication_admin.transactional import actions as trx_actions
 from replication_admin.transactional import capture as trx_capture
@@ -471,3 +471,22 @@ def test_a_subscriber_syncs_across_the_wrap_of_levels(rep):
     subscriber = ReplSubscriber.objects.get(subscriber="rep2")
     assert (subscriber.level, subscriber.valid) == (2, 1)
     assert same(rep1, rep2, 'ab "cd')["equal"]
+
+
+@pytest.mark.parametrize("dialect", ["mysql", "sqlite"])
+def test_publishing_a_procedure_elsewhere_than_postgresql_is_refused_in_one_line_and_changes_nothing(
+    make_server, dialect
+):
+    pub = make_server(dialect, "prp")
+    if dialect == "mysql":
+        sql(pub, "CREATE TABLE stock (id int PRIMARY KEY, qty int)", "CREATE PROCEDURE restock (IN n int) "
+            "UPDATE stock SET qty = qty + n")  # fmt: skip
+    run(pub, "REPL_PUBLISH ('calls', 'calls.log')")
+    message = refused(pub, "REPL_PUB_ADD ('calls', 'restock', 3, 0, 3)")
+    label = "MariaDB / MySQL" if dialect == "mysql" else "SQLite"
+    assert message == (
+        f"publishing procedures needs a PostgreSQL publisher; prp is {label}, which has no DDL triggers to keep a "
+        "redefined procedure's calls logged (use REPL_TEXT there)"
+    )
+    assert not TpItem.objects.filter(server="prp").exists()
+    assert AuditEntry.objects.filter(action="trx.pub_add", outcome="error").count() == 1
