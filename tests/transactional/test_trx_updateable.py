@@ -9,8 +9,9 @@ import pytest
 
 from replication_admin.conflicts.actions import do_reapply_conflict
 from replication_admin.core.audit import Actor
-from replication_admin.models import ConflictBackup, TransactionalConflictResolver
+from replication_admin.models import ConflictBackup, JobRun, ReplSubscriber, TransactionalConflictResolver
 from replication_admin.statements import execute
+from replication_admin.transactional import sync as trx_sync
 from tests.bidir.test_bidir_sync import same
 from tests.transactional.test_trx_replication import run, sql, value
 
@@ -190,3 +191,21 @@ def test_the_answer_to_conflicts_is_refused_for_a_publication_that_is_not_update
     run(pub, "REPL_PUBLISH ('ro', 'ro.log')")
     outcome = execute(Actor.command(), "REPL_PUB_ON_CONFLICT ('ro', 'reinitialize')", context=pub)[-1]
     assert not outcome.ok and outcome.message == "ro/ro is not updateable: its subscribers send no changes to conflict"
+
+
+def test_a_followed_subscriber_whose_change_conflicts_is_copied_again_and_followed_after(nodes):
+    pub, my, _pg = nodes
+    run(pub, "REPL_PUB_ON_CONFLICT ('shop', 'reinitialize')")
+    run(my, "SYNC_REPL ()")
+    sub = ReplSubscriber.objects.get(subscriber="my")
+    assert sub.follow and sub.state == ReplSubscriber.IN_SYNC
+    sql(pub, "UPDATE items SET qty = 1 WHERE id = 5")
+    sql(my, "UPDATE items SET qty = 2 WHERE id = 5")
+    outcome = trx_sync.follow_step(sub)
+    assert outcome is not None and outcome.reinitialise and outcome.discarded == 1
+    copy = JobRun.objects.filter(kind="trx_init").latest("pk")  # queued by the follower, run here (sync mode)
+    assert copy.state == JobRun.State.SUCCEEDED and copy.trigger == JobRun.Trigger.SCHEDULER
+    sub.refresh_from_db()
+    assert sub.state == ReplSubscriber.IN_SYNC and sub.init_state == "done"
+    assert value(my, "SELECT qty FROM items WHERE id = 5") == 1
+    assert same(pub, my, "items")["equal"]
