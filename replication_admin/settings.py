@@ -377,6 +377,9 @@ SPARK_CORES = env_int("REPLADMIN_SPARK_CORES", 0)
 SNP_REPL_TOLERANCE_OFFSET = 15
 SNP_REPL_PURGE_OFFSET = 30
 
+# Where REPL_PUB_INIT_IMAGE writes publication images and REPL_INIT_COPY reads them (plain names only).
+IMAGE_DIR = Path(env_str("REPLADMIN_IMAGE_DIR", str(VAR_DIR / "images")))
+
 # Files the console may use for SQLite servers must live under one of these folders.
 SQLITE_ALLOWED_DIRS = env_list("REPLADMIN_SQLITE_DIRS", [str(VAR_DIR)])
 

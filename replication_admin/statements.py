@@ -306,9 +306,14 @@ def _run_trx(actor: Actor, statement: st.Statement, context: Server | None, wait
         case st.Unsubscribe(server=publisher, account=account, item=item):
             sub = trx_actions.find_subscription(_context(context, "repl_unsubscribe"), publisher, account)
             return Outcome(text, True, trx_actions.do_unsubscribe(actor, sub, item))
-        case st.InitCopy(server=publisher, account=account):
+        case st.InitCopy(server=publisher, account=account, image=image):
             sub = trx_actions.find_subscription(_context(context, "repl_init_copy"), publisher, account)
-            return _bidir_job(text, trx_actions.do_init_copy(actor, sub, sync=sync), "initial copy")
+            return _bidir_job(text, trx_actions.do_init_copy(actor, sub, sync=sync, image=image), "initial copy")
+        case st.PubInitImage(account=account, file=file, bytes_per_file=bytes_per_file):
+            publication = trx_actions.publication(_context(context, "repl_pub_init_image"), account)
+            written = trx_actions.do_write_image(actor, publication, file, bytes_per_file)
+            message = f"wrote {written['rows']} row(s) at level {written['level']} to {', '.join(written['files'])}"
+            return Outcome(text, True, message, details=written)
         case st.Sync(server=publisher, account=account):
             sub = trx_actions.find_subscription(_context(context, "repl_sync"), publisher, account)
             return _bidir_job(text, trx_actions.do_sync(actor, sub, sync=sync), "sync")

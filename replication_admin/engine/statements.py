@@ -404,10 +404,12 @@ class Unsubscribe(Statement):
 
 @dataclass(frozen=True)
 class InitCopy(Statement):
-    """REPL_INIT_COPY(server, account): copy a subscription's items from the publisher."""
+    """REPL_INIT_COPY(server, account[, image]): copy a subscription's items from the publisher, or load them
+    from a publication image (REPL_PUB_INIT_IMAGE)."""
 
     server: str = ""
     account: str = ""
+    image: str | None = None
 
 
 @dataclass(frozen=True)
@@ -470,6 +472,16 @@ class SubSchedule(Statement):
     server: str = ""
     account: str = ""
     interval: int = 0
+
+
+@dataclass(frozen=True)
+class PubInitImage(Statement):
+    """REPL_PUB_INIT_IMAGE(account, file[, bytes_per_file]): the publication's tables at its current level,
+    written as an image (in parts of at most bytes_per_file) that REPL_INIT_COPY can load."""
+
+    account: str = ""
+    file: str = ""
+    bytes_per_file: int | None = None
 
 
 @dataclass(frozen=True)
@@ -860,6 +872,14 @@ FUNCTIONS: dict[str, Function] = {
         ("account", "file"), lambda a, f: NewLog(account=_account(a), log_file=_word_arg(f, "file"))
     ),
     "REPL_PURGE": Function(("server", "account"), lambda s, a: Purge(server=_server(s), account=_account(a))),
+    "REPL_PUB_INIT_IMAGE": Function(
+        ("account", "file", "bytes_per_file"),
+        lambda a, f, b=None: PubInitImage(
+            account=_account(a), file=_word_arg(f, "file"),
+            bytes_per_file=None if b is None else _int_arg(b, "bytes_per_file", 1024, 2**40),
+        ),
+        optional=1,
+    ),
     "REPL_PUB_ACK": Function(
         ("account", "policy", "timeout"),
         lambda a, p, t=None: PubAck(account=_account(a), policy=_ack_policy(p), timeout=_seconds(t, "the timeout")),
@@ -904,7 +924,11 @@ FUNCTIONS: dict[str, Function] = {
         lambda s, a, i=None: Unsubscribe(server=_server(s), account=_account(a), item=_opt_text(i, "item")),
         optional=1,
     ),
-    "REPL_INIT_COPY": Function(("server", "account"), lambda s, a: InitCopy(server=_server(s), account=_account(a))),
+    "REPL_INIT_COPY": Function(
+        ("server", "account", "image"),
+        lambda s, a, i=None: InitCopy(server=_server(s), account=_account(a), image=_opt_text(i, "image")),
+        optional=1,
+    ),
     "REPL_SYNC": Function(
         ("server", "account", "user", "password"),
         lambda s, a, u=None, p=None: Sync(

@@ -33,6 +33,7 @@ from replication_admin.models import (
 )
 from replication_admin.transactional import capture as trx_capture
 from replication_admin.transactional import durability
+from replication_admin.transactional import image as trx_image
 from replication_admin.transactional import lookups as trx_lookups
 from replication_admin.transactional import positions as trx_positions
 from replication_admin.transactional import procedures as trx_procedures
@@ -376,15 +377,28 @@ def do_unsubscribe(actor: Actor, sub: ReplSubscriber, item: str | None = None) -
     return f"{sub.subscriber} no longer subscribes to {sub.server}/{sub.account}"
 
 
-def do_init_copy(actor: Actor, sub: ReplSubscriber, sync: bool | None = None) -> JobRun:
+def do_init_copy(actor: Actor, sub: ReplSubscriber, sync: bool | None = None, image: str | None = None) -> JobRun:
+    """REPL_INIT_COPY: copy the publication to the subscriber (from the publisher, or from an image)."""
+    if image:
+        trx_image.image_path(image)  # a bad name is refused before anything is queued
     return do_start_job(
         actor,
         TrxInit,
         f"{sub.subscriber} <- {sub.server}/{sub.account}",
-        SubscriptionParams(subscription=sub.pk),
+        SubscriptionParams(subscription=sub.pk, image=image or ""),
         perm=OPERATE,
         sync=sync,
     )
+
+
+def do_write_image(actor: Actor, account: ReplAccount, name: str, bytes_per_file: int | None = None) -> dict:
+    """REPL_PUB_INIT_IMAGE: the publication's tables at its current level, written as an image."""
+    target = f"{account.server}/{account.account}"
+    require(actor, OPERATE, "trx.init_image", target)
+    with _guarded(actor, "trx.init_image", target):
+        written = trx_image.write_image(account, name, bytes_per_file)
+    record(actor, "trx.init_image", target, detail={"image": name, **written})
+    return written
 
 
 def do_sync(actor: Actor, sub: ReplSubscriber, sync: bool | None = None) -> JobRun:

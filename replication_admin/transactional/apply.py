@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from replication_admin.core.introspection import lookup_table
@@ -155,6 +155,20 @@ class _Replay:
                 continue
             assert entry.old is not None
             self.delete(table, codec.key(entry.old))
+
+
+def replay_rows(cursor, target: Target, rows: Iterable[tuple[str, dict]]) -> int:
+    """Rows given as (table, row image) written as inserts-or-updates in the apply's batches, on `cursor`'s
+    open transaction (REPL_INIT_COPY from an image). Returns how many."""
+    replay = _Replay(cursor, target)
+    n = 0
+    for table, image in rows:
+        n += 1
+        replay.transaction(
+            sql.Transaction(count=n, origin=None, at=None, entries=[sql.Entry(n, table, "I", image, None)])
+        )
+    replay.flush()
+    return n
 
 
 class LevelMoved(RuntimeError):

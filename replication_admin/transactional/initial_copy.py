@@ -13,6 +13,7 @@ from replication_admin.core.spark import endpoint, spark_session
 from replication_admin.core.transactions import (
     run_each,
     run_in_transaction,
+    with_retries,
 )
 from replication_admin.engine import levels, refresh_sql
 from replication_admin.engine import transactional_sql as sql
@@ -23,6 +24,8 @@ from replication_admin.models import (
     ReplSubscriber,
     Server,
 )
+from replication_admin.transactional import image
+from replication_admin.transactional.apply import Target, replay_rows
 from replication_admin.transactional.capture import (
     publisher_count,
 )
@@ -141,3 +144,48 @@ def init_copy(job, reporter, subscription_id: int) -> dict:
             len(items) + 1, len(items) + 1, f"copied {sum(copied.values())} row(s) at level {levels.level_of(count)}"
         )
         return {"mode": "init", "rows": copied, "level": levels.level_of(count), "count": count}
+
+
+def init_from_image(job, reporter, subscription_id: int, image_name: str) -> dict:
+    """REPL_INIT_COPY from a publication image (REPL_PUB_INIT_IMAGE): the tables created or checked as for a
+    copy, their rows replaced by the image's and the level set to the image's, in one subscriber transaction;
+    the sync then replays what the publisher did after it."""
+    sub = ReplSubscriber.objects.get(pk=subscription_id)
+    acct = publication(sub.server, sub.account)
+    sub_server = server_named(sub.subscriber)
+    header = image.check_image(image_name, sub.server, sub.account)
+    count = int(header["count"])
+    with item_lock(lock_name(sub), job), connections.reuse():
+        ReplSubscriber.objects.filter(pk=sub.pk).update(init_state="copying", init_at=timezone.now())
+        ensure_level_table(sub_server)
+        d, schema = _d(sub_server), schema_of(sub_server)
+        sources = {t.name: t for t in (sql.definition_table(dfn) for dfn in header["tables"])}
+        dests = [
+            ensure_copy(sub_server, name, source, optional=[sql.ROWGUID_COLUMN], log=reporter.log)
+            for name, source in sources.items()
+        ]
+        target = Target(sub_server, sub.server, sub.account, published=sources)
+
+        def work(cursor) -> int:
+            for statement in sql.replay_context_sql(d, True, None, schema):
+                cursor.execute(statement)
+            for dest in dests:
+                cursor.execute(f"DELETE FROM {d.qualify(dest.name, schema)}")
+            rows = ((table, image.row_image(text)) for table, text in image.rows_of(image_name))
+            loaded = replay_rows(cursor, target, rows)
+            set_subscriber_position(sub_server, sub.server, sub.account, count, cursor=cursor)
+            for statement in sql.reset_context_sql(d, schema):
+                cursor.execute(statement)
+            return loaded
+
+        with reporter.phase("apply"):
+            loaded = with_retries(sub_server, work)
+    if acct.is_updateable:
+        setup_push(sub, acct)
+    ReplSubscriber.objects.filter(pk=sub.pk).update(
+        init_state="done", count=count, level=levels.level_of(count), last_error="",
+        state=ReplSubscriber.IN_SYNC if sub.follow else ReplSubscriber.OFF,
+    )  # fmt: skip
+    record_position(sub, count, count, force=True)
+    reporter.progress(1, 1, f"loaded {loaded} row(s) of image {image_name} at level {levels.level_of(count)}")
+    return {"mode": "image", "image": image_name, "rows": loaded, "level": levels.level_of(count), "count": count}

@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from replication_admin.core.jobs import JobParams, JobRunner, register
-from replication_admin.transactional.initial_copy import init_copy
+from replication_admin.transactional.initial_copy import init_copy, init_from_image
 from replication_admin.transactional.sync import sync_subscription
 
 
 @dataclass(frozen=True)
 class SubscriptionParams(JobParams):
     subscription: int
+    image: str = ""  # REPL_INIT_COPY from this publication image instead of from the publisher
 
 
 @register
@@ -21,6 +22,8 @@ class TrxInit(JobRunner[SubscriptionParams]):
     params_type = SubscriptionParams
 
     def run(self) -> dict:
+        if self.params.image:
+            return init_from_image(self.job, self.reporter, self.params.subscription, self.params.image)
         return init_copy(self.job, self.reporter, self.params.subscription)
 
 
