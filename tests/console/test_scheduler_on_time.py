@@ -20,7 +20,7 @@ from tests.tables import fetch_all
 pytestmark = [pytest.mark.spark, pytest.mark.live_db]
 
 ON_TIME = timedelta(seconds=10)
-SLOTS = 3  # the event's slots at start, start + 1 min, start + 2 min: the test lasts about 3 minutes
+SLOTS = 2  # the event's slots at start and start + 1 min: the test lasts about 2 minutes
 
 
 def test_an_every_minute_event_runs_on_its_slots(make_server, qcluster):

@@ -23,7 +23,7 @@ from tests.conftest import ROOT, require_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.live_db]
 
-ROUNDS = int(os.environ.get("REPLADMIN_DEMO_ROUNDS", "4"))  # scheduler rounds (minutes) to watch
+ROUNDS = int(os.environ.get("REPLADMIN_DEMO_ROUNDS", "3"))  # scheduler rounds (minutes) to watch
 ADMIN_DSNS = {
     "postgresql": "DRIVER={PostgreSQL Unicode};SERVER=127.0.0.1;PORT=5432;DATABASE=postgres;UID=root;",
     "mysql": "DRIVER={MariaDB Unicode};SERVER=127.0.0.1;PORT=3306;UID=root;PWD=;",
