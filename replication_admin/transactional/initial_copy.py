@@ -56,6 +56,19 @@ def create_subscriber_table(pub_server: Server, sub_server: Server, name: str, l
     return ensure_copy(sub_server, name, source, optional=[sql.ROWGUID_COLUMN], log=log)
 
 
+def _copied(sub: ReplSubscriber, acct, count: int) -> None:
+    """After a copy committed at `count`: the subscriber's own changes are logged from now on (updateable),
+    and the catalog says it is done."""
+    if acct.is_updateable:
+        setup_push(sub, acct)
+    ReplSubscriber.objects.filter(pk=sub.pk).update(
+        init_state="done", count=count, level=levels.level_of(count), last_error="",
+        # An in-sync subscription (re-initialised after a conflict, say) is followed again at once.
+        state=ReplSubscriber.IN_SYNC if sub.follow else ReplSubscriber.OFF,
+    )  # fmt: skip
+    record_position(sub, count, count, force=True)
+
+
 def init_copy(job, reporter, subscription_id: int) -> dict:
     """Copy every published table to the subscriber and set its level to the publisher's level read
     before the copy: the sync replays what changed during the copy (replays are idempotent)."""
@@ -132,14 +145,7 @@ def init_copy(job, reporter, subscription_id: int) -> dict:
             run_each(
                 sub_server, [f"DROP TABLE IF EXISTS {d.qualify(s, schema)}" for _, s, _ in staged], ignore_errors=True
             )
-        if acct.is_updateable:
-            setup_push(sub, acct)
-        ReplSubscriber.objects.filter(pk=sub.pk).update(
-            init_state="done", count=count, level=levels.level_of(count), last_error="",
-            # An in-sync subscription (re-initialised after a conflict, say) is followed again at once.
-            state=ReplSubscriber.IN_SYNC if sub.follow else ReplSubscriber.OFF,
-        )  # fmt: skip
-        record_position(sub, count, count, force=True)
+        _copied(sub, acct, count)
         reporter.progress(
             len(items) + 1, len(items) + 1, f"copied {sum(copied.values())} row(s) at level {levels.level_of(count)}"
         )
@@ -180,12 +186,6 @@ def init_from_image(job, reporter, subscription_id: int, image_name: str) -> dic
 
         with reporter.phase("apply"):
             loaded = with_retries(sub_server, work)
-    if acct.is_updateable:
-        setup_push(sub, acct)
-    ReplSubscriber.objects.filter(pk=sub.pk).update(
-        init_state="done", count=count, level=levels.level_of(count), last_error="",
-        state=ReplSubscriber.IN_SYNC if sub.follow else ReplSubscriber.OFF,
-    )  # fmt: skip
-    record_position(sub, count, count, force=True)
+    _copied(sub, acct, count)
     reporter.progress(1, 1, f"loaded {loaded} row(s) of image {image_name} at level {levels.level_of(count)}")
     return {"mode": "image", "image": image_name, "rows": loaded, "level": levels.level_of(count), "count": count}

@@ -227,25 +227,10 @@ def _push_work(
             winner, loser = current, incoming or old
             code = code if code in (3, 5) else DEFAULT_DECISION[ctype]
         backups.append(
-            {
-                "item": f"{acct.server}.{table.name}",
-                "change_guid": change,
-                "pending": True,
-                "kind": "transactional",
-                "table_name": table.name,
-                "publisher": acct.server,
-                "origin": txn.origin or subscriber,
-                "primary_key": {k.name: v for k, v in zip(table.primary_key, key, strict=True)},
-                "conflict_type": ctype,
-                "operation": entry.op,
-                "decision": code,
+            _backup(acct, table, txn, subscriber, entry, key, current, incoming or old, ctype, code, winner, loser)
+            | {
                 "resolver_id": decision.get("resolver_id"),
                 "resolver": decision.get("resolver") or "default",
-                "publisher_row": current,
-                "incoming_row": incoming or old,
-                "old_rowguid": (old or {}).get(guid),
-                "winning_row": winner,
-                "losing_row": loser,
                 "note": decision.get("note") or "",
             }
         )
@@ -264,6 +249,33 @@ def _push_work(
         cursor.execute(statement)
     _save_pending(subscriber, backups)
     return txn.count
+
+
+def _backup(
+    acct: ReplAccount,
+    table: TableInfo,
+    txn,
+    subscriber: str,
+    entry,
+    key: list,
+    current: dict | None,
+    incoming: dict | None,
+    ctype: str,
+    code: int,
+    winner: dict | None,
+    loser: dict | None,
+) -> dict:
+    """A conflict backup of one subscriber change (without who decided it, which the caller adds)."""
+    old = json_row(entry.old) if entry.old else None
+    primary_key = {k.name: v for k, v in zip(table.primary_key, key, strict=True)}
+    return {
+        "item": f"{acct.server}.{table.name}", "change_guid": f"{subscriber}:{txn.count}:{entry.change_id}",
+        "pending": True, "kind": "transactional", "table_name": table.name, "publisher": acct.server,
+        "origin": txn.origin or subscriber, "primary_key": primary_key,
+        "conflict_type": ctype, "operation": entry.op, "decision": code, "publisher_row": current,
+        "incoming_row": incoming, "old_rowguid": (old or {}).get(sql.ROWGUID_COLUMN), "winning_row": winner,
+        "losing_row": loser,
+    }  # fmt: skip
 
 
 def _save_pending(subscriber: str, backups: list[dict]) -> None:
@@ -358,31 +370,16 @@ def _keep_unpushed(
                 incoming = json_row(entry.new) if entry.new else None
                 old = json_row(entry.old) if entry.old else None
                 ctype = _classify(entry.op, current, old)
-                backups.append(
-                    {
-                        "item": f"{acct.server}.{table.name}",
-                        "change_guid": f"{subscriber}:{txn.count}:{entry.change_id}",
-                        "pending": True,
-                        "kind": "transactional",
-                        "table_name": table.name,
-                        "publisher": acct.server,
-                        "origin": txn.origin or subscriber,
-                        "primary_key": {k.name: v for k, v in zip(table.primary_key, key, strict=True)},
-                        "conflict_type": ctype or entry.op,
-                        "operation": entry.op,
-                        "decision": 3,
-                        "resolver_id": None,
-                        "resolver": "publisher wins, reinitialise",
-                        "publisher_row": current,
-                        "incoming_row": incoming or old,
-                        "old_rowguid": (old or {}).get(sql.ROWGUID_COLUMN),
-                        "winning_row": current,
-                        "losing_row": incoming or old,
-                        "note": "conflicted: the publisher's row stands"
-                        if ctype
-                        else "not pushed: the subscriber was copied again after a conflict",
-                    }
+                note = (
+                    "conflicted: the publisher's row stands"
+                    if ctype
+                    else ("not pushed: the subscriber was copied again after a conflict")
                 )
+                backups.append(
+                    _backup(acct, table, txn, subscriber, entry, key, current, incoming or old, ctype or entry.op, 3,
+                            current, incoming or old)
+                    | {"resolver_id": None, "resolver": "publisher wins, reinitialise", "note": note}
+                )  # fmt: skip
     _save_pending(subscriber, backups)
     _show_backups(subscriber, backups)
     return len(backups)
