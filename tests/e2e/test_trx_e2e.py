@@ -3,12 +3,23 @@ set invalid then valid again in place."""
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
-from replication_admin.models import AuditEntry, LevelSample, ReplAccount, ReplSubscriber, SkippedTransaction
+from replication_admin.core.audit import Actor
+from replication_admin.models import (
+    AuditEntry,
+    LevelSample,
+    ReplAccount,
+    ReplSubscriber,
+    SkippedTransaction,
+    TpItem,
+    TransactionalConflictResolver,
+)
+from replication_admin.servers.actions import ServerData, do_register_server
 from tests.users import make_user
 
 pytestmark = [pytest.mark.browser]
@@ -105,3 +116,51 @@ def test_the_publication_page_charts_levels_and_sets_a_subscriber_invalid_and_va
         .values_list("action", "outcome")
     )
     assert actions == [("trx.mark_invalid", "ok"), ("trx.mark_valid", "ok")]
+
+
+def test_an_editor_sets_the_ack_policy_and_writes_a_transactional_resolver_checked_in_place(
+    live_server, page, shot, tmp_path, settings
+):
+    """An updateable publication's page: the acknowledgement policy saved, then the table's resolver editor,
+    where a string-valued expression is refused next to its field and a good one joins the chain in place."""
+    make_user("editor", "edit", "operate")
+    path = tmp_path / "shop.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name VARCHAR(40), price DECIMAL_TEXT(10, 2))")
+    settings.SQLITE_ALLOWED_DIRS = [*settings.SQLITE_ALLOWED_DIRS, str(tmp_path)]
+    do_register_server(Actor.command(), ServerData(name="shop", dialect="sqlite", database=str(path)))
+    account = ReplAccount.objects.create(server="shop", account="sales", is_updateable=1, log_file="sales.log",
+                                         created_at=timezone.now())  # fmt: skip
+    item = TpItem.objects.create(server="shop", acct="sales", type=2, item="DB.DBA.items", is_copy=0)
+
+    sign_in(page, live_server.url, "editor")
+    page.goto(live_server.url + account.get_absolute_url())
+    page.select_option("#trx-ack-form select[name=ack_policy]", "quorum")
+    page.fill("#trx-ack-form input[name=ack_timeout]", "5")
+    page.click("#trx-ack-form button:has-text('Save')")
+    page.wait_for_selector("#trx-ack-policy:has-text('a majority of the in-sync subscribers')")
+    account.refresh_from_db()
+    assert (account.ack_policy, account.ack_timeout) == ("quorum", 5.0)
+    shot(page, "ack-policy")
+
+    page.click(f"a[data-resolvers='{item.pk}']")
+    page.wait_for_selector("h1:has-text('Conflict resolvers of shop.items')")
+    page.evaluate("window.__stayed = true")
+    page.select_option("#resolver-form select[name=type]", "U")
+    page.select_option("#resolver-form select[name=resolver_class]", "custom")
+    page.fill("#resolver-form textarea[name=expression]", "new.name")
+    page.click("#add-resolver-button")
+    page.wait_for_selector("#resolver-form .errorlist:has-text('returns text (new.name)')")
+    assert page.evaluate("window.__stayed") is True and not TransactionalConflictResolver.objects.exists()
+    shot(page, "refused-expression")
+
+    page.fill("#resolver-form textarea[name=expression]", "CASE WHEN new.price < pub.price THEN 1 ELSE 3 END")
+    page.click("#add-resolver-button")
+    page.wait_for_selector("#chain-U tr[data-resolver]")
+    assert page.evaluate("window.__stayed") is True
+    resolver = TransactionalConflictResolver.objects.get()
+    assert (resolver.table_name, resolver.type) == ("shop.items", "U")
+    assert "CASE WHEN new.price &lt; pub.price" in page.inner_html(
+        "#chain-U"
+    ) or "new.price < pub.price" in page.inner_text("#chain-U")
+    shot(page, "resolver-added")
