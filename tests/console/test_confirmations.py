@@ -34,6 +34,7 @@ from replication_admin.models import (
     SnapshotSubscription,
     TpGrant,
     TpItem,
+    TransactionalConflictResolver,
 )
 from replication_admin.snapshots import actions as snap
 from replication_admin.statements import execute
@@ -114,8 +115,11 @@ def world(make_server) -> World:
     ReplSubscriber.objects.create(
         server="demo", account="acct", subscriber="branch", init_state="done", count=count, level=count
     )
+    trx_resolver = TransactionalConflictResolver.objects.create(
+        table_name="demo.u", type="U", proc="u_cr_U_1", order=10, resolver_class="pub_wins"
+    )
     job = JobRun.objects.create(kind="compare", target="demo.t ↔ branch.t")
-    return World(demo, branch, publication, subscription, resolver, conflict, job)
+    return World(demo, branch, publication, subscription, resolver, conflict, job, {"trx_resolver": trx_resolver})
 
 
 @pytest.fixture
@@ -171,6 +175,8 @@ CASES = [
          lambda w: not SnapshotSubscription.objects.exists() and not table_exists(w.branch, "b"), {"drop_table": "on"}),
     Case("publications-resolver-remove", [], "", ("Remove resolver b_cr_U_1?", "demo.b"),
          lambda w: not SnapshotConflictResolver.objects.exists()),
+    Case("trx-resolver-remove", [], "", ("Remove resolver u_cr_U_1?", "demo.u"),
+         lambda w: not TransactionalConflictResolver.objects.exists()),
     Case("conflicts-reapply", [], "", ("losing version of conflict #", "of b (id=1)", "demo"),
          lambda w: rows(w.demo, "b")[0][1] == "lost"),
     Case("trx-publications-remove-item", TRX_PUB, "?item={item}", ("Remove u from the publication acct on demo?",),
@@ -209,6 +215,7 @@ def pk_args(case: Case, w: World) -> list:
         "subscriptions-init": [w.subscription.pk],
         "subscriptions-drop": [w.subscription.pk],
         "publications-resolver-remove": [w.resolver.pk],
+        "trx-resolver-remove": [w.extra["trx_resolver"].pk],
         "conflicts-reapply": [w.conflict.pk],
         "jobs-cancel": [w.job.pk],
     }[case.name]

@@ -33,6 +33,7 @@ from replication_admin.models import (
     SnapshotSubscription,
     TpGrant,
     TpItem,
+    TransactionalConflictResolver,
 )
 from tests.tables import create_table
 
@@ -73,6 +74,13 @@ POST_NEEDS = {
     "publications-resolver-edit": "edit",
     "publications-resolver-move": "edit",
     "publications-resolver-remove": "edit",
+    "trx-items-resolvers-add": "edit",
+    "trx-items-dry-run": "operate",
+    "trx-resolver-edit": "edit",
+    "trx-resolver-move": "edit",
+    "trx-resolver-remove": "edit",
+    "trx-publications-ack": "edit",
+    "trx-publications-on-conflict": "edit",
     "trx-publications-new": "edit",
     "trx-publications-add-item": "edit",
     "trx-publications-remove-item": "edit",
@@ -114,6 +122,8 @@ PAGES = {
     # The confirmation pages of destructive actions (GET asks, POST acts; see test_confirmations.py).
     "snapshots-repair", "subscriptions-init", "trx-publications-remove-item", "trx-publications-revoke",
     "trx-publications-purge", "trx-subscriptions-init", "jobs-cancel",
+    # The resolver editor over a transactional publication's table.
+    "trx-items-resolvers", "trx-resolver-edit", "trx-resolver-remove",
 }  # fmt: skip
 PAGES |= {
     "setup",
@@ -132,6 +142,8 @@ BY_PK = {
     "publications-resolvers", "publications-resolvers-add", "publications-dry-run", "publications-resolver-edit",
     "publications-resolver-move", "publications-resolver-remove", "subscriptions-init", "subscriptions-drop",
     "conflicts-detail", "conflicts-reapply", "jobs-detail", "jobs-cancel", "alerts-acknowledge",
+    "trx-items-resolvers", "trx-items-resolvers-add", "trx-items-dry-run", "trx-resolver-edit", "trx-resolver-move",
+    "trx-resolver-remove",
 }  # fmt: skip
 BY_NAME = {
     "servers-table": ["demo", "t"],
@@ -174,6 +186,10 @@ DATA = {
     "publications-subscribe": {"server": "spare"},
     "publications-resolvers-add": {"type": "U", "resolver_class": "pub_wins", "order": "20"},
     "publications-resolver-move": {"direction": "down"},
+    "trx-items-resolvers-add": {"type": "U", "resolver_class": "pub_wins", "order": "20"},
+    "trx-resolver-move": {"direction": "down"},
+    "trx-publications-ack": {"ack_policy": "one", "ack_timeout": "5"},
+    "trx-publications-on-conflict": {"on_conflict": "resolve"},
     "trx-publications-new": {"server": "spare", "account": "other"},
     "trx-publications-add-item": {"item": "u"},
     "trx-publications-remove-item": {"item": "1"},
@@ -274,8 +290,13 @@ def console(make_server, roles):
         publisher_row={"id": 1, "v": "a"}, incoming_row={"id": 1, "v": "b"},
         winning_row={"id": 1, "v": "a"}, losing_row={"id": 1, "v": "b"},
     )  # fmt: skip
-    ReplAccount.objects.create(server="demo", account="acct", log_file="acct.log", created_at=timezone.now())
+    ReplAccount.objects.create(
+        server="demo", account="acct", log_file="acct.log", created_at=timezone.now(), is_updateable=1
+    )
     TpItem.objects.create(pk=1, server="demo", acct="acct", type=2, item="t", is_copy=1)
+    TransactionalConflictResolver.objects.create(
+        pk=1, table_name="demo.t", type="U", proc="t_cr_U_1", order=10, resolver_class="pub_wins"
+    )
     TpGrant.objects.create(acct="acct", grantee="branch")
     ReplSubscriber.objects.create(server="demo", account="acct", subscriber="branch", init_state="done")
     JobRun.objects.create(pk=1, kind="compare", target="demo.t ↔ branch.t")

@@ -411,7 +411,7 @@ def test_the_new_functions_are_registered_under_their_reference_names():
         # arity
         ("REPL_PUBLISH ()", "repl_publish takes 1 to 4 argument(s) (account, log_file, is_updateable, sync_user), got 0"),
         ("REPL_PUB_ADD ('tbl', 'DB.DBA.TEST')", "repl_pub_add takes 3 to 5 argument(s) (account, item, type, mode, options), got 2"),
-        ("REPL_INIT_COPY ('rep1')", "repl_init_copy takes 2 argument(s) (server, account), got 1"),
+        ("REPL_INIT_COPY ('rep1')", "repl_init_copy takes 2 to 3 argument(s) (server, account, image), got 1"),
         ("REPL_SYNC_ALL ('rep1')", "repl_sync_all takes 0 argument(s) (), got 1"),
         ("REPL_GRANT ('tbl', 'a', 'b')", "repl_grant takes 2 argument(s) (account, grantee), got 3"),
         ("REPL_SUBSCRIBE ('rep1')", "repl_subscribe takes 2 to 7 argument(s)"),
