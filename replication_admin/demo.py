@@ -721,12 +721,15 @@ def simulate_activity(path: str, *, seed: int | None = None) -> dict[str, int]:
 
 
 HOT_PRODUCTS = 6  # the products every copy reprices: two copies change the same row often, so syncs meet conflicts
+CONTESTED_EVERY = 3  # minutes: in these, every copy reprices the first hot product, so a conflict is sure to come
 
 
-def reprice(path: str, *, seed: int | None = None) -> int:
+def reprice(path: str, *, seed: int | None = None, contested: bool = False) -> int:
     """Change the price of one or two of the hot products on a copy of the product list (the publisher or a
     subscriber of the demo's bi-directional publication); a copy that is not there yet is left alone. The
-    publisher and the branch reprice the same few products, so the conflict inbox fills within minutes."""
+    publisher and the branch reprice the same few products, so the conflict inbox fills within minutes;
+    `contested`: the first hot product is among them (every copy repricing it in the same minute makes the
+    next sync meet a conflict for certain, not by chance)."""
     rng = random.Random(seed)  # noqa: S311 - demo data, not secrets
     connection = sqlite3.connect(path, timeout=30)
     try:
@@ -741,7 +744,10 @@ def reprice(path: str, *, seed: int | None = None) -> int:
                 )
             ]
             changed = 0
-            for product_id in rng.sample(ids, min(len(ids), rng.randint(1, 2))):
+            chosen = rng.sample(ids, min(len(ids), rng.randint(1, 2)))
+            if contested and ids and ids[0] not in chosen:
+                chosen.append(ids[0])
+            for product_id in chosen:
                 price = _money(Decimal(rng.randint(200, 9000)) / 100)
                 changed += connection.execute(
                     "UPDATE Products SET UnitPrice = ? WHERE ProductID = ?", (price, product_id)

@@ -24,7 +24,7 @@ from replication_admin.core import jobs, reaper
 from replication_admin.core.alerts import safely_raise
 from replication_admin.core.audit import Actor, record
 from replication_admin.core.locks import LockBusy, item_lock
-from replication_admin.demo import reprice, simulate_activity
+from replication_admin.demo import CONTESTED_EVERY, reprice, simulate_activity
 from replication_admin.engine.schedule import EventTimes, due_at, due_events, seconds_to_next
 from replication_admin.engine.statements import StatementError
 from replication_admin.models import AuditEntry, JobRun, ScheduledEvent, Server
@@ -207,8 +207,9 @@ def run_event(name: str, slot: datetime | None = None) -> str:
 def demo_activity() -> dict:
     """The demo's stand-in for users: a minute of orders on the Demo database (scheduled by demo_setup)."""
     done = simulate_activity(str(settings.VAR_DIR / "demo.sqlite3"))
-    done["repriced"] = reprice(str(settings.VAR_DIR / "demo.sqlite3"))
+    contested = timezone.now().minute % CONTESTED_EVERY == 0
+    done["repriced"] = reprice(str(settings.VAR_DIR / "demo.sqlite3"), contested=contested)
     branch = settings.VAR_DIR / "branch.sqlite3"
     if branch.exists():
-        done["repriced_at_branch"] = reprice(str(branch))
+        done["repriced_at_branch"] = reprice(str(branch), contested=contested)
     return done

@@ -377,3 +377,22 @@ def test_the_publisher_and_a_copy_reprice_the_same_few_products_so_the_demo_meet
         both |= changed_here & changed_there
     assert both, "ten minutes of repricing never touched the same product on both copies"
     assert len({k for k, v in prices(publisher).items() if v != before[k]}) <= HOT_PRODUCTS
+
+
+def test_in_a_contested_minute_both_copies_reprice_the_first_hot_product(tmp_path):
+    publisher, branch = str(tmp_path / "demo.sqlite3"), str(tmp_path / "branch.sqlite3")
+    create_demo_database(publisher, orders=10)
+    shutil.copy(publisher, branch)
+
+    def first_hot_price(path: str):
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            return conn.execute(
+                "SELECT UnitPrice FROM Products WHERE Discontinued = 0 ORDER BY ProductID LIMIT 1"
+            ).fetchone()[0]
+
+    for seed in range(5):
+        before = (first_hot_price(publisher), first_hot_price(branch))
+        reprice(publisher, seed=seed, contested=True)
+        reprice(branch, seed=50 + seed, contested=True)
+        after = (first_hot_price(publisher), first_hot_price(branch))
+        assert after[0] != before[0] and after[1] != before[1]  # repriced on both copies (seeded: no chance)
