@@ -283,6 +283,9 @@ def _run_trx(actor: Actor, statement: st.Statement, context: Server | None, wait
             made = trx_actions.do_sched_init(actor)
             message = f"created {', '.join(made)}" if made else "every replication event was in place"
             return Outcome(text, True, message, details={"created": made})
+        case st.PubSchemaChanges(account=account, policy=policy):
+            publication = trx_actions.publication(_context(context, "repl_pub_schema_changes"), account)
+            return Outcome(text, True, trx_actions.do_set_schema_policy(actor, publication, policy))
         case st.PubOnConflict(account=account, answer=answer):
             publication = trx_actions.publication(_context(context, "repl_pub_on_conflict"), account)
             return Outcome(text, True, trx_actions.do_set_on_conflict(actor, publication, answer))

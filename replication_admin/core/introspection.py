@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
+
+import pyodbc
 
 from replication_admin.core import connections
 from replication_admin.core.errors import ReplicationError
@@ -43,12 +46,13 @@ def require_table(server: Server, name: str) -> TableInfo:
     return info
 
 
-def with_constraints(server: Server, info: TableInfo) -> TableInfo:
-    """`info` with its column defaults, unique constraints and secondary indexes read from the server, and
-    what a copy could not carry of them listed (engine.constraints)."""
+def with_constraints(server: Server, info: TableInfo, conn: pyodbc.Connection | None = None) -> TableInfo:
+    """`info` with its column defaults, unique constraints and secondary indexes read from the server (on
+    `conn` when given: inside its transaction), and what a copy could not carry of them listed
+    (engine.constraints)."""
     d = dialects.get(server.dialect)
-    with connections.connect(server, readonly=True) as conn:
-        cursor = conn.cursor()
+    with contextlib.nullcontext(conn) if conn is not None else connections.connect(server, readonly=True) as open_conn:
+        cursor = open_conn.cursor()
         defaults = dict(cursor.execute(*d.defaults_sql(server.schema, info.name)).fetchall())
         index_rows = cursor.execute(*d.indexes_sql(server.schema, info.name)).fetchall()
     untranslated: list[str] = []

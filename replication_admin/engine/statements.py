@@ -521,6 +521,15 @@ class PubOnConflict(Statement):
 
 
 @dataclass(frozen=True)
+class PubSchemaChanges(Statement):
+    """REPL_PUB_SCHEMA_CHANGES(account, policy): what becomes of an ALTER TABLE on a published table: 'auto'
+    (the subscribers' copies follow at once) or 'approve' (they wait until an admin approves the change)."""
+
+    account: str = ""
+    policy: str = ""
+
+
+@dataclass(frozen=True)
 class AddCr(Statement):
     """REPL_ADD_CR(table, type, suffix, order, class, column, expression): a conflict resolver of an
     updateable publication, as REPL_ADD_SNAPSHOT_CR is for bi-directional snapshots."""
@@ -661,6 +670,15 @@ CONFLICT_ANSWERS = ("resolve", "reinitialize")
 def _conflict_answer(value: Arg) -> str:
     if not isinstance(value, str) or value.strip().lower() not in CONFLICT_ANSWERS:
         raise ValueError(f"the answer to conflicts must be {' or '.join(repr(a) for a in CONFLICT_ANSWERS)}")
+    return value.strip().lower()
+
+
+SCHEMA_POLICIES = ("auto", "approve")
+
+
+def _schema_policy(value: Arg) -> str:
+    if not isinstance(value, str) or value.strip().lower() not in SCHEMA_POLICIES:
+        raise ValueError(f"the schema change policy must be {' or '.join(repr(a) for a in SCHEMA_POLICIES)}")
     return value.strip().lower()
 
 
@@ -884,6 +902,9 @@ FUNCTIONS: dict[str, Function] = {
         ("account", "policy", "timeout"),
         lambda a, p, t=None: PubAck(account=_account(a), policy=_ack_policy(p), timeout=_seconds(t, "the timeout")),
         optional=1,
+    ),
+    "REPL_PUB_SCHEMA_CHANGES": Function(
+        ("account", "policy"), lambda a, x: PubSchemaChanges(account=_account(a), policy=_schema_policy(x))
     ),
     "REPL_PUB_ON_CONFLICT": Function(
         ("account", "answer"), lambda a, x: PubOnConflict(account=_account(a), answer=_conflict_answer(x))

@@ -877,3 +877,104 @@ def typed_call(d: Dialect, statement: str, types: Sequence[str] | None) -> str:
     for piece, kind in zip(parts[1:], types, strict=True):
         out += f"CAST(? AS {kind})" + piece
     return out
+
+
+# --- schema changes of published tables (PostgreSQL publishers log them in place) -------------------------------
+
+SCHEMA_TABLE = "RTPUBTBL"
+COLUMNS_FUNCTION = "repladmin_columns"
+
+
+def schema_event_trigger(schema: str) -> str:
+    """One per database and publishing schema (event triggers are database-wide)."""
+    return bounded_name(f"repladmin_schema_{schema or 'public'}", 63)
+
+
+def columns_function(d: Dialect, schema: str = "") -> str:
+    return d.qualify(COLUMNS_FUNCTION, schema or "public")
+
+
+def schema_tracking_ddl(d: Dialect, schema: str = "") -> tuple[list[str], list[str]]:
+    """PostgreSQL: the published tables' definitions as last logged (RTPUBTBL), the function that reads a
+    table's column rows (engine.schema_changes; attnum as the position, exact across renames), and the event
+    trigger that, when ALTER TABLE changed a published table, logs an 'S' entry with the definitions before
+    and after in the altering transaction itself: every row change before it has the old shape, every one
+    after it the new."""
+    q = d.quote
+    table = d.qualify(SCHEMA_TABLE, schema)
+    columns = columns_function(d, schema)
+    handler = d.qualify("repladmin_schema_changed", schema or "public")
+    key = (
+        "COALESCE((SELECT k.ord FROM pg_catalog.pg_index i, unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) "
+        "WHERE i.indrelid = rel AND i.indisprimary AND k.attnum = a.attnum), 0)"
+    )
+    body = f"""
+DECLARE r record; p record; now_cols text;
+BEGIN
+  FOR r IN SELECT DISTINCT c.objid FROM pg_event_trigger_ddl_commands() c
+           WHERE c.classid = 'pg_catalog.pg_class'::regclass LOOP
+    FOR p IN SELECT * FROM {table} WHERE {q("REL")} = r.objid LOOP
+      now_cols := {columns}(r.objid);
+      IF now_cols IS DISTINCT FROM p.{q("COLS")} THEN
+        EXECUTE 'SELECT ' || p.{q("APPEND")} || '($1, $2, $3)' USING 'S', p.{q("TBL")},
+          json_build_object('table', p.{q("TBL")}, 'before', p.{q("COLS")}::json, 'after', now_cols::json)::text;
+        UPDATE {table} SET {q("COLS")} = now_cols WHERE {q("ACCOUNT")} = p.{q("ACCOUNT")} AND {q("REL")} = p.{q("REL")};
+      END IF;
+    END LOOP;
+  END LOOP;
+END"""
+    trigger = schema_event_trigger(schema)
+    return (
+        [
+            f"CREATE TABLE IF NOT EXISTS {table} ({q('ACCOUNT')} varchar(128) NOT NULL, {q('REL')} oid NOT NULL, "
+            f"{q('TBL')} varchar(320) NOT NULL, {q('APPEND')} text NOT NULL, {q('COLS')} text NOT NULL, "
+            f"PRIMARY KEY ({q('ACCOUNT')}, {q('REL')}))",
+            f"CREATE OR REPLACE FUNCTION {columns}(rel oid) RETURNS text LANGUAGE sql STABLE AS $rt$ "
+            "SELECT coalesce(json_agg(json_build_array(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), "
+            f"CASE WHEN a.attnotnull THEN 0 ELSE 1 END, {key}, pg_catalog.pg_get_expr(d.adbin, d.adrelid), a.attnum) "
+            "ORDER BY a.attnum), '[]')::text FROM pg_catalog.pg_attribute a LEFT JOIN pg_catalog.pg_attrdef d "
+            "ON d.adrelid = a.attrelid AND d.adnum = a.attnum WHERE a.attrelid = rel AND a.attnum > 0 "
+            "AND NOT a.attisdropped $rt$",
+            f"CREATE OR REPLACE FUNCTION {handler}() RETURNS event_trigger LANGUAGE plpgsql AS $rt$ {body} $rt$",
+            f"DROP EVENT TRIGGER IF EXISTS {q(trigger)}",
+            f"CREATE EVENT TRIGGER {q(trigger)} ON ddl_command_end WHEN TAG IN ('ALTER TABLE') "
+            f"EXECUTE FUNCTION {handler}()",
+        ],
+        [
+            f"DROP EVENT TRIGGER IF EXISTS {q(trigger)}",
+            f"DROP FUNCTION IF EXISTS {handler}()",
+            f"DROP FUNCTION IF EXISTS {columns}(oid)",
+            f"DROP TABLE IF EXISTS {table}",
+        ],
+    )
+
+
+def tracked_count_sql(d: Dialect, schema: str = "") -> str:
+    return f"SELECT COUNT(*) FROM {d.qualify(SCHEMA_TABLE, schema)}"
+
+
+def track_table_sql(d: Dialect, account: str, table: TableInfo, schema: str = "") -> tuple[str, list[str]]:
+    """PostgreSQL: start tracking a published table's definition (parameters bound)."""
+    q = d.quote
+    qualified = d.qualify(table.name, table.schema)
+    return (
+        f"INSERT INTO {d.qualify(SCHEMA_TABLE, schema)} ({q('ACCOUNT')}, {q('REL')}, {q('TBL')}, {q('APPEND')}, "
+        f"{q('COLS')}) SELECT ?, CAST(? AS regclass), ?, ?, {columns_function(d, schema)}(CAST(? AS regclass)) "
+        f"ON CONFLICT ({q('ACCOUNT')}, {q('REL')}) DO UPDATE SET {q('COLS')} = EXCLUDED.{q('COLS')}",
+        [account, qualified, table.name, append_function(d, account, schema), qualified],
+    )
+
+
+def untrack_sql(d: Dialect, schema: str = "") -> str:
+    """Parameters: the account, then the table's name (None: every table of the account)."""
+    q = d.quote
+    return (
+        f"DELETE FROM {d.qualify(SCHEMA_TABLE, schema)} WHERE {q('ACCOUNT')} = ? "
+        f"AND (CAST(? AS varchar) IS NULL OR {q('TBL')} = ?)"
+    )
+
+
+def tracked_sql(d: Dialect, schema: str = "") -> str:
+    """A tracked table's definition as last logged (parameters: account, table)."""
+    q = d.quote
+    return f"SELECT {q('COLS')} FROM {d.qualify(SCHEMA_TABLE, schema)} WHERE {q('ACCOUNT')} = ? AND {q('TBL')} = ?"

@@ -317,6 +317,15 @@ class ReplAccount(models.Model):
         max_length=16, choices=OnConflict.choices, default=OnConflict.RESOLVE, db_column="ACC_ON_CONFLICT"
     )
 
+    class SchemaPolicy(models.TextChoices):
+        AUTO = "auto", "applied on the subscribers as soon as it is seen"
+        APPROVE = "approve", "held until an admin approves it"
+
+    # What happens to a schema change of a published table (ALTER TABLE on the publisher): docs/schema-changes.md.
+    schema_policy = models.CharField(
+        max_length=8, choices=SchemaPolicy.choices, default=SchemaPolicy.AUTO, db_column="ACC_SCHEMA_CHANGES"
+    )
+
     class Meta:
         db_table = "SYS_REPL_ACCOUNTS"
         ordering = ["server", "account"]
@@ -460,6 +469,9 @@ class TpItem(models.Model):
     is_copy = models.IntegerField(default=0, db_column="TI_IS_COPY")
     dav_user = models.CharField(max_length=128, null=True, blank=True, db_column="TI_DAV_USER")
     dav_group = models.CharField(max_length=128, null=True, blank=True, db_column="TI_DAV_GROUP")
+    # A table item's definition as replication knows it (engine.schema_changes' column rows, the publisher's
+    # dialect); the live table is compared with it to see a schema change.
+    definition = models.JSONField(default=list, blank=True, db_column="TI_DEFINITION")
 
     class Meta:
         db_table = "SYS_TP_ITEM"
@@ -621,3 +633,38 @@ class ConflictBackup(models.Model):
         """`names` in the table's column order (names it never recorded last, as given)."""
         rank = {name: n for n, name in enumerate(self.columns or [])}
         return sorted(names, key=lambda name: rank.get(name, len(rank)))
+
+
+class SchemaChange(models.Model):
+    """A published table's change of shape (ALTER TABLE on the publisher), pending or applied."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "pending approval"
+        APPLIED = "applied", "applied"
+
+    server = models.CharField(max_length=128, db_column="SC_SERVER")
+    account = models.CharField(max_length=128, db_column="SC_ACCOUNT")
+    table = models.CharField(max_length=320, db_column="SC_TABLE")
+    state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING, db_column="SC_STATE")
+    before = models.JSONField(default=list, db_column="SC_BEFORE")  # column rows (engine.schema_changes)
+    after = models.JSONField(default=list, db_column="SC_AFTER")
+    changes = models.JSONField(default=list, db_column="SC_CHANGES")  # [{kind, column, new_name, text}]
+    # True where the publisher logs each change in place (a PostgreSQL event trigger); False where it was
+    # seen by comparing the live table with the catalog (MariaDB, SQLite).
+    in_place = models.BooleanField(default=False, db_column="SC_IN_PLACE")
+    # The publication's count when it was seen: its 'S' entries up to there are what an approval lets through.
+    log_count = models.BigIntegerField(default=0, db_column="SC_LOG_COUNT")
+    detected_at = models.DateTimeField(db_column="SC_DETECTED_AT")
+    decided_at = models.DateTimeField(null=True, blank=True, db_column="SC_DECIDED_AT")
+    decided_by = models.CharField(max_length=150, blank=True, db_column="SC_DECIDED_BY")
+
+    class Meta:
+        db_table = "REPL_SCHEMA_CHANGE"
+        ordering = ["-detected_at"]
+        indexes = [models.Index(fields=["server", "account", "table", "state"], name="repl_schema_change_state")]
+
+    def __str__(self) -> str:
+        return f"{self.server}/{self.account} {self.table}: " + "; ".join(c["text"] for c in self.changes)
+
+    def get_absolute_url(self) -> str:
+        return reverse("trx-publications-detail", args=[self.server, self.account]) + "#schema-changes"

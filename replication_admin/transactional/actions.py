@@ -25,6 +25,7 @@ from replication_admin.models import (
     ReplAccount,
     ReplSubscriber,
     ScheduledEvent,
+    SchemaChange,
     Server,
     SnapshotLog,
     SnapshotPublication,
@@ -38,6 +39,7 @@ from replication_admin.transactional import lookups as trx_lookups
 from replication_admin.transactional import positions as trx_positions
 from replication_admin.transactional import procedures as trx_procedures
 from replication_admin.transactional import push as trx_push
+from replication_admin.transactional import schema as trx_schema
 from replication_admin.transactional.runs import SubscriptionParams, TrxInit, TrxSync
 
 EDIT = "replication_admin.edit"
@@ -172,13 +174,16 @@ def do_pub_add(
         try:
             definition = transactional_sql.table_definition(with_constraints(server, info))
             trx_capture.append_entry(server, account.account, "C", info.name, definition)
+            trx_schema.track(server, account.account, info.name)
+            columns = trx_schema.definition_now(server, account.account, info.name)[0]
         except Exception:
             trx_capture.drop_capture(server, account.account, info.name)
             raise
     with transaction.atomic():
         row = TpItem.objects.create(
-            server=account.server, acct=account.account, type=TABLE, item=item, options=None, is_copy=is_copy
-        )
+            server=account.server, acct=account.account, type=TABLE, item=item, options=None, is_copy=is_copy,
+            definition=columns,
+        )  # fmt: skip
         record(actor, "trx.pub_add", target)
     return row
 
@@ -630,6 +635,34 @@ def do_set_on_conflict(actor: Actor, account: ReplAccount, answer: str) -> str:
         ReplAccount.objects.filter(pk=account.pk).update(on_conflict=answer)
         record(actor, "trx.on_conflict", target, detail={"on_conflict": answer})
     return f"{target}: on a conflict, {ReplAccount.OnConflict(answer).label}"
+
+
+def do_set_schema_policy(actor: Actor, account: ReplAccount, policy: str) -> str:
+    """REPL_PUB_SCHEMA_CHANGES and the publication page: a published table's schema change reaches the
+    subscribers at once, or waits for an admin's approval."""
+    target = f"{account.server}/{account.account}"
+    require(actor, EDIT, "trx.schema_policy", target)
+    if policy not in ReplAccount.SchemaPolicy.values:
+        exc = trx_lookups.TrxError(
+            f"unknown schema change policy {policy!r}; use {' or '.join(ReplAccount.SchemaPolicy.values)}"
+        )
+        _failed(actor, "trx.schema_policy", target, exc)
+        raise exc
+    with transaction.atomic():
+        ReplAccount.objects.filter(pk=account.pk).update(schema_policy=policy)
+        record(actor, "trx.schema_policy", target, detail={"schema_policy": policy})
+    return f"{target}: schema changes are {ReplAccount.SchemaPolicy(policy).label}"
+
+
+def do_approve_schema_change(actor: Actor, change: SchemaChange) -> str:
+    """Let a pending schema change through to the publication's subscribers."""
+    target = str(change)
+    require(actor, EDIT, "trx.schema_apply", target)
+    with _guarded(actor, "trx.schema_apply", target):
+        if change.state != SchemaChange.State.PENDING:
+            raise trx_lookups.TrxError(f"the schema change #{change.pk} of {change.table} is already applied")
+        trx_schema.apply_change(actor, change)
+    return f"{change.server}/{change.account}: the schema change of {change.table} goes to the subscribers"
 
 
 def do_sched_init(actor: Actor) -> list[str]:

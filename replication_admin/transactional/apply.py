@@ -6,15 +6,16 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from replication_admin.core.introspection import lookup_table
+from replication_admin.core import connections
+from replication_admin.core.introspection import lookup_table, with_constraints
 from replication_admin.core.transactions import (
     run_each,
     run_in_transaction,
     with_retries,
 )
-from replication_admin.engine import levels
+from replication_admin.engine import dialects, levels, schema_changes
 from replication_admin.engine import transactional_sql as sql
 from replication_admin.engine.constraints import copy_table_ddl
 from replication_admin.engine.schema import TableInfo
@@ -33,13 +34,13 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Target:
-    """A subscriber and the tables it replays into (described once per sync)."""
+    """A subscriber and the tables it replays into (described once per sync, and again after a schema change)."""
 
     server: Server
     publisher: str
     account: str
     tables: dict[str, TableInfo] = field(default_factory=dict)
-    published: dict[str, TableInfo] = field(default_factory=dict)  # publisher's description, by item table
+    source_dialect: str = ""  # the publisher's: a schema change's column rows are read with it
     replay_user: str = ""  # REPL_SUBSCRIBE's replaying user: the rows are written with its privileges
 
     @property
@@ -51,14 +52,6 @@ class Target:
             info = lookup_table(self.server, name)
             if info is None:
                 raise TrxError(f"table {name!r} does not exist on {self.server.name}")
-            source = self.published.get(name)
-            if source is not None:
-                # Replay writes the columns the publisher has; the subscriber's own extra columns are kept.
-                info = TableInfo(
-                    name=info.name,
-                    schema=info.schema,
-                    columns=tuple(c for c in info.columns if source.column(c.name) is not None),
-                )
             self.tables[name] = info
         return self.tables[name]
 
@@ -92,7 +85,8 @@ class _Replay:
         self.table: TableInfo | None = None
         self.deleting = False  # what is pending: deletes, or writes
         self.rows: dict[tuple, list] = {}  # key -> the row's last image (or its key), in first-change order
-        self.codecs: dict[str, sql.RowCodec] = {}  # by table name (hashing a TableInfo per entry costs)
+        # By table name and the image's column names (hashing a TableInfo per entry costs).
+        self.codecs: dict[tuple[str, tuple[str, ...]], tuple[TableInfo, sql.RowCodec]] = {}
 
     def flush(self) -> None:
         table, rows, deleting = self.table, list(self.rows.values()), self.deleting
@@ -107,7 +101,7 @@ class _Replay:
             self.cursor.execute(statement, [v for row in chunk for v in row])
 
     def _pend(self, table: TableInfo, deleting: bool, key: list, row: list) -> None:
-        if self.table is not None and (self.table.name != table.name or self.deleting != deleting):
+        if self.table is not None and (self.table is not table or self.deleting != deleting):
             self.flush()
         self.table, self.deleting = table, deleting
         self.rows[tuple(key)] = row
@@ -139,22 +133,75 @@ class _Replay:
                 args = list(payload.get("args") or [])
                 cursor.execute(statement, args) if args else cursor.execute(statement)
                 continue
-            table = self.target.table(entry.table)
-            codec = self.codecs.get(table.name)
-            if codec is None:
-                codec = self.codecs[table.name] = sql.RowCodec.of(table, self.dialect)
+            if entry.op == "S":
+                self.flush()
+                self.schema_change(entry.new or {})
+                continue
             if entry.op in ("I", "U"):
                 assert entry.new is not None
+                table, codec = self.codec(entry.table, entry.new)
                 row = codec.row(entry.new)
                 key = codec.key_of(row)
                 if entry.op == "U" and entry.old is not None:
                     old_key = codec.key(entry.old)
                     if old_key != key:
-                        self.delete(table, old_key)
+                        self.delete(self.target.table(entry.table), old_key)
                 self._pend(table, False, key, row)
                 continue
             assert entry.old is not None
-            self.delete(table, codec.key(entry.old))
+            self.delete(self.target.table(entry.table), self.codec(entry.table, entry.old)[1].key(entry.old))
+
+    def codec(self, name: str, image: dict) -> tuple[TableInfo, sql.RowCodec]:
+        """The subscriber's table as far as `image` carries columns, and its codec: a row is written with the
+        columns its image has (the subscriber's own columns, and those of another shape of the publisher's
+        table around a schema change, are left as they are)."""
+        shape = (name, tuple(image))
+        found = self.codecs.get(shape)
+        if found is None:
+            table = self.target.table(name)
+            present = {k.lower() for k in image}
+            columns = tuple(c for c in table.columns if c.name in image or c.name.lower() in present)
+            if len(columns) != len(table.columns):
+                if any(k.pk_position and k not in columns for k in table.columns):
+                    raise TrxError(
+                        f"a change of {name} carries no value for a key column of {self.target.server.name}'s copy"
+                    )
+                table = replace(table, columns=columns)
+            found = self.codecs[shape] = (table, sql.RowCodec.of(table, self.dialect))
+        return found
+
+    def schema_change(self, payload: dict) -> None:
+        """An 'S' entry: the publisher's table changed shape here; the copy follows (what it has already, it keeps)."""
+        name = str(payload.get("table", ""))
+        source = dialects.get(self.target.source_dialect or self.dialect)
+        before_rows, after_rows = payload.get("before") or [], payload.get("after") or []
+        found = schema_changes.changes(
+            schema_changes.table_from_rows(source, name, before_rows),
+            schema_changes.table_from_rows(source, name, after_rows),
+            schema_changes.positions(before_rows),
+            schema_changes.positions(after_rows),
+        )
+        copy = with_constraints(self.target.server, self.target.table(name), conn=self.cursor.connection)
+        try:
+            statements = schema_changes.copy_ddl(self.d, copy, found)
+        except schema_changes.SchemaChangeError as exc:
+            raise TrxError(str(exc)) from None
+        for statement in statements:
+            self.cursor.execute(statement)
+        # Described on this connection: where DDL is transactional, others see the old shape until the commit.
+        self.target.tables[name] = connections.describe_table(
+            self.target.server, copy.name, conn=self.cursor.connection
+        )
+        for shape in [s for s in self.codecs if s[0] == name]:
+            del self.codecs[shape]
+        if statements:
+            log.info(
+                "%s: %s follows %s: %s",
+                self.target.server.name,
+                name,
+                self.target.publisher,
+                "; ".join(map(str, found)),
+            )
 
 
 def replay_rows(cursor, target: Target, rows: Iterable[tuple[str, dict]]) -> int:

@@ -95,6 +95,23 @@ def drop_log(server: Server, account: str) -> None:
     drop_append = sql.append_function_ddl(d, account, server.name, schema)[1] if d.trigger_functions else []
     drop_wal = wal_capture.drop_log_ddl(_slot(server, account)) if d.decodes_wal else []
     run_each(server, [*drop_wal, *drop_append, *text.drop, *sql.drop_log_ddl(d, account, schema)], ignore_errors=True)
+    _untrack(server, account, None)
+
+
+def _untrack(server: Server, account: str, table: str | None) -> None:
+    """Stop logging the schema changes of a table (None: of every table of the account) in place."""
+    d = _d(server)
+    if not d.has_ddl_triggers:
+        return
+    schema = schema_of(server)
+    try:
+        run_in_transaction(server, [(sql.untrack_sql(d, schema), [account, table, table])])
+        with connections.connect(server, readonly=True) as conn:
+            left = int(conn.cursor().execute(sql.tracked_count_sql(d, schema)).fetchone()[0])
+    except pyodbc.Error:
+        return  # never tracked: no RTPUBTBL
+    if not left:  # the last tracked table: the event trigger and its objects go too
+        run_each(server, sql.schema_tracking_ddl(d, schema)[1], ignore_errors=True)
 
 
 def add_capture(
@@ -137,6 +154,7 @@ def drop_capture(server: Server, account: str, table_name: str) -> None:
     if _d(server).supports_updateable_publications:
         drops += list(sql.rowguid_objects(d, info, server.name).drop)
     run_each(server, drops, ignore_errors=True)
+    _untrack(server, account, info.name)
 
 
 def append_entry(server: Server, account: str, op: str, table: str, payload: str) -> None:

@@ -111,6 +111,12 @@ class OnConflictForm(forms.Form):
     on_conflict = forms.ChoiceField(choices=ReplAccount.OnConflict.choices, label="On a conflict")
 
 
+class SchemaPolicyForm(forms.Form):
+    """What becomes of an ALTER TABLE on a published table (REPL_PUB_SCHEMA_CHANGES)."""
+
+    schema_policy = forms.ChoiceField(choices=ReplAccount.SchemaPolicy.choices, label="Schema changes are")
+
+
 class PurgerForm(forms.Form):
     """When repl_purge runs: P_MONTH, P_DAY, P_WDAY and P_TIME as the reference reads them (a month makes it
     yearly, else a day monthly, else a weekday weekly, else daily; no time means no purger)."""

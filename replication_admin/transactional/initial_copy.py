@@ -170,7 +170,7 @@ def init_from_image(job, reporter, subscription_id: int, image_name: str) -> dic
             ensure_copy(sub_server, name, source, optional=[sql.ROWGUID_COLUMN], log=reporter.log)
             for name, source in sources.items()
         ]
-        target = Target(sub_server, sub.server, sub.account, published=sources)
+        target = Target(sub_server, sub.server, sub.account)
 
         def work(cursor) -> int:
             for statement in sql.replay_context_sql(d, True, None, schema):

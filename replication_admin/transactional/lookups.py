@@ -102,5 +102,10 @@ def published_tables(account: ReplAccount, cached: bool = False) -> dict[str, Ta
 _PUBLISHED: dict[tuple[str, str], tuple[float, dict]] = {}
 
 
+def forget_published(account: ReplAccount) -> None:
+    """After a schema change: the next reader describes the tables again."""
+    _PUBLISHED.pop((account.server, account.account), None)
+
+
 def lock_name(sub: ReplSubscriber) -> str:
     return f"trx:{sub.subscriber}:{sub.server}:{sub.account}"

@@ -44,6 +44,7 @@ from replication_admin.models import (
     ReplSubscriber,
     Server,
 )
+from replication_admin.transactional import schema as trx_schema
 from replication_admin.transactional.apply import LevelMoved, Target, apply_batch, skip_transaction
 from replication_admin.transactional.capture import (
     WalStream,
@@ -59,7 +60,6 @@ from replication_admin.transactional.lookups import (
     _d,
     lock_name,
     publication,
-    published_tables,
     schema_of,
     server_named,
 )
@@ -111,6 +111,7 @@ class SyncOutcome:
     pushed: int = 0  # the subscriber's own transactions sent to the publisher (updateable)
     reinitialise: bool = False  # a change conflicted and the publication re-initialises the subscriber
     discarded: int = 0  # the subscriber's unpushed changes kept as conflict backups then
+    waiting: str = ""  # why the subscriber stopped short of the publisher (a schema change to approve)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -150,6 +151,7 @@ def sync_once(
     progress: Callable[[SyncOutcome], None] | None = None,
     max_backlog: int | None = None,
     cut: Callable[[int], bool] | None = None,
+    following: bool = False,
 ) -> SyncOutcome:
     """Bring a subscriber up to the publisher's current level (or `max_transactions` further). Over
     `max_backlog` transactions behind, the feed is cut (when `cut`, given the backlog, says so)."""
@@ -160,6 +162,7 @@ def sync_once(
     if position is None:
         raise TrxError(f"{sub.subscriber} has no level for {sub.server}/{sub.account} yet; run REPL_INIT_COPY first")
     level, _own_count = position
+    trx_schema.detect(acct, throttle=following)  # a follower looks every few seconds, a sync every time
     pub_count = publisher_count(pub_server, sub.account)
     pub_level = levels.level_of(pub_count)
     check_request(sub, level, pub_level, pub_count, oldest_count(pub_server, sub.account))
@@ -195,9 +198,7 @@ def sync_once(
             # logged there with the publisher as its origin) comes back to the originator in this sync.
             pub_count = publisher_count(pub_server, sub.account)
             outcome.publisher_count, outcome.publisher_level = pub_count, levels.level_of(pub_count)
-    target = Target(
-        sub_server, sub.server, sub.account, published=published_tables(acct, cached=True), replay_user=sub.replay_user
-    )
+    target = Target(sub_server, sub.server, sub.account, source_dialect=pub_server.dialect, replay_user=sub.replay_user)
     batch = RegistryEntry.get_int("repl_apply_batch")
     goal = pub_count if max_transactions is None else min(pub_count, count + max_transactions)
     while count < goal:
@@ -208,13 +209,29 @@ def sync_once(
                 f"{sub.server}/{sub.account} has no transaction after level {levels.level_of(count)} "
                 f"(the log has been purged past it); re-initialise {sub.subscriber}"
             )
-        count = _apply_or_skip(target, txns, count, outcome)
-        outcome.batches += 1
-        outcome.count, outcome.level = count, levels.level_of(count)
-        record_position(sub, count, pub_count)
-        if progress is not None:
-            progress(outcome)
+        txns, outcome.waiting = _until_held(acct, txns)
+        if txns:
+            count = _apply_or_skip(target, txns, count, outcome)
+            outcome.batches += 1
+            outcome.count, outcome.level = count, levels.level_of(count)
+            record_position(sub, count, pub_count)
+            if progress is not None:
+                progress(outcome)
+        if outcome.waiting:
+            break
     return outcome
+
+
+def _until_held(acct: ReplAccount, txns: list[sql.Transaction]) -> tuple[list[sql.Transaction], str]:
+    """The transactions before the first schema change that waits for approval, and what it waits for."""
+    for i, txn in enumerate(txns):
+        for entry in txn.entries:
+            if entry.op == "S":
+                held = trx_schema.may_apply(acct, entry.table, txn.count)
+                if held is not None:
+                    what = f"#{held.pk} " if held.pk else ""
+                    return txns[:i], f"the schema change {what}of {entry.table} waits for approval"
+    return txns, ""
 
 
 def _apply_or_skip(target: Target, txns: list[sql.Transaction], count: int, outcome: SyncOutcome) -> int:
@@ -271,7 +288,7 @@ def sync_subscription(job: JobRun, reporter, subscription_id: int) -> dict:
             set_state(sub, ReplSubscriber.DISCONNECTED, error_message(exc))
             raise
         set_state(sub, ReplSubscriber.IN_SYNC if sub.follow else ReplSubscriber.OFF)
-        ReplSubscriber.objects.filter(pk=sub.pk).update(last_error="")
+        ReplSubscriber.objects.filter(pk=sub.pk).update(last_error=outcome.waiting)
         return outcome.as_dict()
 
 
@@ -316,12 +333,16 @@ def follow_step(sub: ReplSubscriber, watch: BacklogWatch | None = None) -> SyncO
             batch = RegistryEntry.get_int("repl_apply_batch")
             limit = max_backlog(acct)
             cut = None if watch is None else (lambda backlog: watch.cut(sub, backlog))
-            outcome = sync_once(sub, max_transactions=batch, max_backlog=limit, cut=cut)
+            outcome = sync_once(sub, max_transactions=batch, max_backlog=limit, cut=cut, following=True)
             if watch is not None and outcome.publisher_count - outcome.count <= limit:
                 watch.under(sub)
             if sub.state != ReplSubscriber.IN_SYNC and not outcome.reinitialise:  # back after an error
                 set_state(sub, ReplSubscriber.IN_SYNC)
                 ReplSubscriber.objects.filter(pk=sub.pk).update(last_error="")
+            if outcome.waiting != sub.last_error and (
+                outcome.waiting or sub.last_error.startswith("the schema change")
+            ):
+                ReplSubscriber.objects.filter(pk=sub.pk).update(last_error=outcome.waiting)
         if outcome.reinitialise:  # once the item lock is free: the initial copy takes it
             set_state(sub, ReplSubscriber.DISCONNECTED, "copied again after a conflict (publisher wins)")
             start_reinitialisation(sub)
@@ -382,6 +403,18 @@ def with_news(
             except Exception:
                 counts[key] = None
     return [s for s in subs if (seen := counts[(s.server, s.account)]) is None or seen > s.count]
+
+
+def _look_at_schemas(subs: list[ReplSubscriber]) -> None:
+    """A schema change shows whether or not rows arrive (on MariaDB a rename stops the writers until the
+    capture triggers are made anew): the followed publications are looked at every few seconds."""
+    for key in sorted({(s.server, s.account) for s in subs}):
+        try:
+            trx_schema.detect(publication(*key), throttle=True)
+        except Exception as exc:
+            log.info(
+                "looking at the tables of %s/%s: %s", key[0], key[1], str(exc).splitlines()[0] if str(exc) else exc
+            )
 
 
 class WalStreams:
@@ -456,6 +489,7 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
                 servers.clear()  # registrations may have changed
             try:
                 subs = followed(part)
+                _look_at_schemas(subs)
                 streams.pump(subs, servers)
                 subs = with_news(subs, servers, streams)
             except Exception:  # the catalog is unreachable: look again next round, on a new connection

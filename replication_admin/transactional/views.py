@@ -26,6 +26,7 @@ from replication_admin.models import (
     ReplAccount,
     ReplSubscriber,
     ScheduledEvent,
+    SchemaChange,
     Server,
     SkippedTransaction,
     TpGrant,
@@ -33,6 +34,8 @@ from replication_admin.models import (
 )
 from replication_admin.transactional import actions as trx_actions
 from replication_admin.transactional import durability
+from replication_admin.transactional import lookups as trx_lookups
+from replication_admin.transactional import schema as trx_schema
 from replication_admin.transactional.forms import (
     AckPolicyForm,
     AddTableForm,
@@ -42,6 +45,7 @@ from replication_admin.transactional.forms import (
     PublishForm,
     PurgerForm,
     RemoveItemForm,
+    SchemaPolicyForm,
     SubScheduleForm,
     SubscribeForm,
 )
@@ -231,6 +235,8 @@ def _publication_context(request: HttpRequest, account: ReplAccount) -> dict:
         "grant_form": GrantForm(),
         "new_log_form": NewLogForm(),
         "on_conflict_form": OnConflictForm(initial={"on_conflict": account.on_conflict}),
+        "schema_form": SchemaPolicyForm(initial={"schema_policy": account.schema_policy}),
+        "schema_changes": _schema_changes(account, [s for s in subs if s.subscribed]),
         "ack_form": AckPolicyForm(initial={"ack_policy": account.ack_policy, "ack_timeout": account.ack_timeout}),
         "ack_voters": durability.voter_names(account),
         "purger_form": PurgerForm(
@@ -240,6 +246,22 @@ def _publication_context(request: HttpRequest, account: ReplAccount) -> dict:
         ),
         "candidates": Server.objects.exclude(name=account.server).exclude(name__in=taken),
     }
+
+
+def _schema_changes(account: ReplAccount, subs: list[ReplSubscriber]) -> list[dict]:
+    """The publication's schema changes, newest first; a pending one with the DDL each subscriber will run."""
+    out = []
+    for change in SchemaChange.objects.filter(server=account.server, account=account.account)[:10]:
+        ddl = []
+        if change.state == SchemaChange.State.PENDING:
+            for sub in subs:
+                try:
+                    statements = trx_schema.subscriber_ddl(change, trx_lookups.server_named(sub.subscriber))
+                except ACTION_ERRORS as exc:
+                    statements = [f"-- {sub.subscriber} did not answer: {str(exc).splitlines()[0]}"]
+                ddl.append((sub.subscriber, statements))
+        out.append({"change": change, "ddl": ddl})
+    return out
 
 
 def _publication_page(request: HttpRequest, account: ReplAccount) -> HttpResponse:
@@ -370,32 +392,52 @@ def publication_new_log(request: HttpRequest, server: str, account: str) -> Http
     return _attempt(request, lambda a: trx_actions.do_new_log(a, acct, form.cleaned_data["log_file"])) or redirect(acct)
 
 
+def _publication_setting(
+    request: HttpRequest, server: str, account: str, action: str, form_class, what: str, call: Callable
+) -> HttpResponse:
+    """A publication's setting saved from its form: refused without the edit permission, the form's errors
+    as a message, else `call(actor, publication, cleaned data)`'s note or error."""
+    acct = _account(server, account)
+    if refused := refuse(request, EDIT, action, _acct_target(acct)):
+        return refused
+    form = form_class(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"{what} not saved: {_form_errors(form)}")
+        return redirect(acct)
+    return _attempt(request, lambda a: call(a, acct, form.cleaned_data)) or redirect(acct)
+
+
 @require_POST
 def publication_ack(request: HttpRequest, server: str, account: str) -> HttpResponse:
-    acct = _account(server, account)
-    if refused := refuse(request, EDIT, "trx.ack_policy", _acct_target(acct)):
-        return refused
-    form = AckPolicyForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, f"Acknowledgement not saved: {_form_errors(form)}")
-        return redirect(acct)
-    d = form.cleaned_data
-    return _attempt(
-        request, lambda a: trx_actions.do_set_ack_policy(a, acct, d["ack_policy"], d["ack_timeout"])
-    ) or redirect(acct)
+    return _publication_setting(
+        request, server, account, "trx.ack_policy", AckPolicyForm, "Acknowledgement",
+        lambda a, acct, d: trx_actions.do_set_ack_policy(a, acct, d["ack_policy"], d["ack_timeout"]),
+    )  # fmt: skip
+
+
+@require_POST
+def publication_schema_policy(request: HttpRequest, server: str, account: str) -> HttpResponse:
+    return _publication_setting(
+        request, server, account, "trx.schema_policy", SchemaPolicyForm, "Schema change policy",
+        lambda a, acct, d: trx_actions.do_set_schema_policy(a, acct, d["schema_policy"]),
+    )  # fmt: skip
 
 
 @require_POST
 def publication_on_conflict(request: HttpRequest, server: str, account: str) -> HttpResponse:
-    acct = _account(server, account)
-    if refused := refuse(request, EDIT, "trx.on_conflict", _acct_target(acct)):
+    return _publication_setting(
+        request, server, account, "trx.on_conflict", OnConflictForm, "Answer to conflicts",
+        lambda a, acct, d: trx_actions.do_set_on_conflict(a, acct, d["on_conflict"]),
+    )  # fmt: skip
+
+
+@require_POST
+def schema_change_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    change = get_object_or_404(SchemaChange, pk=pk)
+    if refused := refuse(request, EDIT, "trx.schema_apply", str(change)):
         return refused
-    form = OnConflictForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, f"Not saved: {_form_errors(form)}")
-        return redirect(acct)
-    answer = form.cleaned_data["on_conflict"]
-    return _attempt(request, lambda a: trx_actions.do_set_on_conflict(a, acct, answer)) or redirect(acct)
+    _attempt(request, lambda a: trx_actions.do_approve_schema_change(a, change))
+    return redirect(change)
 
 
 @require_POST

@@ -81,6 +81,8 @@ POST_NEEDS = {
     "trx-resolver-remove": "edit",
     "trx-publications-ack": "edit",
     "trx-publications-on-conflict": "edit",
+    "trx-publications-schema-policy": "edit",
+    "trx-schema-change-approve": "edit",
     "trx-publications-new": "edit",
     "trx-publications-add-item": "edit",
     "trx-publications-remove-item": "edit",
@@ -143,7 +145,7 @@ BY_PK = {
     "publications-resolver-move", "publications-resolver-remove", "subscriptions-init", "subscriptions-drop",
     "conflicts-detail", "conflicts-reapply", "jobs-detail", "jobs-cancel", "alerts-acknowledge",
     "trx-items-resolvers", "trx-items-resolvers-add", "trx-items-dry-run", "trx-resolver-edit", "trx-resolver-move",
-    "trx-resolver-remove",
+    "trx-resolver-remove", "trx-schema-change-approve",
 }  # fmt: skip
 BY_NAME = {
     "servers-table": ["demo", "t"],
@@ -190,6 +192,7 @@ DATA = {
     "trx-resolver-move": {"direction": "down"},
     "trx-publications-ack": {"ack_policy": "one", "ack_timeout": "5"},
     "trx-publications-on-conflict": {"on_conflict": "resolve"},
+    "trx-publications-schema-policy": {"schema_policy": "approve"},
     "trx-publications-new": {"server": "spare", "account": "other"},
     "trx-publications-add-item": {"item": "u"},
     "trx-publications-remove-item": {"item": "1"},
@@ -298,6 +301,10 @@ def console(make_server, roles):
         pk=1, table_name="demo.t", type="U", proc="t_cr_U_1", order=10, resolver_class="pub_wins"
     )
     TpGrant.objects.create(acct="acct", grantee="branch")
+    apps.get_model("replication_admin", "SchemaChange").objects.create(
+        pk=1, server="demo", account="acct", table="t", detected_at=timezone.now(),
+        changes=[{"kind": "add", "column": "c", "new_name": "", "text": "add column c integer"}],
+    )  # fmt: skip
     ReplSubscriber.objects.create(server="demo", account="acct", subscriber="branch", init_state="done")
     JobRun.objects.create(pk=1, kind="compare", target="demo.t ↔ branch.t")
     if "alerts-acknowledge" in url_names():

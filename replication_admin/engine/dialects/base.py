@@ -23,7 +23,7 @@ from replication_admin.engine.objects import (
     rlog_key,
     rlog_name,
 )
-from replication_admin.engine.schema import Default, TableInfo
+from replication_admin.engine.schema import Column, Default, TableInfo
 from replication_admin.engine.types import LogicalType
 
 HOSTNAME = re.compile(
@@ -242,6 +242,22 @@ class Dialect:
 
     def render_type(self, logical: LogicalType) -> str:
         raise NotImplementedError
+
+    # --- schema changes of a copy (engine.schema_changes) ---------------------------------------------
+    def rename_column_sql(self, table: str, old: str, new: str) -> str:
+        return f"ALTER TABLE {table} RENAME COLUMN {self.quote(old)} TO {self.quote(new)}"
+
+    def drop_index_for_column_sql(self, table: str, schema: str, index: str) -> list[str]:
+        """What must go before a column an index covers can be dropped (nothing: the index follows)."""
+        return []
+
+    def retype_column_sql(self, table: str, column: str, after: Column) -> list[str]:
+        """A column given the type `after` has (its values converted)."""
+        raise NotImplementedError
+
+    def replace_objects_sql(self, drop: Sequence[str], create: Sequence[str]) -> list[str]:
+        """Triggers made anew over ones that exist, run as one transaction: no write goes uncaptured between."""
+        return [*drop, *create]
 
     # --- introspection (control plane; parameters are bound with '?') -------------------------------
     def tables_sql(self, schema: str) -> tuple[str, list[str]]:

@@ -25,7 +25,7 @@ from replication_admin.engine.objects import (
     log_values,
     rlog_name,
 )
-from replication_admin.engine.schema import Default, TableInfo
+from replication_admin.engine.schema import Column, Default, TableInfo
 from replication_admin.engine.types import BINARY_KINDS, TEXT_KINDS, LogicalType, split_declared
 
 KEY_BYTES = 3072
@@ -141,6 +141,17 @@ class MySQL(Dialect):
             else:
                 types.append(self.render_type(k))
         return types
+
+    def retype_column_sql(self, table: str, column: str, after: Column) -> list[str]:
+        # MODIFY restates the whole column: its NULLability and default go with the new type.
+        text = f"ALTER TABLE {table} MODIFY COLUMN {self.quote(column)} {self.render_type(after.logical)}"
+        if after.default is not None:
+            text += f" DEFAULT {self.render_default(after.default, after.logical)}"
+        return [text + ("" if after.nullable else " NOT NULL")]
+
+    def replace_objects_sql(self, drop: Sequence[str], create: Sequence[str]) -> list[str]:
+        # DDL commits at once here: each trigger is replaced in place instead (no moment without one).
+        return [s.replace("CREATE TRIGGER", "CREATE OR REPLACE TRIGGER", 1) for s in create]
 
     def render_type(self, logical: LogicalType) -> str:
         kind = logical.kind

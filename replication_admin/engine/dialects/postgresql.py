@@ -31,7 +31,7 @@ from replication_admin.engine.objects import (
     rlog_key,
     rlog_name,
 )
-from replication_admin.engine.schema import TableInfo
+from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.engine.types import LogicalType, split_declared
 
 XACT_ID = "pg_current_xact_id()::text::bigint"
@@ -108,6 +108,10 @@ class PostgreSQL(Dialect):
         if base.startswith("time"):
             return LogicalType("time")
         return LogicalType("other")
+
+    def retype_column_sql(self, table: str, column: str, after: Column) -> list[str]:
+        kind = self.render_type(after.logical)
+        return [f"ALTER TABLE {table} ALTER COLUMN {self.quote(column)} TYPE {kind} USING {self.quote(column)}::{kind}"]
 
     def render_type(self, logical: LogicalType) -> str:
         kind = logical.kind

@@ -31,7 +31,7 @@ from replication_admin.engine.objects import (
     log_values,
     rlog_name,
 )
-from replication_admin.engine.schema import Default, TableInfo
+from replication_admin.engine.schema import Column, Default, TableInfo
 from replication_admin.engine.types import LogicalType, split_declared
 
 TIMESTAMP_FORMAT_SPARK = "yyyy-MM-dd HH:mm:ss.SSSSSS"
@@ -120,6 +120,12 @@ class SQLite(Dialect):
         if family == "float":
             return self._double_text(expr)
         return super().read_value_sql(expr, family)
+
+    def retype_column_sql(self, table: str, column: str, after: Column) -> list[str]:
+        return []  # a column holds any type's values; the declared type is only a name here
+
+    def drop_index_for_column_sql(self, table: str, schema: str, index: str) -> list[str]:
+        return [f"DROP INDEX IF EXISTS {self.qualify(index, schema)}"]
 
     def render_type(self, logical: LogicalType) -> str:
         kind = logical.kind

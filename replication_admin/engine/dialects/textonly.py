@@ -13,7 +13,7 @@ from replication_admin.engine.dialects.base import (
     check_identifier,
 )
 from replication_admin.engine.objects import SnapshotLogObjects, key_columns, log_columns, rlog_key, rlog_name
-from replication_admin.engine.schema import TableInfo
+from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.engine.types import LogicalType, split_declared
 
 
@@ -23,6 +23,9 @@ class TextOnlyDialect(Dialect):
     mapping: dict[str, tuple[str, str | None]] = {}
     numeric_default = ""
     numeric_sized = ""
+
+    def retype_column_sql(self, table: str, column: str, after: Column) -> list[str]:
+        return [f"ALTER TABLE {table} ALTER COLUMN {self.quote(column)} {self.render_type(after.logical)}"]
 
     def render_type(self, logical: LogicalType) -> str:
         if logical.kind == "numeric":
