@@ -207,6 +207,19 @@ def reapply_losing_version(backup: ConflictBackup) -> str:
     return bidir_sync.reapply_losing_version(backup)
 
 
+def choose_held_version(actor: Actor, backup: ConflictBackup, choice: int, edited: dict | None) -> str:
+    """A person's pick for a held bi-directional conflict: kept on the conflict, and carried out by the sync
+    queued here (its pull meets the held change again and applies the pick, then the push sends the row)."""
+    with transaction.atomic():
+        ConflictBackup.objects.filter(pk=backup.pk, decision=ConflictBackup.HELD).update(
+            chosen=choice, chosen_row=edited, decided_at=timezone.now(), decided_by=actor.username
+        )
+    publication = find_publication(backup.item)
+    job = do_sync_publication(Actor.scheduler(), publication)
+    label = dict(ConflictBackup.CHOICES)[choice]
+    return f"{backup.table_name} {backup.primary_key}: {label} is carried out by sync job #{job.pk}"
+
+
 def do_purge_urplogs(actor: Actor) -> int:
     """repl_purge_urplogs(): on each subscriber, pushed changes older than its LAST_PUSH_TS minus
     snp_repl_purge_offset; on the publisher, pulled changes older than anything still in the

@@ -36,7 +36,7 @@ from replication_admin.bidir.objects import (
     subscriber_table,
 )
 from replication_admin.core import connections, spark_sizing
-from replication_admin.core.conflicts import new_guid, resolver_chain
+from replication_admin.core.conflicts import alert_held, key_text, new_guid, resolver_chain
 from replication_admin.core.locks import item_lock
 from replication_admin.core.spark import endpoint, spark_session
 from replication_admin.core.times import aware, naive_utc
@@ -97,19 +97,52 @@ BACKUP_FIELDS = [
 ]  # fmt: skip
 
 
+def _held_conflicts(publication, source: Server) -> dict[str, ConflictBackup]:
+    """The item's conflicts from `source` held for a person (decision 4), by key."""
+    held = ConflictBackup.objects.filter(
+        kind="snapshot", item=publication.item, source=source.name, decision=ConflictBackup.HELD
+    )
+    return {key_text((b.primary_key or {}).values()): b for b in held}
+
+
 def _conflict_actions(
     publication, pub: Side, source: Server, chunk: list[tuple[dict, dict]], job: JobRun
-) -> list[list]:
-    """The apply rows of a chunk of decided conflicts (typed row, decision). Their backups are saved first,
-    in one statement, pending: invisible until the apply that carries their decisions has committed
-    (`_settle`); a re-run updates the same rows."""
+) -> tuple[list[list], list[str]]:
+    """The apply rows of a chunk of decided conflicts (typed row, decision), and the changes held for a person
+    (they stay in the subscriber's log, which keeps the publisher's later versions of the row from it, and
+    nothing of them is applied). Backups are saved first, in one statement, pending: invisible until the apply
+    that carries their decisions has committed (`_settle`); a re-run updates the same rows. A held conflict's
+    backup is visible at once; once a person has picked a version, the next pull of its change carries it out."""
     d = pub.d
     guid_name = pub.layout.guid.dest
     rows: list[list] = []
     backups: list[ConflictBackup] = []
+    held_changes: list[str] = []
+    held = _held_conflicts(publication, source)
     for c, decision in chunk:
         code = int(decision["decision"])
         published, incoming = decision["pub"], decision["new"]
+        prior = held.get(key_text(incoming.get(k.dest) for k in pub.layout.keys))
+        if prior is not None and prior.change_guid != c["change_id"]:
+            # The row changed again on the subscriber: the held conflict follows its latest change.
+            ConflictBackup.objects.filter(pk=prior.pk).update(change_guid=c["change_id"], incoming_row=incoming)
+        if prior is not None and prior.chosen is not None:
+            code = prior.chosen
+            if code == 2:
+                decision = {**decision, "final": {**incoming, **(prior.chosen_row or {})}}
+            decision.update(resolver=f"decided by {prior.decided_by or 'a person'}", resolver_id=None)
+        elif prior is not None or code == ConflictBackup.HELD:
+            code = ConflictBackup.HELD
+            held_changes.append(c["change_id"])
+            if prior is None:
+                ConflictBackup.objects.update_or_create(
+                    item=publication.item, source=source.name, change_guid=c["change_id"],
+                    defaults=_backup_fields(publication, pub, source, c, decision, code, None, None, job),
+                )  # fmt: skip
+                alert_held(publication.item, source.name, {k.dest: incoming.get(k.dest) for k in pub.layout.keys})
+            decision["decision"] = code
+            continue
+        decision["decision"] = code
         if code == 1:
             action, written = ("W", incoming) if c["eff_op"] != "D" else ("D" if published else "N", None)
             winner, loser = (incoming if c["eff_op"] != "D" else None), published
@@ -122,29 +155,10 @@ def _conflict_actions(
             winner, loser = written, incoming
         backups.append(
             ConflictBackup(
-                item=publication.item,
-                source=source.name,
-                change_guid=c["change_id"],
-                pending=True,
-                kind="snapshot",
-                table_name=publication.table,
-                publisher=publication.server.name,
-                origin=sql.origin_of(c["change_id"]) or source.name,
-                primary_key={k.dest: incoming.get(k.dest) for k in pub.layout.keys},
-                conflict_type=c["conflict"],
-                operation=c["eff_op"],
-                decision=code,
-                resolver_id=decision.get("resolver_id"),
-                resolver=decision.get("resolver") or "default",
-                publisher_row=published,
-                incoming_row=incoming,
-                old_rowguid=c["old_guid"],
-                winning_row=winner,
-                losing_row=loser,
-                note=decision.get("note") or "",
-                job=job,
+                item=publication.item, source=source.name, change_guid=c["change_id"], pending=True,
+                **_backup_fields(publication, pub, source, c, decision, code, winner, loser, job),
             )
-        )
+        )  # fmt: skip
         values = written or {}
         key_values = [bind_value(_from_json(incoming[k.dest]), k.logical, d.name) for k in pub.layout.keys]
         row = [
@@ -163,7 +177,24 @@ def _conflict_actions(
         unique_fields=["item", "source", "change_guid"],
         update_fields=BACKUP_FIELDS,
     )
-    return rows
+    return rows, held_changes
+
+
+def _backup_fields(
+    publication, pub: Side, source: Server, c: dict, decision: dict, code: int, winner, loser, job
+) -> dict:
+    incoming = decision["new"]
+    return {
+        "kind": "snapshot", "table_name": publication.table, "publisher": publication.server.name,
+        "origin": sql.origin_of(c["change_id"]) or source.name,
+        "primary_key": {k.dest: incoming.get(k.dest) for k in pub.layout.keys}, "conflict_type": c["conflict"],
+        "operation": c["eff_op"], "decision": code, "resolver_id": decision.get("resolver_id"),
+        "resolver": decision.get("resolver") or "default", "publisher_row": decision["pub"],
+        "incoming_row": incoming, "old_rowguid": c["old_guid"], "winning_row": winner, "losing_row": loser,
+        "note": decision.get("note") or ("held: both sides keep their version until a person picks one"
+                                         if code == ConflictBackup.HELD else ""),
+        "job": job,
+    }  # fmt: skip
 
 
 def _integer_key(*sides: Side) -> str | None:
@@ -229,8 +260,11 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
     )
     subscriber_won: list[str] = []  # conflicts decided "subscriber wins": the publisher took their version
 
+    held: list[str] = []  # changes held for a person: they stay in the subscriber's log
+
     def on_conflicts(chunk: list[tuple[dict, dict]]) -> None:
-        rows = _conflict_actions(publication, pub, sub.server, chunk, job)
+        rows, held_here = _conflict_actions(publication, pub, sub.server, chunk, job)
+        held.extend(held_here)
         _insert_rows(pub.server, apply_stage, pub.table.schema, d_pub, sql.staging_columns(pub.layout), rows)
         subscriber_won.extend(c["change_id"] for c, decision in chunk if int(decision["decision"]) == 1)
 
@@ -265,7 +299,7 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
         result.conflicts - dropped,
         len(left),
     )
-    _consume(sub, pulled_stage, sorted(left), subscriber_won)
+    _consume(sub, pulled_stage, sorted(left | set(held)), subscriber_won)
     _forget(pub, replay, sub.server.name, (keys_stage, consumed_stage))
     pub.drop(keys_stage, apply_stage, consumed_stage)
     sub.drop(pulled_stage)
@@ -285,7 +319,10 @@ def _settle(publication, source: str, left: set[str]) -> int:
     with transaction.atomic():
         ordered = sorted(left)
         for start in range(0, len(ordered), 500):
-            dropped += pending.filter(change_guid__in=ordered[start : start + 500]).delete()[0]
+            chunk = pending.filter(change_guid__in=ordered[start : start + 500])
+            # A person's pick that could not be carried out this time: held again, the pick kept for the next.
+            chunk.exclude(chosen=None).update(pending=False, decision=ConflictBackup.HELD)
+            dropped += chunk.filter(chosen=None).delete()[0]
         pending.update(pending=False)
     return dropped
 

@@ -18,8 +18,9 @@ from replication_admin.conflicts.chains import (
 )
 from replication_admin.conflicts.runs import DryRunParams, ResolverDryRun
 from replication_admin.core import connections
+from replication_admin.core.alerts import safely_resolve
 from replication_admin.core.audit import Actor, record, require
-from replication_admin.core.conflicts import resolver_chain
+from replication_admin.core.conflicts import HELD_ALERT, held_target, resolver_chain
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.jobs import do_start_job
 from replication_admin.engine.resolvers import (
@@ -322,4 +323,65 @@ def do_reapply_conflict(actor: Actor, backup: ConflictBackup) -> str:
         raise
     ConflictBackup.objects.filter(pk=backup.pk).update(reapplied_by=actor.username)
     record(actor, "conflict.reapply", target, detail={"message": message})
+    return message
+
+
+def _edited_row(backup: ConflictBackup, edited: dict[str, str]) -> dict:
+    """The edited version's values (the form's texts) typed as the rows in the conflict hold them."""
+    key = set(backup.primary_key or {})
+    samples = {**(backup.incoming_row or {}), **(backup.publisher_row or {})}
+    row: dict = {}
+    for name in backup.columns:
+        if name in key or name.upper() == "ROWGUID" or name not in edited:
+            continue
+        text, sample = edited[name], samples.get(name)
+        if isinstance(sample, bool):
+            row[name] = text.strip().lower() in {"1", "true", "t", "yes", "on"}
+        elif isinstance(sample, int | float) and text.strip() == "":
+            row[name] = None
+        elif isinstance(sample, int):
+            try:
+                row[name] = int(text)
+            except ValueError:
+                raise ConflictError(f"column {name}: {text!r} is not a whole number") from None
+        elif isinstance(sample, float):
+            try:
+                row[name] = float(text)
+            except ValueError:
+                raise ConflictError(f"column {name}: {text!r} is not a number") from None
+        else:
+            row[name] = text
+    return row
+
+
+def do_decide_held(actor: Actor, backup: ConflictBackup, choice: int, edited: dict[str, str] | None = None) -> str:
+    """A person picks the version of a held conflict: the publisher's, the subscriber's, or an edited one. The
+    row then replicates to every copy (transactional: written on the publisher now; bi-directional: by the
+    sync queued now)."""
+    target = f"conflict #{backup.pk} ({backup.item})"
+    require(actor, OPERATE, "conflict.decide", target)
+    try:
+        if backup.decision != ConflictBackup.HELD:
+            raise ConflictError(f"conflict #{backup.pk} is not held: it was decided ({backup.get_decision_display()})")
+        if backup.chosen is not None:
+            raise ConflictError(
+                f"conflict #{backup.pk}: {backup.decided_by} picked {backup.get_chosen_display()}; the next sync "
+                "carries it out"
+            )
+        if choice not in dict(ConflictBackup.CHOICES):
+            raise ConflictError("pick the publisher's version (3), the subscriber's (1) or an edited one (2)")
+        row = _edited_row(backup, edited or {}) if choice == 2 else None
+        if backup.kind == "transactional":
+            message = trx_actions.choose_held_version(actor, backup, choice, row)
+        else:
+            message = bidir_actions.choose_held_version(actor, backup, choice, row)
+    except ReplicationError as exc:
+        _failed(actor, "conflict.decide", target, exc)
+        raise
+    record(actor, "conflict.decide", target, detail={"choice": choice, "edited": row, "message": message})
+    still = ConflictBackup.objects.filter(
+        item=backup.item, source=backup.source, decision=ConflictBackup.HELD, chosen=None
+    ).exists()
+    if not still:
+        safely_resolve(HELD_ALERT, held_target(backup.item, backup.source), f"decided by {actor.username}")
     return message

@@ -27,4 +27,5 @@ urlpatterns = [
     path("conflicts/export.csv", conflicts.conflict_export, name="conflicts-export"),
     path("conflicts/<int:pk>/", conflicts.conflict_detail, name="conflicts-detail"),
     path("conflicts/<int:pk>/reapply/", conflicts.conflict_reapply, name="conflicts-reapply"),
+    path("conflicts/<int:pk>/decide/", conflicts.conflict_decide, name="conflicts-decide"),
 ]

@@ -14,7 +14,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from replication_admin.conflicts import actions as resolver_actions
 from replication_admin.conflicts.forms import ConflictFilterForm
@@ -168,8 +168,38 @@ def conflict_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "resolver_row": SnapshotConflictResolver.objects.filter(pk=conflict.resolver_id).first()
         if conflict.resolver_id
         else None,
+        "editable": _editable(conflict),
     }
     return render(request, "replication_admin/conflicts/detail.html", context)
+
+
+def _editable(conflict: ConflictBackup) -> list[tuple[str, object]]:
+    """A held conflict's columns a person may edit (not the key, not ROWGUID), with the subscriber's values."""
+    if conflict.decision != ConflictBackup.HELD:
+        return []
+    start = conflict.incoming_row or conflict.publisher_row or {}
+    key = set(conflict.primary_key or {})
+    return [(n, start.get(n)) for n in conflict.columns if n not in key and n.upper() != "ROWGUID"]
+
+
+@require_POST
+def conflict_decide(request: HttpRequest, pk: int) -> HttpResponse:
+    """A person's pick for a held conflict: the publisher's version, the subscriber's, or the edited one."""
+    conflict = get_object_or_404(ConflictBackup, pk=pk)
+    try:
+        choice = int(request.POST.get("choice", ""))
+    except ValueError:
+        choice = 0
+    edited = {k[4:]: str(v) for k, v in request.POST.items() if k.startswith("col:")}
+    try:
+        message = resolver_actions.do_decide_held(Actor.from_request(request), conflict, choice, edited)
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    except ReplicationError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, message)
+    return redirect("conflicts-detail", pk=conflict.pk)
 
 
 @require_http_methods(["GET", "POST"])

@@ -265,6 +265,7 @@ def overview_context() -> dict:
         },
         "running": JobRun.objects.filter(state__in=[JobRun.State.QUEUED, JobRun.State.RUNNING]).count(),
         "failed_recent": JobRun.objects.filter(state=JobRun.State.FAILED, finished_at__gte=day_ago).count(),
+        "held_conflicts": ConflictBackup.objects.filter(decision=ConflictBackup.HELD).count(),
         "recent_jobs": JobRun.objects.all()[:10],
         "recent_audit": AuditEntry.objects.all()[:8],
         "alerts": list(open_alerts()[:20]),

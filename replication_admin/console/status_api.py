@@ -286,7 +286,9 @@ def status(request: HttpRequest) -> HttpResponse:
     day_ago = now - timedelta(days=1)
     snapshots, bidir, trx, events = snapshot_rows(), bidir_rows(), trx_rows(now), event_rows()
     conflicts = ConflictBackup.objects.aggregate(
-        total=Count("id"), last_24h=Count("id", filter=Q(created_at__gte=day_ago))
+        total=Count("id"),
+        last_24h=Count("id", filter=Q(created_at__gte=day_ago)),
+        held=Count("id", filter=Q(decision=ConflictBackup.HELD)),  # waiting for a person to pick a version
     )
     states = _states(snapshots, bidir, trx, events)
     return JsonResponse({

@@ -4,6 +4,7 @@ and never while a transaction on a replicated database is open."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from django.db import models
 
 from jobs.resolve import decide_rows
+from replication_admin.core.alerts import safely_raise
 from replication_admin.core.spark import spark_session
 from replication_admin.engine.resolvers import DEFAULT_DECISION, ResolverColumn, ResolverSpec, to_json_value
 from replication_admin.models import SnapshotConflictResolver, TransactionalConflictResolver
@@ -38,6 +40,11 @@ def resolver_chain(table_name: str, model: ResolverModel = SnapshotConflictResol
 def json_row(values: dict[str, Any]) -> dict[str, Any]:
     """A row's values as the conflict inbox and the resolvers see them (JSON-safe)."""
     return {k: to_json_value(v) for k, v in values.items()}
+
+
+def key_text(values) -> str:
+    """A primary key's values as one comparable text (decoded values and a backup's JSON key alike)."""
+    return json.dumps([str(v) for v in values])
 
 
 def new_guid(server_name: str) -> str:
@@ -69,3 +76,20 @@ def decide(
     if not any(spec.cr_type in types for spec in chain):
         return [default_decision(c) for c in conflicts]
     return decide_rows(spark_session(), conflicts, chain, columns)
+
+
+HELD_ALERT = "conflict_held"
+
+
+def held_target(item: str, source: str) -> str:
+    return f"{item} from {source}"
+
+
+def alert_held(item: str, source: str, key: dict) -> None:
+    """A conflict was held for a person: an alert until every held conflict of the item from `source` is decided."""
+    safely_raise(
+        HELD_ALERT, held_target(item, source),
+        f"a conflict on {item} from {source} ({', '.join(f'{k}={v}' for k, v in key.items())}) is held: "
+        "pick the version in the conflict inbox",
+        "/conflicts/?decision=4",
+    )  # fmt: skip

@@ -40,6 +40,7 @@ CODE_NAMES = {
     1: "subscriber wins",
     2: "subscriber wins, origin changes to the publisher",
     3: "publisher wins",
+    4: "held for a person to decide",
     5: "ignore",
 }
 QUALIFIERS = {"pub": "p", "new": "n", "old": "o"}
@@ -61,12 +62,15 @@ class ConflictType:
 
 
 # Virtuoso: 2 only for I and U, 5 only for D; when no resolver decides, I and U -> publisher wins, D -> ignore.
+# 4, reserved there, holds the conflict for a person (the `manual` class: EDB's pending conflicts, SymmetricDS's
+# MANUAL resolution).
+HELD = 4
 CONFLICT_TYPES: dict[str, ConflictType] = {
     t.code: t
     for t in (
-        ConflictType("I", "insert", (0, 1, 2, 3), 3),
-        ConflictType("U", "update", (0, 1, 2, 3), 3),
-        ConflictType("D", "delete", (0, 1, 3, 5), 5),
+        ConflictType("I", "insert", (0, 1, 2, 3, HELD), 3),
+        ConflictType("U", "update", (0, 1, 2, 3, HELD), 3),
+        ConflictType("D", "delete", (0, 1, 3, HELD, 5), 5),
     )
 }
 CR_TYPES = tuple(CONFLICT_TYPES)
@@ -167,6 +171,10 @@ RESOLVER_CLASSES: dict[str, ResolverClass] = _register(
         "add", "add of a column", "the subscriber's change of a column is added to the publisher's value",
         _on_column(lambda c: ("2", {c.name: f"{c.pub} + ({c.new} - {c.old})"})),
         conflict_types=("I", "U"), column=NUMERIC, needs_old_row=True,
+    ),
+    ResolverClass(
+        "manual", "held for a person", "both sides keep their version until a person picks one in the conflict inbox",
+        lambda _: (str(HELD), {}),
     ),
     ResolverClass(CUSTOM, "custom", "your own expression", lambda _: ("0", {}), written=True),
 )  # fmt: skip

@@ -563,8 +563,12 @@ class ConflictBackup(models.Model):
         (1, "subscriber wins"),
         (2, "subscriber wins, origin changed"),
         (3, "publisher wins"),
+        (4, "held for a person to decide"),
         (5, "ignored"),
     ]
+    HELD = 4
+    # What a person may pick for a held conflict (the decision it becomes).
+    CHOICES = [(3, "the publisher's version"), (1, "the subscriber's version"), (2, "an edited version")]
     KINDS = [("snapshot", "bi-directional snapshot"), ("transactional", "transactional")]
 
     kind = models.CharField(max_length=20, choices=KINDS, default="snapshot", db_column="RC_KIND")
@@ -597,6 +601,12 @@ class ConflictBackup(models.Model):
     reapplied_by = models.CharField(max_length=150, blank=True, db_column="RC_REAPPLIED_BY")
     notified = models.BooleanField(default=False, db_column="RC_NOTIFIED")
     pending = models.BooleanField(default=False, db_column="RC_PENDING")
+    # A held conflict (decision 4) decided by a person: what was picked (CHOICES), the edited version, who, when.
+    # Bi-directional: the next sync carries it out (the change waits in the subscriber's log until then).
+    chosen = models.IntegerField(null=True, blank=True, choices=CHOICES, db_column="RC_CHOSEN")
+    chosen_row = models.JSONField(null=True, blank=True, db_column="RC_CHOSEN_ROW")
+    decided_at = models.DateTimeField(null=True, blank=True, db_column="RC_DECIDED_AT")
+    decided_by = models.CharField(max_length=150, blank=True, db_column="RC_DECIDED_BY")
 
     with_pending = models.Manager()
     objects = AppliedConflicts()
@@ -608,7 +618,7 @@ class ConflictBackup(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.UniqueConstraint(fields=["item", "source", "change_guid"], name="repl_conflict_one_per_change"),
-            models.CheckConstraint(condition=Q(decision__in=[1, 2, 3, 5]), name="repl_conflict_decision"),
+            models.CheckConstraint(condition=Q(decision__in=[1, 2, 3, 4, 5]), name="repl_conflict_decision"),
         ]
         indexes = [
             models.Index(fields=["item", "conflict_type", "decision"], name="repl_conflict_filter"),

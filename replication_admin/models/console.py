@@ -202,6 +202,8 @@ class Alert(models.Model):
         LAG = "lag", "lag over threshold"
         EVENT_ERROR = "event_error", "scheduled event failed"
         SERVER_UNREACHABLE = "server_unreachable", "server unreachable"
+        SCHEMA_CHANGE = "schema_change", "schema change awaiting approval"
+        CONFLICT_HELD = "conflict_held", "conflict held for a person"
 
     kind = models.CharField(max_length=24, choices=Kind.choices, db_column="AL_KIND")
     target = models.CharField(max_length=300, db_column="AL_TARGET")

@@ -595,6 +595,11 @@ def reapply_losing_version(backup: ConflictBackup) -> str:
     return trx_push.reapply_losing_version(backup)
 
 
+def choose_held_version(actor: Actor, backup: ConflictBackup, choice: int, edited: dict | None) -> str:
+    """The conflict inbox's pick for a held transactional conflict, written on the publisher at once."""
+    return trx_push.carry_out_choice(backup, choice, edited, actor.username)
+
+
 def do_set_ack_policy(actor: Actor, account: ReplAccount, policy: str, timeout: float | None = None) -> str:
     """REPL_PUB_ACK and the publication page: what REPL_WAIT waits for after a commit, and how long."""
     target = f"{account.server}/{account.account}"

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from replication_admin.core import connections
+from replication_admin.core.conflicts import key_text
 from replication_admin.core.introspection import lookup_table, with_constraints
 from replication_admin.core.transactions import (
     run_each,
@@ -42,6 +43,8 @@ class Target:
     tables: dict[str, TableInfo] = field(default_factory=dict)
     source_dialect: str = ""  # the publisher's: a schema change's column rows are read with it
     replay_user: str = ""  # REPL_SUBSCRIBE's replaying user: the rows are written with its privileges
+    # Rows of held conflicts (table, key_text): the subscriber keeps its version until a person decides.
+    held: set[tuple[str, str]] = field(default_factory=set)
 
     @property
     def d(self):
@@ -142,6 +145,8 @@ class _Replay:
                 table, codec = self.codec(entry.table, entry.new)
                 row = codec.row(entry.new)
                 key = codec.key_of(row)
+                if self.target.held and (entry.table, key_text(key)) in self.target.held:
+                    continue
                 if entry.op == "U" and entry.old is not None:
                     old_key = codec.key(entry.old)
                     if old_key != key:
@@ -149,7 +154,9 @@ class _Replay:
                 self._pend(table, False, key, row)
                 continue
             assert entry.old is not None
-            self.delete(self.target.table(entry.table), self.codec(entry.table, entry.old)[1].key(entry.old))
+            key = self.codec(entry.table, entry.old)[1].key(entry.old)
+            if not (self.target.held and (entry.table, key_text(key)) in self.target.held):
+                self.delete(self.target.table(entry.table), key)
 
     def codec(self, name: str, image: dict) -> tuple[TableInfo, sql.RowCodec]:
         """The subscriber's table as far as `image` carries columns, and its codec: a row is written with the

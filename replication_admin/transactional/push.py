@@ -7,7 +7,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from replication_admin.core import connections
-from replication_admin.core.conflicts import decide, default_decision, json_row, new_guid, resolver_chain
+from replication_admin.core.conflicts import (
+    alert_held,
+    decide,
+    default_decision,
+    json_row,
+    key_text,
+    new_guid,
+    resolver_chain,
+)
 from replication_admin.core.introspection import lookup_table
 from replication_admin.core.transactions import (
     run_in_transaction,
@@ -15,7 +23,7 @@ from replication_admin.core.transactions import (
 )
 from replication_admin.engine import levels
 from replication_admin.engine import transactional_sql as sql
-from replication_admin.engine.resolvers import DEFAULT_DECISION, ResolverColumn, spark_type
+from replication_admin.engine.resolvers import DEFAULT_DECISION, HELD, ResolverColumn, spark_type
 from replication_admin.engine.schema import TableInfo
 from replication_admin.models import (
     ConflictBackup,
@@ -119,6 +127,15 @@ def _decide_all(pending: list[tuple[TableInfo, dict]], chains: dict[str, list], 
             decisions[conflict["key"]] = {"input": conflict, **decision}
 
 
+def held_keys(publisher: str, subscriber: str) -> dict[tuple[str, str], int]:
+    """The keys of `subscriber`'s held conflicts (decision 4, a person has not decided): (table, key text) ->
+    the backup. Neither side's later changes of such a row are applied on the other until it is decided."""
+    held = ConflictBackup.objects.filter(
+        kind="transactional", publisher=publisher, source=subscriber, decision=ConflictBackup.HELD
+    ).values_list("pk", "table_name", "primary_key")
+    return {(table, key_text((key or {}).values())): pk for pk, table, key in held}
+
+
 def _current(cursor, d, table: TableInfo, key: list) -> dict | None:
     row = cursor.execute(sql.row_select_sql(d, table), key).fetchone()
     return None if row is None else json_row(dict(zip([c.name for c in table.columns], row, strict=True)))
@@ -184,14 +201,20 @@ def _push_work(
         cursor.execute(statement)
     conflicted = False
     undecided: list[tuple[TableInfo, dict]] = []
+    held = held_keys(acct.server, subscriber)
     for entry in txn.entries:
         if entry.op not in ("I", "U", "D") or entry.table not in tables:
             continue  # calls and other tables are not replicated back
         table = tables[entry.table]
         image = entry.new if entry.op != "D" else entry.old
         key = sql.key_values(image, table, d.name)
-        current = _current(cursor, d, table, key)
         incoming = json_row(entry.new) if entry.new else None
+        behind = held.get((table.name, key_text(key)))
+        if behind is not None:
+            # A later change of a held row waits behind the conflict: the person's pick covers it.
+            backups.append({"behind": behind, "incoming_row": incoming, "operation": entry.op})
+            continue
+        current = _current(cursor, d, table, key)
         old = json_row(entry.old) if entry.old else None
         ctype = _classify(entry.op, current, old)
         if ctype is None:
@@ -213,6 +236,15 @@ def _push_work(
             continue
         code = int(decision["decision"]) or DEFAULT_DECISION[ctype]
         fresh = new_guid(acct.server)
+        if code == HELD:
+            # Held: nothing is written; each side keeps its version until a person picks one (conflict inbox).
+            held[(table.name, key_text(key))] = 0
+            backups.append(
+                _backup(acct, table, txn, subscriber, entry, key, current, incoming or old, ctype, code, None, None)
+                | {"resolver_id": decision.get("resolver_id"), "resolver": decision.get("resolver") or "default",
+                   "note": "held: both sides keep their version until a person picks one"}
+            )  # fmt: skip
+            continue
         if code == 1:
             _write(cursor, d, table, entry.op, entry.new, key)
             winner, loser = incoming, current
@@ -279,10 +311,14 @@ def _backup(
 
 
 def _save_pending(subscriber: str, backups: list[dict]) -> None:
-    """Backups keyed by (item, source, change): a retried attempt updates the rows it saved before."""
+    """Backups keyed by (item, source, change): a retried attempt updates the rows it saved before. A change
+    behind a held conflict becomes that conflict's subscriber version (the latest)."""
     with transaction.atomic():
         for backup in backups:
             fields = dict(backup)
+            if "behind" in fields:
+                ConflictBackup.with_pending.filter(pk=fields.pop("behind")).update(**fields)
+                continue
             ConflictBackup.with_pending.update_or_create(
                 item=fields.pop("item"), source=subscriber, change_guid=fields.pop("change_guid"), defaults=fields
             )
@@ -291,9 +327,13 @@ def _save_pending(subscriber: str, backups: list[dict]) -> None:
 def _show_backups(subscriber: str, backups: list[dict]) -> None:
     """The publisher transaction committed: its conflict backups become visible in the inbox."""
     for backup in backups:
+        if "behind" in backup:
+            continue
         ConflictBackup.with_pending.filter(
             item=backup["item"], source=subscriber, change_guid=backup["change_guid"], pending=True
         ).update(pending=False)
+        if backup["decision"] == HELD:
+            alert_held(backup["item"], subscriber, backup["primary_key"])
 
 
 def settle_pending_backups(publisher: str, subscriber: str, pushed: int) -> None:
@@ -402,3 +442,42 @@ def reapply_losing_version(backup) -> str:
         message = f"wrote the losing version of {backup.primary_key} on {server.name}; the next syncs send it on"
     ConflictBackup.objects.filter(pk=backup.pk).update(reapplied_at=timezone.now())
     return message
+
+
+def carry_out_choice(backup: ConflictBackup, choice: int, edited: dict | None, by: str) -> str:
+    """A person's pick for a held transactional conflict, written on the publisher as a change of its own (a new
+    ROWGUID of the publisher's), so the next syncs bring every subscriber, the originator too, to it. The hold
+    is released first: the subscriber then applies what follows for the row again."""
+    server = server_named(backup.publisher)
+    table = describe(server, backup.table_name)
+    d = _d(server)
+    key = sql.key_values(backup.primary_key or {}, table, d.name)
+    with connections.connect(server) as conn:
+        current = _current(conn.cursor(), d, table, key)
+    subscriber_row = backup.incoming_row if backup.operation != "D" else None
+    if choice == 3:
+        version = current
+    elif choice == 1:
+        version = subscriber_row
+    else:
+        version = {**(subscriber_row or current or {}), **(edited or {}), **(backup.primary_key or {})}
+    ConflictBackup.objects.filter(pk=backup.pk, decision=ConflictBackup.HELD).update(
+        decision=choice, chosen=choice, chosen_row=edited, winning_row=version,
+        losing_row=subscriber_row if choice == 3 else current, decided_at=timezone.now(), decided_by=by,
+    )  # fmt: skip
+    if version is None:
+        if current is None:
+            # Neither keeps the row, but the subscriber may: a write and a delete make every copy drop it.
+            row = {**(backup.incoming_row or backup.publisher_row or {}), sql.ROWGUID_COLUMN: new_guid(server.name)}
+            statements = [
+                (sql.upsert_sql(d, table, 1), sql.row_values(row, table, d.name)),
+                (sql.delete_sql(d, table), key),
+            ]
+        else:
+            statements = [(sql.delete_sql(d, table), key)]
+        run_in_transaction(server, statements)
+        return f"{backup.table_name} {backup.primary_key}: deleted everywhere with the next syncs"
+    row = {**version, sql.ROWGUID_COLUMN: new_guid(server.name)}
+    run_in_transaction(server, [(sql.upsert_sql(d, table, 1), sql.row_values(row, table, d.name))])
+    label = dict(ConflictBackup.CHOICES)[choice]
+    return f"{backup.table_name} {backup.primary_key}: {label} goes to every copy with the next syncs"

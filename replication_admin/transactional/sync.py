@@ -68,7 +68,7 @@ from replication_admin.transactional.positions import (
     set_state,
     subscriber_position,
 )
-from replication_admin.transactional.push import Reinitialise, push
+from replication_admin.transactional.push import Reinitialise, held_keys, push
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +198,10 @@ def sync_once(
             # logged there with the publisher as its origin) comes back to the originator in this sync.
             pub_count = publisher_count(pub_server, sub.account)
             outcome.publisher_count, outcome.publisher_level = pub_count, levels.level_of(pub_count)
-    target = Target(sub_server, sub.server, sub.account, source_dialect=pub_server.dialect, replay_user=sub.replay_user)
+    target = Target(
+        sub_server, sub.server, sub.account, source_dialect=pub_server.dialect, replay_user=sub.replay_user,
+        held=set(held_keys(sub.server, sub.subscriber)) if acct.is_updateable else set(),
+    )  # fmt: skip
     batch = RegistryEntry.get_int("repl_apply_batch")
     goal = pub_count if max_transactions is None else min(pub_count, count + max_transactions)
     while count < goal:

@@ -65,6 +65,7 @@ def test_the_forms_offer_todays_classes_and_types_from_the_registry():
         "min": "min — the row with the smaller value of a column wins",
         "max": "max — the row with the larger value of a column wins",
         "ave": "ave — the column becomes the average of both rows",
+        "manual": "manual — both sides keep their version until a person picks one in the conflict inbox",
         "custom": "custom — your own expression",
     }  # add needs the old row, which a bi-directional snapshot does not have
     assert form.fields["column"].help_text == "min, max and ave compare this column"
@@ -80,6 +81,7 @@ def test_the_forms_offer_todays_classes_and_types_from_the_registry():
         "max": "max of a column",
         "ave": "ave of a column",
         "add": "add of a column",
+        "manual": "held for a person",
     }
     assert wizard.fields["column_U"].label == "column (min, max, ave, add)"
     assert WIZARD_CR_TYPES == (("U", "update"), ("I", "insert"), ("D", "delete"))

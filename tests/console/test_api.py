@@ -104,6 +104,7 @@ def catalog(db) -> dict:
     conflict(2, "snapshot", "U", 3)
     conflict(3, "transactional", "I", 1)
     conflict(4, "snapshot", "D", 5, days_ago=3)
+    conflict(5, "transactional", "U", ConflictBackup.HELD, days_ago=2)  # held for a person
     return {"success": success, "failure": failure, "publication": publication}
 
 
@@ -225,7 +226,7 @@ def test_the_status_reports_bidirectional_publications_with_their_subscribers(cl
 def test_the_status_counts_failed_jobs_and_conflicts_and_lists_failing_events(client, tokens, catalog):
     body = status(client)
     assert body["jobs"] == {"failed_last_24h": 1}
-    assert body["conflicts"] == {"total": 4, "last_24h": 3}
+    assert body["conflicts"] == {"total": 5, "last_24h": 3, "held": 1}
     assert [(e["name"], e["last_error"], e["state"]) for e in body["scheduled_events_failing"]] == [
         ("typo", "syntax", "failing")
     ]
@@ -237,7 +238,7 @@ def test_an_empty_catalog_is_ok(client, tokens):
     body = status(client)
     assert body["state"] == "ok"
     assert body["snapshots"] == body["transactional_publications"] == body["bidirectional_publications"] == []
-    assert body["conflicts"] == {"total": 0, "last_24h": 0}
+    assert body["conflicts"] == {"total": 0, "last_24h": 0, "held": 0}
 
 
 def test_reading_the_status_writes_nothing(client, tokens, catalog):

@@ -147,7 +147,7 @@ def test_allowed_functions_and_operators_are_accepted(expression):
         ("cast(pub.name AS map<string, int>)", "casts to MAP<STRING, INT>"),
         ("pub.price > 1", "is a condition (true/false)"),
         ("7", "returns 7, which is not a code of an update resolver"),
-        ("CASE WHEN pub.price > 1 THEN 4 ELSE 0 END", "returns 4"),
+        ("CASE WHEN pub.price > 1 THEN 6 ELSE 0 END", "returns 6"),
         ("-1", "returns -1"),
         ("'3'", "returns the text '3'"),
         ("new.name", "returns text (new.name); a resolver returns an integer code (0 undecided"),
@@ -378,7 +378,8 @@ def test_conflict_types_are_defined_once_with_their_labels_codes_and_defaults():
     assert CR_TYPES == ("I", "U", "D")
     assert TYPE_NAMES == {"I": "insert", "U": "update", "D": "delete"}
     assert DEFAULT_DECISION == {"I": 3, "U": 3, "D": 5}  # I and U: publisher wins; D: ignore
-    assert VALID_CODES == {"I": (0, 1, 2, 3), "U": (0, 1, 2, 3), "D": (0, 1, 3, 5)}
+    # 4 (reserved in the reference) holds the conflict for a person: the manual class.
+    assert VALID_CODES == {"I": (0, 1, 2, 3, 4), "U": (0, 1, 2, 3, 4), "D": (0, 1, 3, 4, 5)}
     assert all(t.default_decision in t.valid_codes for t in CONFLICT_TYPES.values())
     assert check_conflict_type("D") == "D"
     with pytest.raises(ResolverError, match=r"resolver type must be I \(insert\), U \(update\) or D \(delete\)"):
@@ -386,14 +387,14 @@ def test_conflict_types_are_defined_once_with_their_labels_codes_and_defaults():
 
 
 def test_the_registry_holds_the_classes_in_declaration_order_and_what_each_fits():
-    assert tuple(RESOLVER_CLASSES) == ("pub_wins", "sub_wins", "min", "max", "ave", "add", "custom")
-    assert class_names(transactional=False) == ("pub_wins", "sub_wins", "min", "max", "ave", "custom")
+    assert tuple(RESOLVER_CLASSES) == ("pub_wins", "sub_wins", "min", "max", "ave", "add", "manual", "custom")
+    assert class_names(transactional=False) == ("pub_wins", "sub_wins", "min", "max", "ave", "manual", "custom")
     assert class_names(transactional=True) == tuple(RESOLVER_CLASSES)
     assert [c.name for c in RESOLVER_CLASSES.values() if c.needs_column] == ["min", "max", "ave", "add"]
     assert [c.name for c in RESOLVER_CLASSES.values() if c.written] == ["custom"]
     assert {c.name: c.conflict_types for c in RESOLVER_CLASSES.values()} == {
         "pub_wins": CR_TYPES, "sub_wins": CR_TYPES, "min": ("I", "U"), "max": ("I", "U"), "ave": ("I", "U"),
-        "add": ("I", "U"), "custom": CR_TYPES,
+        "add": ("I", "U"), "manual": CR_TYPES, "custom": CR_TYPES,
     }  # fmt: skip
     assert resolver_class(" MIN ").name == "min"
     with pytest.raises(ResolverError, match="unknown resolver class 'bogus'; the classes are pub_wins, sub_wins"):

@@ -447,7 +447,7 @@ def test_the_new_functions_are_registered_under_their_reference_names():
         ("SUB_SCHEDULE ('rep1', 'tbl', 525601)", "interval (minutes) must be a whole number from 0 to 525600"),
         # conflict resolvers
         ("REPL_ADD_CR ('items', 'X', 's', 1, 'min', 'price')", "conflict type must be 'I', 'U' or 'D'"),
-        ("REPL_ADD_CR ('items', 'U', 's', 1, 'median', 'price')", "the class must be one of pub_wins, sub_wins, min, max, ave, add, custom"),
+        ("REPL_ADD_CR ('items', 'U', 's', 1, 'median', 'price')", "the class must be one of pub_wins, sub_wins, min, max, ave, add, manual, custom"),
         ("REPL_ADD_CR ('a.b.c', 'U', 's', 1, 'min', 'price')", "at most two parts"),
     ],
 )  # fmt: skip
