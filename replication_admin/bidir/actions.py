@@ -16,6 +16,7 @@ from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import require_table
 from replication_admin.core.jobs import do_start_job
+from replication_admin.core.schema_follow import live_definition
 from replication_admin.engine.statements import Name
 from replication_admin.models import (
     AuditEntry,
@@ -79,6 +80,7 @@ def do_create_publication(actor: Actor, server: Server, table: str) -> SnapshotP
             raise BidirError(f"{server.name}.{info.name} is a subscriber's copy; it cannot also be published")
         publication = SnapshotPublication(item=item, type=TABLE, server=server, table=info.name)
         bidir_objects.create_objects(server, info, publication, publisher=True)
+        publication.definition = live_definition(server, info.name) or []  # with its ROWGUID column
     except ReplicationError as exc:
         _failed(actor, "bidir.publish", target, exc)
         raise

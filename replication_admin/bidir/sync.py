@@ -38,6 +38,7 @@ from replication_admin.bidir.objects import (
 from replication_admin.core import connections, spark_sizing
 from replication_admin.core.conflicts import alert_held, key_text, new_guid, resolver_chain
 from replication_admin.core.locks import item_lock
+from replication_admin.core.schema_follow import bring_copy, changes_between, live_definition, record_followed
 from replication_admin.core.spark import endpoint, spark_session
 from replication_admin.core.times import aware, naive_utc
 from replication_admin.core.transactions import (
@@ -46,6 +47,7 @@ from replication_admin.core.transactions import (
     run_each,
 )
 from replication_admin.engine import bidir_sql as sql
+from replication_admin.engine import schema_changes
 from replication_admin.engine.resolvers import spark_type
 from replication_admin.engine.snapshot_log import rlog_name
 from replication_admin.engine.values import bind_value
@@ -53,6 +55,7 @@ from replication_admin.models import (
     ConflictBackup,
     JobRun,
     RegistryEntry,
+    SchemaChange,
     Server,
     SnapshotConflictResolver,
     SnapshotPublication,
@@ -457,6 +460,34 @@ def _push_window(pub: Side, sub: Side, replay: str, since: datetime) -> int:
     return 0 if {r[0] for r in ids} <= {r[0] for r in applied} else len(ids)
 
 
+def follow_publisher(publication, subscriptions: list, log) -> list[str]:
+    """The subscribers' copies follow the publisher table's schema changes since the last sync, before anything
+    moves (ADD, DROP, RENAME COLUMN and type changes; the triggers name only the key and ROWGUID, so they stay).
+    Returns the changes in words."""
+    server = publication.server
+    rows = live_definition(server, publication.table)
+    if rows is None:
+        return []
+    if not publication.definition:
+        SnapshotPublication.objects.filter(pk=publication.pk).update(definition=rows)
+        return []
+    if schema_changes.digest(rows) == schema_changes.digest(publication.definition):
+        return []
+    found = changes_between(server, publication.table, publication.definition, rows)
+    ddl = {}
+    for subscription in subscriptions:
+        copy = Server.objects.get(name=subscription.server)
+        ddl[copy.name] = bring_copy(copy, publication.table, found)
+    record_followed(
+        SchemaChange.Kind.BIDIR, server, publication.table, publication.item, publication.definition, rows, found, ddl
+    )
+    SnapshotPublication.objects.filter(pk=publication.pk).update(definition=rows)
+    texts = [str(c) for c in found]
+    for text in texts:
+        log(f"the publisher's table changed: {text}; the subscribers follow")
+    return texts
+
+
 def sync_publication(job: JobRun, reporter, publication_id: int) -> dict:
     publication = SnapshotPublication.objects.select_related("server").get(pk=publication_id)
     tolerance = RegistryEntry.get_int("snp_repl_tolerance_offset")
@@ -465,12 +496,13 @@ def sync_publication(job: JobRun, reporter, publication_id: int) -> dict:
     errors: list[str] = []
     with item_lock(lock_name(publication), job), connections.reuse():
         assert publication.server is not None
-        pub_table = publisher_table(publication)
-        layout = sql.Layout.of(pub_table)
-        pub = Side.of(publication.server, pub_table, layout)
         subscriptions = list(
             SnapshotSubscription.objects.filter(item=publication.item, type=publication.type, init_state="done")
         )
+        summary["schema_changes"] = follow_publisher(publication, subscriptions, reporter.log)
+        pub_table = publisher_table(publication)
+        layout = sql.Layout.of(pub_table)
+        pub = Side.of(publication.server, pub_table, layout)
         with reporter.phase("spark_session"):
             spark = spark_session()
         sides: dict[int, Side] = {}

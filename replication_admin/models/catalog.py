@@ -104,6 +104,9 @@ class Snapshot(models.Model):
     dest_table = models.CharField(max_length=255, db_column="SN_DEST_TABLE")
     source_columns = models.TextField(blank=True, db_column="SN_COLUMNS")
     condition = models.TextField(blank=True, db_column="SN_CONDITION")
+    # An incremental snapshot's source table as last followed (engine.schema_changes' column rows): a refresh
+    # compares the live table with it and brings the destination along (docs/schema-changes.md).
+    definition = models.JSONField(default=list, blank=True, db_column="SN_DEFINITION")
     created_at = models.DateTimeField(auto_now_add=True, db_column="SN_CREATED_AT")
 
     class Meta:
@@ -163,6 +166,8 @@ class SnapshotPublication(models.Model):
     )
     # Extra columns: the published table's name on its server, and the last sync's outcome.
     table = models.CharField(max_length=255, blank=True, db_column="SP_TABLE")
+    # The publisher's table as its subscribers last followed it (engine.schema_changes' column rows).
+    definition = models.JSONField(default=list, blank=True, db_column="SP_DEFINITION")
     last_sync_at = models.DateTimeField(null=True, blank=True, db_column="SP_LAST_SYNC_AT")
     last_sync_error = models.TextField(blank=True, db_column="SP_LAST_SYNC_ERROR")
     created_at = models.DateTimeField(auto_now_add=True, db_column="SP_CREATED_AT")
@@ -652,9 +657,17 @@ class SchemaChange(models.Model):
         PENDING = "pending", "pending approval"
         APPLIED = "applied", "applied"
 
+    class Kind(models.TextChoices):
+        TRANSACTIONAL = "trx", "transactional publication"
+        SNAPSHOT = "snapshot", "snapshot source"
+        BIDIR = "bidir", "bi-directional publication"
+
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.TRANSACTIONAL, db_column="SC_KIND")
     server = models.CharField(max_length=128, db_column="SC_SERVER")
-    account = models.CharField(max_length=128, db_column="SC_ACCOUNT")
+    account = models.CharField(max_length=128, blank=True, db_column="SC_ACCOUNT")
     table = models.CharField(max_length=320, db_column="SC_TABLE")
+    # The snapshot (its name) or bi-directional publication (its item) whose copies followed.
+    snapshot = models.CharField(max_length=320, blank=True, db_column="SC_ITEM")
     state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING, db_column="SC_STATE")
     before = models.JSONField(default=list, db_column="SC_BEFORE")  # column rows (engine.schema_changes)
     after = models.JSONField(default=list, db_column="SC_AFTER")
@@ -677,4 +690,9 @@ class SchemaChange(models.Model):
         return f"{self.server}/{self.account} {self.table}: " + "; ".join(c["text"] for c in self.changes)
 
     def get_absolute_url(self) -> str:
+        if self.kind == self.Kind.SNAPSHOT:
+            return reverse("snapshots-detail", args=[self.snapshot])
+        if self.kind == self.Kind.BIDIR:
+            publication = SnapshotPublication.objects.filter(item=self.snapshot).first()
+            return publication.get_absolute_url() if publication else reverse("publications")
         return reverse("trx-publications-detail", args=[self.server, self.account]) + "#schema-changes"

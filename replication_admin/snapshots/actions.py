@@ -32,6 +32,7 @@ from replication_admin.models import (
 from replication_admin.snapshots.runs import RefreshParams, RepairParams, SnapshotRefresh, SnapshotRepair
 from replication_admin.snapshots.selectors import snapshot_name
 from replication_admin.snapshots.shapes import SnapshotError
+from replication_admin.snapshots.source_schema import source_definition
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
@@ -264,7 +265,7 @@ def do_create_inc_snapshot(
     snapshot = Snapshot(
         name=snapshot_name(dest, real), query=shape.sql, is_incremental=1, source_server=source,
         source_table=info.name, dest_server=dest, dest_table=real, source_columns=columns or "",
-        condition=condition or "",
+        condition=condition or "", definition=source_definition(source, info.name) or [],
     )  # fmt: skip
     return _register(actor, "snapshot.create", snapshot, created)
 

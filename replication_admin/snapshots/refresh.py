@@ -36,6 +36,7 @@ from replication_admin.engine.snapshot_log import rlog_name, rplog_ddl
 from replication_admin.engine.values import bind_value
 from replication_admin.models import JobRun, RegistryEntry, Server, Snapshot, SnapshotLog
 from replication_admin.snapshots.shapes import SnapshotError, shape_of
+from replication_admin.snapshots.source_schema import follow_source
 
 
 def _spark_safe(d, name: str) -> bool:
@@ -287,6 +288,7 @@ def refresh_snapshot(job: JobRun, reporter, name: str, nonincremental: bool = Fa
     snapshot = _snapshot_named(name)
     with item_lock(f"snapshot:{snapshot.name}", job), connections.reuse():
         snapshot.refresh_from_db()
+        follow_source(snapshot, reporter.log)
         shape = shape_of(snapshot)
         if snapshot.is_incremental is not None and not nonincremental:
             log = snapshot_log_for(snapshot)

@@ -15,10 +15,13 @@ from replication_admin.core import connections
 from replication_admin.core.audit import Actor
 from replication_admin.core.introspection import require_table
 from replication_admin.engine import dialects
-from replication_admin.models import AuditEntry, ReplSubscriber, SchemaChange, Server
+from replication_admin.models import AuditEntry, ReplSubscriber, SchemaChange, Server, Snapshot
 from replication_admin.statements import execute
 from replication_admin.transactional import schema as trx_schema
 from replication_admin.transactional.actions import do_approve_schema_change
+from tests.bidir.test_bidir_sync import nodes as bidir_nodes  # noqa: F401 - the bi-directional fixture
+from tests.bidir.test_bidir_sync import sql as bidir_sql
+from tests.bidir.test_bidir_sync import sync as bidir_sync
 from tests.tables import execute as run_sql
 from tests.tables import fetch_all
 
@@ -45,14 +48,14 @@ def publish(source: Server, dest: Server, rows: int = 40) -> None:
         f"REPL_INIT_COPY ('{source.name}', 's')", dest)  # fmt: skip
 
 
-def content(server: Server, columns: list[str]) -> list[tuple]:
+def content(server: Server, columns: list[str], table: str = "stock") -> list[tuple]:
     quote = q(server)
-    rows = fetch_all(server, f"SELECT {', '.join(quote(c) for c in columns)} FROM {quote('stock')} ORDER BY id")
+    rows = fetch_all(server, f"SELECT {', '.join(quote(c) for c in columns)} FROM {quote(table)} ORDER BY id")
     return [tuple(None if v is None else str(v) for v in row) for row in rows]
 
 
-def columns_of(server: Server) -> list[str]:
-    return [c.name for c in require_table(server, "stock").columns]
+def columns_of(server: Server, table: str = "stock") -> list[str]:
+    return [c.name for c in require_table(server, table).columns]
 
 
 class Writers:
@@ -188,3 +191,64 @@ def test_a_dropped_column_and_a_widened_type_follow(make_server, jobs_sync, spar
     assert columns_of(dest) == ["id", "name"]
     assert content(dest, ["id", "name"]) == content(source, ["id", "name"])
     assert content(dest, ["name"])[-1] == (long_name,)
+
+
+@pytest.mark.parametrize(("source_dialect", "dest_dialect"), [("mysql", "postgresql"), ("postgresql", "sqlite")])
+def test_an_incremental_snapshot_follows_its_source_tables_changes(make_server, spark, source_dialect, dest_dialect):
+    source, dest = make_server(source_dialect, "ssrc"), make_server(dest_dialect, "sdst")
+    quote = q(source)
+    run_sql(source, f"CREATE TABLE {quote('stock')} (id integer PRIMARY KEY, name varchar(40), qty integer)")
+    run_sql(source, f"INSERT INTO {quote('stock')} (id, name, qty) VALUES (1, 'a', 1), (2, 'b', 2)")
+    run("create snapshot log for stock; create snapshot sdst.stock from stock", source)
+    run_sql(source, f"ALTER TABLE {quote('stock')} ADD COLUMN {quote('note')} varchar(20)")
+    run_sql(source, f"INSERT INTO {quote('stock')} (id, name, qty, note) VALUES (3, 'c', 3, 'n3')")
+    run_sql(source, f"UPDATE {quote('stock')} SET {quote('note')} = 'n1' WHERE id = 1")
+    run("update snapshot sdst.stock", source)
+    run_sql(source, f"ALTER TABLE {quote('stock')} RENAME COLUMN {quote('qty')} TO {quote('amount')}")
+    run_sql(source, f"UPDATE {quote('stock')} SET {quote('amount')} = 9 WHERE id = 2")
+    run("update snapshot sdst.stock", source)
+    wanted = ["id", "name", "amount", "note"]
+    assert columns_of(dest) == wanted
+    assert content(dest, wanted) == content(source, wanted) == [
+        ("1", "a", "1", "n1"), ("2", "b", "9", None), ("3", "c", "3", "n3"),
+    ]  # fmt: skip
+    changes = SchemaChange.objects.filter(snapshot="sdst.stock").order_by("detected_at")
+    assert [[c["text"] for c in change.changes] for change in changes] == [
+        ["add column note varchar(20)"], ["rename column qty to amount"],
+    ]  # fmt: skip
+    assert AuditEntry.objects.filter(action="snapshot.schema_change", target="sdst.stock").count() == 2
+
+
+def test_a_snapshot_of_chosen_columns_follows_a_rename_and_leaves_an_added_column_out(make_server, spark):
+    source, dest = make_server("postgresql", "ssrc"), make_server("mysql", "sdst")
+    run_sql(source, "CREATE TABLE stock (id integer PRIMARY KEY, name varchar(40), qty integer)")
+    run_sql(source, "INSERT INTO stock (id, name, qty) VALUES (1, 'a', 1)")
+    run("create snapshot log for stock; create snapshot sdst.stock from stock 'id, qty'", source)
+    run_sql(source, "ALTER TABLE stock ADD COLUMN note varchar(20)")
+    run_sql(source, "ALTER TABLE stock RENAME COLUMN qty TO amount")
+    run_sql(source, "UPDATE stock SET amount = 5, note = 'x' WHERE id = 1")
+    run("update snapshot sdst.stock", source)
+    assert columns_of(dest) == ["id", "amount"]
+    assert content(dest, ["id", "amount"]) == [("1", "5")]
+    assert Snapshot.objects.get(name="sdst.stock").source_columns == '"id", "amount"'
+
+
+def test_bidirectional_subscribers_follow_the_publishers_table_and_changes_flow_both_ways_after(
+    bidir_nodes,  # noqa: F811
+):
+    pub, sub_my, sub_lite = bidir_nodes
+    bidir_sql(pub, 'ALTER TABLE "items" ADD COLUMN note varchar(20)')
+    bidir_sql(pub, 'ALTER TABLE "items" RENAME COLUMN name TO title')
+    bidir_sql(pub, 'UPDATE "items" SET note = ?, title = ? WHERE id = 1', ["n1", "first"])
+    bidir_sync()
+    wanted = ["id", "title", "price", "note"]
+    for copy in (sub_my, sub_lite):
+        assert [c for c in columns_of(copy, "items") if c != "ROWGUID"] == wanted
+        assert content(copy, wanted, "items") == content(pub, wanted, "items")
+    # The subscribers' changes in the new shape come back.
+    bidir_sql(sub_my, 'UPDATE "items" SET note = ? WHERE id = 2', ["from my"])
+    bidir_sync()
+    assert content(sub_lite, wanted, "items") == content(pub, wanted, "items")
+    assert content(pub, ["note"], "items")[1] == ("from my",)
+    change = SchemaChange.objects.get(kind=SchemaChange.Kind.BIDIR)
+    assert [c["text"] for c in change.changes] == ["rename column name to title", "add column note varchar(20)"]

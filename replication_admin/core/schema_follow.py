@@ -1,0 +1,67 @@
+"""Copies that follow their source table's schema changes (snapshot destinations, bi-directional subscribers):
+the live table compared with the definition last followed, the changes between them, the DDL a copy runs, and
+the record of it (docs/schema-changes.md). Transactional publications log their changes instead
+(transactional.schema)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import transaction
+from django.utils import timezone
+
+from replication_admin.core.audit import Actor, record
+from replication_admin.core.errors import ReplicationError
+from replication_admin.core.introspection import lookup_table, with_constraints
+from replication_admin.core.transactions import run_each
+from replication_admin.engine import dialects, schema_changes
+from replication_admin.models import SchemaChange, Server
+
+
+def live_definition(server: Server, table: str) -> list[list] | None:
+    """The table's column rows as `server` has it now (None: no such table)."""
+    info = lookup_table(server, table)
+    if info is None:
+        return None
+    return schema_changes.column_rows(with_constraints(server, info), dialects.get(server.dialect))
+
+
+def changes_between(server: Server, table: str, before: list, after: list) -> list[schema_changes.Change]:
+    d = dialects.get(server.dialect)
+    return schema_changes.changes(
+        schema_changes.table_from_rows(d, table, before),
+        schema_changes.table_from_rows(d, table, after),
+        schema_changes.positions(before),
+        schema_changes.positions(after),
+    )
+
+
+def bring_copy(copy: Server, table: str, found: Sequence[schema_changes.Change]) -> list[str]:
+    """Run on `copy` what brings its table through `found` (what it has already, it keeps); returns the DDL."""
+    info = lookup_table(copy, table)
+    if info is None or not found:
+        return []
+    try:
+        statements = schema_changes.copy_ddl(dialects.get(copy.dialect), with_constraints(copy, info), found)
+    except schema_changes.SchemaChangeError as exc:
+        raise ReplicationError(f"{copy.name}.{table} cannot follow its source: {exc}") from None
+    run_each(copy, statements)
+    return statements
+
+
+def record_followed(
+    kind: str, source: Server, table: str, item: str, before: list, after: list,
+    found: Sequence[schema_changes.Change], ddl: dict[str, list[str]],
+) -> SchemaChange:  # fmt: skip
+    """The change as applied (copies follow at once), with its audit entry, in one transaction."""
+    with transaction.atomic():
+        change = SchemaChange.objects.create(
+            kind=kind, server=source.name, table=table, snapshot=item, state=SchemaChange.State.APPLIED,
+            before=before, after=after, changes=[c.as_json() for c in found], detected_at=timezone.now(),
+            decided_at=timezone.now(), decided_by="scheduler",
+        )  # fmt: skip
+        record(
+            Actor.scheduler(), f"{kind}.schema_change", item,
+            detail={"id": change.pk, "changes": [str(c) for c in found], "ddl": ddl},
+        )  # fmt: skip
+    return change
