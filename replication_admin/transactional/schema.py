@@ -105,6 +105,11 @@ def detect(account: ReplAccount, throttle: bool = False) -> list[SchemaChange]:
         # Read after the definition: every 'S' entry of the changes seen is at or below this count.
         count = publisher_count(server, account.account)
         change = _record(account, table, item.definition, rows, in_place, count)
+        if not in_place:
+            # At once, whatever the policy: old triggers naming a renamed or dropped column refuse every write
+            # (MariaDB), and an added column's values go uncaptured. Subscribers skip the columns they do not
+            # have yet; applying the change logs the rows again for them.
+            _new_triggers(server, account, table)
         seen.append(change)
         if account.schema_policy == ReplAccount.SchemaPolicy.AUTO:
             apply_change(Actor.scheduler(), change)
@@ -173,10 +178,7 @@ def _log_change(server: Server, account: ReplAccount, change: SchemaChange) -> i
     """MariaDB and SQLite (and PostgreSQL where it could not track): new capture triggers, the 'S' entry, and
     the rows the old triggers could not carry logged again. Returns the count that covers the entry."""
     d = _d(server)
-    table = lookups.describe(server, change.table)
-    if not uses_wal(server, account.account):
-        objects = sql.capture_objects(d, account.account, table, server.name)
-        run_in_transaction(server, [(s, []) for s in d.replace_objects_sql(objects.drop, objects.create)])
+    table = _new_triggers(server, account, change.table)
     payload = json.dumps({"table": table.name, "before": change.before, "after": change.after})
     append_entry(server, account.account, "S", table.name, payload)
     count = publisher_count(server, account.account)
@@ -190,6 +192,17 @@ def _log_change(server: Server, account: ReplAccount, change: SchemaChange) -> i
             name = q(found["new_name"])
             run_in_transaction(server, [(f"UPDATE {target} SET {name} = {name}", [])])
     return count
+
+
+def _new_triggers(server: Server, account: ReplAccount, name: str):
+    """The capture triggers of a published table made anew for its columns as they are (no moment without
+    them); returns the table's description."""
+    d = _d(server)
+    table = lookups.describe(server, name)
+    if not uses_wal(server, account.account):
+        objects = sql.capture_objects(d, account.account, table, server.name)
+        run_in_transaction(server, [(s, []) for s in d.replace_objects_sql(objects.drop, objects.create)])
+    return table
 
 
 def may_apply(account: ReplAccount, table: str, count: int) -> SchemaChange | None:

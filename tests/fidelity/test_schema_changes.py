@@ -252,3 +252,26 @@ def test_bidirectional_subscribers_follow_the_publishers_table_and_changes_flow_
     assert content(pub, ["note"], "items")[1] == ("from my",)
     change = SchemaChange.objects.get(kind=SchemaChange.Kind.BIDIR)
     assert [c["text"] for c in change.changes] == ["rename column name to title", "add column note varchar(20)"]
+
+
+def test_a_mariadb_rename_waiting_for_approval_never_refuses_writers_and_converges_once_approved(
+    make_server, jobs_sync, spark
+):
+    source, dest = make_server("mysql", "ssrc"), make_server("postgresql", "sdst")
+    publish(source, dest, rows=3)
+    run("REPL_PUB_SCHEMA_CHANGES ('s', 'approve')", source)
+    run_sql(source, "ALTER TABLE stock RENAME COLUMN qty TO amount")
+    run("REPL_SYNC ('ssrc', 's')", dest)  # sees the change: new capture triggers at once, the change held
+    run_sql(source, "INSERT INTO stock (id, name, amount) VALUES (20, 'while held', 20)")
+    run_sql(source, "UPDATE stock SET amount = 7 WHERE id = 1")
+    run("REPL_SYNC ('ssrc', 's')", dest)
+    change = SchemaChange.objects.get(server="ssrc", state=SchemaChange.State.PENDING)
+    assert [c["text"] for c in change.changes] == ["rename column qty to amount"]
+    assert columns_of(dest) == ["id", "name", "qty"]
+    assert [r[0] for r in content(dest, ["id"])] == ["1", "2", "3", "20"]  # rows kept flowing meanwhile
+    do_approve_schema_change(Actor.command(), change)
+    run("REPL_SYNC ('ssrc', 's')", dest)
+    wanted = ["id", "name", "amount"]
+    assert columns_of(dest) == wanted
+    assert content(dest, wanted) == content(source, wanted)
+    assert content(dest, ["amount"])[0] == ("7",)
