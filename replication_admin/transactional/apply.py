@@ -45,6 +45,8 @@ class Target:
     replay_user: str = ""  # REPL_SUBSCRIBE's replaying user: the rows are written with its privileges
     # Rows of held conflicts (table, key_text): the subscriber keeps its version until a person decides.
     held: set[tuple[str, str]] = field(default_factory=set)
+    # An updateable subscription's push-back log: its capture triggers follow a schema change of the copy.
+    push_account: str = ""
 
     @property
     def d(self):
@@ -196,9 +198,13 @@ class _Replay:
         for statement in statements:
             self.cursor.execute(statement)
         # Described on this connection: where DDL is transactional, others see the old shape until the commit.
-        self.target.tables[name] = connections.describe_table(
-            self.target.server, copy.name, conn=self.cursor.connection
-        )
+        changed = connections.describe_table(self.target.server, copy.name, conn=self.cursor.connection)
+        self.target.tables[name] = changed
+        if statements and self.target.push_account:
+            # The copy's own changes go back through triggers that name its columns (MariaDB): made anew.
+            objects = sql.capture_objects(self.d, self.target.push_account, changed, self.target.server.name)
+            for statement in self.d.replace_objects_sql(objects.drop, objects.create):
+                self.cursor.execute(statement)
         for shape in [s for s in self.codecs if s[0] == name]:
             del self.codecs[shape]
         if statements:

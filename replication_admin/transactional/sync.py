@@ -201,6 +201,7 @@ def sync_once(
     target = Target(
         sub_server, sub.server, sub.account, source_dialect=pub_server.dialect, replay_user=sub.replay_user,
         held=set(held_keys(sub.server, sub.subscriber)) if acct.is_updateable else set(),
+        push_account=sql.push_account(sub.account) if acct.is_updateable else "",
     )  # fmt: skip
     batch = RegistryEntry.get_int("repl_apply_batch")
     goal = pub_count if max_transactions is None else min(pub_count, count + max_transactions)
