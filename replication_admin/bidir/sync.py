@@ -38,7 +38,7 @@ from replication_admin.bidir.objects import (
 from replication_admin.core import connections, spark_sizing
 from replication_admin.core.conflicts import alert_held, key_text, new_guid, resolver_chain
 from replication_admin.core.locks import item_lock
-from replication_admin.core.schema_follow import bring_copy, changes_between, live_definition, record_followed
+from replication_admin.core.schema_follow import bring_copy, changed_since, record_followed
 from replication_admin.core.spark import endpoint, spark_session
 from replication_admin.core.times import aware, naive_utc
 from replication_admin.core.transactions import (
@@ -47,7 +47,6 @@ from replication_admin.core.transactions import (
     run_each,
 )
 from replication_admin.engine import bidir_sql as sql
-from replication_admin.engine import schema_changes
 from replication_admin.engine.resolvers import spark_type
 from replication_admin.engine.snapshot_log import rlog_name
 from replication_admin.engine.values import bind_value
@@ -465,15 +464,13 @@ def follow_publisher(publication, subscriptions: list, log) -> list[str]:
     moves (ADD, DROP, RENAME COLUMN and type changes; the triggers name only the key and ROWGUID, so they stay).
     Returns the changes in words."""
     server = publication.server
-    rows = live_definition(server, publication.table)
-    if rows is None:
+    seen = changed_since(server, publication.table, publication.definition)
+    if seen is None:
         return []
-    if not publication.definition:
+    rows, found = seen
+    if not found:
         SnapshotPublication.objects.filter(pk=publication.pk).update(definition=rows)
         return []
-    if schema_changes.digest(rows) == schema_changes.digest(publication.definition):
-        return []
-    found = changes_between(server, publication.table, publication.definition, rows)
     ddl = {}
     for subscription in subscriptions:
         copy = Server.objects.get(name=subscription.server)

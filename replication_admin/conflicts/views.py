@@ -191,8 +191,13 @@ def conflict_decide(request: HttpRequest, pk: int) -> HttpResponse:
     except ValueError:
         choice = 0
     edited = {k[4:]: str(v) for k, v in request.POST.items() if k.startswith("col:")}
+    return _acted(request, conflict, lambda actor: resolver_actions.do_decide_held(actor, conflict, choice, edited))
+
+
+def _acted(request: HttpRequest, conflict: ConflictBackup, call) -> HttpResponse:
+    """Run an inbox action as the signed-in user: its note or error as a message, back on the conflict's page."""
     try:
-        message = resolver_actions.do_decide_held(Actor.from_request(request), conflict, choice, edited)
+        message = call(Actor.from_request(request))
     except PermissionDenied as exc:
         return denied(request, exc)
     except ReplicationError as exc:
@@ -211,15 +216,7 @@ def conflict_reapply(request: HttpRequest, pk: int) -> HttpResponse:
             return denied(
                 request, PermissionDenied(f"{request.user.get_username()} may not re-apply (needs {OPERATE})")
             )
-        try:
-            message = resolver_actions.do_reapply_conflict(Actor.from_request(request), conflict)
-        except PermissionDenied as exc:
-            return denied(request, exc)
-        except ReplicationError as exc:
-            messages.error(request, str(exc))
-        else:
-            messages.success(request, message)
-        return redirect("conflicts-detail", pk=conflict.pk)
+        return _acted(request, conflict, lambda actor: resolver_actions.do_reapply_conflict(actor, conflict))
     if conflict.reapplied_at:
         messages.warning(request, f"Already re-applied by {conflict.reapplied_by or 'someone'}.")
         return redirect("conflicts-detail", pk=conflict.pk)

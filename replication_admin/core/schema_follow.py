@@ -26,6 +26,16 @@ def live_definition(server: Server, table: str) -> list[list] | None:
     return schema_changes.column_rows(with_constraints(server, info), dialects.get(server.dialect))
 
 
+def changed_since(server: Server, table: str, known: list) -> tuple[list[list], list[schema_changes.Change]] | None:
+    """The table's live definition and its changes since `known` (the definition a copy last followed), or None
+    when the copy needs nothing: no such table (the job names it), or the same definition. An empty `known` takes
+    the live one as its starting point (no changes): the caller stores the definition either way."""
+    rows = live_definition(server, table)
+    if rows is None or (known and schema_changes.digest(rows) == schema_changes.digest(known)):
+        return None
+    return rows, (changes_between(server, table, known, rows) if known else [])
+
+
 def changes_between(server: Server, table: str, before: list, after: list) -> list[schema_changes.Change]:
     d = dialects.get(server.dialect)
     return schema_changes.changes(

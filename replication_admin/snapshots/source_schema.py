@@ -6,7 +6,7 @@ refresh then copies the changed rows with their new columns."""
 from __future__ import annotations
 
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.schema_follow import bring_copy, changes_between, live_definition, record_followed
+from replication_admin.core.schema_follow import bring_copy, changed_since, live_definition, record_followed
 from replication_admin.engine import dialects, schema_changes
 from replication_admin.engine.queries import QueryError, check_column_list
 from replication_admin.models import SchemaChange, Server, Snapshot
@@ -23,15 +23,13 @@ def follow_source(snapshot: Snapshot, log) -> list[str]:
     source, dest = snapshot.source_server, snapshot.dest_server
     if snapshot.is_incremental is None or not snapshot.source_table or source is None or dest is None:
         return []
-    rows = live_definition(source, snapshot.source_table)
-    if rows is None:
-        return []  # the refresh names the missing table
-    if not snapshot.definition:
+    seen = changed_since(source, snapshot.source_table, snapshot.definition)
+    if seen is None:
+        return []
+    rows, found = seen
+    if not found:
         Snapshot.objects.filter(pk=snapshot.pk).update(definition=rows)
         return []
-    if schema_changes.digest(rows) == schema_changes.digest(snapshot.definition):
-        return []
-    found = changes_between(source, snapshot.source_table, snapshot.definition, rows)
     columns = snapshot.source_columns
     if columns:  # a chosen list: what it names follows, columns added to the table stay out
         before = schema_changes.table_from_rows(
