@@ -106,7 +106,8 @@ class Writers:
 
 
 @pytest.mark.parametrize(
-    ("source_dialect", "dest_dialect"), [("postgresql", "mysql"), ("mysql", "postgresql"), ("sqlite", "postgresql")]
+    ("source_dialect", "dest_dialect"),
+    [("postgresql", "mysql"), ("pgwal", "mysql"), ("mysql", "postgresql"), ("sqlite", "postgresql")],
 )
 def test_columns_added_and_renamed_under_load_arrive_with_every_row(
     make_server, jobs_sync, spark, source_dialect, dest_dialect
