@@ -128,7 +128,7 @@ class _AssignmentsMixin:
 
 
 _EXPRESSION_HELP = (
-    "Spark SQL returning a code (0, 1, 2, 3 or 5), over pub.<column>, new.<column> and old.ROWGUID, "
+    "Spark SQL returning a code (0, 1, 2, 3, 4 or 5), over pub.<column>, new.<column> and old.ROWGUID, "
     "e.g. CASE WHEN new.price < pub.price THEN 1 ELSE 3 END"
 )
 

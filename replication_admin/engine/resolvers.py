@@ -5,7 +5,8 @@ A resolver of SYS_SNAPSHOT_CR / SYS_REPL_CR is an expression over three rows of 
 (the row before the change; a bi-directional snapshot knows only `old.ROWGUID`). It returns the code of
 Virtuoso's resolver procedures: 0 undecided, 1 subscriber wins, 2 subscriber wins and the origin becomes
 the publisher (the resolver's assignments, column -> expression, are applied to the incoming row), 3
-publisher wins, 5 ignore. Names that need quoting use Spark's backticks: pub.`ab "cd`.
+publisher wins, 4 held for a person (the `manual` class), 5 ignore. Names that need quoting use Spark's
+backticks: pub.`ab "cd`.
 
 An expression is parsed with sqlglot (Spark dialect) and accepted only if it is one scalar expression
 made of allow-listed, deterministic functions over known columns. What Spark evaluates is regenerated

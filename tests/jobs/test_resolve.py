@@ -205,7 +205,7 @@ def test_invalid_codes_and_null_count_as_zero_with_a_note(spark):
     results = {r["key"]: r for r in decide_rows(spark, conflicts, chain, COLUMNS)}
     assert (results["seven"]["decision"], results["seven"]["resolver"]) == (3, "default")
     assert (
-        "resolver r1 (id 1) returned 7, which is not a code of an update resolver (0, 1, 2, 3)"
+        "resolver r1 (id 1) returned 7, which is not a code of an update resolver (0, 1, 2, 3, 4)"
         in (results["seven"]["note"])
     )
     assert "resolver r1 (id 1) returned NULL" in results["null"]["note"]
@@ -214,7 +214,7 @@ def test_invalid_codes_and_null_count_as_zero_with_a_note(spark):
     assert "r1" not in results["five"]["note"]  # r1 said 0, a valid code
     assert (results["del"]["decision"], results["del"]["resolver"]) == (5, "default")
     assert (
-        "resolver two_for_delete (id 3) returned 2, which is not a code of a delete resolver (0, 1, 3, 5)"
+        "resolver two_for_delete (id 3) returned 2, which is not a code of a delete resolver (0, 1, 3, 4, 5)"
         in (results["del"]["note"])
     )
     assert "returned 2.5" in results["half"]["note"]
