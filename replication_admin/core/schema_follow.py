@@ -33,28 +33,24 @@ def changed_since(server: Server, table: str, known: list) -> tuple[list[list], 
     rows = live_definition(server, table)
     if rows is None or (known and schema_changes.digest(rows) == schema_changes.digest(known)):
         return None
-    return rows, (changes_between(server, table, known, rows) if known else [])
+    return rows, (schema_changes.between(dialects.get(server.dialect), table, known, rows) if known else [])
 
 
-def changes_between(server: Server, table: str, before: list, after: list) -> list[schema_changes.Change]:
-    d = dialects.get(server.dialect)
-    return schema_changes.changes(
-        schema_changes.table_from_rows(d, table, before),
-        schema_changes.table_from_rows(d, table, after),
-        schema_changes.positions(before),
-        schema_changes.positions(after),
-    )
-
-
-def bring_copy(copy: Server, table: str, found: Sequence[schema_changes.Change]) -> list[str]:
-    """Run on `copy` what brings its table through `found` (what it has already, it keeps); returns the DDL."""
+def copy_ddl_for(copy: Server, table: str, found: Sequence[schema_changes.Change]) -> list[str]:
+    """What brings `copy`'s table through `found` (what it has already, it keeps; nothing when it has no such
+    table), or a ReplicationError naming a change it cannot take."""
     info = lookup_table(copy, table)
     if info is None or not found:
         return []
     try:
-        statements = schema_changes.copy_ddl(dialects.get(copy.dialect), with_constraints(copy, info), found)
+        return schema_changes.copy_ddl(dialects.get(copy.dialect), with_constraints(copy, info), found)
     except schema_changes.SchemaChangeError as exc:
         raise ReplicationError(f"{copy.name}.{table} cannot follow its source: {exc}") from None
+
+
+def bring_copy(copy: Server, table: str, found: Sequence[schema_changes.Change]) -> list[str]:
+    """Run on `copy` what brings its table through `found`; returns the DDL."""
+    statements = copy_ddl_for(copy, table, found)
     run_each(copy, statements)
     return statements
 

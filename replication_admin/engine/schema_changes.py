@@ -91,6 +91,13 @@ class Change:
         return {"kind": self.kind, "column": self.column, "new_name": self.new_name, "text": str(self)}
 
 
+def between(d: Dialect, table: str, before: Sequence[Sequence[Any]], after: Sequence[Sequence[Any]]) -> list[Change]:
+    """The changes between two definitions given as column rows written in dialect `d`."""
+    return changes(
+        table_from_rows(d, table, before), table_from_rows(d, table, after), positions(before), positions(after)
+    )
+
+
 def changes(
     before: TableInfo,
     after: TableInfo,

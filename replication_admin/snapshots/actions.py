@@ -15,6 +15,7 @@ from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import find_table, lookup_table, require_table
 from replication_admin.core.jobs import do_start_job
+from replication_admin.core.schema_follow import live_definition
 from replication_admin.core.shapes import check_destination, destination_ddl, inc_shape, noninc_shape
 from replication_admin.engine import dialects
 from replication_admin.engine.refresh_sql import timestamp_literal
@@ -32,7 +33,6 @@ from replication_admin.models import (
 from replication_admin.snapshots.runs import RefreshParams, RepairParams, SnapshotRefresh, SnapshotRepair
 from replication_admin.snapshots.selectors import snapshot_name
 from replication_admin.snapshots.shapes import SnapshotError
-from replication_admin.snapshots.source_schema import source_definition
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
@@ -265,7 +265,7 @@ def do_create_inc_snapshot(
     snapshot = Snapshot(
         name=snapshot_name(dest, real), query=shape.sql, is_incremental=1, source_server=source,
         source_table=info.name, dest_server=dest, dest_table=real, source_columns=columns or "",
-        condition=condition or "", definition=source_definition(source, info.name) or [],
+        condition=condition or "", definition=live_definition(source, info.name) or [],
     )  # fmt: skip
     return _register(actor, "snapshot.create", snapshot, created)
 

@@ -6,15 +6,11 @@ refresh then copies the changed rows with their new columns."""
 from __future__ import annotations
 
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.schema_follow import bring_copy, changed_since, live_definition, record_followed
+from replication_admin.core.schema_follow import bring_copy, changed_since, record_followed
 from replication_admin.engine import dialects, schema_changes
 from replication_admin.engine.queries import QueryError, check_column_list
-from replication_admin.models import SchemaChange, Server, Snapshot
+from replication_admin.models import SchemaChange, Snapshot
 from replication_admin.snapshots.shapes import SnapshotError
-
-
-def source_definition(source: Server, table: str) -> list[list] | None:
-    return live_definition(source, table)
 
 
 def follow_source(snapshot: Snapshot, log) -> list[str]:

@@ -183,13 +183,7 @@ class _Replay:
         """An 'S' entry: the publisher's table changed shape here; the copy follows (what it has already, it keeps)."""
         name = str(payload.get("table", ""))
         source = dialects.get(self.target.source_dialect or self.dialect)
-        before_rows, after_rows = payload.get("before") or [], payload.get("after") or []
-        found = schema_changes.changes(
-            schema_changes.table_from_rows(source, name, before_rows),
-            schema_changes.table_from_rows(source, name, after_rows),
-            schema_changes.positions(before_rows),
-            schema_changes.positions(after_rows),
-        )
+        found = schema_changes.between(source, name, payload.get("before") or [], payload.get("after") or [])
         copy = with_constraints(self.target.server, self.target.table(name), conn=self.cursor.connection)
         try:
             statements = schema_changes.copy_ddl(self.d, copy, found)

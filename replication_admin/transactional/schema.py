@@ -28,7 +28,9 @@ from django.utils import timezone
 from replication_admin.core import connections
 from replication_admin.core.alerts import safely_raise, safely_resolve
 from replication_admin.core.audit import Actor, record
-from replication_admin.core.introspection import lookup_table, with_constraints
+from replication_admin.core.errors import ReplicationError
+from replication_admin.core.introspection import lookup_table
+from replication_admin.core.schema_follow import copy_ddl_for, live_definition
 from replication_admin.core.transactions import run_each, run_in_transaction
 from replication_admin.engine import schema_changes
 from replication_admin.engine import transactional_sql as sql
@@ -77,8 +79,10 @@ def definition_now(server: Server, account: str, table: str) -> tuple[list[list]
             row = None  # no RTPUBTBL: never tracked
         if row is not None:
             return json.loads(row[0]), True
-    info = lookups.describe(server, table)
-    return schema_changes.column_rows(with_constraints(server, info), d), False
+    rows = live_definition(server, table)
+    if rows is None:
+        raise TrxError(f"table {table!r} does not exist on {server.name}")
+    return rows, False
 
 
 def detect(account: ReplAccount, throttle: bool = False) -> list[SchemaChange]:
@@ -116,18 +120,9 @@ def detect(account: ReplAccount, throttle: bool = False) -> list[SchemaChange]:
     return seen
 
 
-def _found(account: ReplAccount, before: list, after: list) -> list[schema_changes.Change]:
-    d = _d(lookups.server_named(account.server))
-    return schema_changes.changes(
-        schema_changes.table_from_rows(d, "t", before),
-        schema_changes.table_from_rows(d, "t", after),
-        schema_changes.positions(before),
-        schema_changes.positions(after),
-    )
-
-
 def _record(account: ReplAccount, table: str, before: list, after: list, in_place: bool, count: int) -> SchemaChange:
-    found = [c.as_json() for c in _found(account, before, after)]
+    d = _d(lookups.server_named(account.server))
+    found = [c.as_json() for c in schema_changes.between(d, table, before, after)]
     with transaction.atomic():
         change = (
             SchemaChange.objects.select_for_update()
@@ -161,7 +156,7 @@ def apply_change(actor: Actor, change: SchemaChange) -> SchemaChange:
     if not change.in_place:
         count = _log_change(server, account, change)
     with transaction.atomic():
-        TpItem.objects.filter(server=change.server, acct=change.account, type=2).filter(
+        TpItem.objects.filter(
             pk__in=[i.pk for i in lookups.table_items(account) if lookups.item_table(i.item) == change.table]
         ).update(definition=change.after)
         SchemaChange.objects.filter(pk=change.pk).update(
@@ -227,17 +222,8 @@ def may_apply(account: ReplAccount, table: str, count: int) -> SchemaChange | No
 
 def subscriber_ddl(change: SchemaChange, subscriber: Server) -> list[str]:
     """The statements `subscriber`'s copy will run when it reaches the change (nothing when it has it already)."""
-    source = _d(lookups.server_named(change.server))
-    found = schema_changes.changes(
-        schema_changes.table_from_rows(source, change.table, change.before),
-        schema_changes.table_from_rows(source, change.table, change.after),
-        schema_changes.positions(change.before),
-        schema_changes.positions(change.after),
-    )
-    copy = lookup_table(subscriber, change.table)
-    if copy is None:
-        return []
+    found = schema_changes.between(_d(lookups.server_named(change.server)), change.table, change.before, change.after)
     try:
-        return schema_changes.copy_ddl(_d(subscriber), with_constraints(subscriber, copy), found)
-    except schema_changes.SchemaChangeError as exc:
+        return copy_ddl_for(subscriber, change.table, found)
+    except ReplicationError as exc:
         return [f"-- {exc}"]
