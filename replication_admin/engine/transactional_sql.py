@@ -50,7 +50,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -563,6 +563,15 @@ class RowCodec:
     def key_of(self, row: list[Any]) -> list[Any]:
         """The key of a decoded row."""
         return [row[p] for p in self.key_positions]
+
+
+def image_table(table: TableInfo, image: dict[str, Any]) -> TableInfo:
+    """`table` with only the columns `image` carries (names match case-insensitively): a row is written with
+    those, so a column the image lacks (the copy's own, or another shape's around a schema change) keeps its
+    value instead of becoming NULL."""
+    present = {k.lower() for k in image}
+    columns = tuple(c for c in table.columns if c.name in image or c.name.lower() in present)
+    return table if len(columns) == len(table.columns) else replace(table, columns=columns)
 
 
 def row_values(image: dict[str, Any], table: TableInfo, dest_dialect: str) -> list[Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from replication_admin.core import connections
 from replication_admin.core.conflicts import key_text
@@ -51,6 +51,9 @@ class Target:
     @property
     def d(self):
         return _d(self.server)
+
+    def is_held(self, table: str, key: list) -> bool:
+        return bool(self.held) and (table, key_text(key)) in self.held
 
     def table(self, name: str) -> TableInfo:
         if name not in self.tables:
@@ -147,7 +150,7 @@ class _Replay:
                 table, codec = self.codec(entry.table, entry.new)
                 row = codec.row(entry.new)
                 key = codec.key_of(row)
-                if self.target.held and (entry.table, key_text(key)) in self.target.held:
+                if self.target.is_held(entry.table, key):
                     continue
                 if entry.op == "U" and entry.old is not None:
                     old_key = codec.key(entry.old)
@@ -157,7 +160,7 @@ class _Replay:
                 continue
             assert entry.old is not None
             key = self.codec(entry.table, entry.old)[1].key(entry.old)
-            if not (self.target.held and (entry.table, key_text(key)) in self.target.held):
+            if not self.target.is_held(entry.table, key):
                 self.delete(self.target.table(entry.table), key)
 
     def codec(self, name: str, image: dict) -> tuple[TableInfo, sql.RowCodec]:
@@ -167,15 +170,12 @@ class _Replay:
         shape = (name, tuple(image))
         found = self.codecs.get(shape)
         if found is None:
-            table = self.target.table(name)
-            present = {k.lower() for k in image}
-            columns = tuple(c for c in table.columns if c.name in image or c.name.lower() in present)
-            if len(columns) != len(table.columns):
-                if any(k.pk_position and k not in columns for k in table.columns):
-                    raise TrxError(
-                        f"a change of {name} carries no value for a key column of {self.target.server.name}'s copy"
-                    )
-                table = replace(table, columns=columns)
+            whole = self.target.table(name)
+            table = sql.image_table(whole, image)
+            if len(table.primary_key) != len(whole.primary_key):
+                raise TrxError(
+                    f"a change of {name} carries no value for a key column of {self.target.server.name}'s copy"
+                )
             found = self.codecs[shape] = (table, sql.RowCodec.of(table, self.dialect))
         return found
 

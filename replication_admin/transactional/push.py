@@ -3,8 +3,6 @@ decided by SYS_REPL_CR resolvers in one batch, losing versions kept, and re-appl
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from django.db import transaction
 from django.utils import timezone
 
@@ -359,11 +357,7 @@ def _write(cursor, d, table: TableInfo, op: str, image: dict | None, key: list) 
         cursor.execute(sql.delete_sql(d, table), key)
         return
     assert image is not None
-    # The columns the image carries: one the publisher added or renamed since keeps its value.
-    present = {k.lower() for k in image}
-    columns = tuple(c for c in table.columns if c.name in image or c.name.lower() in present)
-    if len(columns) != len(table.columns):
-        table = replace(table, columns=columns)
+    table = sql.image_table(table, image)  # a column the publisher added or renamed since keeps its value
     cursor.execute(sql.upsert_sql(d, table, 1), sql.row_values(image, table, d.name))
 
 
