@@ -15,11 +15,8 @@ from replication_admin.bidir import actions as bidir
 from replication_admin.bidir.forms import (
     PublicationForm,
 )
-from replication_admin.core import connections, live
-from replication_admin.core.times import naive_utc
+from replication_admin.core import live
 from replication_admin.core.web import SortFields, listing
-from replication_admin.engine import dialects
-from replication_admin.engine.bidir_sql import log_count_after_sql
 from replication_admin.models import ScheduledEvent, Server, SnapshotPublication, SnapshotSubscription
 
 PUBLICATION_SORTS: dict[str, SortFields] = {
@@ -70,20 +67,14 @@ def subscription_list_context(request: HttpRequest) -> dict:
     return {"snapshot_subscriptions": subs}
 
 
-def _log_rows(server: Server, table: str, since) -> int:
-    d = dialects.get(server.dialect)
-    text = log_count_after_sql(d, table, connections.table_schema(server), naive_utc(since) if since else None)
-    with connections.connect(server, readonly=True) as conn:
-        return int(conn.cursor().execute(text).fetchone()[0])
-
-
 def pending_rows(pairs: Iterable[tuple[Any, Mapping[str, Any]]]) -> dict[tuple[str, str], live.Live]:
-    """Per (item, subscriber server): the log rows a sync has yet to apply, read live (bounded counts on the
-    SNAPTIME index, cached a few seconds): the subscriber's own log (it holds only what it has not sent) plus the
-    publisher's log rows newer than the subscriber's last push (their push to it is pending; this includes rows
-    that came from the subscriber itself and will not be sent back). `pairs`: (publication with server_id and
-    table, subscription dict with server, last_push_ts, init_started_at, init_state). A subscription whose initial
-    copy is not done has nothing pending (it is not initialised). One catalog query."""
+    """Per (item, subscriber server): the log rows a sync has yet to apply and the oldest one's time (a
+    live.Backlog), read live (bounded reads on the SNAPTIME index, cached a few seconds): the subscriber's own log
+    (it holds only what it has not sent) plus the publisher's log rows newer than the subscriber's last push that
+    did not come from the subscriber itself (their push to it is pending).
+    `pairs`: (publication with server_id and table, subscription dict with server, last_push_ts, init_started_at,
+    init_state). A subscription whose initial copy is not done has nothing pending (it is not initialised). One
+    catalog query."""
     pairs = [(p, s) for p, s in pairs if s["init_state"] == "done"]
     names = {p.server_id for p, _ in pairs} | {s["server"] for _, s in pairs}
     servers = {s.name: s for s in Server.objects.filter(name__in=names)}
@@ -91,14 +82,14 @@ def pending_rows(pairs: Iterable[tuple[Any, Mapping[str, Any]]]) -> dict[tuple[s
     result = {}
     for pub, sub in pairs:
         since = sub["last_push_ts"] or sub["init_started_at"]
-        total, errors = 0, []
-        for name, at in ((sub["server"], None), (pub.server_id, since)):
+        total, errors = live.Backlog(), []
+        for name, at, not_from in ((sub["server"], None, ""), (pub.server_id, since, sub["server"])):
             server = servers.get(name)
             if server is None:
                 errors.append(f"server {name} is not registered")
                 continue
-            key = ("bidir-pending", pub.table, at)
-            rows = live.read(server, reach, key, partial(_log_rows, server, pub.table, at))
+            key = ("bidir-backlog", pub.table, at, not_from)
+            rows = live.read(server, reach, key, partial(live.log_backlog, server, pub.table, at, not_from))
             if rows.ok:
                 total += rows.value
             else:

@@ -95,59 +95,74 @@ def _parse(iso: str | None) -> datetime | None:
     return datetime.fromisoformat(iso) if iso else None
 
 
-def _pending(rows: int | None, reachable: bool) -> str:
-    if rows is None:
-        return "" if reachable else "pending rows unknown"
-    return f"{rows} pending log row{'' if rows == 1 else 's'}"
-
-
-def _item(kind: str, name: str, detail: str, route: tuple, state: str, at: datetime | None) -> dict:
+def _item(
+    kind: str,
+    name: str,
+    detail: str,
+    route: tuple,
+    state: str,
+    at: datetime | None,
+    *,
+    ends: tuple[str, str],
+    lag_seconds: float | None = None,
+    pending: int | None = None,
+    unit: str = "row",
+) -> dict:
     """An item; its page is the URL pattern and arguments in `route`, reversed only for the items shown. `at` is
-    its last success; a not-initialised item has none to show (whatever ran before its initial copy)."""
+    its last success; a not-initialised item has none to show (whatever ran before its initial copy). `ends` are
+    the servers it replicates from and to; `lag_seconds` how far behind in time, `pending` the changes waiting."""
     labels = health.SNAPSHOT_LABELS if kind == "snapshot" else STATE_LABELS
     return {"kind": kind, "name": name, "detail": detail, "route": route, "state": state,
             "badge": STATE_BADGES.get(state, ""), "label": labels.get(state, state),
-            "title": health.EXPLANATIONS.get(state, ""), "at": None if state == health.NEVER else at}  # fmt: skip
+            "title": health.EXPLANATIONS.get(state, ""), "at": None if state == health.NEVER else at,
+            "source": ends[0], "destination": ends[1], "lag_seconds": lag_seconds,
+            "lag": duration_text(lag_seconds) if lag_seconds is not None else "", "pending": pending,
+            "pending_text": "" if pending is None else f"{pending} {unit}{'' if pending == 1 else 's'}"}  # fmt: skip
 
 
 def replication_items(now: datetime, shown: int | None = None) -> list[dict]:
-    """Every snapshot, bi-directional publication and subscription and transactional subscription with its state
-    (the status API's rules and builders), the time of its last success and its page; the most urgent first. With
-    `shown`, only the first `shown` items get their page's URL and age (the others are only counted)."""
+    """Every snapshot, bi-directional subscription and transactional subscription with its state (the status API's
+    rules and builders), how far behind it is, the time of its last success and its page; the most urgent first.
+    With `shown`, only the first `shown` items get their page's URL and age (the others are only counted)."""
     items = []
-    for s in snapshot_rows():
+    for s in snapshot_rows(now):
         at = _parse(s["last_success_at"]) or _parse(s["last_ts"])
-        detail = " · ".join(filter(None, [f"{s['dest_server']}.{s['dest_table']}", s["last_error"],
-                                          _pending(s["pending_rows"], s["reachable"])]))  # fmt: skip
-        items.append(_item("snapshot", s["name"], detail, ("snapshots-detail", s["name"]), s["state"], at))
+        detail = " · ".join(filter(None, [f"{s['dest_server']}.{s['dest_table']}", s["last_error"]]))
+        items.append(_item("snapshot", s["name"], detail, ("snapshots-detail", s["name"]), s["state"], at,
+                           ends=(s["source_server"], s["dest_server"]), lag_seconds=s["lag_seconds"],
+                           pending=s["pending_rows"]))  # fmt: skip
     for pub, pub_state, subs in bidir_states(DASHBOARD_SUB_FIELDS):
         route: tuple[object, ...] = ("publications-detail", pub.pk)
         detail = pub.last_sync_error or f"{pub.server_id}.{pub.table}"
-        items.append(_item("bi-directional publication", pub.item, detail, route, pub_state, pub.last_sync_at))
+        items.append(_item("bi-directional publication", pub.item, detail, route, pub_state, pub.last_sync_at,
+                           ends=(pub.server_id, pub.server_id)))  # fmt: skip
         for sub, state in subs:
-            detail = sub["last_error"] or sub["live_error"] or _pending(sub["pending_rows"], sub["reachable"])
-            detail = detail or f"init {sub['init_state']}"
-            items.append(_item("bi-directional subscription", f"{pub.item} → {sub['server']}", detail, route, state,
-                               sub["last_sync_at"]))  # fmt: skip
+            detail = sub["last_error"] or sub["live_error"] or ("" if sub["init_state"] == "done"
+                                                                 else f"init {sub['init_state']}")  # fmt: skip
+            backlog = sub["backlog"]
+            items.append(_item("bi-directional subscription", f"{pub.item} ↔ {sub['server']}", detail, route, state,
+                               sub["last_sync_at"], ends=(pub.server_id, sub["server"]),
+                               lag_seconds=None if backlog is None else backlog.seconds(now),
+                               pending=sub["pending_rows"]))  # fmt: skip
     for account in trx_rows(now):
         for sub in account["subscribers"]:
             route = ("trx-subscriptions-detail", sub["subscriber"], account["server"], account["account"])
-            if sub["lag_transactions"] is None:
-                lag = f"lag {sub['lag_text']}"
-            else:
-                lag = f"lag {sub['lag_transactions']} transaction{'' if sub['lag_transactions'] == 1 else 's'}"
-                if sub["lag_seconds"] is not None:
-                    lag += f", oldest waiting {duration_text(sub['lag_seconds'])}"
-            detail = " · ".join(filter(None, [sub["sync_state"], lag, sub["last_error"]]))
+            detail = " · ".join(filter(None, [sub["sync_state"], sub["lag_text"] if sub["lag_transactions"] is None
+                                              else "", sub["last_error"]]))  # fmt: skip
             name = f"{sub['subscriber']} ← {account['server']}/{account['account']}"
             items.append(_item("transactional subscription", name, detail, route, sub["state"],
-                               _parse(sub["last_sync_at"])))  # fmt: skip
+                               _parse(sub["last_sync_at"]), ends=(account["server"], sub["subscriber"]),
+                               lag_seconds=sub["lag_seconds"], pending=sub["lag_transactions"],
+                               unit="transaction"))  # fmt: skip
     severity = {state: -n for n, state in enumerate(health.STATES)}
     kinds = {kind: n for n, kind in enumerate(KIND_ORDER)}
     items.sort(key=lambda i: (severity[i["state"]], kinds[i["kind"]], i["name"]))
     for item in items[:shown]:  # reversing thousands of URLs nobody sees would cost more than the rest
         item["url"] = reverse(item["route"][0], args=item["route"][1:])
         item["age"] = age(item["at"], now)
+        # Broken since its last success: the first screen answers "since when" without opening the item.
+        broken = item["badge"] == "bad" and item["at"] is not None
+        item["broken_for"] = duration_text((now - item["at"]).total_seconds()) if broken else ""
     return items
 
 

@@ -29,7 +29,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from replication_admin.bidir.selectors import pending_rows
-from replication_admin.core.live import Live
+from replication_admin.core.live import Backlog, Live
 from replication_admin.engine import health
 from replication_admin.models import (
     ConflictBackup,
@@ -84,11 +84,15 @@ def _iso(at: datetime | None) -> str | None:
 SNAPSHOT_FIELDS = ("name", "source_server", "source_table", "dest_server", "dest_table", "is_incremental", "last_ts")
 
 
-def _live_fields(live: Live | None) -> tuple[int | None, bool, str]:
-    """(pending rows, reachable, the reason it could not be read) of a live count (None: nothing to read)."""
+def _live_fields(live: Live | None) -> tuple[Backlog | None, bool, str]:
+    """(the backlog, reachable, the reason it could not be read) of a live backlog read (None: nothing to read)."""
     if live is None:
         return None, True, ""
     return (live.value, True, "") if live.ok else (None, False, live.error)
+
+
+def _seconds(backlog: Backlog | None, now: datetime) -> float | None:
+    return None if backlog is None else round(backlog.seconds(now), 3)
 
 
 BIDIR_PUB_FIELDS = ("id", "item", "type", "server", "table", "last_sync_at", "last_sync_error")
@@ -115,7 +119,11 @@ def _duration(job: Mapping[str, Any]) -> float | None:
     return (finished - started).total_seconds() if started and finished else None
 
 
-def snapshot_rows() -> list[dict]:
+def snapshot_rows(now: datetime | None = None) -> list[dict]:
+    """Every snapshot's status. Lag in seconds: for an incremental snapshot the age of the oldest change its log
+    holds for the next refresh (0 when none waits); for a full one the age of its copy (since its last successful
+    refresh)."""
+    now = now or timezone.now()
     refreshes = last_refreshes()
     jobs = JobRun.objects.filter(pk__in=[r["last_job_id"] for r in refreshes.values()])
     last_jobs = {j["id"]: j for j in jobs.values("id", "state", "started_at", "finished_at", "timings", "error")}
@@ -134,13 +142,17 @@ def snapshot_rows() -> list[dict]:
             "last_refresh": {"job": job["id"], "state": job["state"], "finished_at": _iso(job["finished_at"]),
                              "duration_seconds": _duration(job)} if job else None,
         })  # fmt: skip
-        pending_rows, reachable, problem = _live_fields(pending.get(s["name"]))
+        backlog, reachable, problem = _live_fields(pending.get(s["name"]))
+        if s["is_incremental"]:
+            lag_seconds = _seconds(backlog, now)
+        else:
+            lag_seconds = round((now - last_success_at).total_seconds(), 3) if last_success_at else None
         state = health.snapshot_state(job["state"] if job else None, last_success_at is not None, s["last_ts"])
         state = health.with_reachability(state, reachable)
         last_error = job["error"] if job and job["state"] == JobRun.State.FAILED else ""
         rows[-1].update({
             "state": state, "state_label": health.SNAPSHOT_LABELS[state], "lag_transactions": None,
-            "lag_seconds": None, "pending_rows": pending_rows, "reachable": reachable,
+            "lag_seconds": lag_seconds, "pending_rows": backlog.rows if backlog else None, "reachable": reachable,
             "last_success": _iso(last_success_at), "last_error": last_error or problem,
         })  # fmt: skip
     return rows
@@ -163,9 +175,8 @@ def bidir_states(sub_fields: tuple[str, ...] = BIDIR_SUB_FIELDS) -> list[BidirSt
     for pub in publications:
         subs = []
         for sub in subscriptions.get((pub.item, pub.type), []):
-            sub["pending_rows"], sub["reachable"], sub["live_error"] = _live_fields(
-                pending.get((pub.item, sub["server"]))
-            )
+            sub["backlog"], sub["reachable"], sub["live_error"] = _live_fields(pending.get((pub.item, sub["server"])))
+            sub["pending_rows"] = sub["backlog"].rows if sub["backlog"] else None
             state = health.bidir_subscriber_state(sub["last_error"], sub["init_state"] == "done", sub["last_sync_at"],
                                                   pub.last_sync_at)  # fmt: skip
             subs.append((sub, health.with_reachability(state, sub["reachable"])))
@@ -174,7 +185,10 @@ def bidir_states(sub_fields: tuple[str, ...] = BIDIR_SUB_FIELDS) -> list[BidirSt
     return result
 
 
-def bidir_rows() -> list[dict]:
+def bidir_rows(now: datetime | None = None) -> list[dict]:
+    """Every bi-directional publication with its subscribers. Lag in seconds: the age of the oldest change a sync
+    has yet to carry between the publisher and the subscriber (0 when none waits); a publication's is its worst."""
+    now = now or timezone.now()
     rows = []
     for pub, pub_state, subscribers in bidir_states():
         subs = [
@@ -182,17 +196,20 @@ def bidir_rows() -> list[dict]:
                 "server": sub["server"], "init_state": sub["init_state"], "last_pull_ts": _iso(sub["last_pull_ts"]),
                 "last_push_ts": _iso(sub["last_push_ts"]), "last_sync_at": _iso(sub["last_sync_at"]),
                 "last_error": sub["last_error"] or sub["live_error"], "state": state,
-                "state_label": health.LABELS[state], "lag_transactions": None, "lag_seconds": None,
-                "pending_rows": sub["pending_rows"], "reachable": sub["reachable"],
+                "state_label": health.LABELS[state], "lag_transactions": None,
+                "lag_seconds": _seconds(sub["backlog"], now), "pending_rows": sub["pending_rows"],
+                "reachable": sub["reachable"],
                 "last_success": _iso(sub["last_sync_at"]) if not sub["last_error"] else None,
             }
             for sub, state in subscribers
         ]  # fmt: skip
         pending = [s["pending_rows"] for s in subs]
+        ages = [s["lag_seconds"] for s in subs]
         rows.append({
             "item": pub.item, "server": pub.server_id, "table": pub.table, "last_sync_at": _iso(pub.last_sync_at),
             "last_sync_error": pub.last_sync_error, "subscribers": subs, "state": pub_state,
-            "state_label": health.LABELS[pub_state], "lag_transactions": None, "lag_seconds": None,
+            "state_label": health.LABELS[pub_state], "lag_transactions": None,
+            "lag_seconds": None if None in ages else max(ages, default=0.0),
             "pending_rows": None if None in pending else sum(p for p in pending if p is not None),
             "reachable": all(s["reachable"] for s in subs), "last_error": pub.last_sync_error,
             "last_success": _iso(pub.last_sync_at) if not pub.last_sync_error else None,
@@ -284,7 +301,7 @@ def status(request: HttpRequest) -> HttpResponse:
         return refused
     now = timezone.now()
     day_ago = now - timedelta(days=1)
-    snapshots, bidir, trx, events = snapshot_rows(), bidir_rows(), trx_rows(now), event_rows()
+    snapshots, bidir, trx, events = snapshot_rows(now), bidir_rows(now), trx_rows(now), event_rows()
     conflicts = ConflictBackup.objects.aggregate(
         total=Count("id"),
         last_24h=Count("id", filter=Q(created_at__gte=day_ago)),

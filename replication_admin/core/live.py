@@ -14,13 +14,16 @@ import socket
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import pyodbc
 from django.core.cache import cache
 
 from replication_admin.core import connections
+from replication_admin.core.times import aware, naive_utc
 from replication_admin.engine import dialects
+from replication_admin.engine.bidir_sql import log_backlog_sql
 from replication_admin.engine.dialects import AddressError
 from replication_admin.models import Server
 
@@ -116,3 +119,30 @@ def read(server: Server, reach: dict[str, str], key: tuple, compute: Callable[[]
         result = Live(error=f"server {server.name} could not be read: {cause_of(exc)}")
     cache.set(cache_key, result, LIVE_SECONDS)
     return result
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """Changes waiting in a log: how many, and when the oldest was made (None when there are none)."""
+
+    rows: int = 0
+    oldest: datetime | None = None
+
+    def __add__(self, other: Backlog) -> Backlog:
+        oldest = min((at for at in (self.oldest, other.oldest) if at is not None), default=None)
+        return Backlog(self.rows + other.rows, oldest)
+
+    def seconds(self, now: datetime) -> float:
+        """How far behind in time: the age of the oldest waiting change (0 when nothing waits)."""
+        return max(0.0, (now - self.oldest).total_seconds()) if self.oldest is not None else 0.0
+
+
+def log_backlog(server: Server, table: str, since: datetime | None, not_from: str = "") -> Backlog:
+    """The rows of `table`'s RLOG_ log on `server` newer than `since` (all without it) and not come from the server
+    `not_from`, with the oldest one's time."""
+    d = dialects.get(server.dialect)
+    schema = connections.table_schema(server)
+    text = log_backlog_sql(d, table, schema, naive_utc(since) if since else None, not_from)
+    with connections.connect(server, readonly=True) as conn:
+        rows, oldest = conn.cursor().execute(text).fetchone()
+    return Backlog(int(rows or 0), aware(oldest) if rows else None)

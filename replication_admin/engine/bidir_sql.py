@@ -329,16 +329,20 @@ def push_window_ids_sql(d: Dialect, table: TableInfo, subscriber: str, since: da
     )
 
 
+def log_backlog_sql(d: Dialect, table: str, schema: str, since: datetime | None, not_from: str = "") -> str:
+    """How many rows of a table's RLOG_ log (a snapshot log, or a bi-directional one) are newer than `since` (all
+    rows without it), leaving out the changes that came from `not_from` (they are not sent back there), and the
+    oldest one's SNAPTIME: both on the SNAPTIME index."""
+    snaptime, guid = d.quote("SNAPTIME"), d.quote("RLOG_ROWGUID")
+    where = [f"{snaptime} > {timestamp_literal(d, since)}"] if since is not None else []
+    if not_from:
+        where.append(f"NOT ({_is_local(d, guid, not_from)})")
+    condition = f" WHERE {' AND '.join(where)}" if where else ""
+    return f"SELECT COUNT(*), MIN({snaptime}) FROM {d.qualify(rlog_name(table), schema)}{condition}"
+
+
 def log_count_sql(d: Dialect, table: TableInfo) -> str:
     return f"SELECT COUNT(*) FROM {d.qualify(rlog_name(table.name), table.schema)}"
-
-
-def log_count_after_sql(d: Dialect, table: str, schema: str, since: datetime | None) -> str:
-    """Rows of a bi-directional log newer than `since` (all without it), counted on the SNAPTIME index."""
-    log = d.qualify(rlog_name(table), schema)
-    if since is None:
-        return f"SELECT COUNT(*) FROM {log}"
-    return f"SELECT COUNT(*) FROM {log} WHERE {d.quote('SNAPTIME')} > {timestamp_literal(d, since)}"
 
 
 def changes_schema(d: Dialect, layout: Layout, read_types: dict[str, str]) -> str:

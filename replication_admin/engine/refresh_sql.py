@@ -105,15 +105,6 @@ def max_snaptime_select(d: Dialect, source: TableInfo) -> str:
     return f"SELECT MAX({d.quote('SNAPTIME')}) AS snaptime FROM {d.qualify(rlog_name(source.name), source.schema)}"
 
 
-def log_pending_count_sql(d: Dialect, table: str, schema: str, since: datetime | None) -> str:
-    """How many rows of the snapshot log are newer than `since` (a snapshot's SN_LAST_TS; all rows without one),
-    counted on the SNAPTIME index."""
-    log = d.qualify(rlog_name(table), schema)
-    if since is None:
-        return f"SELECT COUNT(*) FROM {log}"
-    return f"SELECT COUNT(*) FROM {log} WHERE {d.quote('SNAPTIME')} > {timestamp_literal(d, since)}"
-
-
 def rplog_select(d: Dialect, rplog: str, schema: str, target: str, since: datetime) -> str:
     return (
         f"SELECT {d.quote('RLOG_ROWGUID')} AS rowguid FROM {d.qualify(rplog, schema)} "

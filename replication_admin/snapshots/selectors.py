@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from django.db.models import Max, Q
 from django.db.models.fields.json import KT
 
-from replication_admin.core import connections, live
-from replication_admin.core.times import naive_utc
-from replication_admin.engine import dialects
-from replication_admin.engine.refresh_sql import log_pending_count_sql
+from replication_admin.core import live
 from replication_admin.engine.schema import TableInfo
 from replication_admin.engine.statements import quote_name
 from replication_admin.models import (
@@ -52,17 +50,11 @@ def snapshot_name(server: Server, table: str) -> str:
     return f"{server.name}.{quote_name(table)}"
 
 
-def _pending(server: Server, table: str, since) -> int:
-    d = dialects.get(server.dialect)
-    text = log_pending_count_sql(d, table, connections.table_schema(server), naive_utc(since) if since else None)
-    with connections.connect(server, readonly=True) as conn:
-        return int(conn.cursor().execute(text).fetchone()[0])
-
-
 def pending_log_rows(snapshots: Iterable[Mapping[str, Any]]) -> dict[str, live.Live]:
     """Per incremental snapshot (dicts with name, source_server (its name), source_table, last_ts): the rows of
-    its snapshot log newer than SN_LAST_TS, i.e. not yet applied, read live on the source (one bounded count,
-    cached a few seconds); an unreachable source gives the reason instead. One catalog query."""
+    its snapshot log newer than SN_LAST_TS, i.e. not yet applied, with the oldest one's time (a live.Backlog), read
+    live on the source (one bounded read, cached a few seconds); an unreachable source gives the reason instead.
+    One catalog query."""
     snapshots = [s for s in snapshots if s["source_table"]]
     servers = {s.name: s for s in Server.objects.filter(name__in={s["source_server"] for s in snapshots})}
     reach = live.reachability(servers.values())
@@ -72,7 +64,7 @@ def pending_log_rows(snapshots: Iterable[Mapping[str, Any]]) -> dict[str, live.L
         if server is None:
             result[s["name"]] = live.Live(error=f"server {s['source_server']} is not registered")
             continue
-        key = ("snapshot-pending", s["source_table"], s["last_ts"])
-        read = lambda srv=server, t=s["source_table"], at=s["last_ts"]: _pending(srv, t, at)  # noqa: E731
-        result[s["name"]] = live.read(server, reach, key, read)
+        key = ("snapshot-backlog", s["source_table"], s["last_ts"])
+        result[s["name"]] = live.read(server, reach, key, partial(live.log_backlog, server, s["source_table"],
+                                                                   s["last_ts"]))  # fmt: skip
     return result

@@ -86,7 +86,7 @@ def test_each_kind_of_item_is_shown_with_its_state_badge_and_a_link_to_its_page(
         "demo.good": ("ok", reverse("snapshots-detail", args=["demo.good"])),
         # demo's SQLite file is not there: the publication's live read says so instead of "ok"
         "demo.t": ("unreachable", catalog["publication"].get_absolute_url()),
-        "demo.t → branch": ("unreachable", catalog["publication"].get_absolute_url()),
+        "demo.t ↔ branch": ("unreachable", catalog["publication"].get_absolute_url()),
         "s_invalid ← pub/acc": ("invalid", reverse("trx-subscriptions-detail", args=["s_invalid", "pub", "acc"])),
         "s_lagging ← pub/acc": ("lagging", reverse("trx-subscriptions-detail", args=["s_lagging", "pub", "acc"])),
         "s_ok ← pub/acc": ("ok", reverse("trx-subscriptions-detail", args=["s_ok", "pub", "acc"])),
