@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from replication_admin.conflicts.selectors import conflicts_per_day_figure
 from replication_admin.console.actions import do_acknowledge_alert
 from replication_admin.console.status_api import bidir_states, snapshot_rows, trx_rows
+from replication_admin.console.topology import topology
 from replication_admin.core.alerts import open_alerts
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.times import duration_text
@@ -103,7 +104,7 @@ def _item(
     state: str,
     at: datetime | None,
     *,
-    ends: tuple[str, str],
+    ends: tuple[str | None, str | None],
     lag_seconds: float | None = None,
     pending: int | None = None,
     unit: str = "row",
@@ -168,6 +169,7 @@ def replication_items(now: datetime, shown: int | None = None) -> list[dict]:
 
 def items_context(now: datetime) -> dict:
     items = replication_items(now, shown=ITEMS_SHOWN)
+    graph = topology(items)
     counts = {state: 0 for state in reversed(health.STATES)}
     for item in items:
         counts[item["state"]] += 1
@@ -179,6 +181,7 @@ def items_context(now: datetime) -> dict:
         "items_badge": STATE_BADGES[worst],
         "items_counts": [(STATE_LABELS.get(state, state), STATE_BADGES[state], n) for state, n in counts.items() if n],
         "legend": [(STATE_LABELS[state], STATE_BADGES[state], health.EXPLANATIONS[state]) for state in health.STATES],
+        **graph,
     }
 
 
@@ -304,6 +307,13 @@ def dashboard_charts(request: HttpRequest) -> HttpResponse:
     if is_htmx(request):
         return render(request, "replication_admin/console/dashboard.html#charts", context)
     return render(request, "replication_admin/console/dashboard_charts.html", context)
+
+
+@require_GET
+def topology_page(request: HttpRequest) -> HttpResponse:
+    """Who replicates to whom (see console/topology.py); the graph alone for htmx's refresh."""
+    context = {**topology(replication_items(timezone.now())), "standalone": True}
+    return render_page_or_partial(request, "replication_admin/console/topology.html", "graph", context)
 
 
 @require_POST

@@ -11,6 +11,7 @@ from replication_admin.console import status_api as api
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
     path("dashboard/charts/", dashboard.dashboard_charts, name="dashboard-charts"),
+    path("topology/", dashboard.topology_page, name="topology"),
     path("alerts/<int:pk>/acknowledge/", dashboard.alert_acknowledge, name="alerts-acknowledge"),
     path("snapshots/new/columns/", jobs.column_options, name="snapshots-columns"),
     path("snapshots/<path:name>/compare/", jobs.snapshot_compare, name="snapshots-compare"),

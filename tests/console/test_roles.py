@@ -133,6 +133,7 @@ PAGES |= {
     "setup-step",
     "setup-started",
     "dashboard-charts",
+    "topology",
 }  # the setup wizard: only editors set up replication
 PAGE_NEEDS = {"servers-add": "edit", "servers-edit": "edit", "setup": "edit", "setup-step": "edit",
               "setup-started": "edit"}  # fmt: skip
