@@ -121,6 +121,16 @@ class LevelSampleAdmin(ReadOnlyAdmin):
     list_display = ("at", "server", "account", "subscriber", "level", "publisher_level", "lag")
 
 
+@admin.register(models.Tracer)
+class TracerAdmin(ReadOnlyAdmin):
+    list_display = ("posted_at", "server", "account", "posted_by", "error")
+
+
+@admin.register(models.TracerArrival)
+class TracerArrivalAdmin(ReadOnlyAdmin):
+    list_display = ("tracer", "subscriber", "applied_at")
+
+
 @admin.register(models.TpItem)
 class TpItemAdmin(AuditedAdmin):
     list_display = ("server", "acct", "type", "item", "options", "is_copy")

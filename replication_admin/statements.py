@@ -29,7 +29,7 @@ from replication_admin.models import (
 from replication_admin.servers.actions import ServerData, do_check_server, do_update_server
 from replication_admin.snapshots import actions as snap
 from replication_admin.transactional import actions as trx_actions
-from replication_admin.transactional import durability
+from replication_admin.transactional import durability, tracers
 
 
 @dataclass
@@ -289,6 +289,13 @@ def _run_trx(actor: Actor, statement: st.Statement, context: Server | None, wait
         case st.PubOnConflict(account=account, answer=answer):
             publication = trx_actions.publication(_context(context, "repl_pub_on_conflict"), account)
             return Outcome(text, True, trx_actions.do_set_on_conflict(actor, publication, answer))
+        case st.PostTracer(account=account):
+            publication = trx_actions.publication(_context(context, "repl_tracer"), account)
+            tracer = tracers.do_post_tracer(actor, publication)
+            return Outcome(text, True, f"tracer #{tracer.pk} written", details={"tracer": tracer.pk})
+        case st.ScheduleTracer(account=account, minutes=minutes):
+            publication = trx_actions.publication(_context(context, "repl_tracer_schedule"), account)
+            return Outcome(text, True, tracers.do_schedule_tracer(actor, publication, minutes))
         case st.Wait(account=account, level=level, timeout=timeout):
             publication = trx_actions.publication(_context(context, "repl_wait"), account)
             acked = durability.wait_for_ack(publication, level, timeout)

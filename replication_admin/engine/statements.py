@@ -511,6 +511,22 @@ class PubAck(Statement):
 
 
 @dataclass(frozen=True)
+class PostTracer(Statement):
+    """REPL_TRACER(account): write a tracer token into the publication's log now; the console times it until each
+    subscriber has applied it (the publication page charts the latencies)."""
+
+    account: str = ""
+
+
+@dataclass(frozen=True)
+class ScheduleTracer(Statement):
+    """REPL_TRACER_SCHEDULE(account, minutes): a tracer token every `minutes` through the scheduler (0 stops)."""
+
+    account: str = ""
+    minutes: int = 0
+
+
+@dataclass(frozen=True)
 class PubOnConflict(Statement):
     """REPL_PUB_ON_CONFLICT(account, answer): an updateable publication's answer to a subscriber's conflicting
     change: 'resolve' (the REPL_ADD_CR resolvers decide) or 'reinitialize' (the publisher wins and the
@@ -908,6 +924,11 @@ FUNCTIONS: dict[str, Function] = {
     ),
     "REPL_PUB_ON_CONFLICT": Function(
         ("account", "answer"), lambda a, x: PubOnConflict(account=_account(a), answer=_conflict_answer(x))
+    ),
+    "REPL_TRACER": Function(("account",), lambda a: PostTracer(account=_account(a))),
+    "REPL_TRACER_SCHEDULE": Function(
+        ("account", "minutes"),
+        lambda a, m: ScheduleTracer(account=_account(a), minutes=_int_arg(m, "minutes", 0, 10080)),
     ),
     "REPL_WAIT": Function(
         ("account", "level", "timeout"),

@@ -15,6 +15,8 @@ from replication_admin.models.catalog import (
     SnapshotSubscription,
     TpGrant,
     TpItem,
+    Tracer,
+    TracerArrival,
     TransactionalConflictResolver,
 )
 from replication_admin.models.console import REGISTRY_DEFAULTS, Alert, AuditEntry, JobRun, RegistryEntry, ReplLock
@@ -42,5 +44,7 @@ __all__ = [
     "SnapshotSubscription",
     "TpGrant",
     "TpItem",
+    "Tracer",
+    "TracerArrival",
     "TransactionalConflictResolver",
 ]

@@ -461,6 +461,44 @@ class LevelSample(models.Model):
         return f"{self.subscriber} @ {self.server}/{self.account}: level {self.level} at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
+class Tracer(models.Model):
+    """A tracer token: a marker written into a transactional publication's log, timed until each subscriber has
+    applied it (REPL_TRACER_ARRIVAL). Latency = applied_at - posted_at, both on the console's clock."""
+
+    server = models.CharField(max_length=128, db_column="TR_SERVER")
+    account = models.CharField(max_length=128, db_column="TR_ACCOUNT")
+    posted_at = models.DateTimeField(db_column="TR_POSTED_AT")
+    posted_by = models.CharField(max_length=150, db_column="TR_POSTED_BY")
+    error = models.TextField(blank=True, default="", db_column="TR_ERROR", help_text="Why it could not be posted")
+
+    class Meta:
+        db_table = "REPL_TRACER"
+        ordering = ["-posted_at", "-id"]
+        indexes = [models.Index(fields=["server", "account", "posted_at"], name="repl_tracer_posted")]
+
+    def __str__(self) -> str:
+        return f"tracer #{self.pk} {self.server}/{self.account} at {self.posted_at:%Y-%m-%d %H:%M:%S}"
+
+
+class TracerArrival(models.Model):
+    """When a subscriber's apply committed a tracer token (recorded right after that commit)."""
+
+    tracer = models.ForeignKey(Tracer, on_delete=models.CASCADE, related_name="arrivals", db_column="TA_TRACER")
+    subscriber = models.CharField(max_length=128, db_column="TA_SUBSCRIBER")
+    applied_at = models.DateTimeField(db_column="TA_APPLIED_AT")
+
+    class Meta:
+        db_table = "REPL_TRACER_ARRIVAL"
+        constraints = [models.UniqueConstraint(fields=["tracer", "subscriber"], name="repl_tracer_arrival_once")]
+
+    def __str__(self) -> str:
+        return f"tracer #{self.tracer_id} at {self.subscriber}"
+
+    @property
+    def latency(self) -> float:
+        return (self.applied_at - self.tracer.posted_at).total_seconds()
+
+
 class TpItem(models.Model):
     """SYS_TP_ITEM: items of a transactional publication."""
 

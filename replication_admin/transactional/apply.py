@@ -24,6 +24,7 @@ from replication_admin.models import (
     Server,
     SkippedTransaction,
 )
+from replication_admin.transactional import tracers
 from replication_admin.transactional.lookups import (
     TrxError,
     _d,
@@ -145,6 +146,8 @@ class _Replay:
                 self.flush()
                 self.schema_change(entry.new or {})
                 continue
+            if entry.op == tracers.MARKER:
+                continue  # a tracer token: timed by the apply once committed, nothing to write here
             if entry.op in ("I", "U"):
                 assert entry.new is not None
                 table, codec = self.codec(entry.table, entry.new)
@@ -261,7 +264,10 @@ def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, 
             cursor.execute(statement)
         return new_count
 
-    return with_retries(target.server, work)
+    applied = with_retries(target.server, work)
+    if ids := tracers.tracer_ids(txns):
+        tracers.record_arrivals(target.server.name, ids)
+    return applied
 
 
 def skip_transaction(target: Target, txn: sql.Transaction, expected: int, error: str) -> int:

@@ -208,3 +208,9 @@ class SubscribeForm(_Prefixed):
 
     def clean_account(self) -> str:
         return self.cleaned_data["account"].strip()
+
+
+class TracerScheduleForm(forms.Form):
+    """How often the scheduler posts a tracer token into the publication's log (REPL_TRACER_SCHEDULE)."""
+
+    every_minutes = forms.IntegerField(min_value=0, max_value=10080, label="Every (minutes, 0: none)")

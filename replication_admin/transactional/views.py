@@ -33,7 +33,7 @@ from replication_admin.models import (
     TpItem,
 )
 from replication_admin.transactional import actions as trx_actions
-from replication_admin.transactional import durability
+from replication_admin.transactional import durability, tracers
 from replication_admin.transactional import lookups as trx_lookups
 from replication_admin.transactional import schema as trx_schema
 from replication_admin.transactional.forms import (
@@ -48,6 +48,7 @@ from replication_admin.transactional.forms import (
     SchemaPolicyForm,
     SubScheduleForm,
     SubscribeForm,
+    TracerScheduleForm,
 )
 from replication_admin.transactional.selectors import (
     capture_summary,
@@ -239,12 +240,32 @@ def _publication_context(request: HttpRequest, account: ReplAccount) -> dict:
         "schema_changes": _schema_changes(account, [s for s in subs if s.subscribed]),
         "ack_form": AckPolicyForm(initial={"ack_policy": account.ack_policy, "ack_timeout": account.ack_timeout}),
         "ack_voters": durability.voter_names(account),
+        **_tracer_context(account),
         "purger_form": PurgerForm(
             initial=PurgerForm.initial_for(
                 account.p_month, account.p_day, account.p_wday, account.p_time, account.purge_every
             )
         ),
         "candidates": Server.objects.exclude(name=account.server).exclude(name__in=taken),
+    }
+
+
+def _tracer_context(account: ReplAccount) -> dict:
+    """The tracer tokens panel: the latest tracers with each subscriber's latency, the chart and the schedule."""
+    event = ScheduledEvent.objects.filter(name=tracers.tracer_event_name(account)).first()
+    series = tracers.latency_series(account)
+    traces = [
+        {"type": "scatter", "mode": "lines+markers", "name": name, "x": [x for x, _ in points],
+         "y": [y for _, y in points]}
+        for name, points in sorted(series.items())
+    ]  # fmt: skip
+    recent = tracers.recent(account)
+    return {
+        "tracers": recent,
+        "tracer_subscribers": [c["subscriber"] for c in recent[0]["cells"]] if recent else [],
+        "tracer_event": event,
+        "tracer_form": TracerScheduleForm(initial={"every_minutes": event.interval if event else 0}),
+        "tracer_figure": line_chart(traces, "latency (s)"),
     }
 
 
@@ -413,6 +434,34 @@ def publication_ack(request: HttpRequest, server: str, account: str) -> HttpResp
         request, server, account, "trx.ack_policy", AckPolicyForm, "Acknowledgement",
         lambda a, acct, d: trx_actions.do_set_ack_policy(a, acct, d["ack_policy"], d["ack_timeout"]),
     )  # fmt: skip
+
+
+@require_POST
+def publication_tracer(request: HttpRequest, server: str, account: str) -> HttpResponse:
+    """Post a tracer token now (operate)."""
+    acct = _account(server, account)
+    if refused := refuse(request, OPERATE, "trx.tracer", _acct_target(acct)):
+        return refused
+
+    def post(actor: Actor) -> str:
+        tracer = tracers.do_post_tracer(actor, acct)
+        return f"Tracer #{tracer.pk} written into the log of {acct.account}: each subscriber's time shows below."
+
+    return _attempt(request, post) or redirect(acct)
+
+
+@require_POST
+def publication_tracer_schedule(request: HttpRequest, server: str, account: str) -> HttpResponse:
+    """A tracer token every N minutes (operate)."""
+    acct = _account(server, account)
+    if refused := refuse(request, OPERATE, "trx.tracer_schedule", _acct_target(acct)):
+        return refused
+    form = TracerScheduleForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Tracer schedule not saved: {_form_errors(form)}")
+        return redirect(acct)
+    minutes = form.cleaned_data["every_minutes"]
+    return _attempt(request, lambda a: tracers.do_schedule_tracer(a, acct, minutes)) or redirect(acct)
 
 
 @require_POST
