@@ -106,8 +106,9 @@ if not FERNET_KEYS:
 
 ALLOWED_HOSTS = env_list("REPLADMIN_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("REPLADMIN_CSRF_TRUSTED_ORIGINS", [])
-# Bearer tokens for the read-only status API (/api/status) and Prometheus metrics (/metrics); comma-separated.
-# Empty: both endpoints answer 403 "not enabled".
+# Bearer tokens for the read-only status API (/api/status) and Prometheus metrics (/metrics), good for both;
+# comma-separated. Tokens made on the console's API tokens page work beside them; with neither, both endpoints
+# answer 403 "not enabled".
 STATUS_TOKENS = env_list("REPLADMIN_STATUS_TOKENS", [])
 
 INSTALLED_APPS = [
@@ -251,6 +252,9 @@ STORAGES = {
     },
 }
 WHITENOISE_USE_FINDERS = DEBUG
+# Looked up per request then (edited files show at once, and no STATIC_ROOT is read): as decided here, not by the
+# DEBUG a test runner sets later.
+WHITENOISE_AUTOREFRESH = DEBUG
 
 # Secure defaults outside DEBUG; each can be relaxed from the environment behind a TLS proxy.
 SECURE_SSL_REDIRECT = env_bool("REPLADMIN_SECURE_SSL_REDIRECT", not DEBUG)
