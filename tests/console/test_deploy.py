@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from cryptography.fernet import Fernet
+from django.contrib.staticfiles import finders
 from django.core.management import call_command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,7 +131,9 @@ def production_server(tmp_path) -> Iterator[str]:
         print(log.read_text())
 
 
-def test_make_serve_runs_gunicorn_serving_the_login_page_and_static_files_under_hashed_names(production_server):
+def test_make_serve_runs_gunicorn_serving_the_login_page_and_static_files_under_hashed_names(
+    production_server, tmp_path
+):
     proxied = {"X-Forwarded-Proto": "https"}  # as the TLS proxy in front of it says (REPLADMIN_BEHIND_PROXY)
 
     status, headers, _ = fetch(production_server + "/login/")
@@ -156,6 +159,8 @@ def test_make_serve_runs_gunicorn_serving_the_login_page_and_static_files_under_
     status, headers, _ = fetch(production_server + "/static/css/console.css", **proxied)
     assert status == 200 and "immutable" not in headers["Cache-Control"]
     assert fetch(production_server + "/static/css/nothing.css", **proxied)[0] == 404
+    # gunicorn's access log goes to standard output (the journal under systemd).
+    assert '"GET /login/ HTTP/1.1" 200' in (tmp_path / "serve.log").read_text()
 
 
 def test_collectstatic_keeps_a_reference_to_a_file_that_is_not_shipped_instead_of_failing(tmp_path, settings):
@@ -184,3 +189,13 @@ def test_collectstatic_keeps_a_reference_to_a_file_that_is_not_shipped_instead_o
     assert f'url("{manifest["vendor/logo.svg"].removeprefix("vendor/")}")' in css
     script = (tmp_path / "collected" / manifest["vendor/bundle.min.js"]).read_text()
     assert script.endswith("//# sourceMappingURL=bundle.min.js.map\n")
+
+
+def test_every_static_file_a_template_names_is_among_the_static_files(settings):
+    """In production a page naming a static file that collectstatic did not gather fails (the manifest has no
+    hashed name for it), so every name a template gives `{% static %}` must be found."""
+    named = set()
+    for template in Path(settings.BASE_DIR, "templates").rglob("*.html"):
+        named |= set(re.findall(r"""{%\s*static\s+['"]([^'"]+)['"]\s*%}""", template.read_text(encoding="utf-8")))
+    assert "css/console.css" in named
+    assert [name for name in sorted(named) if finders.find(name) is None] == []
