@@ -199,3 +199,11 @@ def test_every_static_file_a_template_names_is_among_the_static_files(settings):
         named |= set(re.findall(r"""{%\s*static\s+['"]([^'"]+)['"]\s*%}""", template.read_text(encoding="utf-8")))
     assert "css/console.css" in named
     assert [name for name in sorted(named) if finders.find(name) is None] == []
+
+
+def test_the_deployment_guide_names_every_variable_the_settings_read():
+    read = set(re.findall(r"\"(REPLADMIN_[A-Z_]+)\"", (ROOT / "replication_admin" / "settings.py").read_text()))
+    read |= set(re.findall(r"\b(REPLADMIN_WEB_[A-Z_]+)\b", (ROOT / "scripts" / "gunicorn.conf.py").read_text()))
+    guide = (ROOT / "docs" / "deploy.md").read_text()
+    assert {"REPLADMIN_SECRET_KEY", "REPLADMIN_BEHIND_PROXY", "REPLADMIN_WEB_BIND"} <= read
+    assert sorted(name for name in read if name not in guide) == []
