@@ -1,4 +1,4 @@
-.PHONY: setup demo test test-pg lint bench
+.PHONY: setup demo serve test test-pg lint bench
 
 PY := .venv/bin/python
 # Development settings (secret key, Fernet key, DEBUG) come from var/dev.env, written by scripts/setup.sh; the
@@ -11,6 +11,11 @@ setup:
 ## The demo: console on http://127.0.0.1:8000 + a django-q2 worker + the Spark service, on the generated Demo database.
 demo: setup
 	scripts/demo.sh
+
+## The console for production (docs/deploy.md): scripts/serve.sh, gunicorn with every setting from the environment.
+## var/dev.env is not read here: only an env file named by REPLADMIN_ENV_FILE in the caller's environment is.
+serve:
+	REPLADMIN_ENV_FILE=$(if $(filter file,$(origin REPLADMIN_ENV_FILE)),,$(REPLADMIN_ENV_FILE)) scripts/serve.sh
 
 lint:
 	$(PY) -m ruff format --check .

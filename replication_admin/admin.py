@@ -215,6 +215,23 @@ class AuditEntryAdmin(admin.ModelAdmin):
         return False
 
 
+@admin.register(models.ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """API tokens are made and revoked on the console's API tokens page (audited); here they are read."""
+
+    list_display = ("name", "prefix", "scopes", "created_at", "created_by", "last_used_at", "revoked_at")
+    exclude = ("token_hash",)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 # Deleting an access attempt lifts that login lockout: audited as the console's Unlock button is.
 admin.site.unregister(AccessAttempt)
 

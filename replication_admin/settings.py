@@ -106,8 +106,9 @@ if not FERNET_KEYS:
 
 ALLOWED_HOSTS = env_list("REPLADMIN_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("REPLADMIN_CSRF_TRUSTED_ORIGINS", [])
-# Bearer tokens for the read-only status API (/api/status) and Prometheus metrics (/metrics); comma-separated.
-# Empty: both endpoints answer 403 "not enabled".
+# Bearer tokens for the read-only status API (/api/status) and Prometheus metrics (/metrics), good for both;
+# comma-separated. Tokens made on the console's API tokens page work beside them; with neither, both endpoints
+# answer 403 "not enabled".
 STATUS_TOKENS = env_list("REPLADMIN_STATUS_TOKENS", [])
 
 INSTALLED_APPS = [
@@ -127,6 +128,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files straight after the security headers and HTTPS redirect, before sessions and logins.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -232,9 +235,26 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Where `manage.py collectstatic` gathers the static files for production (scripts/serve.sh runs it).
+STATIC_ROOT = Path(env_str("REPLADMIN_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 # plotly.min.js is served from the plotly package itself (offline, same version as the Python API).
 STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", str(Path(plotly.__file__).parent / "package_data"))]
+# The console serves its static files itself (whitenoise; no web server needed in front). In production
+# collectstatic stores each file under a name carrying a hash of its content, with compressed copies, and pages link
+# to those names: whitenoise sends them with a ten-year Cache-Control (immutable), so a browser fetches a file once
+# per version. With DEBUG on, whitenoise serves straight from the source folders (finders): no collectstatic.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "replication_admin.static_storage.ConsoleStaticFilesStorage"
+    },
+}
+WHITENOISE_USE_FINDERS = DEBUG
+# Looked up per request then (edited files show at once, and no STATIC_ROOT is read): as decided here, not by the
+# DEBUG a test runner sets later.
+WHITENOISE_AUTOREFRESH = DEBUG
 
 # Secure defaults outside DEBUG; each can be relaxed from the environment behind a TLS proxy.
 SECURE_SSL_REDIRECT = env_bool("REPLADMIN_SECURE_SSL_REDIRECT", not DEBUG)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the demo: the Demo database and servers, the Spark service (one Spark driver for everything, on a
 # local master), a django-q2 worker, the in-sync follower of transactional subscriptions and the console on
-# http://127.0.0.1:8000. Ctrl-C stops all.
+# http://127.0.0.1:8000 (gunicorn). Ctrl-C stops all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The development settings in var/dev.env are read only when this names them (see replication_admin/settings.py).
@@ -26,6 +26,8 @@ setsid .venv/bin/python manage.py qcluster &
 pids+=($!)
 setsid .venv/bin/python manage.py replfollow &
 pids+=($!)
-setsid .venv/bin/python manage.py runserver --noreload 127.0.0.1:8000 &
+# The console as production serves it (gunicorn, scripts/gunicorn.conf.py); with DEBUG on (var/dev.env) its static
+# files come straight from the source folders, so no collectstatic.
+setsid .venv/bin/python -m gunicorn --config scripts/gunicorn.conf.py --bind 127.0.0.1:8000 &
 pids+=($!)
 wait -n || true # the first of them to end ends the demo

@@ -1,16 +1,22 @@
 """Console actions: acknowledging alerts (the alert leaves the dashboard; the same trouble later opens a new
-one), starting compares of two tables or of a snapshot with its source, and lifting login lockouts."""
+one), starting compares of two tables or of a snapshot with its source, lifting login lockouts, and making and
+revoking the API tokens of the status API and metrics."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from axes.utils import reset as axes_reset
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from replication_admin.console.runs import Compare, CompareParams
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.jobs import do_start_job
-from replication_admin.models import Alert, JobRun, Server, Snapshot
+from replication_admin.models import Alert, ApiToken, AuditEntry, JobRun, Server, Snapshot
+
+EDIT = "replication_admin.edit"
 
 
 def do_acknowledge_alert(actor: Actor, alert: Alert) -> str:
@@ -52,3 +58,38 @@ def do_unlock_login(actor: Actor, username: str, address: str | None = None) -> 
         removed = axes_reset(ip=address, username=username)  # ip None: from every address
         record(actor, "login.unlock", target, detail={"username": username, "address": address, "removed": removed})
     return removed
+
+
+def do_create_api_token(actor: Actor, name: str, scopes: Iterable[str]) -> tuple[ApiToken, str]:
+    """A new token for the status API and metrics, and the token itself: the only time it is at hand (the catalog
+    keeps its hash; the audit row names it by its prefix)."""
+    name = name.strip()
+    require(actor, EDIT, "api_token.create", name)
+    wanted = set(scopes)
+    chosen = [scope for scope in ApiToken.Scope.values if scope in wanted]
+    if not name:
+        raise ValidationError("Give the token a name that says who uses it.")
+    if not chosen or len(chosen) != len(wanted):
+        raise ValidationError(f"Choose its scopes among {', '.join(ApiToken.Scope.values)}.")
+    secret = ApiToken.new_secret()
+    with transaction.atomic(durable=True):
+        token = ApiToken.objects.create(
+            name=name, prefix=secret[: ApiToken.PREFIX_LENGTH], token_hash=ApiToken.digest(secret), scopes=chosen,
+            created_by=actor.username,
+        )  # fmt: skip
+        record(actor, "api_token.create", str(token), detail={"token": token.pk, "prefix": token.prefix,
+                                                               "scopes": chosen})  # fmt: skip
+    return token, secret
+
+
+def do_revoke_api_token(actor: Actor, token: ApiToken) -> bool:
+    """Refuse the token from now on (kept in the list as revoked). False when it already was revoked."""
+    require(actor, EDIT, "api_token.revoke", str(token))
+    with transaction.atomic(durable=True):
+        revoked = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+            revoked_at=timezone.now(), revoked_by=actor.username
+        )
+        outcome = AuditEntry.Outcome.OK if revoked else AuditEntry.Outcome.ERROR
+        record(actor, "api_token.revoke", str(token), outcome, {"token": token.pk, "prefix": token.prefix,
+                                                                "already_revoked": not revoked})  # fmt: skip
+    return bool(revoked)

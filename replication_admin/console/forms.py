@@ -1,10 +1,10 @@
-"""Forms of the console's own pages: compare, the job list's filter, the statement console."""
+"""Forms of the console's own pages: compare, the job list's filter, the statement console, a new API token."""
 
 from __future__ import annotations
 
 from django import forms
 
-from replication_admin.models import JobRun, Server
+from replication_admin.models import ApiToken, JobRun, Server
 
 
 class CompareForm(forms.Form):
@@ -27,3 +27,11 @@ class StatementForm(forms.Form):
     text = forms.CharField(
         max_length=100_000, widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false"}), label="Statements"
     )
+
+
+class ApiTokenForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text='Who or what uses it, e.g. "prometheus on mon-1"')
+    scopes = forms.MultipleChoiceField(
+        choices=ApiToken.Scope.choices, widget=forms.CheckboxSelectMultiple, initial=[ApiToken.Scope.STATUS],
+        help_text="What it may read",
+    )  # fmt: skip

@@ -1,9 +1,11 @@
 """Read-only status API (`GET /api/status`, JSON) and Prometheus metrics (`GET /metrics`).
 
-Neither uses the console's session login: a caller sends one of the tokens listed in REPLADMIN_STATUS_TOKENS as
-`Authorization: Bearer <token>`. `/metrics` also takes `?token=<token>` for scrapers that cannot send headers
-(the token then shows in access logs: prefer the header). Without tokens configured both answer 403 "not
-enabled". Both read the catalog in a fixed number of queries whatever the number of items, and the servers live
+Neither uses the console's session login: a caller sends a token as `Authorization: Bearer <token>`, either one
+made on the console's API tokens page (`/api/status` needs one of scope `status`, `/metrics` one of scope
+`metrics`; a revoked one is refused) or one listed in REPLADMIN_STATUS_TOKENS (good for both). `/metrics` also
+takes `?token=<token>` for scrapers that cannot send headers (the token then shows in access logs: prefer the
+header). With no token at all, neither in the console nor in the environment, both answer 403 "not enabled".
+Both read the catalog in a fixed number of queries whatever the number of items, and the servers live
 (lag, pending log rows, reachability: bounded reads cached a few seconds, see core/live.py). Every item carries
 state, lag_transactions, lag_seconds, pending_rows, reachable, last_success and last_error. The item states and
 their rules are in replication_admin/engine/health.py.
@@ -32,6 +34,7 @@ from replication_admin.bidir.selectors import pending_rows
 from replication_admin.core.live import Backlog, Live
 from replication_admin.engine import health
 from replication_admin.models import (
+    ApiToken,
     ConflictBackup,
     JobRun,
     RegistryEntry,
@@ -50,27 +53,53 @@ PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # --- token check ------------------------------------------------------------------------------------------
 
+# How stale a token's last_used_at may get before a request writes it again.
+USE_NOTED_EVERY = timedelta(minutes=1)
 
-def _token_matches(given: str) -> bool:
-    """Whether `given` is one of the configured tokens; every token is compared, each in constant time."""
+
+def _environment_token_matches(given: str) -> bool:
+    """Whether `given` is one of the REPLADMIN_STATUS_TOKENS; every one is compared, each in constant time."""
     matched = False
     for token in settings.STATUS_TOKENS:
         matched |= hmac.compare_digest(given.encode(), token.encode())
     return matched
 
 
-def _refusal(request: HttpRequest, allow_query_token: bool) -> HttpResponse | None:
-    """The response refusing the request, or None when it carries a valid token."""
-    if not settings.STATUS_TOKENS:
-        return JsonResponse({"error": "the status API is not enabled (REPLADMIN_STATUS_TOKENS is empty)"}, status=403)
+def _unauthorized(error: str) -> JsonResponse:
+    response = JsonResponse({"error": error}, status=401)
+    response["WWW-Authenticate"] = 'Bearer realm="replication_admin"'
+    return response
+
+
+def _note_use(token: ApiToken) -> None:
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at >= USE_NOTED_EVERY:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+
+
+def _refusal(request: HttpRequest, scope: str, allow_query_token: bool) -> HttpResponse | None:
+    """The response refusing the request, or None when it carries a token good for `scope`."""
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer":
         given = request.GET.get("token", "") if allow_query_token else ""
-    if given.strip() and _token_matches(given.strip()):
+    given = given.strip()
+    if given and _environment_token_matches(given):
         return None
-    response = JsonResponse({"error": "a valid token is required"}, status=401)
-    response["WWW-Authenticate"] = 'Bearer realm="replication_admin"'
-    return response
+    # Console tokens are found by the SHA-256 of what was sent: the time an index lookup takes tells nothing about
+    # a stored token, as nobody can choose what a hash begins with.
+    token = ApiToken.objects.filter(token_hash=ApiToken.digest(given)).first() if given else None
+    if token is None:
+        if not settings.STATUS_TOKENS and not ApiToken.objects.filter(revoked_at__isnull=True).exists():
+            error = ("the status API is not enabled: no API token exists; an editor makes one on the console's API "
+                     "tokens page (/tokens/), or set REPLADMIN_STATUS_TOKENS")  # fmt: skip
+            return JsonResponse({"error": error}, status=403)
+        return _unauthorized("a valid token is required")
+    if not token.active:
+        return _unauthorized("this token was revoked")
+    if scope not in token.scopes:
+        return JsonResponse({"error": f"this token does not have the {scope} scope"}, status=403)
+    _note_use(token)
+    return None
 
 
 def _iso(at: datetime | None) -> str | None:
@@ -297,7 +326,7 @@ def _states(*groups: list[dict]) -> list[str]:
 @never_cache
 @require_GET
 def status(request: HttpRequest) -> HttpResponse:
-    if refused := _refusal(request, allow_query_token=False):
+    if refused := _refusal(request, ApiToken.Scope.STATUS, allow_query_token=False):
         return refused
     now = timezone.now()
     day_ago = now - timedelta(days=1)
@@ -448,7 +477,7 @@ def _snapshot_metrics(out: Exposition) -> None:
 @never_cache
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
-    if refused := _refusal(request, allow_query_token=True):
+    if refused := _refusal(request, ApiToken.Scope.METRICS, allow_query_token=True):
         return refused
     out = Exposition()
     _trx_metrics(out)

@@ -1,10 +1,10 @@
 """URLs of the dashboard, jobs and compare, the statement console, the publications and subscriptions pages,
-the scheduler, the audit log, login lockouts, the status API and metrics."""
+the scheduler, the audit log, login lockouts, API tokens, the status API and metrics."""
 
 from django.urls import path
 
 from replication_admin.console import audit_log as audit
-from replication_admin.console import dashboard, jobs, lists, logins, statement_console
+from replication_admin.console import dashboard, jobs, lists, logins, statement_console, tokens
 from replication_admin.console import scheduler as catalog
 from replication_admin.console import status_api as api
 
@@ -27,6 +27,8 @@ urlpatterns = [
     path("audit/", audit.audit_list, name="audit"),
     path("logins/", logins.login_list, name="logins"),
     path("logins/unlock/", logins.login_unlock, name="logins-unlock"),
+    path("tokens/", tokens.token_list, name="tokens"),
+    path("tokens/<int:pk>/revoke/", tokens.token_revoke, name="tokens-revoke"),
     path("api/status", api.status, name="api-status"),
     path("metrics", api.metrics, name="metrics"),
 ]

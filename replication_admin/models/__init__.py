@@ -19,11 +19,20 @@ from replication_admin.models.catalog import (
     TracerArrival,
     TransactionalConflictResolver,
 )
-from replication_admin.models.console import REGISTRY_DEFAULTS, Alert, AuditEntry, JobRun, RegistryEntry, ReplLock
+from replication_admin.models.console import (
+    REGISTRY_DEFAULTS,
+    Alert,
+    ApiToken,
+    AuditEntry,
+    JobRun,
+    RegistryEntry,
+    ReplLock,
+)
 
 __all__ = [
     "REGISTRY_DEFAULTS",
     "Alert",
+    "ApiToken",
     "AuditEntry",
     "ConflictBackup",
     "DeclaredServer",

@@ -1,6 +1,9 @@
-"""Console-side tables: the replication registry, background job runs and the audit log."""
+"""Console-side tables: the replication registry, background job runs, the audit log, alerts and API tokens."""
 
 from __future__ import annotations
+
+import hashlib
+import secrets
 
 from django.conf import settings
 from django.db import models
@@ -247,3 +250,55 @@ class Alert(models.Model):
         """How long the alert was (or has been, while open) open."""
         end = self.closed_at or timezone.now()
         return max(0.0, (end - self.created_at).total_seconds())
+
+
+class ApiToken(models.Model):
+    """A bearer token for the read-only status API (`/api/status`) and the Prometheus metrics (`/metrics`), made in
+    the console. Only the SHA-256 of the token is kept: the token itself is shown once, when it is made. Its
+    first characters (`prefix`, not secret) tell tokens apart in the list and the audit log."""
+
+    class Scope(models.TextChoices):
+        STATUS = "status", "status (/api/status)"
+        METRICS = "metrics", "metrics (/metrics)"
+
+    # "ra_" and 40 URL-safe characters (240 random bits): hashed without salt, as nobody can guess it.
+    MARK = "ra_"
+    PREFIX_LENGTH = len(MARK) + 8
+
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16)
+    token_hash = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the token, hex")
+    scopes = models.JSONField(default=list, help_text='"status", "metrics" or both')
+    created_by = models.CharField(max_length=150)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Written at most once a minute per token, so a scraper polling every few seconds costs no write each time.
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        db_table = "REPL_API_TOKEN"
+        ordering = ["-created_at", "-id"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @staticmethod
+    def new_secret() -> str:
+        return ApiToken.MARK + secrets.token_urlsafe(30)
+
+    @staticmethod
+    def digest(token: str) -> str:
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+    def allows(self, scope: str) -> bool:
+        return self.active and scope in self.scopes
+
+    @property
+    def scope_labels(self) -> list[str]:
+        return [scope for scope in self.Scope.values if scope in self.scopes]

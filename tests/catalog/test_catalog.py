@@ -159,6 +159,6 @@ def test_every_catalog_and_console_model_is_in_the_django_admin():
     for model in (
         m.Server, m.Snapshot, m.SnapshotLog, m.SnapshotPublication, m.SnapshotSubscription,
         m.SnapshotConflictResolver, m.TransactionalConflictResolver, m.ReplAccount, m.ReplSubscriber,
-        m.TpItem, m.TpGrant, m.ScheduledEvent, m.RegistryEntry, m.JobRun, m.AuditEntry,
+        m.TpItem, m.TpGrant, m.ScheduledEvent, m.RegistryEntry, m.JobRun, m.AuditEntry, m.ApiToken,
     ):  # fmt: skip
         assert admin.site.is_registered(model), model

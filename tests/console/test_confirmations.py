@@ -21,6 +21,7 @@ from replication_admin.bidir import actions as bidir_actions
 from replication_admin.core.audit import Actor
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import (
+    ApiToken,
     AuditEntry,
     ConflictBackup,
     JobRun,
@@ -76,7 +77,7 @@ def world(make_server) -> World:
     """Real SQLite servers demo, branch and spare. On demo: table t with a snapshot log (and logged changes) copied
     by the incremental snapshot branch.t_copy; table b published bi-directionally to branch, with a resolver and a
     recorded conflict; table u published transactionally as demo/acct, granted to and subscribed by branch, with
-    logged transactions branch has applied. And a queued job."""
+    logged transactions branch has applied. A queued job and an API token."""
     command = Actor.command()
     demo, branch = make_server("sqlite", "demo"), make_server("sqlite", "branch")
     make_server("sqlite", "spare")
@@ -119,7 +120,9 @@ def world(make_server) -> World:
         table_name="demo.u", type="U", proc="u_cr_U_1", order=10, resolver_class="pub_wins"
     )
     job = JobRun.objects.create(kind="compare", target="demo.t ↔ branch.t")
-    return World(demo, branch, publication, subscription, resolver, conflict, job, {"trx_resolver": trx_resolver})
+    token = ApiToken.objects.create(name="monitoring", prefix="ra_sample0", token_hash="0" * 64, scopes=["status"])
+    return World(demo, branch, publication, subscription, resolver, conflict, job,
+                 {"trx_resolver": trx_resolver, "token": token})  # fmt: skip
 
 
 @pytest.fixture
@@ -193,6 +196,8 @@ CASES = [
          lambda w: not ReplSubscriber.objects.filter(subscribed=True).exists()),
     Case("jobs-cancel", [], "", ("Cancel job #", "compare: demo.t ↔ branch.t"),
          lambda w: JobRun.objects.get(pk=w.job.pk).state == JobRun.State.CANCELLED),
+    Case("tokens-revoke", [], "", ("Revoke the API token monitoring?", "ra_sample0…", "refused"),
+         lambda w: ApiToken.objects.get(pk=w.extra["token"].pk).revoked_at is not None),
 ]  # fmt: skip
 
 # URL names that sound destructive but are not, with the reason.
@@ -218,6 +223,7 @@ def pk_args(case: Case, w: World) -> list:
         "trx-resolver-remove": [w.extra["trx_resolver"].pk],
         "conflicts-reapply": [w.conflict.pk],
         "jobs-cancel": [w.job.pk],
+        "tokens-revoke": [w.extra["token"].pk],
     }[case.name]
 
 

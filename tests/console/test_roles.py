@@ -20,6 +20,7 @@ from django.utils import timezone
 from replication_admin import urls
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import (
+    ApiToken,
     AuditEntry,
     ConflictBackup,
     JobRun,
@@ -109,6 +110,8 @@ POST_NEEDS = {
     "jobs-cancel": "operate",
     "setup-step": "edit",
     "setup-reset": "edit",
+    "tokens": "edit",  # making an API token; the list is a page every role reads
+    "tokens-revoke": "edit",
 }
 # The snapshot log actions, by the action named in the URL.
 LOG_ACTIONS = {"create": "edit", "drop": "edit", "purge": "operate"}
@@ -129,6 +132,8 @@ PAGES = {
     "trx-publications-purge", "trx-subscriptions-init", "jobs-cancel",
     # The resolver editor over a transactional publication's table.
     "trx-items-resolvers", "trx-resolver-edit", "trx-resolver-remove",
+    # API tokens: every role sees the list and the revoke confirmation; making and revoking need edit.
+    "tokens", "tokens-revoke",
 }  # fmt: skip
 PAGES |= {
     "setup",
@@ -149,7 +154,7 @@ BY_PK = {
     "publications-resolver-move", "publications-resolver-remove", "subscriptions-init", "subscriptions-drop",
     "conflicts-detail", "conflicts-reapply", "conflicts-decide", "jobs-detail", "jobs-cancel", "alerts-acknowledge",
     "trx-items-resolvers", "trx-items-resolvers-add", "trx-items-dry-run", "trx-resolver-edit", "trx-resolver-move",
-    "trx-resolver-remove", "trx-schema-change-approve",
+    "trx-resolver-remove", "trx-schema-change-approve", "tokens-revoke",
 }  # fmt: skip
 BY_NAME = {
     "servers-table": ["demo", "t"],
@@ -213,6 +218,7 @@ DATA = {
     "subscriptions-init": {"rows_per_commit": "100"},
     "setup-step": {"use": "existing", "existing": "demo"},
     "jobs-compare": {"left_server": "demo", "left_table": "t", "right_server": "branch", "right_table": "t"},
+    "tokens": {"name": "monitoring", "scopes": ["status"]},
 }  # fmt: skip
 IGNORED = ("api-",)  # token-protected endpoints, outside the console's login and roles
 # Pages of admins (who may change users), outside the three roles: tests/console/test_security.py covers them.
@@ -272,7 +278,7 @@ def console(make_server, roles):
     """A sample row for every kind of URL argument: servers demo (with tables t and u), branch and spare; snapshot
     branch.t_copy of demo.t with a schedule; demo.t published bi-directionally (pk 1) to branch (pk 1) with a
     resolver and a recorded conflict; transactional publication demo/acct with an item, a grant and the subscriber
-    branch; a queued job; an alert."""
+    branch; a queued job; an alert; an API token."""
     demo = make_server("sqlite", "demo")
     branch = make_server("sqlite", "branch")
     make_server("sqlite", "spare")
@@ -313,6 +319,7 @@ def console(make_server, roles):
     )  # fmt: skip
     ReplSubscriber.objects.create(server="demo", account="acct", subscriber="branch", init_state="done")
     JobRun.objects.create(pk=1, kind="compare", target="demo.t ↔ branch.t")
+    ApiToken.objects.create(pk=1, name="monitoring", prefix="ra_sample0", token_hash="0" * 64, scopes=["status"])
     if "alerts-acknowledge" in url_names():
         apps.get_model("replication_admin", "Alert").objects.create(
             pk=1, kind="job_failed", target="job #1", message="failed", last_seen_at=timezone.now()

@@ -1,4 +1,5 @@
-"""manage.py demo_setup: the Demo database, its servers and an admin login, ready for the console."""
+"""manage.py demo_setup: the Demo database, its servers, an admin login and a monitoring token, ready for the
+console."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from django.core.management.base import BaseCommand
 from django_q.models import Schedule
 
 from replication_admin.bidir.actions import do_schedule_publication, find_publication
+from replication_admin.console.actions import do_create_api_token, do_revoke_api_token
 from replication_admin.core.audit import Actor
 from replication_admin.demo import create_demo_database
 from replication_admin.engine import dialects
 from replication_admin.models import (
+    ApiToken,
     ReplAccount,
     ReplSubscriber,
     Server,
@@ -39,6 +42,10 @@ LOCAL_SERVERS = [
     ),
     ("mariadb_demo", "mysql", 3306, "DRIVER={MariaDB Unicode};SERVER=127.0.0.1;PORT=3306;UID=root;PWD=;"),
 ]
+# The name of the API token the demo prints for the status API and metrics (made again at every run, the old one
+# revoked).
+MONITORING = "demo monitoring"
+CONSOLE = "http://127.0.0.1:8000"
 
 
 class Command(BaseCommand):
@@ -80,7 +87,19 @@ class Command(BaseCommand):
         user.is_staff = user.is_superuser = True
         user.set_password(password)
         user.save()
-        self.stdout.write(self.style.SUCCESS(f"log in at http://127.0.0.1:8000/ as {user.username} / {password}"))
+        self.stdout.write(self.style.SUCCESS(f"log in at {CONSOLE}/ as {user.username} / {password}"))
+        self.monitoring_token(actor)
+
+    def monitoring_token(self, actor: Actor) -> str:
+        """A new token of both scopes for the status API and metrics, printed with a command that uses it; the
+        previous run's is revoked (only its hash was kept: it cannot be printed again)."""
+        for old in ApiToken.objects.filter(name=MONITORING, revoked_at__isnull=True):
+            do_revoke_api_token(actor, old)
+        _, secret = do_create_api_token(actor, MONITORING, ApiToken.Scope.values)
+        self.stdout.write(self.style.SUCCESS(f'API token "{MONITORING}" (status, metrics): {secret}'))
+        self.stdout.write(f'  curl -H "Authorization: Bearer {secret}" {CONSOLE}/api/status')
+        self.stdout.write(f'  curl -H "Authorization: Bearer {secret}" {CONSOLE}/metrics')
+        return secret
 
     def _replication(self, actor: Actor) -> None:
         """Snapshots of the Demo database on the other servers, refreshed every minute, and a stream of

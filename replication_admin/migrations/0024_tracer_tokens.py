@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('replication_admin', '0022_followed_schemas'),
+        ('replication_admin', '0023_api_tokens'),
     ]
 
     operations = [
