@@ -165,9 +165,11 @@ class Command(BaseCommand):
         (the demo's follower applies each new order line within a second) and re-syncs every minute."""
         scripts = []
         if not ReplAccount.objects.filter(server="demo", account="orders").exists():
+            # A tracer token every minute: the publication page charts the latency from demo to the subscriber.
             scripts.append(
-                ("demo", "REPL_PUBLISH ('orders', 'orders.log'); REPL_PUB_ADD ('orders', 'Order Details', 2, 0, null)")
-            )
+                ("demo", "REPL_PUBLISH ('orders', 'orders.log'); REPL_PUB_ADD ('orders', 'Order Details', 2, 0, null);"
+                         "REPL_TRACER_SCHEDULE ('orders', 1)")
+            )  # fmt: skip
         if not ReplSubscriber.objects.filter(server="demo", account="orders", subscriber=target).exists():
             scripts.append(
                 (
