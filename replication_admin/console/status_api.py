@@ -45,6 +45,7 @@ from replication_admin.models import (
     Snapshot,
     SnapshotPublication,
     SnapshotSubscription,
+    TracerArrival,
 )
 from replication_admin.snapshots.selectors import last_refreshes, pending_log_rows
 from replication_admin.transactional.selectors import live_lags
@@ -473,6 +474,44 @@ def _snapshot_metrics(out: Exposition) -> None:
             out.sample("repladmin_snapshot_last_success_timestamp_seconds", {"snapshot": name}, at.timestamp())
 
 
+def _item_metrics(out: Exposition) -> None:
+    """Lag in seconds and pending changes of every item, read live like /api/status (bounded, cached 5 s)."""
+    now = timezone.now()
+    samples: list[tuple[dict, float | None, int | None]] = []
+    for s in snapshot_rows(now):
+        labels = {"kind": "snapshot", "item": s["name"], "subscriber": s["dest_server"]}
+        samples.append((labels, s["lag_seconds"], s["pending_rows"]))
+    for pub in bidir_rows(now):
+        for sub in pub["subscribers"]:
+            labels = {"kind": "bidirectional", "item": pub["item"], "subscriber": sub["server"]}
+            samples.append((labels, sub["lag_seconds"], sub["pending_rows"]))
+    for account in trx_rows(now):
+        for sub in account["subscribers"]:
+            labels = {"kind": "transactional", "item": f"{account['server']}/{account['account']}",
+                      "subscriber": sub["subscriber"]}  # fmt: skip
+            samples.append((labels, sub["lag_seconds"], sub["lag_transactions"]))
+    lag_help = "How far behind an item is: the age of the oldest change not yet applied (0 when none waits)."
+    out.family("repladmin_item_lag_seconds", "gauge", lag_help)
+    for labels, seconds, _ in samples:
+        if seconds is not None:
+            out.sample("repladmin_item_lag_seconds", labels, float(seconds))
+    out.family("repladmin_item_pending_changes", "gauge",
+               "Changes waiting for an item: log rows (snapshots, bi-directional) or transactions.")  # fmt: skip
+    for labels, _, pending in samples:
+        if pending is not None:
+            out.sample("repladmin_item_pending_changes", labels, pending)
+    latest = TracerArrival.objects.order_by("tracer__server", "tracer__account", "subscriber", "-tracer__posted_at")
+    seen: set[tuple[str, str, str]] = set()
+    out.family("repladmin_tracer_latency_seconds", "gauge",
+               "End-to-end latency of the latest tracer token each transactional subscriber applied.")  # fmt: skip
+    for arrival in latest.select_related("tracer")[:10000]:
+        key = (arrival.tracer.server, arrival.tracer.account, arrival.subscriber)
+        if key not in seen:
+            seen.add(key)
+            labels = {"publisher": key[0], "account": key[1], "subscriber": key[2]}
+            out.sample("repladmin_tracer_latency_seconds", labels, arrival.latency)
+
+
 @login_not_required
 @never_cache
 @require_GET
@@ -484,4 +523,5 @@ def metrics(request: HttpRequest) -> HttpResponse:
     _conflict_metrics(out)
     _job_metrics(out)
     _snapshot_metrics(out)
+    _item_metrics(out)
     return HttpResponse(out.text(), content_type=PROMETHEUS_CONTENT_TYPE)

@@ -3,6 +3,7 @@ the status API and the dashboard, back to 0 after a refresh."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -118,3 +119,14 @@ def status_of(client) -> dict:
     [subscription] = publication["subscribers"]
     assert publication["lag_seconds"] == subscription["lag_seconds"]
     return subscription
+
+
+def test_the_metrics_give_every_item_its_lag_in_seconds_and_its_pending_changes(snapshot, client):
+    run_sql(snapshot, "UPDATE items SET name = 'changed' WHERE id <= 3")
+    cache.clear()
+    body = client.get(reverse("metrics"), HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content.decode()
+    labels = 'kind="snapshot",item="dst.inc_items",subscriber="dst"'
+    assert f"repladmin_item_pending_changes{{{labels}}} 3" in body
+    [lag] = re.findall(rf"repladmin_item_lag_seconds\{{{re.escape(labels)}\}} ([0-9.e+-]+)", body)
+    assert 0 < float(lag) < 3600  # the updates were made in this test
+    assert "# TYPE repladmin_tracer_latency_seconds gauge" in body
