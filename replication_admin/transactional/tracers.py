@@ -127,6 +127,13 @@ def recent(account: ReplAccount) -> list[dict]:
     return rows
 
 
+def latest_arrival(sub: ReplSubscriber) -> TracerArrival | None:
+    """The newest tracer token `sub` has applied."""
+    arrivals = TracerArrival.objects.filter(tracer__server=sub.server, tracer__account=sub.account,
+                                            subscriber=sub.subscriber)  # fmt: skip
+    return arrivals.select_related("tracer").order_by("-tracer__posted_at").first()
+
+
 def latency_series(account: ReplAccount, hours: int = CHARTED_HOURS) -> dict[str, list[tuple[str, float]]]:
     """Per subscriber: (posted at, latency in seconds) of the tracers of the last `hours`."""
     since = timezone.now() - timedelta(hours=hours)

@@ -607,6 +607,7 @@ def _subscription_context(request: HttpRequest, sub: ReplSubscriber) -> dict:
     live = live_lags([fields], timezone.now(), counts)[(sub.server, sub.account, sub.subscriber)]
     return {
         "live": live,
+        "tracer": tracers.latest_arrival(sub),
         "status_title": status_title(label),
         "section": "subscriptions",
         "htmx": is_htmx(request),

@@ -129,6 +129,8 @@ def test_the_publication_page_lists_and_charts_the_latencies(publication, operat
     figure = json.loads(html.unescape(re.search(r'id="trx-tracer-figure"[^>]*>(.*?)</script>', body, re.S).group(1)))
     [trace] = figure["data"]
     assert trace["name"] == "my" and len(trace["y"]) == 1 and trace["y"][0] >= 0
+    sub_page = operator_client.get(reverse("trx-subscriptions-detail", args=["my", "pub", "acct"])).content.decode()
+    assert f'{cells["my"]} <span class="muted">(tracer #' in sub_page
     response = operator_client.post(reverse("trx-publications-tracer-schedule", args=["pub", "acct"]),
                                     {"every_minutes": "-3"})  # fmt: skip
     assert response.status_code == 302 and not ScheduledEvent.objects.filter(name__startswith="repl_tracer").exists()
