@@ -23,6 +23,7 @@ urlpatterns = [
     path("jobs/compare/tables/", jobs.table_options, name="jobs-compare-tables"),
     path("jobs/<int:pk>/", jobs.job_detail, name="jobs-detail"),
     path("jobs/<int:pk>/cancel/", jobs.job_cancel, name="jobs-cancel"),
+    path("jobs/<int:pk>/retry/", jobs.job_retry, name="jobs-retry"),
     path("audit/", audit.audit_list, name="audit"),
     path("logins/", logins.login_list, name="logins"),
     path("logins/unlock/", logins.login_unlock, name="logins-unlock"),

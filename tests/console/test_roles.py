@@ -105,6 +105,7 @@ POST_NEEDS = {
     "conflicts-decide": "operate",
     "jobs-compare": "operate",
     "jobs-cancel": "operate",
+    "jobs-retry": "operate",
     "setup-step": "edit",
     "setup-reset": "edit",
 }
@@ -144,7 +145,8 @@ BY_PK = {
     "publications-detail", "publications-drop", "publications-sync", "publications-schedule", "publications-subscribe",
     "publications-resolvers", "publications-resolvers-add", "publications-dry-run", "publications-resolver-edit",
     "publications-resolver-move", "publications-resolver-remove", "subscriptions-init", "subscriptions-drop",
-    "conflicts-detail", "conflicts-reapply", "conflicts-decide", "jobs-detail", "jobs-cancel", "alerts-acknowledge",
+    "conflicts-detail", "conflicts-reapply", "conflicts-decide", "jobs-detail", "jobs-cancel", "jobs-retry",
+    "alerts-acknowledge",
     "trx-items-resolvers", "trx-items-resolvers-add", "trx-items-dry-run", "trx-resolver-edit", "trx-resolver-move",
     "trx-resolver-remove", "trx-schema-change-approve",
 }  # fmt: skip
