@@ -10,8 +10,16 @@ from django.urls import reverse
 
 from replication_admin.console.actions import do_start_compare
 from replication_admin.core.audit import Actor
+from replication_admin.core.jobs import RUNNERS, job_subject
 from replication_admin.engine.types import LogicalType
-from replication_admin.models import AuditEntry, JobRun, Snapshot
+from replication_admin.models import (
+    AuditEntry,
+    JobRun,
+    ReplSubscriber,
+    Snapshot,
+    SnapshotPublication,
+    SnapshotSubscription,
+)
 from tests.tables import create_table
 
 pytestmark = pytest.mark.django_db
@@ -108,13 +116,9 @@ def test_every_job_kind_links_to_the_object_it_works_on(viewer_client, make_serv
     Snapshot.objects.create(
         name="branch.t_copy", query="SELECT * FROM t", source_server=demo, dest_server=branch, dest_table="t_copy"
     )
-    from replication_admin.models import ReplSubscriber, SnapshotPublication, SnapshotSubscription
-
     publication = SnapshotPublication.objects.create(item="demo.t", server=demo, table="t")
     subscription = SnapshotSubscription.objects.create(server="branch", item="demo.t")
     trx = ReplSubscriber.objects.create(server="demo", account="acct", subscriber="branch")
-    from replication_admin.core.jobs import RUNNERS, job_subject
-
     params = {
         "snapshot_refresh": {"snapshot": "branch.t_copy"},
         "snapshot_repair": {"snapshot": "branch.t_copy"},
