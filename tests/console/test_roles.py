@@ -106,6 +106,10 @@ POST_NEEDS = {
     "jobs-compare": "operate",
     "jobs-cancel": "operate",
     "jobs-retry": "operate",
+    "scheduler-run": "operate",
+    "scheduler-pause": "operate",
+    "scheduler-resume": "operate",
+    "scheduler-interval": "operate",
     "setup-step": "edit",
     "setup-reset": "edit",
 }
@@ -157,6 +161,10 @@ BY_NAME = {
     "trx-publications-new": [],
     "trx-subscriptions-new": [],
     "setup-step": ["publisher"],
+    "scheduler-run": [f"snapshot {SNAPSHOT}"],
+    "scheduler-pause": [f"snapshot {SNAPSHOT}"],
+    "scheduler-resume": [f"snapshot {SNAPSHOT}"],
+    "scheduler-interval": [f"snapshot {SNAPSHOT}"],
 }
 
 
@@ -211,6 +219,7 @@ DATA = {
     "subscriptions-init": {"rows_per_commit": "100"},
     "setup-step": {"use": "existing", "existing": "demo"},
     "jobs-compare": {"left_server": "demo", "left_table": "t", "right_server": "branch", "right_table": "t"},
+    "scheduler-interval": {"interval": "15"},
 }  # fmt: skip
 IGNORED = ("api-",)  # token-protected endpoints, outside the console's login and roles
 # Pages of admins (who may change users), outside the three roles: tests/console/test_security.py covers them.
