@@ -4,9 +4,8 @@ run now, pause / resume and its interval."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from collections.abc import Callable
+from datetime import datetime
 
 from django.contrib import messages
 from django.db.models import Q

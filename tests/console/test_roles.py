@@ -103,6 +103,7 @@ POST_NEEDS = {
     "subscriptions-drop": "edit",
     "conflicts-reapply": "operate",
     "conflicts-decide": "operate",
+    "conflicts-bulk": "operate",
     "jobs-compare": "operate",
     "jobs-cancel": "operate",
     "jobs-retry": "operate",
@@ -125,7 +126,7 @@ PAGES = {
     "publications-detail", "publications-drop", "publications-resolvers", "publications-resolver-edit",
     "publications-resolver-remove", "trx-publications-new", "trx-publications-detail", "trx-publications-drop",
     "subscriptions", "trx-subscriptions-new", "trx-subscriptions-detail", "trx-subscriptions-drop",
-    "subscriptions-drop", "conflicts", "conflicts-export", "conflicts-detail", "conflicts-reapply", "scheduler",
+    "subscriptions-drop", "conflicts", "conflicts-export", "conflicts-bulk", "conflicts-detail", "conflicts-reapply", "scheduler",
     "jobs", "jobs-compare", "jobs-compare-tables", "jobs-detail", "audit", "admin",
     # The confirmation pages of destructive actions (GET asks, POST acts; see test_confirmations.py).
     "snapshots-repair", "subscriptions-init", "trx-publications-remove-item", "trx-publications-revoke",
