@@ -72,14 +72,13 @@ def _filtered_jobs(request: HttpRequest) -> tuple[JobFilterForm, QuerySet[JobRun
 
 def failure_groups(jobs: QuerySet[JobRun]) -> list[FailureGroup]:
     """The failed jobs among `jobs` grouped by kind, object and error text, the group failing last first."""
-    rows = (
+    rows = list(
         jobs.filter(state=JobRun.State.FAILED)
         .order_by()
         .values("kind", "item", "target", "error")
         .annotate(count=Count("id"), first_at=Min("created_at"), last_at=Max("created_at"), latest=Max("id"))
         .order_by("-latest")[:FAILURE_GROUPS]
     )
-    rows = list(rows)
     latest = JobRun.objects.in_bulk([r["latest"] for r in rows])
     groups = []
     for row in rows:
@@ -93,6 +92,12 @@ def failure_groups(jobs: QuerySet[JobRun]) -> list[FailureGroup]:
             refusal=job_actions.rerun_refusal(job), rerun=rerun, succeeded_since=same_object.exists(),
         ))  # fmt: skip
     return groups
+
+
+def _superseded(job: JobRun) -> bool:
+    """A later job of the same kind ran on the same object: the list offers Retry on that one, not on this."""
+    later = JobRun.objects.filter(kind=job.kind, pk__gt=job.pk)
+    return (later.filter(item=job.item) if job.item else later.filter(target=job.target)).exists()
 
 
 @require_GET
@@ -112,7 +117,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
         {
             "job": j,
             "subject": job_subject(j.kind, j.params),
-            "retryable": j.state in job_actions.RERUNNABLE and j.pk not in followed_ids,
+            "retryable": j.state in job_actions.RERUNNABLE and j.pk not in followed_ids and not _superseded(j),
         }
         for j in shown
     ]

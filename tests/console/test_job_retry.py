@@ -214,3 +214,13 @@ def test_the_jobs_are_filtered_by_state_kind_and_item_and_the_filters_stay_in_th
     assert "kind=snapshot_refresh" in next_link and "page=2" in next_link
     sort_link = re.search(r'href="([^"]+)" data-sort="state"', page).group(1).replace("&amp;", "&")
     assert "kind=snapshot_refresh" in sort_link
+
+
+def test_the_list_offers_retry_only_on_the_latest_failure_of_an_object(operator_client):
+    older = failed("snapshot_refresh", "UPDATE SNAPSHOT w.c", "gone", "snapshot w.c", snapshot="w.c")
+    latest = failed("snapshot_refresh", "UPDATE SNAPSHOT w.c", "gone", "snapshot w.c", snapshot="w.c")
+    other = failed("snapshot_refresh", "UPDATE SNAPSHOT w.d", "gone", "snapshot w.d", snapshot="w.d")
+    page = operator_client.get(reverse("jobs")).content.decode()
+    listed = page[page.index('id="job-list"') :]
+    assert reverse("jobs-retry", args=[latest.pk]) in listed and reverse("jobs-retry", args=[other.pk]) in listed
+    assert reverse("jobs-retry", args=[older.pk]) not in listed
