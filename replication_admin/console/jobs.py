@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Max, Min, Q, QuerySet
+from django.db.models import Count, Max, Min, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -70,7 +71,41 @@ def _filtered_jobs(request: HttpRequest) -> tuple[JobFilterForm, QuerySet[JobRun
     return filters, jobs, filtered
 
 
-def failure_groups(jobs: QuerySet[JobRun]) -> list[FailureGroup]:
+def _latest_per_object(jobs: list[JobRun], **where) -> dict[tuple[str, str], int]:
+    """The highest id among the jobs of each (kind, object) of `jobs` (that match `where`): the object is the
+    item, or the target of jobs queued before jobs recorded their item."""
+    kinds = {j.kind for j in jobs}
+    latest: dict[tuple[str, str], int] = {}
+    items = {j.item for j in jobs if j.item}
+    if items:
+        rows = JobRun.objects.filter(kind__in=kinds, item__in=items, **where).order_by().values("kind", "item")
+        latest.update({(k, i): m for k, i, m in rows.annotate(m=Max("id")).values_list("kind", "item", "m")})
+    targets = {j.target for j in jobs if not j.item}
+    if targets:
+        rows = JobRun.objects.filter(kind__in=kinds, item="", target__in=targets, **where).order_by()
+        grouped = rows.values("kind", "target").annotate(m=Max("id")).values_list("kind", "target", "m")
+        latest.update({(k, t): m for k, t, m in grouped})
+    return latest
+
+
+def _object_key(job: JobRun) -> tuple[str, str]:
+    return (job.kind, job.item or job.target)
+
+
+class _Subjects:
+    """The object of each job, looked up once per kind and parameters on a page."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, Subject | None] = {}
+
+    def of(self, job: JobRun) -> Subject | None:
+        key = f"{job.kind} {json.dumps(job.params, sort_keys=True, default=str)}"
+        if key not in self._known:
+            self._known[key] = job_subject(job.kind, job.params)
+        return self._known[key]
+
+
+def failure_groups(jobs: QuerySet[JobRun], subjects: _Subjects) -> list[FailureGroup]:
     """The failed jobs among `jobs` grouped by kind, object and error text, the group failing last first."""
     rows = list(
         jobs.filter(state=JobRun.State.FAILED)
@@ -80,24 +115,18 @@ def failure_groups(jobs: QuerySet[JobRun]) -> list[FailureGroup]:
         .order_by("-latest")[:FAILURE_GROUPS]
     )
     latest = JobRun.objects.in_bulk([r["latest"] for r in rows])
+    following = job_actions.followers(list(latest.values()))
+    succeeded = _latest_per_object(list(latest.values()), state=JobRun.State.SUCCEEDED)
     groups = []
     for row in rows:
         job = latest[row["latest"]]
-        rerun = job.reruns.order_by("-pk").first()
-        same_object = JobRun.objects.filter(kind=job.kind, pk__gt=job.pk, state=JobRun.State.SUCCEEDED)
-        same_object = same_object.filter(item=job.item) if job.item else same_object.filter(target=job.target)
         groups.append(FailureGroup(
             kind=row["kind"], item=row["item"], target=row["target"], error=row["error"], count=row["count"],
-            first_at=row["first_at"], last_at=row["last_at"], latest=job, subject=job_subject(job.kind, job.params),
-            refusal=job_actions.rerun_refusal(job), rerun=rerun, succeeded_since=same_object.exists(),
+            first_at=row["first_at"], last_at=row["last_at"], latest=job, subject=subjects.of(job),
+            refusal=job_actions.rerun_refusal(job, following.get(job.pk)), rerun=following.get(job.pk),
+            succeeded_since=succeeded.get(_object_key(job), 0) > job.pk,
         ))  # fmt: skip
     return groups
-
-
-def _superseded(job: JobRun) -> bool:
-    """A later job of the same kind ran on the same object: the list offers Retry on that one, not on this."""
-    later = JobRun.objects.filter(kind=job.kind, pk__gt=job.pk)
-    return (later.filter(item=job.item) if job.item else later.filter(target=job.target)).exists()
 
 
 @require_GET
@@ -108,22 +137,23 @@ def job_list(request: HttpRequest) -> HttpResponse:
         search=("kind", "target", "item"),
     )  # fmt: skip
     shown = list(jobs_listing.page)
-    # A job already run again (by the reaper or a person) offers no Retry: its successor does.
-    followed = JobRun.objects.filter(Q(rerun_of__in=shown) | Q(retry_of__in=shown))
-    followed_ids = set(followed.values_list("rerun_of_id", flat=True)) | set(
-        followed.values_list("retry_of_id", flat=True)
-    )
+    subjects = _Subjects()
+    # A job already run again (by the reaper or a person), or followed by a later job on the same object, offers
+    # no Retry: the later one does.
+    finished = [j for j in shown if j.state in job_actions.RERUNNABLE]
+    following = job_actions.followers(finished)
+    latest = _latest_per_object(finished)
     rows = [
         {
             "job": j,
-            "subject": job_subject(j.kind, j.params),
-            "retryable": j.state in job_actions.RERUNNABLE and j.pk not in followed_ids and not _superseded(j),
+            "subject": subjects.of(j),
+            "retryable": j in finished and j.pk not in following and latest.get(_object_key(j), 0) <= j.pk,
         }
         for j in shown
     ]
     active = any(not j.finished for j in shown)
     context = {"page": jobs_listing.page, "jobs": jobs_listing, "rows": rows, "filters": filters, "active": active,
-               "filtered": filtered, "failures": failure_groups(jobs)}  # fmt: skip
+               "filtered": filtered, "failures": failure_groups(jobs, subjects)}  # fmt: skip
     return render_page_or_partial(request, "replication_admin/console/jobs.html", "job-rows", context)
 
 

@@ -412,17 +412,33 @@ def do_cancel_job(actor: Actor, job: JobRun) -> bool:
 RERUNNABLE = (JobRun.State.FAILED, JobRun.State.CANCELLED, JobRun.State.LOST)
 
 
-def rerun_refusal(job: JobRun) -> str | None:
-    """Why a person may not run `job` again now (one line), or None when they may."""
+_UNSET: Any = object()
+
+
+def rerun_refusal(job: JobRun, following: JobRun | None = _UNSET) -> str | None:
+    """Why a person may not run `job` again now (one line), or None when they may. `following`: the job that
+    already ran it again (looked up when not given)."""
     runner = RUNNERS.get(job.kind)
     if runner is None or not runner.retryable:
         return f"job #{job.pk} cannot be retried: {job.kind} jobs are not run again from the console"
     if job.state not in RERUNNABLE:
         return f"job #{job.pk} is {job.state}: only a failed or cancelled job is retried"
-    following = JobRun.objects.filter(Q(retry_of=job) | Q(rerun_of=job)).order_by("pk").first()
+    if following is _UNSET:
+        following = followers([job]).get(job.pk)
     if following is not None:
         return f"job #{job.pk} was already run again as job #{following.pk} ({following.state})"
     return None
+
+
+def followers(jobs: list[JobRun]) -> dict[int, JobRun]:
+    """The first job that ran each of `jobs` again (the reaper's next attempt or a person's retry), by id."""
+    ids = [j.pk for j in jobs]
+    found: dict[int, JobRun] = {}
+    for follower in JobRun.objects.filter(Q(retry_of__in=ids) | Q(rerun_of__in=ids)).order_by("pk"):
+        for original in (follower.retry_of_id, follower.rerun_of_id):
+            if original in ids and original not in found:
+                found[original] = follower
+    return found
 
 
 def do_retry_job(actor: Actor, job: JobRun) -> JobRun:

@@ -190,7 +190,7 @@ def test_an_operator_re_applies_and_dismisses_conflicts_in_bulk_with_one_confirm
     listed = page.locator("#bulk-rows tbody tr")
     assert listed.count() == 3
     shot(page, "reapply-confirmation")
-    page.click("#confirm-action")
+    page.click("form button.btn.danger")
     page.wait_for_selector("ul.messages li:has-text('3 conflicts re-applied')")
     assert "4 conflicts match" in page.inner_text("#conflict-count")  # back on the open ones
     shot(page, "reapplied")
@@ -209,7 +209,7 @@ def test_an_operator_re_applies_and_dismisses_conflicts_in_bulk_with_one_confirm
     left_out = page.locator("#bulk-rows tr.left-out")
     assert left_out.count() == 4 and "held for a person" in page.inner_text("#bulk-rows")
     shot(page, "dismiss-confirmation")
-    page.click("#confirm-action")
+    page.click("form button.btn.danger")
     page.wait_for_selector("ul.messages li:has-text('4 conflicts dismissed')")
     shot(page, "dismissed")
 
