@@ -78,12 +78,12 @@ def _latest_per_object(jobs: list[JobRun], **where) -> dict[tuple[str, str], int
     latest: dict[tuple[str, str], int] = {}
     items = {j.item for j in jobs if j.item}
     if items:
-        rows = JobRun.objects.filter(kind__in=kinds, item__in=items, **where).order_by().values("kind", "item")
-        latest.update({(k, i): m for k, i, m in rows.annotate(m=Max("id")).values_list("kind", "item", "m")})
+        by_item = JobRun.objects.filter(kind__in=kinds, item__in=items, **where).order_by().values("kind", "item")
+        latest.update({(k, i): m for k, i, m in by_item.annotate(m=Max("id")).values_list("kind", "item", "m")})
     targets = {j.target for j in jobs if not j.item}
     if targets:
-        rows = JobRun.objects.filter(kind__in=kinds, item="", target__in=targets, **where).order_by()
-        grouped = rows.values("kind", "target").annotate(m=Max("id")).values_list("kind", "target", "m")
+        by_target = JobRun.objects.filter(kind__in=kinds, item="", target__in=targets, **where).order_by()
+        grouped = by_target.values("kind", "target").annotate(m=Max("id")).values_list("kind", "target", "m")
         latest.update({(k, t): m for k, t, m in grouped})
     return latest
 
