@@ -15,17 +15,16 @@ from django.core.mail import send_mail
 from django.db import close_old_connections, connection
 from django.urls import reverse
 from django.utils import timezone
-from django_q.tasks import async_task
 
 from replication_admin.bidir import runs as bidir_runs
 from replication_admin.conflicts import runs as conflict_runs
 from replication_admin.console import runs as console_runs
-from replication_admin.core import jobs, reaper
+from replication_admin.core import events, jobs, reaper
 from replication_admin.core.alerts import safely_raise
 from replication_admin.core.audit import Actor, record
 from replication_admin.core.locks import LockBusy, item_lock
 from replication_admin.demo import CONTESTED_EVERY, reprice, simulate_activity
-from replication_admin.engine.schedule import EventTimes, due_at, due_events, seconds_to_next
+from replication_admin.engine.schedule import due_at, due_events, seconds_to_next
 from replication_admin.engine.statements import StatementError
 from replication_admin.models import AuditEntry, JobRun, ScheduledEvent, Server
 from replication_admin.snapshots import runs as snapshot_runs
@@ -61,22 +60,14 @@ _JOB_OUTCOMES: dict[str, str] = {
 }
 
 
-def _claim(event: EventTimes, at: datetime) -> bool:
-    """Take the scheduled time `at` for one run of the event; only one tick, on any host, gets it."""
-    rows = ScheduledEvent.objects.filter(name=event.name)
-    rows = rows.filter(last_slot__isnull=True) if event.last_slot is None else rows.filter(last_slot=event.last_slot)
-    return bool(rows.update(last_slot=at))
-
-
 def scheduler_tick() -> list[str]:
     """Hand each due SYS_SCHEDULED_EVENT to a worker, for the latest of its slots that has come."""
     now = timezone.now()
     handed = []
     for event, at in due_events((e.times() for e in ScheduledEvent.objects.all()), now):
-        if not _claim(event, at):
+        if not events.claim(event, at):
             continue  # another tick handed it out meanwhile
-        async_task("replication_admin.tasks.run_event", event.name, at, task_name=f"event-{event.name}"[:100],
-                   group="scheduler", sync=settings.JOBS_SYNC)  # fmt: skip
+        events.hand_out(event.name, at)
         handed.append(event.name)
     return handed
 
@@ -94,8 +85,8 @@ def scheduler_loop(stop: threading.Event) -> None:
     while not stop.is_set():
         try:
             scheduler_tick()
-            events = [e.times() for e in ScheduledEvent.objects.all()]
-            wait = seconds_to_next(events, timezone.now(), longest)
+            times = [e.times() for e in ScheduledEvent.objects.all()]
+            wait = seconds_to_next(times, timezone.now(), longest)
         except Exception:  # the next tick tries again; the scheduler never takes its host down
             log.exception("scheduler tick failed")
             close_old_connections()
@@ -191,7 +182,7 @@ def run_event(name: str, slot: datetime | None = None) -> str:
         return f"event {name} is gone"
     if slot is None:
         at = due_at(event.times(), timezone.now())
-        if at is None or not _claim(event.times(), at):
+        if at is None or not events.claim(event.times(), at):
             return f"event {name} is not due"
         slot = at
     elif event.last_slot is not None and event.last_slot > slot:

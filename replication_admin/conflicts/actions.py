@@ -3,10 +3,13 @@ remove, and dry runs that decide recorded conflicts again with a saved or propos
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from replication_admin.bidir import actions as bidir_actions
 from replication_admin.conflicts.chains import (
@@ -324,6 +327,84 @@ def do_reapply_conflict(actor: Actor, backup: ConflictBackup) -> str:
     ConflictBackup.objects.filter(pk=backup.pk).update(reapplied_by=actor.username)
     record(actor, "conflict.reapply", target, detail={"message": message})
     return message
+
+
+def is_held(backup: ConflictBackup) -> bool:
+    """Held for a person (decision 4) and not decided yet: only do_decide_held settles it."""
+    return backup.decision == ConflictBackup.HELD and backup.chosen is None
+
+
+def do_dismiss_conflict(actor: Actor, backup: ConflictBackup) -> str:
+    """Mark a conflict seen and handled without applying its losing version; it stays for the record (and may
+    still be re-applied). A held conflict is not dismissed: it waits for a person's pick (do_decide_held)."""
+    target = f"conflict #{backup.pk} ({backup.item})"
+    require(actor, OPERATE, "conflict.dismiss", target)
+    if is_held(backup):
+        error = ConflictError(f"conflict #{backup.pk} is held: pick its version on its page instead")
+        _failed(actor, "conflict.dismiss", target, error)
+        raise error
+    if backup.reapplied_at is not None:
+        error = ConflictError(f"conflict #{backup.pk} was re-applied; there is nothing left to dismiss")
+        _failed(actor, "conflict.dismiss", target, error)
+        raise error
+    with transaction.atomic():
+        dismissed = ConflictBackup.objects.filter(pk=backup.pk, dismissed_at__isnull=True).update(
+            dismissed_at=timezone.now(), dismissed_by=actor.username
+        )
+        record(actor, "conflict.dismiss", target, detail={"already": not dismissed})
+    return f"conflict #{backup.pk} dismissed" if dismissed else f"conflict #{backup.pk} was already dismissed"
+
+
+BULK_ACTIONS = {"reapply": "re-apply", "dismiss": "dismiss"}
+BULK_LIMIT = 500  # conflicts handled by one confirmation
+
+
+@dataclass
+class BulkOutcome:
+    done: list[tuple[int, str]] = field(default_factory=list)
+    failed: list[tuple[int, str]] = field(default_factory=list)
+    left_out: list[tuple[int, str]] = field(default_factory=list)
+
+
+def bulk_left_out(backup: ConflictBackup, action: str) -> str | None:
+    """Why a bulk `action` leaves this conflict alone (None: it acts on it)."""
+    if is_held(backup):
+        return "held for a person: pick its version on its page"
+    if backup.reapplied_at is not None:
+        return "already re-applied"
+    if action == "dismiss" and backup.dismissed_at is not None:
+        return "already dismissed"
+    return None
+
+
+def do_bulk_conflicts(actor: Actor, action: str, ids: list[int]) -> BulkOutcome:
+    """Re-apply or dismiss the chosen conflicts, each through the action its own page uses (its own transaction
+    and audit row, so one that fails leaves the others done), plus one audit row listing what was done."""
+    if action not in BULK_ACTIONS:
+        raise ConflictError(f"unknown bulk action {action!r}")
+    summary = f"conflict.bulk_{action}"
+    require(actor, OPERATE, summary, f"{len(ids)} conflict(s)")
+    if len(ids) > BULK_LIMIT:
+        error = ConflictError(f"at most {BULK_LIMIT} conflicts at once; narrow the filter")
+        _failed(actor, summary, f"{len(ids)} conflict(s)", error)
+        raise error
+    outcome = BulkOutcome()
+    single = do_reapply_conflict if action == "reapply" else do_dismiss_conflict
+    for backup in ConflictBackup.objects.filter(pk__in=ids).order_by("pk"):
+        reason = bulk_left_out(backup, action)
+        if reason is not None:
+            outcome.left_out.append((backup.pk, reason))
+            continue
+        try:
+            outcome.done.append((backup.pk, single(actor, backup)))
+        except ReplicationError as exc:
+            outcome.failed.append((backup.pk, str(exc)))
+    record(
+        actor, summary, f"{len(ids)} conflict(s)",
+        AuditEntry.Outcome.OK if not outcome.failed else AuditEntry.Outcome.ERROR,
+        {"done": [pk for pk, _ in outcome.done], "failed": dict(outcome.failed), "left_out": dict(outcome.left_out)},
+    )  # fmt: skip
+    return outcome
 
 
 def _edited_row(backup: ConflictBackup, edited: dict[str, str]) -> dict:

@@ -7,12 +7,21 @@ from datetime import date, datetime, time, timedelta
 from typing import Any, cast
 
 from django import forms
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from replication_admin.engine.resolvers import RESOLVER_CLASSES, join_words, resolver_classes
 from replication_admin.models import ConflictBackup
 from replication_admin.models.catalog import CR_TYPES
+
+HELD = Q(decision=ConflictBackup.HELD, chosen__isnull=True)
+# Where a conflict stands in the inbox: handled (re-applied, dismissed), waiting for a person (held), or open.
+STATUSES = {
+    "open": ("open", Q(reapplied_at__isnull=True, dismissed_at__isnull=True) & ~HELD),
+    "held": ("held for a person", HELD),
+    "reapplied": ("re-applied", Q(reapplied_at__isnull=False)),
+    "dismissed": ("dismissed", Q(dismissed_at__isnull=False)),
+}
 
 
 class ConflictFilterForm(forms.Form):
@@ -22,6 +31,8 @@ class ConflictFilterForm(forms.Form):
     decision = forms.TypedChoiceField(
         choices=[("", "any decision"), *ConflictBackup.DECISIONS], coerce=int, empty_value=None, required=False
     )
+    status = forms.ChoiceField(choices=[("", "any status"), *((k, label) for k, (label, _) in STATUSES.items())],
+                               required=False)  # fmt: skip
     since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
 
@@ -49,6 +60,8 @@ class ConflictFilterForm(forms.Form):
             queryset = queryset.filter(conflict_type=d["type"])
         if d.get("decision") is not None:
             queryset = queryset.filter(decision=d["decision"])
+        if d.get("status"):
+            queryset = queryset.filter(STATUSES[d["status"]][1])
         if d.get("since"):
             queryset = queryset.filter(created_at__gte=_start_of(d["since"]))
         if d.get("until"):

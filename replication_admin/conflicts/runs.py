@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.urls import reverse
+
 from jobs.resolve import decide_rows
 from replication_admin.conflicts.chains import (
     DRY_RUN_LIMIT,
@@ -15,10 +17,17 @@ from replication_admin.conflicts.chains import (
     table_columns,
 )
 from replication_admin.core.conflicts import resolver_chain
-from replication_admin.core.jobs import JobParams, JobRunner, register
+from replication_admin.core.jobs import JobParams, JobRunner, Subject, register
 from replication_admin.core.spark import spark_session
 from replication_admin.engine.resolvers import ResolverError
-from replication_admin.models import ConflictBackup, Server, SnapshotConflictResolver, TransactionalConflictResolver
+from replication_admin.models import (
+    ConflictBackup,
+    Server,
+    SnapshotConflictResolver,
+    SnapshotPublication,
+    TransactionalConflictResolver,
+)
+from replication_admin.transactional import selectors as trx_selectors
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,15 @@ class ResolverDryRun(JobRunner[DryRunParams]):
     kind = "resolver_dry_run"
     label = "Dry run of conflict resolvers"
     params_type = DryRunParams
+
+    @classmethod
+    def subject(cls, params: dict[str, Any]) -> Subject | None:
+        name = f"resolvers of {params['item']}"
+        if params.get("kind") == "transactional":
+            item = trx_selectors.table_item(params["server"], params["table"])
+            return Subject(name, reverse("trx-items-resolvers", args=[item.pk]) if item is not None else "")
+        publication = SnapshotPublication.objects.filter(item=params["item"]).first()
+        return Subject(name, reverse("publications-resolvers", args=[publication.pk]) if publication else "")
 
     def run(self) -> dict:
         params, reporter = self.params, self.reporter

@@ -25,6 +25,7 @@ urlpatterns = [
     path("publications/trx/resolvers/<int:pk>/remove/", resolvers.resolver_remove, TRX, name="trx-resolver-remove"),
     path("conflicts/", conflicts.conflict_list, name="conflicts"),
     path("conflicts/export.csv", conflicts.conflict_export, name="conflicts-export"),
+    path("conflicts/bulk/", conflicts.conflict_bulk, name="conflicts-bulk"),
     path("conflicts/<int:pk>/", conflicts.conflict_detail, name="conflicts-detail"),
     path("conflicts/<int:pk>/reapply/", conflicts.conflict_reapply, name="conflicts-reapply"),
     path("conflicts/<int:pk>/decide/", conflicts.conflict_decide, name="conflicts-decide"),

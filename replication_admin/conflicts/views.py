@@ -28,6 +28,7 @@ from replication_admin.core.web import (
     denied,
     paginate,
     render_page_or_partial,
+    requires,
     sort_queryset,
     text_filter,
 )
@@ -42,8 +43,10 @@ from replication_admin.transactional import selectors as trx_selectors
 OPERATE = "replication_admin.operate"
 LIST_FIELDS = (
     "id", "kind", "created_at", "item", "table_name", "source", "origin", "conflict_type", "operation",
-    "decision", "resolver", "primary_key", "reapplied_at",
+    "decision", "resolver", "primary_key", "reapplied_at", "dismissed_at", "chosen",
 )  # fmt: skip
+# The query parameters of the inbox's filter, carried by "all matching the filter" to the bulk confirmation.
+FILTER_PARAMS = ("q", "item", "table", "type", "decision", "status", "since", "until")
 # Ties keep the newest (highest id) first when sorting descending, the oldest when ascending.
 CONFLICT_SORTS = {
     "id": "id",
@@ -87,6 +90,7 @@ def conflict_list(request: HtmxHttpRequest) -> HttpResponse:
         query.pop(name, None)
     context = {
         "filters": filters,
+        "filter_params": [(k, v) for k in FILTER_PARAMS for v in request.GET.getlist(k) if v],
         "page": page,
         "conflicts": Listing(page, sort, text),
         "query": query.urlencode(),
@@ -232,4 +236,80 @@ def conflict_reapply(request: HttpRequest, pk: int) -> HttpResponse:
         "action": "Re-apply the losing version",
         "cancel_url": reverse("conflicts-detail", args=[conflict.pk]),
         "hidden": {},
+    })  # fmt: skip
+
+
+def _bulk_selection(request: HttpRequest, source) -> tuple[list[ConflictBackup], bool]:
+    """The conflicts a bulk action is for: the ticked ones, or every one the filter selects ("all"), newest first,
+    at most BULK_LIMIT; and whether the filter selected more than that."""
+    if source.get("all") == "1":
+        _, conflicts, _ = _filtered(request)
+    else:
+        ids = [int(i) for i in source.getlist("id") if i.isdigit()]
+        if source.get("ids"):
+            ids += [int(i) for i in source["ids"].split(",") if i.isdigit()]
+        conflicts = ConflictBackup.objects.filter(pk__in=ids)
+    chosen = list(conflicts.order_by("-created_at", "-id")[: resolver_actions.BULK_LIMIT + 1])
+    return chosen[: resolver_actions.BULK_LIMIT], len(chosen) > resolver_actions.BULK_LIMIT
+
+
+@require_http_methods(["GET", "POST"])
+@requires(OPERATE, "conflict.bulk", lambda request: f"{request.POST.get('action', '')} of selected conflicts")
+def conflict_bulk(request: HttpRequest) -> HttpResponse:
+    """Re-apply or dismiss many conflicts: a GET (the inbox's selection) shows one confirmation naming how many and
+    which; its POST handles exactly those, each as its own page would."""
+    source = request.POST if request.method == "POST" else request.GET
+    action = source.get("action", "")
+    if action not in resolver_actions.BULK_ACTIONS:
+        messages.error(request, "Choose re-apply or dismiss for the selected conflicts.")
+        return redirect("conflicts")
+    back = reverse("conflicts") + (f"?{source['back']}" if source.get("back") else "")
+    if request.method == "POST":
+        chosen, _ = _bulk_selection(request, source)
+        try:
+            outcome = resolver_actions.do_bulk_conflicts(Actor.from_request(request), action, [c.pk for c in chosen])
+        except PermissionDenied as exc:
+            return denied(request, exc)
+        except ReplicationError as exc:
+            messages.error(request, str(exc))
+            return redirect(back)
+        verb = "re-applied" if action == "reapply" else "dismissed"
+        line = f"{len(outcome.done)} conflict{'s' if len(outcome.done) != 1 else ''} {verb}"
+        if outcome.left_out:
+            line += f"; {len(outcome.left_out)} left as they were (held for a person or already handled)"
+        messages.success(request, line + ".")
+        for pk, error in outcome.failed:
+            messages.error(request, f"conflict #{pk}: {error}")
+        return redirect(back)
+    if request.GET.get("all") != "1" and not request.GET.getlist("id"):
+        messages.warning(request, "Tick the conflicts to handle first, or choose all that match the filter.")
+        return redirect(back)
+    chosen, more = _bulk_selection(request, request.GET)
+    rows = [(c, resolver_actions.bulk_left_out(c, action)) for c in chosen]
+    acting = [c for c, reason in rows if reason is None]
+    left_out = len(rows) - len(acting)
+    verb = resolver_actions.BULK_ACTIONS[action]
+    what = (
+        "The losing version of each is written on its publisher as a new change (as its own page's re-apply does); "
+        "the next sync sends it to every subscriber."
+        if action == "reapply"
+        else "Each is marked dismissed: handled without applying it, kept for the record (filter by status to see "
+        "them), and it may still be re-applied from its page."
+    )
+    if left_out:
+        what += (
+            f" {left_out} of those chosen are left as they are: held conflicts wait for a person to pick their version"
+            " on their own page, and handled ones are not handled twice."
+        )
+    if more:
+        what += f" The filter selects more than {resolver_actions.BULK_LIMIT}: the newest {len(rows)} are shown."
+    return render(request, "replication_admin/confirm.html", {
+        "title": f"{verb.capitalize()} {len(acting)} conflict{'s' if len(acting) != 1 else ''}?",
+        "body": what,
+        "action": f"{verb.capitalize()} {len(acting)} conflict{'s' if len(acting) != 1 else ''}",
+        "cancel_url": back,
+        "hidden": {"action": action, "ids": ",".join(str(c.pk) for c in acting), "back": source.get("back", "")},
+        "rows_template": "replication_admin/conflicts/bulk_rows.html",
+        "rows": rows,
+        "disabled": not acting,
     })  # fmt: skip

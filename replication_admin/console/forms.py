@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django import forms
 
 from replication_admin.models import ApiToken, JobRun, Server
@@ -16,7 +18,15 @@ class CompareForm(forms.Form):
 
 class JobFilterForm(forms.Form):
     state = forms.ChoiceField(choices=[("", "any state"), *JobRun.State.choices], required=False)
-    kind = forms.CharField(required=False)
+    kind = forms.ChoiceField(choices=[], required=False)
+    item = forms.ChoiceField(choices=[], required=False, help_text="The object the job works on")
+
+    def __init__(self, *args, kinds: dict[str, str], items: list[str], **kwargs) -> None:
+        """`kinds`: {kind: label} of the kinds offered; `items`: the objects jobs worked on."""
+        super().__init__(*args, **kwargs)
+        kind_field = cast(forms.ChoiceField, self.fields["kind"])
+        kind_field.choices = [("", "any kind"), *sorted(kinds.items(), key=lambda pair: pair[1])]
+        cast(forms.ChoiceField, self.fields["item"]).choices = [("", "any item"), *((i, i) for i in items)]
 
 
 class StatementForm(forms.Form):

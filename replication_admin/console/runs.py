@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from django.urls import reverse
 
 from jobs import compare
 from replication_admin.core import connections, spark_sizing
-from replication_admin.core.jobs import JobError, JobParams, JobRunner, register
+from replication_admin.core.jobs import JobError, JobParams, JobRunner, Subject, register
 from replication_admin.core.spark import spark_session
 from replication_admin.engine import dialects
 from replication_admin.engine.compare import ComparePlanError, plan_compare
@@ -35,6 +38,13 @@ class Compare(JobRunner[CompareParams]):
     kind = "compare"
     label = "Compare tables"
     params_type = CompareParams
+
+    @classmethod
+    def subject(cls, params: dict[str, Any]) -> Subject | None:
+        if params.get("snapshot"):
+            return Subject(f"snapshot {params['snapshot']}", reverse("snapshots-detail", args=[params["snapshot"]]))
+        server, table = params["right_server"], params["right_table"]
+        return Subject(f"table {server}.{table}", reverse("servers-table", args=[server, table]))
 
     def run(self) -> dict:
         params, reporter = self.params, self.reporter

@@ -32,6 +32,7 @@ from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 import pyodbc
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 from django_q.tasks import async_task
@@ -140,12 +141,28 @@ class Reporter:
             self.timings[name] = round(time.monotonic() - started, 4)
 
 
+@dataclasses.dataclass(frozen=True)
+class Subject:
+    """The object a job works on: its name for people ("snapshot wh.copy") and the URL of its page."""
+
+    name: str
+    url: str = ""
+
+
 class JobRunner(Generic[P]):
-    """One kind of background job. Subclasses set kind, label and params_type and implement run()."""
+    """One kind of background job. Subclasses set kind, label and params_type, implement run() and say
+    which object a job works on (subject)."""
 
     kind: ClassVar[str]
     label: ClassVar[str]
     params_type: ClassVar[type[JobParams]]
+    # Whether a person may run a failed or cancelled job of this kind again with the same parameters.
+    retryable: ClassVar[bool] = True
+
+    @classmethod
+    def subject(cls, params: dict[str, Any]) -> Subject | None:
+        """The object a job with these parameters works on; None when the kind does not name one."""
+        return None
 
     def __init__(self, job: JobRun, reporter: Reporter) -> None:
         self.job = job
@@ -171,6 +188,17 @@ def register(runner: type[JobRunner[P]]) -> type[JobRunner[P]]:
 def kind_label(kind: str) -> str:
     runner = RUNNERS.get(kind)
     return runner.label if runner is not None else kind
+
+
+def job_subject(kind: str, params: dict[str, Any] | None) -> Subject | None:
+    """The object a job works on, as its kind names it (None for an unknown kind or one that names none)."""
+    runner = RUNNERS.get(kind)
+    if runner is None:
+        return None
+    try:
+        return runner.subject(params or {})
+    except (KeyError, TypeError, ValueError):  # parameters of an older version: no link rather than no page
+        return None
 
 
 # --- the lifecycle ---------------------------------------------------------------------------------------
@@ -331,11 +359,14 @@ def do_start_job(
     params: P,
     perm: str = OPERATE,
     sync: bool | None = None,
+    rerun_of: JobRun | None = None,
 ) -> JobRun:
-    """Queue a job of `runner`'s kind (audited under the actor's name)."""
+    """Queue a job of `runner`'s kind (audited under the actor's name); `rerun_of`: the failed or cancelled
+    job a person runs again with these parameters."""
     kind = runner.kind
     require(actor, perm, f"job.{kind}", target)
     data = params.as_json()
+    subject = job_subject(kind, data)
     inline = settings.JOBS_SYNC if sync is None else sync
     trigger = JobRun.Trigger.SCHEDULER if actor.via == "scheduler" else JobRun.Trigger.PERSON
     with transaction.atomic():
@@ -346,15 +377,21 @@ def do_start_job(
             queued = next((j for j in same[:20] if j.params == data), None)
             if queued is not None:
                 record(actor, f"job.{kind}", target, detail={"job": queued.pk, "merged_into": queued.pk, **data})
+                if rerun_of is not None:
+                    record(actor, "job.retry", str(rerun_of), detail={"job": rerun_of.pk, "merged_into": queued.pk})
                 return queued
         job = JobRun.objects.create(
             kind=kind,
             target=target,
             params=data,
+            item=subject.name[:500] if subject is not None else "",
             trigger=trigger,
+            rerun_of=rerun_of,
             created_by=actor.user if actor.user is not None and actor.user.is_authenticated else None,
         )
         record(actor, f"job.{kind}", target, detail={"job": job.pk, **data})
+        if rerun_of is not None:
+            record(actor, "job.retry", str(rerun_of), detail={"job": rerun_of.pk, "retry": job.pk, "params": data})
     enqueue(job, sync=sync)
     return JobRun.objects.get(pk=job.pk) if sync or (sync is None and settings.JOBS_SYNC) else job
 
@@ -368,3 +405,51 @@ def do_cancel_job(actor: Actor, job: JobRun) -> bool:
         )
         record(actor, "job.cancel", str(job), AuditEntry.Outcome.OK if updated else AuditEntry.Outcome.ERROR)
     return bool(updated)
+
+
+# --- running a failed job again ---------------------------------------------------------------------------
+
+RERUNNABLE = (JobRun.State.FAILED, JobRun.State.CANCELLED, JobRun.State.LOST)
+
+
+_UNSET: Any = object()
+
+
+def rerun_refusal(job: JobRun, following: JobRun | None = _UNSET) -> str | None:
+    """Why a person may not run `job` again now (one line), or None when they may. `following`: the job that
+    already ran it again (looked up when not given)."""
+    runner = RUNNERS.get(job.kind)
+    if runner is None or not runner.retryable:
+        return f"job #{job.pk} cannot be retried: {job.kind} jobs are not run again from the console"
+    if job.state not in RERUNNABLE:
+        return f"job #{job.pk} is {job.state}: only a failed or cancelled job is retried"
+    if following is _UNSET:
+        following = followers([job]).get(job.pk)
+    if following is not None:
+        return f"job #{job.pk} was already run again as job #{following.pk} ({following.state})"
+    return None
+
+
+def followers(jobs: list[JobRun]) -> dict[int, JobRun]:
+    """The first job that ran each of `jobs` again (the reaper's next attempt or a person's retry), by id."""
+    ids = [j.pk for j in jobs]
+    found: dict[int, JobRun] = {}
+    for follower in JobRun.objects.filter(Q(retry_of__in=ids) | Q(rerun_of__in=ids)).order_by("pk"):
+        for original in (follower.retry_of_id, follower.rerun_of_id):
+            if original in ids and original not in found:
+                found[original] = follower
+    return found
+
+
+def do_retry_job(actor: Actor, job: JobRun) -> JobRun:
+    """Queue a failed or cancelled job again: the same kind, target and parameters, through do_start_job (so
+    it takes the item's lock, its lease and the queue's merging as any job does), linked to the original."""
+    target = str(job)
+    require(actor, OPERATE, "job.retry", target)
+    refusal = rerun_refusal(job)
+    if refusal is not None:
+        record(actor, "job.retry", target, AuditEntry.Outcome.ERROR, {"job": job.pk, "refused": refusal})
+        raise JobError(refusal)
+    runner = RUNNERS[job.kind]
+    # do_start_job writes the job, its audit row and the job.retry row in one transaction.
+    return do_start_job(actor, runner, job.target, runner.params_type.from_json(job.params), rerun_of=job)

@@ -65,7 +65,7 @@ def take_back(job_id: int, reason: str) -> JobRun | None:
         retry: JobRun | None = None
         if attempt < settings.JOB_ATTEMPTS:
             retry = JobRun.objects.create(
-                kind=job.kind, target=job.target, params=job.params, created_by=job.created_by,
+                kind=job.kind, target=job.target, params=job.params, item=job.item, created_by=job.created_by,
                 trigger=JobRun.Trigger.RETRY, retry_of=job, attempts=attempt,
                 not_before=now + timedelta(seconds=backoff(attempt)),
                 message=f"attempt {attempt + 1}, after job #{job.pk} was lost",

@@ -643,6 +643,9 @@ class ConflictBackup(models.Model):
     reapplied_at = models.DateTimeField(null=True, blank=True, db_column="RC_REAPPLIED_AT")
     reapplied_by = models.CharField(max_length=150, blank=True, db_column="RC_REAPPLIED_BY")
     notified = models.BooleanField(default=False, db_column="RC_NOTIFIED")
+    # Dismissed from the inbox without applying: seen and handled by a person, kept for the record.
+    dismissed_at = models.DateTimeField(null=True, blank=True, db_column="RC_DISMISSED_AT")
+    dismissed_by = models.CharField(max_length=150, blank=True, db_column="RC_DISMISSED_BY")
     pending = models.BooleanField(default=False, db_column="RC_PENDING")
     # A held conflict (decision 4) decided by a person: what was picked (CHOICES), the edited version, who, when.
     # Bi-directional: the next sync carries it out (the change waits in the subscriber's log until then).

@@ -103,6 +103,15 @@ class JobRun(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries",
         help_text="The lost attempt this run repeats",
     )  # fmt: skip
+    # A person's run of a failed or cancelled job again, with the same parameters (the attempts of one
+    # request stay on retry_of; this links two requests).
+    rerun_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns",
+        help_text="The failed or cancelled job a person ran again",
+    )  # fmt: skip
+    item = models.CharField(
+        max_length=500, blank=True, db_index=True, help_text="The object the job works on, e.g. 'snapshot wh.copy'"
+    )
     # A queued job waiting behind the job applying its item is handed to a worker when that one ends.
     waiting_for = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="waiters")
     not_before = models.DateTimeField(null=True, blank=True, help_text="A retry's backoff: not handed out before")

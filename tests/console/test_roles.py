@@ -106,8 +106,14 @@ POST_NEEDS = {
     "subscriptions-drop": "edit",
     "conflicts-reapply": "operate",
     "conflicts-decide": "operate",
+    "conflicts-bulk": "operate",
     "jobs-compare": "operate",
     "jobs-cancel": "operate",
+    "jobs-retry": "operate",
+    "scheduler-run": "operate",
+    "scheduler-pause": "operate",
+    "scheduler-resume": "operate",
+    "scheduler-interval": "operate",
     "setup-step": "edit",
     "setup-reset": "edit",
     "tokens": "edit",  # making an API token; the list is a page every role reads
@@ -125,7 +131,7 @@ PAGES = {
     "publications-detail", "publications-drop", "publications-resolvers", "publications-resolver-edit",
     "publications-resolver-remove", "trx-publications-new", "trx-publications-detail", "trx-publications-drop",
     "subscriptions", "trx-subscriptions-new", "trx-subscriptions-detail", "trx-subscriptions-drop",
-    "subscriptions-drop", "conflicts", "conflicts-export", "conflicts-detail", "conflicts-reapply", "scheduler",
+    "subscriptions-drop", "conflicts", "conflicts-export", "conflicts-bulk", "conflicts-detail", "conflicts-reapply", "scheduler",
     "jobs", "jobs-compare", "jobs-compare-tables", "jobs-detail", "audit", "admin",
     # The confirmation pages of destructive actions (GET asks, POST acts; see test_confirmations.py).
     "snapshots-repair", "subscriptions-init", "trx-publications-remove-item", "trx-publications-revoke",
@@ -152,7 +158,8 @@ BY_PK = {
     "publications-detail", "publications-drop", "publications-sync", "publications-schedule", "publications-subscribe",
     "publications-resolvers", "publications-resolvers-add", "publications-dry-run", "publications-resolver-edit",
     "publications-resolver-move", "publications-resolver-remove", "subscriptions-init", "subscriptions-drop",
-    "conflicts-detail", "conflicts-reapply", "conflicts-decide", "jobs-detail", "jobs-cancel", "alerts-acknowledge",
+    "conflicts-detail", "conflicts-reapply", "conflicts-decide", "jobs-detail", "jobs-cancel", "jobs-retry",
+    "alerts-acknowledge",
     "trx-items-resolvers", "trx-items-resolvers-add", "trx-items-dry-run", "trx-resolver-edit", "trx-resolver-move",
     "trx-resolver-remove", "trx-schema-change-approve", "tokens-revoke",
 }  # fmt: skip
@@ -163,6 +170,10 @@ BY_NAME = {
     "trx-publications-new": [],
     "trx-subscriptions-new": [],
     "setup-step": ["publisher"],
+    "scheduler-run": [f"snapshot {SNAPSHOT}"],
+    "scheduler-pause": [f"snapshot {SNAPSHOT}"],
+    "scheduler-resume": [f"snapshot {SNAPSHOT}"],
+    "scheduler-interval": [f"snapshot {SNAPSHOT}"],
 }
 
 
@@ -219,6 +230,7 @@ DATA = {
     "setup-step": {"use": "existing", "existing": "demo"},
     "jobs-compare": {"left_server": "demo", "left_table": "t", "right_server": "branch", "right_table": "t"},
     "tokens": {"name": "monitoring", "scopes": ["status"]},
+    "scheduler-interval": {"interval": "15"},
 }  # fmt: skip
 IGNORED = ("api-",)  # token-protected endpoints, outside the console's login and roles
 # Pages of admins (who may change users), outside the three roles: tests/console/test_security.py covers them.

@@ -14,9 +14,7 @@ from tests.transactional.test_trx_replication import run
 pytestmark = [pytest.mark.browser, pytest.mark.live_db]
 
 
-def test_an_operator_posts_a_tracer_and_reads_each_subscribers_latency(
-    live_server, page, shot, make_server, jobs_sync
-):
+def test_an_operator_posts_a_tracer_and_reads_each_subscribers_latency(live_server, page, shot, make_server, jobs_sync):
     _pub, subs = published(make_server, {"my": "mysql", "lite": "sqlite"})
     User.objects.create_superuser("admin", password=PASSWORD)
     log_in(page, live_server.url)
