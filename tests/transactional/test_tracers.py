@@ -24,9 +24,10 @@ from tests.transactional.test_trx_replication import refused, run, sql, value
 pytestmark = [pytest.mark.live_db]
 
 
-def published(make_server, subscribers: dict[str, str]):
-    """PostgreSQL publishes `stock`; the `subscribers` (name: dialect) subscribe, copied to its level."""
-    pub = make_server("postgresql", "pub")
+def published(make_server, subscribers: dict[str, str], publisher: str = "postgresql"):
+    """`pub` (PostgreSQL unless said) publishes `stock`; the `subscribers` (name: dialect) subscribe, copied to its
+    level."""
+    pub = make_server(publisher, "pub")
     subs = [make_server(dialect, name) for name, dialect in subscribers.items()]
     sql(pub, "CREATE TABLE stock (id integer PRIMARY KEY, qty integer)", "INSERT INTO stock VALUES (1, 10), (2, 20)")
     run(pub, "REPL_PUBLISH ('acct', 'acct.log'); REPL_PUB_ADD ('acct', 'stock', 2, 0, null)")
@@ -45,8 +46,8 @@ def publication(make_server, jobs_sync):
 
 @pytest.fixture
 def small_publication(make_server, jobs_sync):
-    """A SQLite subscriber alone."""
-    return published(make_server, {"lite": "sqlite"})
+    """A SQLite publisher (its log is numbered by the console's sequencer) and a SQLite subscriber."""
+    return published(make_server, {"lite": "sqlite"}, publisher="sqlite")
 
 
 def level_of(sub) -> int:
