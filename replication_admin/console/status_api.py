@@ -276,7 +276,8 @@ def trx_rows(now: datetime) -> list[dict]:
         )  # fmt: skip
         subscribers[(server, name)].append({
             "subscriber": subscriber, "level": sub["level"], "count": sub["count"], "lag": lag,
-            "lag_transactions": lag, "lag_seconds": None if live.seconds is None else round(live.seconds, 3),
+            "lag_transactions": lag,
+            "lag_seconds": 0.0 if lag == 0 else None if live.seconds is None else round(live.seconds, 3),
             "lag_text": live.unknown or f"{lag} transactions", "pending_rows": lag, "reachable": live.reachable,
             "valid": bool(sub["valid"]), "sync_state": health.TRX_STATE_LABELS.get(sub["state"], str(sub["state"])),
             "init_state": sub["init_state"], "last_sync_at": _iso(sub["last_sync_at"]),

@@ -17,6 +17,7 @@ from replication_admin.models import Server
 WIDTH, HEIGHT = 960, 480
 NODE_W, NODE_H = 164, 46
 CURVE_STEP = 34  # px between parallel edges of one pair of servers
+LABEL_SPREAD = 0.14  # how far apart along the edges the labels of parallel edges sit (a fraction of the curve)
 BADGE_RANK = {"ok": 0, "": 1, "warn": 2, "bad": 3}
 # Edges the drawing shows: beyond this the drawing is left out (the table lists every edge).
 MAX_DRAWN_SERVERS = 40
@@ -110,8 +111,11 @@ def _route(edges: list[Edge]) -> None:
             sx, sy = _border_point(a, cx, cy)
             ex, ey = _border_point(b, cx, cy)
             edge.path = f"M {sx:.1f} {sy:.1f} Q {cx:.1f} {cy:.1f} {ex:.1f} {ey:.1f}"
-            edge.label_x = round(0.25 * sx + 0.5 * cx + 0.25 * ex, 1)
-            edge.label_y = round(0.25 * sy + 0.5 * cy + 0.25 * ey - 10, 1)  # above the line
+            # Parallel edges' labels also spread along the edges, so that none covers another's.
+            t = 0.5 + (i - (len(group) - 1) / 2) * LABEL_SPREAD
+            t = t if (a.name, b.name) == pair else 1 - t
+            edge.label_x = round((1 - t) ** 2 * sx + 2 * (1 - t) * t * cx + t**2 * ex, 1)
+            edge.label_y = round((1 - t) ** 2 * sy + 2 * (1 - t) * t * cy + t**2 * ey - 10, 1)  # above the line
             edge.label = _edge_label(edge.item)
 
 
