@@ -13,7 +13,6 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-import plotly
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
@@ -233,8 +232,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-# plotly.min.js is served from the plotly package itself (offline, same version as the Python API).
-STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", str(Path(plotly.__file__).parent / "package_data"))]
+STATICFILES_DIRS = [BASE_DIR / "static"]
 
 # Secure defaults outside DEBUG; each can be relaxed from the environment behind a TLS proxy.
 SECURE_SSL_REDIRECT = env_bool("REPLADMIN_SECURE_SSL_REDIRECT", not DEBUG)

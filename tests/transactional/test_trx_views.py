@@ -222,7 +222,7 @@ def test_the_publication_page_shows_items_grants_log_purger_and_subscribers(edit
 
 def test_the_charts_carry_each_subscribers_level_and_lag(viewer_client, catalog):
     body = viewer_client.get(reverse("trx-publications-detail", args=PUB)).content.decode()
-    assert 'src="/static/plotly/plotly.min.js"' in body and 'id="trx-level-chart"' in body
+    assert 'src="/static/vendor/plotly-basic-3.7.0.min.js"' in body and 'id="trx-level-chart"' in body
     level = json.loads(body.split('<script id="trx-level-figure" type="application/json">', 1)[1].split("</script>")[0])
     lag = json.loads(body.split('<script id="trx-lag-figure" type="application/json">', 1)[1].split("</script>")[0])
     by_name = {t["name"]: t for t in level["data"]}
