@@ -17,7 +17,15 @@ from replication_admin.models.catalog import (
     TpItem,
     TransactionalConflictResolver,
 )
-from replication_admin.models.console import REGISTRY_DEFAULTS, Alert, AuditEntry, JobRun, RegistryEntry, ReplLock
+from replication_admin.models.console import (
+    REGISTRY_DEFAULTS,
+    Alert,
+    AuditEntry,
+    JobRun,
+    RegistryEntry,
+    ReplLock,
+    StatementRun,
+)
 
 __all__ = [
     "REGISTRY_DEFAULTS",
@@ -40,6 +48,7 @@ __all__ = [
     "SnapshotLog",
     "SnapshotPublication",
     "SnapshotSubscription",
+    "StatementRun",
     "TpGrant",
     "TpItem",
     "TransactionalConflictResolver",
