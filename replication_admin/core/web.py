@@ -317,6 +317,7 @@ def line_chart(traces: list[dict], y_title: str, since: datetime | None = None, 
         "layout": {
             "height": 260,
             "margin": {"l": 50, "r": 10, "t": 30, "b": 30},
+            "showlegend": True,  # even one line is named: which subscriber or snapshot it is
             "legend": LEGEND_ABOVE,
             "xaxis": xaxis,
             "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
