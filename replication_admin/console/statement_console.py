@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlglot
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -22,15 +21,18 @@ HISTORY_SHOWN = 20
 HISTORY_KEPT = 50  # per user; older runs are deleted as new ones come
 
 
-def remember(user: AbstractBaseUser | AnonymousUser, text: str, server: Server | None, ok: bool) -> None:
-    """Keep the script in the user's history (the newest HISTORY_KEPT)."""
-    StatementRun.objects.create(user=user, text=text, server=server.name if server else "", ok=ok)
-    stale = StatementRun.objects.filter(user=user).values_list("pk", flat=True)[HISTORY_KEPT:]
+def remember(user_id: int | None, text: str, server: Server | None, ok: bool) -> None:
+    """Keep the script in the user's history (the newest HISTORY_KEPT); a run with no user (none signed in) has
+    none to keep it in."""
+    if user_id is None:
+        return
+    StatementRun.objects.create(user_id=user_id, text=text, server=server.name if server else "", ok=ok)
+    stale = StatementRun.objects.filter(user_id=user_id).values_list("pk", flat=True)[HISTORY_KEPT:]
     StatementRun.objects.filter(pk__in=list(stale)).delete()
 
 
-def history(user: AbstractBaseUser | AnonymousUser) -> list[StatementRun]:
-    return list(StatementRun.objects.filter(user=user)[:HISTORY_SHOWN]) if user.is_authenticated else []
+def history(user_id: int | None) -> list[StatementRun]:
+    return list(StatementRun.objects.filter(user_id=user_id)[:HISTORY_SHOWN]) if user_id is not None else []
 
 
 def table_links(text: str, server: Server | None) -> list[tuple[str, str]]:
@@ -62,14 +64,14 @@ def statement_console(request: HtmxHttpRequest) -> HttpResponse:
             error = exc
             if isinstance(exc, PlainSqlError):
                 links = table_links(text, server)
-        remember(request.user, text, server, error is None and all(o.ok for o in outcomes or ()))
+        remember(request.user.pk, text, server, error is None and all(o.ok for o in outcomes or ()))
     context = {
         "form": form,
         "outcomes": outcomes,
         "error": error,
         "plain_sql": isinstance(error, PlainSqlError),
         "table_links": links,
-        "history": history(request.user),
+        "history": history(request.user.pk),
     }
     if request.htmx:
         return render(request, "replication_admin/console/statements.html#results", context)

@@ -216,7 +216,9 @@ def snapshot_logs(request: HttpRequest, server: str) -> HttpResponse:
             item__in=SnapshotSubscription.objects.filter(server=srv.name).values("item")
         )
     }
-    rows, internal, error = [], [], ""
+    rows: list[LogRow] = []
+    internal: list[str] = []
+    error = ""
     try:
         tables, internal = split_tables(connections.list_tables(srv))
         on_server = {name.lower(): name for name in internal}

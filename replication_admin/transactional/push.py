@@ -441,8 +441,8 @@ def reapply_losing_version(backup) -> str:
     else:
         row = {**loser, sql.ROWGUID_COLUMN: new_guid(server.name)}
         run_in_transaction(server, [(sql.upsert_sql(d, table, 1), sql.row_values(row, table, d.name))])
-        key = key_label(backup.primary_key)
-        message = f"wrote the losing version of {key} on {server.name}; the next syncs send it on"
+        shown = key_label(backup.primary_key)
+        message = f"wrote the losing version of {shown} on {server.name}; the next syncs send it on"
     ConflictBackup.objects.filter(pk=backup.pk).update(reapplied_at=timezone.now())
     return message
 

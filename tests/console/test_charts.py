@@ -110,8 +110,13 @@ def test_every_dashboard_chart_has_a_table_view_of_the_numbers_it_draws(viewer_c
         fig = figure(page, chart_id)
         rows = table_view(page, chart_id)
         assert rows[0][1:] == [trace["name"] for trace in fig["data"]], chart_id
-        drawn = {(x, trace["name"]): str(y) for trace in fig["data"] for x, y in zip(trace["x"], trace["y"], strict=True)}
+        drawn = {
+            (x, trace["name"]): str(y) for trace in fig["data"] for x, y in zip(trace["x"], trace["y"], strict=True)
+        }
         shown = {(row[0], rows[0][1 + n]): cell for row in rows[1:] for n, cell in enumerate(row[1:]) if cell}
         assert shown == drawn, chart_id
-    assert table_view(page, "job-chart") == [["Day", "failed", "succeeded"], [timezone.localdate().isoformat(), "2", "1"]]
+    assert table_view(page, "job-chart") == [
+        ["Day", "failed", "succeeded"],
+        [timezone.localdate().isoformat(), "2", "1"],
+    ]
     assert "<summary>Table view</summary>" in page

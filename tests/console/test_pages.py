@@ -61,7 +61,10 @@ def test_the_console_keeps_each_users_recent_statements_to_put_back_in_the_edito
     page = operator_client.get(reverse("statements")).content.decode()
     history = page[page.index('id="statement-history"') :]
     items = re.findall(r'<li><a class="mono" href="([^"]*)"[^>]*>([^<]*)</a>.*?class="badge (\w+)"', history, re.S)
-    assert [(text, badge) for _, text, badge in items] == [("select * from Orders", "bad"), ("repl_this_server ()", "ok")]
+    assert [(text, badge) for _, text, badge in items] == [
+        ("select * from Orders", "bad"),
+        ("repl_this_server ()", "ok"),
+    ]
     again = operator_client.get(items[1][0].replace("&amp;", "&")).content.decode()
     assert re.search(r"<textarea[^>]*>\s*repl_this_server \(\)</textarea>", again)
     assert '<option value="shop" selected>' in again

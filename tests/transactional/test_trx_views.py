@@ -247,7 +247,10 @@ def test_the_level_and_lag_charts_have_table_views_refreshed_with_them(viewer_cl
     assert [c[1] for c in cells if c[1]] == ["9", "4", "0"] and [c[2] for c in cells if c[2]] == ["10", "7", "3"]
     # An htmx refresh of the part with the figures brings the table views again, out of band.
     part = viewer_client.get(reverse("trx-publications-detail", args=PUB), HTTP_HX_REQUEST="true").content.decode()
-    assert '<div id="trx-lag-table" hx-swap-oob="true">' in part and '<div id="trx-level-table" hx-swap-oob="true">' in part
+    assert (
+        '<div id="trx-lag-table" hx-swap-oob="true">' in part
+        and '<div id="trx-level-table" hx-swap-oob="true">' in part
+    )
     assert "pub (publisher)" in part.split('id="trx-level-table"', 1)[1]
 
 
