@@ -227,7 +227,7 @@ BAR_WIDTH = DAY.total_seconds() * 1000 * 0.8  # in ms on a date axis; plotly mak
 MIN_BAR_DAYS = 3  # a bar chart spans this many days at least, so one day of data is a bar, not a wall
 MIN_LINE_SPAN = timedelta(minutes=1)  # plotly otherwise zooms one point down to milliseconds
 LINE_SPAN_OF_WINDOW = 24  # a windowed line chart spans at least 1/24 of its window (an hour of a day)
-LINE_PAD = 0.02  # of the span, before the first point, so its marker is not cut by the axis
+LINE_PAD = 0.02  # of the span, before the first point (and after the last, with no window): markers stay whole
 # Above the plot, left-aligned, growing upwards into the top margin: it never covers the axes or the dates.
 LEGEND_ABOVE = {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"}
 
@@ -293,8 +293,8 @@ def _line_range(stamps: list[str], since: datetime | None, until: datetime | Non
     if not stamps:
         return [local_stamp(since), local_stamp(until or timezone.now())] if since is not None else None
     first, last = (datetime.strptime(x, STAMP) for x in (min(stamps), max(stamps)))
-    if since is None:  # the points alone: centred in a minute at least
-        spare = max(MIN_LINE_SPAN - (last - first), timedelta()) / 2
+    if since is None:  # the points alone, with room for the end markers: centred in a minute at least
+        spare = max(MIN_LINE_SPAN - (last - first), timedelta()) / 2 + (last - first) * LINE_PAD
         return [(first - spare).strftime(STAMP), (last + spare).strftime(STAMP)]
     window_start = datetime.strptime(local_stamp(since), STAMP)
     end = max(datetime.strptime(local_stamp(until or timezone.now()), STAMP), last)

@@ -271,9 +271,9 @@ def test_the_number_of_queries_does_not_grow_with_fifty_snapshots_and_fifty_subs
     assert "of all 158 items" in page
 
 
-def test_a_line_chart_of_one_sample_spans_a_minute_around_it_and_longer_ones_their_points():
+def test_a_line_chart_of_one_sample_spans_a_minute_around_it_and_longer_ones_their_points_with_room_for_markers():
     one = line_chart([{"x": ["2026-11-24 03:51:58"], "y": [0]}], "lag")
     assert one["layout"]["xaxis"]["range"] == ["2026-11-24 03:51:28", "2026-11-24 03:52:28"]
     hour = line_chart([{"x": ["2026-11-24 03:00:00"], "y": [1]}, {"x": ["2026-11-24 04:00:00"], "y": [2]}], "lag")
-    assert hour["layout"]["xaxis"]["range"] == ["2026-11-24 03:00:00", "2026-11-24 04:00:00"]
+    assert hour["layout"]["xaxis"]["range"] == ["2026-11-24 02:58:48", "2026-11-24 04:01:12"]  # 2% spare
     assert "range" not in line_chart([], "lag")["layout"]["xaxis"]

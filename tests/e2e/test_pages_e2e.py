@@ -8,11 +8,20 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
+from django.urls import reverse
 from django.utils import timezone
 
 from replication_admin.core.audit import Actor
 from replication_admin.engine.types import LogicalType
-from replication_admin.models import ConflictBackup, JobRun, LevelSample, Snapshot, SnapshotPublication
+from replication_admin.models import (
+    ConflictBackup,
+    JobRun,
+    LevelSample,
+    ReplAccount,
+    ReplSubscriber,
+    Snapshot,
+    SnapshotPublication,
+)
 from replication_admin.servers.actions import do_register_server
 from replication_admin.snapshots.actions import do_create_snapshot_log
 from tests.conftest import server_data
@@ -154,3 +163,37 @@ def test_the_dashboard_tiles_lay_out_in_even_rows(live_server, page, shot, width
     per_row = {top: tops.count(top) for top in tops}
     assert len(per_row) == rows and len(set(per_row.values())) == 1, per_row
     shot(page, f"tiles-{width}")
+
+
+def test_the_level_chart_keeps_its_legend_off_the_dates_and_has_a_table_view(live_server, page, shot, sqlite_path):
+    User.objects.create_superuser("admin", password=PASSWORD)
+    for name in ("pub", "s1", "s2"):
+        do_register_server(Actor.command(), server_data("sqlite", name, sqlite_path(name)))
+    ReplAccount.objects.create(server="pub", account="tbl", level=12, count=12, log_file="tbl.log")
+    for subscriber in ("s1", "s2"):
+        ReplSubscriber.objects.create(server="pub", account="tbl", subscriber=subscriber, level=9, count=9,
+                                      state=ReplSubscriber.IN_SYNC, init_state="done")  # fmt: skip
+    start = timezone.now() - timedelta(minutes=10)
+    for n, (l1, l2) in enumerate([(3, 2), (8, 5), (12, 9)]):
+        at = start + timedelta(minutes=3 * n)
+        for subscriber, level in (("s1", l1), ("s2", l2)):
+            LevelSample.objects.create(server="pub", account="tbl", subscriber=subscriber, at=at, level=level,
+                                       publisher_level=12, lag=12 - level)  # fmt: skip
+    seen = watch_requests(page)
+    log_in(page, live_server.url)
+    page.goto(live_server.url + reverse("trx-publications-detail", args=["pub", "tbl"]))
+    page.wait_for_selector("#trx-level-chart .main-svg")
+    page.wait_for_selector("#trx-lag-chart .main-svg")
+    assert any("plotly-basic-3.7.0.min.js" in url for url in seen)
+    legend = page.locator("#trx-level-chart .legend").bounding_box()
+    dates = [page.locator("#trx-level-chart .xtick text").nth(n).bounding_box() for n in range(2)]
+    plot = page.locator("#trx-level-chart .nsewdrag").first.bounding_box()
+    assert legend is not None and plot is not None and legend["y"] + legend["height"] <= plot["y"] + 1
+    for date in dates:  # the dates are below the plot, the legend above it: they never meet
+        assert date is not None and date["y"] >= plot["y"] + plot["height"] - 1
+    assert page.locator("#trx-level-chart .legend .traces").count() == 3  # s1, s2 and the publisher
+    page.locator("#trx-level-table summary").click()
+    header = page.locator("#trx-level-table thead th").all_inner_texts()
+    assert [h.lower() for h in header] == ["time", "s1", "s2", "pub (publisher)"]
+    assert page.locator("#trx-level-table tbody tr").count() == 3
+    shot(page, "level-and-lag")
