@@ -74,6 +74,13 @@ PLAIN_SQL_WORDS = (
 )  # fmt: skip
 
 
+# What a plain CREATE or DROP makes or removes (a replication one makes a SNAPSHOT, a SNAPSHOT LOG...).
+PLAIN_SQL_OBJECTS = (
+    "DATABASE", "EVENT", "FUNCTION", "INDEX", "MATERIALIZED", "OR", "PROCEDURE", "ROLE", "SCHEMA", "SEQUENCE",
+    "TABLE", "TEMP", "TEMPORARY", "TRIGGER", "TYPE", "UNIQUE", "USER", "VIEW",
+)  # fmt: skip
+
+
 _WORD = re.compile(r"[^\W\d]\w*|\$\w*", re.UNICODE)
 _NUMBER = re.compile(r"\d+(\.\d+)?")
 _SPACE = re.compile(r"\s+")
@@ -1160,13 +1167,19 @@ class Parser:
         return not (called and _replication_function(name.value))
 
     def plain_write(self) -> bool:
-        """UPDATE, CREATE or DROP of a table (not of a snapshot or its log)."""
+        """UPDATE of a table (`update t set ...`), CREATE or DROP of a table, view, index... A misspelt replication
+        statement (`update snapshoot x`) is not plain SQL: the parser says what it expected instead."""
         follows = self.peek(1)
         if self.at_word("UPDATE"):
-            return not (follows.kind == "word" and follows.value.upper() == "SNAPSHOT")
+            for offset in range(2, 8):  # `update t set`, `update "a b" set`, `update s.t set`
+                token = self.peek(offset)
+                if token.kind == "end" or (token.kind == "punct" and token.value == ";"):
+                    return False
+                if token.kind == "word" and token.value.upper() == "SET":
+                    return True
+            return False
         if self.at_word("CREATE", "DROP"):
-            words = ("SNAPSHOT", "INCREMENTAL", "NONINCREMENTAL")
-            return not (follows.kind == "word" and follows.value.upper() in words)
+            return follows.kind == "word" and follows.value.upper() in PLAIN_SQL_OBJECTS
         return False
 
     def qualifier_length_at(self, offset: int) -> int:

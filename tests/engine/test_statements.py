@@ -134,6 +134,8 @@ def test_several_statements_separated_by_semicolons_keep_their_own_text():
         ("update Orders set Freight = 0", 1, 1, "this is plain SQL"),
         ("with o as (select 1) select * from o", 1, 1, "this is plain SQL"),
         ("select repl_nonsense()", 1, 8, "unknown replication function 'repl_nonsense'"),
+        ("update snapshoot x", 1, 8, "expected SNAPSHOT"),
+        ("drop snapshoot x", 1, 6, "expected SNAPSHOT"),
         ("create snapshot log for Orders; drop table Orders", 1, 33, "this is plain SQL"),
         ("update snapshot s as incremental", 1, 22, "expected NONINCREMENTAL"),
         ("create nonincremental snapshot d as select 1", 1, 37, "the query as a quoted string"),
