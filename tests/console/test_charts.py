@@ -6,8 +6,11 @@ from __future__ import annotations
 import html
 import re
 from datetime import date, datetime, timedelta
+from pathlib import Path
 
 import pytest
+from django.conf import settings
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
@@ -16,6 +19,8 @@ from replication_admin.models import ConflictBackup, JobRun, LevelSample
 from tests.console.test_dashboard import figure
 
 TODAY = date(2026, 11, 24)
+BUNDLE = Path(settings.BASE_DIR) / "static" / "vendor" / "plotly-basic-3.7.0.min.js"
+BASIC_BUNDLE_TRACES = {"scatter", "bar", "pie"}  # the trace types plotly's basic partial bundle has
 
 
 def bars(*days_counts: tuple[date, int], name: str = "failed") -> dict:
@@ -115,8 +120,18 @@ def test_every_dashboard_chart_has_a_table_view_of_the_numbers_it_draws(viewer_c
         }
         shown = {(row[0], rows[0][1 + n]): cell for row in rows[1:] for n, cell in enumerate(row[1:]) if cell}
         assert shown == drawn, chart_id
+        assert {trace["type"] for trace in fig["data"]} <= BASIC_BUNDLE_TRACES, chart_id
     assert table_view(page, "job-chart") == [
         ["Day", "failed", "succeeded"],
         [timezone.localdate().isoformat(), "2", "1"],
     ]
     assert "<summary>Table view</summary>" in page
+
+
+def test_the_pages_load_the_vendored_basic_bundle_with_its_licence_header_and_not_the_full_plotly():
+    header = BUNDLE.read_text()[:300]
+    assert "plotly.js (basic - minified) v3.7.0" in header and "Licensed under the MIT license" in header
+    assert BUNDLE.stat().st_size < 1_500_000  # the full bundle is 4.85 MB
+    partial = render_to_string("partials/plotly.html")
+    assert "/static/vendor/plotly-basic-3.7.0.min.js" in partial and "plotly.min.js" not in partial
+    assert 'id="plotly.js-style-global"' in partial  # plotly finds its rules here and injects no <style>
