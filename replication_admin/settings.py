@@ -13,7 +13,6 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-import plotly
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
@@ -237,8 +236,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 # Where `manage.py collectstatic` gathers the static files for production (scripts/serve.sh runs it).
 STATIC_ROOT = Path(env_str("REPLADMIN_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
-# plotly.min.js is served from the plotly package itself (offline, same version as the Python API).
-STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", str(Path(plotly.__file__).parent / "package_data"))]
+STATICFILES_DIRS = [BASE_DIR / "static"]
 # The console serves its static files itself (whitenoise; no web server needed in front). In production
 # collectstatic stores each file under a name carrying a hash of its content, with compressed copies, and pages link
 # to those names: whitenoise sends them with a ten-year Cache-Control (immutable), so a browser fetches a file once

@@ -13,6 +13,7 @@ from replication_admin.bidir import sync as bidir_sync
 from replication_admin.bidir.objects import BidirError
 from replication_admin.bidir.runs import BidirInit, BidirSync, InitParams, SyncParams
 from replication_admin.core.audit import Actor, record, require
+from replication_admin.core.conflicts import key_label
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import require_table
 from replication_admin.core.jobs import do_start_job
@@ -219,7 +220,7 @@ def choose_held_version(actor: Actor, backup: ConflictBackup, choice: int, edite
     publication = find_publication(backup.item)
     job = do_sync_publication(Actor.scheduler(), publication)
     label = dict(ConflictBackup.CHOICES)[choice]
-    return f"{backup.table_name} {backup.primary_key}: {label} is carried out by sync job #{job.pk}"
+    return f"{backup.table_name} {key_label(backup.primary_key)}: {label} is carried out by sync job #{job.pk}"
 
 
 def do_purge_urplogs(actor: Actor) -> int:

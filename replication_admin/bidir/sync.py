@@ -36,7 +36,7 @@ from replication_admin.bidir.objects import (
     subscriber_table,
 )
 from replication_admin.core import connections, spark_sizing
-from replication_admin.core.conflicts import alert_held, key_text, new_guid, resolver_chain
+from replication_admin.core.conflicts import alert_held, key_label, key_text, new_guid, resolver_chain
 from replication_admin.core.locks import item_lock
 from replication_admin.core.schema_follow import bring_copy, changed_since, record_followed
 from replication_admin.core.spark import endpoint, spark_session
@@ -570,7 +570,7 @@ def _notify(publication: SnapshotPublication, job: JobRun) -> None:
         by_address.setdefault(addresses[backup.resolver_id], []).append(backup)
     for address, backups in by_address.items():
         lines = [
-            f"- {b.get_conflict_type_display()} conflict on {b.primary_key} from {b.source}: "
+            f"- {b.get_conflict_type_display()} conflict on {key_label(b.primary_key)} from {b.source}: "
             f"{b.get_decision_display()} ({b.resolver})"
             for b in backups
         ]

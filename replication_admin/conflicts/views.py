@@ -24,6 +24,7 @@ from replication_admin.core.errors import ReplicationError
 from replication_admin.core.web import (
     HtmxHttpRequest,
     Listing,
+    chart_table,
     check_perm,
     denied,
     paginate,
@@ -88,6 +89,7 @@ def conflict_list(request: HtmxHttpRequest) -> HttpResponse:
     query = request.GET.copy()
     for name in ("page", "sort"):
         query.pop(name, None)
+    figure = conflicts_per_day_figure(conflicts)
     context = {
         "filters": filters,
         "filter_params": [(k, v) for k in FILTER_PARAMS for v in request.GET.getlist(k) if v],
@@ -96,7 +98,8 @@ def conflict_list(request: HtmxHttpRequest) -> HttpResponse:
         "query": query.urlencode(),
         "filtered": any(v for k, v in query.items()),
         "any_conflicts": bool(page.object_list) or ConflictBackup.objects.exists(),
-        "figure": conflicts_per_day_figure(conflicts),
+        "figure": figure,
+        "figure_table": chart_table(figure, "Day"),
     }
     if not request.htmx:
         publications = dict(SnapshotPublication.objects.values_list("item", "pk"))

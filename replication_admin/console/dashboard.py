@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 from datetime import date, datetime, time, timedelta
 
 from django.http import HttpRequest, HttpResponse
@@ -17,6 +16,7 @@ from replication_admin.core.alerts import open_alerts
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.times import duration_text
 from replication_admin.core.web import (
+    Chart,
     denied,
     is_htmx,
     line_chart,
@@ -261,10 +261,11 @@ def charts_context(now: datetime) -> dict:
     first, last, since = chart_days(14)
     conflicts = conflicts_per_day_figure(ConflictBackup.objects.filter(created_at__gte=since), first, last)
     return {
-        "lag_figure": json.dumps(lag_figure(now)),
-        "duration_figure": json.dumps(duration),
-        "throughput_figure": json.dumps(throughput),
-        "conflicts_figure": json.dumps(conflicts),
+        "lag_chart": Chart(lag_figure(now)),
+        "duration_chart": Chart(duration),
+        "throughput_chart": Chart(throughput),
+        "conflicts_chart": Chart(conflicts, x_title="Day"),
+        "jobs_chart": Chart(job_outcomes_figure(), x_title="Day"),
     }
 
 
@@ -303,7 +304,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 @require_GET
 def dashboard_charts(request: HttpRequest) -> HttpResponse:
     """The charts, asked for by the dashboard once it is shown (alone, they make a page of their own)."""
-    context = {**charts_context(timezone.now()), "figure": json.dumps(job_outcomes_figure())}
+    context = charts_context(timezone.now())
     if is_htmx(request):
         return render(request, "replication_admin/console/dashboard.html#charts", context)
     return render(request, "replication_admin/console/dashboard_charts.html", context)

@@ -17,6 +17,7 @@ from replication_admin.console.forms import CompareForm, JobFilterForm
 from replication_admin.core import connections
 from replication_admin.core import jobs as job_actions
 from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.introspection import source_tables
 from replication_admin.core.jobs import Subject, job_subject
 from replication_admin.core.web import SortFields, denied, listing, render_page_or_partial
 from replication_admin.models import JobRun, Server, Snapshot
@@ -305,7 +306,7 @@ def table_options(request: HttpRequest) -> HttpResponse:
     error = ""
     if server is not None:
         try:
-            tables = connections.list_tables(server)
+            tables = source_tables(server)
         except connections.ConnectionFailed as exc:
             error = str(exc)
     return render(

@@ -4,12 +4,13 @@ the scheduler, the audit log, login lockouts, API tokens, the status API and met
 from django.urls import path
 
 from replication_admin.console import audit_log as audit
-from replication_admin.console import dashboard, jobs, lists, logins, statement_console, tokens
+from replication_admin.console import dashboard, favicon, jobs, lists, logins, statement_console, tokens
 from replication_admin.console import scheduler as catalog
 from replication_admin.console import status_api as api
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
+    path("favicon.ico", favicon.favicon, name="favicon"),
     path("dashboard/charts/", dashboard.dashboard_charts, name="dashboard-charts"),
     path("topology/", dashboard.topology_page, name="topology"),
     path("alerts/<int:pk>/acknowledge/", dashboard.alert_acknowledge, name="alerts-acknowledge"),

@@ -3,15 +3,76 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pyodbc
 
 from replication_admin.core import connections
 from replication_admin.core.errors import ReplicationError
 from replication_admin.engine import constraints, dialects
+from replication_admin.engine.objects import is_internal_table
 from replication_admin.engine.schema import Index, TableInfo
 from replication_admin.models import Server
+
+
+def split_tables(names: list[str]) -> tuple[list[str], list[str]]:
+    """(the user's tables, the product's own) among `names` (engine.objects.is_internal_table), each sorted."""
+    user = sorted((n for n in names if not is_internal_table(n)), key=str.lower)
+    internal = sorted((n for n in names if is_internal_table(n)), key=str.lower)
+    return user, internal
+
+
+def source_tables(server: Server) -> list[str]:
+    """The tables of `server` a user may pick as a source (or compare, or publish): its own tables, never the
+    product's logs and work tables. Every table picker lists these."""
+    return split_tables(connections.list_tables(server))[0]
+
+
+COUNT_BOUND = 100_000  # a table the dialect cannot estimate is counted up to this many rows, no further
+COUNTED_TABLES = 200  # and no more than this many tables are counted for one page
+
+
+@dataclass(frozen=True)
+class TableSize:
+    """A table's rows and bytes (table and indexes) as the server page shows them: None when not known."""
+
+    rows: int | None
+    bytes: int | None
+    estimated: bool  # the catalog's estimate, not a count
+    at_least: bool = False  # counting stopped at COUNT_BOUND
+
+    @property
+    def rows_text(self) -> str:
+        if self.rows is None:
+            return ""
+        text = f"{self.rows:,}"
+        return f"≥ {text}" if self.at_least else f"≈ {text}" if self.estimated else text
+
+
+def table_sizes(server: Server, conn: pyodbc.Connection, names: list[str]) -> dict[str, TableSize]:
+    """The rows and bytes of the tables `names` on `server` (on its open connection `conn`), as cheaply as its
+    dialect can tell (Dialect.table_sizes_sql): catalog estimates, else a count bounded by COUNT_BOUND. A table
+    the catalog does not answer for is left out; a server whose catalog cannot be read gives counts alone."""
+    d = dialects.get(server.dialect)
+    cursor = conn.cursor()
+    known: dict[str, tuple[int | None, int | None]] = {}
+    with contextlib.suppress(pyodbc.Error):  # e.g. a SQLite built without dbstat
+        known = {row[0]: (row[1], row[2]) for row in cursor.execute(*d.table_sizes_sql(server.schema)).fetchall()}
+    sizes = {}
+    counted = 0
+    for name in names:
+        rows, size = known.get(name, (None, None))
+        estimated = d.row_counts_are_estimates and rows is not None
+        at_least = False
+        if rows is None and counted < COUNTED_TABLES:
+            counted += 1
+            with contextlib.suppress(pyodbc.Error):
+                rows = int(cursor.execute(d.count_rows_sql(server.schema, name, COUNT_BOUND)).fetchone()[0])
+                at_least = rows >= COUNT_BOUND
+        sizes[name] = TableSize(
+            None if rows is None else int(rows), None if size is None else int(size), estimated, at_least
+        )
+    return sizes
 
 
 def lookup_table(server: Server, name: str) -> TableInfo | None:

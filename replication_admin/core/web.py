@@ -3,6 +3,7 @@ pagination every list table shares (`listing`)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
@@ -223,6 +224,12 @@ def per_day_counts(queryset: QuerySet, field: str, by: str) -> list[tuple[date, 
 STAMP = "%Y-%m-%d %H:%M:%S"  # plotly reads it as a local time, so charts show the console's time zone
 DAY = timedelta(days=1)
 BAR_WIDTH = DAY.total_seconds() * 1000 * 0.8  # in ms on a date axis; plotly makes a lone bar a hairline
+MIN_BAR_DAYS = 3  # a bar chart spans this many days at least, so one day of data is a bar, not a wall
+MIN_LINE_SPAN = timedelta(minutes=1)  # plotly otherwise zooms one point down to milliseconds
+LINE_SPAN_OF_WINDOW = 24  # a windowed line chart spans at least 1/24 of its window (an hour of a day)
+LINE_PAD = 0.02  # of the span, before the first point (and after the last, with no window): markers stay whole
+# Above the plot, left-aligned, growing upwards into the top margin: it never covers the axes or the dates.
+LEGEND_ABOVE = {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"}
 
 
 def local_stamp(at: datetime) -> str:
@@ -247,44 +254,109 @@ def _day_axis(first: date, last: date) -> dict:
     return axis
 
 
+def fitted_days(days: list[date], first: date | None, last: date | None) -> tuple[date, date] | None:
+    """The days a bar chart shows: from its first day with data (not the start of its window, which would squash
+    the bars against the right edge) to `last` (by default its last day with data), MIN_BAR_DAYS at least but
+    never before `first`."""
+    if not days:
+        return (first, last) if first and last else None
+    last = last or max(days)
+    start = min(min(days), last - timedelta(days=MIN_BAR_DAYS - 1))
+    return (max(start, first) if first else start), last
+
+
 def stacked_bars(traces: list[dict], first: date | None = None, last: date | None = None) -> dict:
-    """A plotly figure of stacked bars per day (the job outcome and conflict charts), over the days from `first` to
-    `last` (by default those of the bars)."""
+    """A plotly figure of stacked bars per day (the job outcome and conflict charts) in the window from `first` to
+    `last`, its axis fitted to the days with bars (fitted_days). Its legend always shows, even for one trace: it
+    says what the bars count."""
     days = [date.fromisoformat(x) for trace in traces for x in trace["x"]]
-    first = first or min(days, default=None)
-    last = last or max(days, default=None)
+    shown = fitted_days(days, first, last)
     for trace in traces:
         trace.setdefault("width", BAR_WIDTH)
     return {
         "data": traces,
         "layout": {
             "barmode": "stack",
-            "height": 220,
-            "margin": {"l": 30, "r": 10, "t": 10, "b": 30},
-            "legend": {"orientation": "h"},
-            "xaxis": _day_axis(first, last) if first and last else {"type": "date"},
+            "height": 240,
+            "margin": {"l": 40, "r": 10, "t": 30, "b": 30},
+            "showlegend": True,
+            "legend": LEGEND_ABOVE,
+            "xaxis": _day_axis(*shown) if shown else {"type": "date"},
+            "yaxis": {"rangemode": "tozero"},
         },
     }
 
 
+def _line_range(stamps: list[str], since: datetime | None, until: datetime | None) -> list[str] | None:
+    """The x range of a line chart: from a little before its first point to `until` (or its last point), MIN_LINE_SPAN
+    at least, and for a chart of a window (`since`) 1/LINE_SPAN_OF_WINDOW of it at least, never before `since`."""
+    if not stamps:
+        return [local_stamp(since), local_stamp(until or timezone.now())] if since is not None else None
+    first, last = (datetime.strptime(x, STAMP) for x in (min(stamps), max(stamps)))
+    if since is None:  # the points alone, with room for the end markers: centred in a minute at least
+        spare = max(MIN_LINE_SPAN - (last - first), timedelta()) / 2 + (last - first) * LINE_PAD
+        return [(first - spare).strftime(STAMP), (last + spare).strftime(STAMP)]
+    window_start = datetime.strptime(local_stamp(since), STAMP)
+    end = max(datetime.strptime(local_stamp(until or timezone.now()), STAMP), last)
+    shortest = max(MIN_LINE_SPAN, (end - window_start) / LINE_SPAN_OF_WINDOW)
+    start = min(first, end - shortest)
+    start = max(start - (end - start) * LINE_PAD, window_start)
+    return [start.strftime(STAMP), end.strftime(STAMP)]
+
+
 def line_chart(traces: list[dict], y_title: str, since: datetime | None = None, until: datetime | None = None) -> dict:
-    """A plotly figure of lines over time (levels, lag, refresh durations), drawn from `since` to `until` when given;
-    otherwise over its points, widened to a minute at least (plotly otherwise zooms one point down to milliseconds)."""
+    """A plotly figure of lines over time (levels, lag, refresh durations). Its x axis starts at the first point (a
+    window from `since` to `until` squashes points that start late against the right edge) and ends at `until`,
+    or at the last point when no window is given (_line_range)."""
     xaxis: dict = {"type": "date"}
-    stamps = [x for trace in traces for x in trace["x"]]
-    if since is not None:
-        xaxis["range"] = [local_stamp(since), local_stamp(until or timezone.now())]
-    elif stamps:
-        first, last = (datetime.strptime(x, STAMP) for x in (min(stamps), max(stamps)))
-        spare = max(timedelta(seconds=60) - (last - first), timedelta()) / 2
-        xaxis["range"] = [(first - spare).strftime(STAMP), (last + spare).strftime(STAMP)]
+    shown = _line_range([x for trace in traces for x in trace["x"]], since, until)
+    if shown:
+        xaxis["range"] = shown
     return {
         "data": traces,
         "layout": {
-            "height": 240,
-            "margin": {"l": 50, "r": 10, "t": 10, "b": 30},
-            "legend": {"orientation": "h"},
+            "height": 260,
+            "margin": {"l": 50, "r": 10, "t": 30, "b": 30},
+            "showlegend": True,  # even one line is named: which subscriber or snapshot it is
+            "legend": LEGEND_ABOVE,
             "xaxis": xaxis,
             "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
         },
     }
+
+
+@dataclass(frozen=True)
+class ChartTable:
+    """A chart's data as a table, for screen readers and for reading exact values: a row per x value (a day or a
+    time), a column per trace."""
+
+    x_title: str
+    columns: list[str]
+    rows: list[tuple[str, list[Any]]]
+
+
+def chart_table(figure: Mapping[str, Any], x_title: str = "Time") -> ChartTable:
+    """The same data as `figure`'s traces, as a table (ChartTable); an x value a trace lacks is an empty cell."""
+    traces = figure["data"]
+    values: dict[str, dict[int, Any]] = {}
+    for n, trace in enumerate(traces):
+        for x, y in zip(trace["x"], trace["y"], strict=True):
+            values.setdefault(x, {})[n] = y
+    rows = [(x, [values[x].get(n, "") for n in range(len(traces))]) for x in sorted(values)]
+    return ChartTable(x_title, [str(trace.get("name", "")) for trace in traces], rows)
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A figure as a page draws it (`json`, for plotly) and reads it (`table`, the table view)."""
+
+    figure: dict
+    x_title: str = "Time"
+
+    @property
+    def json(self) -> str:
+        return json.dumps(self.figure)
+
+    @property
+    def table(self) -> ChartTable:
+        return chart_table(self.figure, self.x_title)

@@ -15,6 +15,16 @@ from replication_admin.engine.types import LogicalType
 
 RLOG_PREFIX = "RLOG_"
 RPLOG_PREFIX = "RPLOG_"
+# Every table the product creates on a server, by the start of its name: snapshot and replay logs, a
+# transactional publication's log (RTSEQ_, RTTX_, RTLOG_), and the work tables of refreshes (RSTG_, RSWP_,
+# RSRP_), transactional initial copies (RTIC_) and bi-directional syncs (BSIN_, BSAP_, BSPL_, BSCN_, BSPS_, BSIC_);
+# and by whole name, the one-per-database tables of transactional replication. They are shown apart from the
+# user's tables and never offered as sources (is_internal_table).
+INTERNAL_TABLE_PREFIXES = (
+    RLOG_PREFIX, RPLOG_PREFIX, "RTSEQ_", "RTTX_", "RTLOG_", "RSTG_", "RSWP_", "RSRP_", "RTIC_",
+    "BSIN_", "BSAP_", "BSPL_", "BSCN_", "BSPS_", "BSIC_",
+)  # fmt: skip
+INTERNAL_TABLES = ("RTLEVEL", "REPL_TEXT", "RTCTX", "RTPROC", "RTPUBTBL")
 TIMESTAMP = LogicalType("timestamp")
 DMLTYPE = LogicalType("varchar", length=1)
 ROWGUID = LogicalType("varchar", length=255)
@@ -67,6 +77,13 @@ class CaptureObjects:
     triggers: tuple[str, ...]
     create: tuple[str, ...]
     drop: tuple[str, ...]
+
+
+def is_internal_table(name: str) -> bool:
+    """Whether `name` is one of the product's own tables (INTERNAL_TABLE_PREFIXES, INTERNAL_TABLES), whatever the
+    case the server folded it to."""
+    upper = name.upper()
+    return upper in INTERNAL_TABLES or upper.startswith(INTERNAL_TABLE_PREFIXES)
 
 
 def rlog_name(table: str) -> str:

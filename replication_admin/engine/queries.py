@@ -145,8 +145,12 @@ def check_query(text: str, dialect: str, servers: frozenset[str] = frozenset()) 
 def check_condition(text: str, dialect: str, table: TableInfo, alias: str | None = None) -> str:
     """A scalar condition over the columns of `table`; returned regenerated, columns qualified by `alias`."""
     trees = _parse(f"SELECT 1 FROM t WHERE {text}", dialect, "condition")
-    if len(trees) != 1 or not isinstance(trees[0], exp.Select) or trees[0].args.get("where") is None:
+    if len(trees) != 1:
         raise QueryError("the condition must be one boolean expression (no ';')")
+    if isinstance(trees[0], exp.SetOperation):
+        raise QueryError("the condition must be a boolean expression over the table's columns, not a query (no UNION)")
+    if not isinstance(trees[0], exp.Select) or trees[0].args.get("where") is None:
+        raise QueryError("the condition must be one boolean expression")
     select = trees[0]
     if any(k in select.args and select.args[k] for k in ("group", "having", "order", "limit", "joins")):
         raise QueryError("the condition must be one boolean expression, not a clause")

@@ -55,6 +55,32 @@ class StatementError(ValueError):
         super().__init__(f"line {self.line}, column {self.column}: {message}")
 
 
+class PlainSqlError(StatementError):
+    """A statement of plain SQL (a query, an insert...): the statement language runs replication statements only."""
+
+    def __init__(self, text: str, position: int = 0) -> None:
+        super().__init__(PLAIN_SQL_MESSAGE, text, position)
+
+
+PLAIN_SQL_MESSAGE = (
+    "this is plain SQL, and only replication statements run here (CREATE SNAPSHOT …, UPDATE SNAPSHOT …, "
+    "REPL_* calls); plain SQL never reaches a database from the console, replsql or a scheduled event. "
+    "To look at a table, open it from its server's page"
+)
+# The first words of plain SQL statements, which a replication statement never starts with.
+PLAIN_SQL_WORDS = (
+    "ALTER", "ANALYZE", "BEGIN", "COMMIT", "COPY", "DELETE", "DESC", "DESCRIBE", "EXPLAIN", "GRANT", "INSERT", "MERGE",
+    "PRAGMA", "REPLACE", "REVOKE", "ROLLBACK", "SET", "SHOW", "TABLE", "TRUNCATE", "USE", "VACUUM", "VALUES", "WITH",
+)  # fmt: skip
+
+
+# What a plain CREATE or DROP makes or removes (a replication one makes a SNAPSHOT, a SNAPSHOT LOG...).
+PLAIN_SQL_OBJECTS = (
+    "DATABASE", "EVENT", "FUNCTION", "INDEX", "MATERIALIZED", "OR", "PROCEDURE", "ROLE", "SCHEMA", "SEQUENCE",
+    "TABLE", "TEMP", "TEMPORARY", "TRIGGER", "TYPE", "UNIQUE", "USER", "VIEW",
+)  # fmt: skip
+
+
 _WORD = re.compile(r"[^\W\d]\w*|\$\w*", re.UNICODE)
 _NUMBER = re.compile(r"\d+(\.\d+)?")
 _SPACE = re.compile(r"\s+")
@@ -1106,9 +1132,12 @@ class Parser:
             if self.tok.kind == "end":
                 break
             start = self.tok.start
+            selected = self.at_word("SELECT")
             statement = self.statement()
             end = self.tokens[self.pos - 1].end
             statements.append(_with_text(statement, self.text[start:end]))
+            if selected and self.tok.kind == "word":  # `select repl_stat() union select ...`, `... from t`
+                raise PlainSqlError(self.text, start)
             if self.tok.kind != "end" and not self.at_punct(";"):
                 raise self.error(f"expected ';' or the end of the input, found {self.describe(self.tok)}")
         if not statements:
@@ -1116,6 +1145,8 @@ class Parser:
         return statements
 
     def statement(self) -> Statement:
+        if self.at_word(*PLAIN_SQL_WORDS) or self.plain_select() or self.plain_write():
+            raise PlainSqlError(self.text, self.tok.start)
         if self.at_word("CREATE"):
             return self.create()
         if self.at_word("DROP"):
@@ -1146,6 +1177,38 @@ class Parser:
             f"expected a replication statement (CREATE, DROP, PURGE, UPDATE SNAPSHOT or a REPL_* call), "
             f"found {self.describe(self.tok)}"
         )
+
+    def plain_select(self) -> bool:
+        """SELECT of anything but a replication function (`select * from t`, `select count(*) ...`)."""
+        if not self.at_word("SELECT"):
+            return False
+        name = self.peek(1 + self.qualifier_length_at(1))
+        after = self.peek(2 + self.qualifier_length_at(1))
+        called = name.kind == "word" and after.kind == "punct" and after.value == "("
+        return not (called and _replication_function(name.value))
+
+    def plain_write(self) -> bool:
+        """UPDATE of a table (`update t set ...`), CREATE or DROP of a table, view, index... A misspelt replication
+        statement (`update snapshoot x`) is not plain SQL: the parser says what it expected instead."""
+        follows = self.peek(1)
+        if self.at_word("UPDATE"):
+            for offset in range(2, 8):  # `update t set`, `update "a b" set`, `update s.t set`
+                token = self.peek(offset)
+                if token.kind == "end" or (token.kind == "punct" and token.value == ";"):
+                    return False
+                if token.kind == "word" and token.value.upper() == "SET":
+                    return True
+            return False
+        if self.at_word("CREATE", "DROP"):
+            return follows.kind == "word" and follows.value.upper() in PLAIN_SQL_OBJECTS
+        return False
+
+    def qualifier_length_at(self, offset: int) -> int:
+        self.pos += offset
+        try:
+            return self.qualifier_length()
+        finally:
+            self.pos -= offset
 
     def create(self) -> Statement:
         self.take_word("CREATE")
@@ -1282,6 +1345,12 @@ class Parser:
                 raise self.error("repl_server_name takes one non-empty string (the server's DSN or name)", token)
             return ServerNameOf(dsn)
         raise self.error(f"expected a string, a number or NULL as an argument, found {self.describe(token)}")
+
+
+def _replication_function(name: str) -> bool:
+    """A name that calls, or was meant to call, a replication function (a misspelt REPL_ call is told so)."""
+    upper = name.upper()
+    return upper in FUNCTIONS or upper.startswith(("REPL_", "SYNC_", "SUB_"))
 
 
 def _with_text(statement: Statement, text: str) -> Statement:

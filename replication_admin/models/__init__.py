@@ -27,6 +27,7 @@ from replication_admin.models.console import (
     JobRun,
     RegistryEntry,
     ReplLock,
+    StatementRun,
 )
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "SnapshotLog",
     "SnapshotPublication",
     "SnapshotSubscription",
+    "StatementRun",
     "TpGrant",
     "TpItem",
     "Tracer",

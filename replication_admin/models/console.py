@@ -33,6 +33,7 @@ class RegistryEntry(models.Model):
     class Meta:
         db_table = "REPL_REGISTRY"
         ordering = ["key"]
+        verbose_name_plural = "registry entries"
         permissions = [
             ("operate", "Can run replication: refresh, sync, compare, initial copy, mark valid"),
             ("edit", "Can create and drop servers, snapshots, publications, resolvers and statements"),
@@ -181,6 +182,25 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.username or '-'} {self.action} {self.target} {self.outcome}"
+
+
+class StatementRun(models.Model):
+    """A script run in the statement console, kept so its user can put it back in the editor (their history).
+    What each statement did is in the audit log; this is the text as typed."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="statement_runs")
+    text = models.TextField()
+    server = models.CharField(max_length=128, blank=True, help_text="The context server chosen")
+    ok = models.BooleanField(help_text="Every statement parsed and succeeded")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "REPL_STATEMENT_HISTORY"
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["user", "-at"], name="repl_statement_history_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.at:%Y-%m-%d %H:%M:%S} {self.text[:60]}"
 
 
 class ReplLock(models.Model):

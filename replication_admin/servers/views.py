@@ -1,19 +1,33 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor, PermissionDenied, record
+from replication_admin.core.introspection import COUNT_BOUND, split_tables, table_sizes
 from replication_admin.core.web import HtmxHttpRequest, SortFields, check_perm, denied, listing, render_page_or_partial
 from replication_admin.engine import dialects
-from replication_admin.models import AuditEntry, Server
+from replication_admin.models import (
+    AuditEntry,
+    ReplAccount,
+    ReplSubscriber,
+    Server,
+    Snapshot,
+    SnapshotLog,
+    SnapshotPublication,
+    SnapshotSubscription,
+)
 from replication_admin.servers import actions as server_actions
 from replication_admin.servers.forms import ServerForm
 
+MAX_TABLES_SHOWN = 500  # described one by one: a bigger schema is cut (its internal tables still listed)
 SERVER_SORTS: dict[str, SortFields] = {
     "name": "name",
     "dialect": ("dialect", "name"),
@@ -123,28 +137,75 @@ def server_check(request: HtmxHttpRequest, name: str) -> HttpResponse:
     return redirect("servers-detail", name=server.name)
 
 
+@dataclass(frozen=True)
+class Use:
+    """A replication that uses a server: what it is, its name, the server's part in it, and its page."""
+
+    kind: str
+    name: str
+    role: str
+    url: str
+
+
+def server_uses(server: Server) -> list[Use]:
+    """Every snapshot, snapshot log, bi-directional and transactional publication and subscription on `server`."""
+    uses = [Use("snapshot", s.name, "source", reverse("snapshots-detail", args=[s.name]))
+            for s in Snapshot.objects.filter(source_server=server).only("name")]  # fmt: skip
+    uses += [Use("snapshot", s.name, "destination", reverse("snapshots-detail", args=[s.name]))
+             for s in Snapshot.objects.filter(dest_server=server).only("name")]  # fmt: skip
+    logs_url = reverse("snapshots-logs", args=[server.name])
+    uses += [Use("snapshot log", log.rlog, f"on {log.table}", logs_url)
+             for log in SnapshotLog.objects.filter(server=server)]  # fmt: skip
+    uses += [Use("bi-directional publication", p.item, "publisher", p.get_absolute_url())
+             for p in SnapshotPublication.objects.filter(server=server)]  # fmt: skip
+    publications = dict(SnapshotPublication.objects.values_list("item", "pk"))
+    uses += [
+        Use("bi-directional subscription", sub.item, "subscriber",
+            reverse("publications-detail", args=[publications[sub.item]]) if sub.item in publications else "")
+        for sub in SnapshotSubscription.objects.filter(server=server.name)
+    ]  # fmt: skip
+    uses += [Use("transactional publication", str(a), "publisher", a.get_absolute_url())
+             for a in ReplAccount.objects.filter(server=server.name)]  # fmt: skip
+    uses += [Use("transactional subscription", f"{s.server}/{s.account}", "subscriber", s.get_absolute_url())
+             for s in ReplSubscriber.objects.filter(subscriber=server.name)]  # fmt: skip
+    return uses
+
+
 @require_GET
 def server_detail(request: HttpRequest, name: str) -> HttpResponse:
     server = get_object_or_404(Server, name=name)
-    return render(request, "replication_admin/servers/server_detail.html", {"server": server})
+    return render(
+        request, "replication_admin/servers/server_detail.html", {"server": server, "uses": server_uses(server)}
+    )
 
 
 @require_GET
 def server_tables(request: HttpRequest, name: str) -> HttpResponse:
-    """The server's tables with their primary keys (loaded by htmx after the page, or alone)."""
+    """The server's tables with their primary keys, rows and sizes, the product's own tables apart (loaded by htmx
+    after the page, or alone)."""
     server = get_object_or_404(Server, name=name)
     tables: list = []
+    internal: list = []
     error = ""
     try:
         with connections.connect(server, readonly=True) as conn:
             sql, params = dialects.get(server.dialect).tables_sql(server.schema)
-            names = [row[0] for row in conn.cursor().execute(sql, params).fetchall()]
-            for table in names[:500]:
-                info = connections.describe_table(server, table, conn=conn)
-                tables.append(info)
+            user_names, internal_names = split_tables([row[0] for row in conn.cursor().execute(sql, params)])
+            user_names = user_names[:MAX_TABLES_SHOWN]
+            sizes = table_sizes(server, conn, [*user_names, *internal_names])
+            for table in user_names:
+                tables.append((connections.describe_table(server, table, conn=conn), sizes.get(table)))
+            internal = [(table, sizes.get(table)) for table in internal_names]
     except connections.ConnectionFailed as exc:
         error = str(exc) + (f" ({exc.detail})" if exc.detail else "")
-    context = {"server": server, "tables": tables, "error": error}
+    context = {
+        "server": server,
+        "tables": tables,
+        "internal": internal,
+        "error": error,
+        "estimates": dialects.get(server.dialect).row_counts_are_estimates,
+        "count_bound": COUNT_BOUND,
+    }
     return render_page_or_partial(request, "replication_admin/servers/server_tables.html", "tables", context)
 
 

@@ -18,6 +18,7 @@ from replication_admin.core.jobs import do_start_job
 from replication_admin.core.schema_follow import live_definition
 from replication_admin.core.shapes import check_destination, destination_ddl, inc_shape, noninc_shape
 from replication_admin.engine import dialects
+from replication_admin.engine.objects import is_internal_table
 from replication_admin.engine.refresh_sql import timestamp_literal
 from replication_admin.engine.snapshot_log import SnapshotLogError, rlog_name, rplog_name, snapshot_log
 from replication_admin.engine.statements import quote_name
@@ -74,6 +75,8 @@ def do_create_snapshot_log(actor: Actor, server: Server, table: str) -> Snapshot
     require(actor, EDIT, "snapshot_log.create", f"{server.name}.{table}")
     try:
         info = require_table(server, table)
+        if is_internal_table(info.name):
+            raise SnapshotError(f"{info.name} is one of replication's own tables: it takes no snapshot log")
         if SnapshotLog.objects.filter(server=server, table=info.name).exists():
             raise SnapshotError(f"a snapshot log for {_source_name(server, info.name)} already exists")
         if find_table(server, rlog_name(info.name)) is not None:

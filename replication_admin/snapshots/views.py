@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect, render
@@ -12,12 +14,21 @@ from replication_admin.core import connections
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.forms import ScheduleForm
+from replication_admin.core.introspection import split_tables
 from replication_admin.core.web import SortFields, denied, listing
 from replication_admin.engine import dialects
 from replication_admin.engine.objects import SnapshotLogObjects
 from replication_admin.engine.snapshot_log import SnapshotLogError, rlog_name, snapshot_log
 from replication_admin.engine.statements import quote_name
-from replication_admin.models import JobRun, ScheduledEvent, Server, Snapshot, SnapshotLog
+from replication_admin.models import (
+    JobRun,
+    ScheduledEvent,
+    Server,
+    Snapshot,
+    SnapshotLog,
+    SnapshotPublication,
+    SnapshotSubscription,
+)
 from replication_admin.snapshots import actions as snap
 from replication_admin.snapshots.forms import SnapshotForm
 from replication_admin.snapshots.selectors import last_refreshes
@@ -193,20 +204,43 @@ def snapshot_drop(request: HttpRequest, name: str) -> HttpResponse:
 
 @require_GET
 def snapshot_logs(request: HttpRequest, server: str) -> HttpResponse:
+    """Each user table of the server with its snapshot log: the catalog's (SYS_SNAPSHOT_LOG), or an RLOG_ table
+    found on the server (a bi-directional publication's or subscription's log, which has no catalog row). Names
+    are matched whatever case the server folded them to. The product's own tables are listed apart."""
     srv = get_object_or_404(Server, name=server)
-    logs = {log.table: log for log in SnapshotLog.objects.filter(server=srv)}
-    rows, error = [], ""
+    logs = {log.table.lower(): log for log in SnapshotLog.objects.filter(server=srv)}
+    publications = {p.table.lower(): p for p in SnapshotPublication.objects.filter(server=srv)}
+    subscribed = {
+        p.table.lower(): p
+        for p in SnapshotPublication.objects.filter(
+            item__in=SnapshotSubscription.objects.filter(server=srv.name).values("item")
+        )
+    }
+    rows: list[LogRow] = []
+    internal: list[str] = []
+    error = ""
     try:
-        tables = connections.list_tables(srv)
-        hidden = {rlog_name(t) for t in tables}
+        tables, internal = split_tables(connections.list_tables(srv))
+        on_server = {name.lower(): name for name in internal}
         for table in tables:
-            if table in hidden or table.startswith(("RPLOG_", "RSTG_", "RSWP_")):
-                continue
-            rows.append((table, logs.get(table)))
+            key = table.lower()
+            rlog = on_server.get(rlog_name(table).lower())
+            rows.append(LogRow(table, logs.get(key), rlog, publications.get(key) or subscribed.get(key)))
     except connections.ConnectionFailed as exc:
         error = str(exc)
-    context = {"server": srv, "rows": rows, "error": error, "servers": Server.objects.all()}
+    context = {"server": srv, "rows": rows, "internal": internal, "error": error, "servers": Server.objects.all()}
     return render(request, "replication_admin/snapshots/snapshot_logs.html", context)
+
+
+@dataclass(frozen=True)
+class LogRow:
+    """A table on the snapshot logs page: its catalog log, the RLOG_ table on the server, and the bi-directional
+    publication whose log that is when the catalog has none."""
+
+    table: str
+    log: SnapshotLog | None
+    rlog: str | None
+    publication: SnapshotPublication | None
 
 
 # What dropping or purging a snapshot log does, for its confirmation page (creating one needs none).

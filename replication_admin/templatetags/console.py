@@ -6,6 +6,7 @@ from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from replication_admin.core.conflicts import key_label
 from replication_admin.core.times import duration_text
 from replication_admin.core.web import STAMP, local_stamp
 
@@ -48,7 +49,7 @@ def status_badge(ok: bool | None) -> str:
 @register.filter
 def keytext(key: dict) -> str:
     """{'OrderID': '10248', 'ProductID': '11'} -> 'OrderID=10248, ProductID=11'."""
-    return ", ".join(f"{name}={value}" for name, value in key.items())
+    return key_label(key)
 
 
 def _query(request, drop: tuple[str, ...] = (), **values: object) -> str:

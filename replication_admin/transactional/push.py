@@ -12,6 +12,7 @@ from replication_admin.core.conflicts import (
     decide,
     default_decision,
     json_row,
+    key_label,
     key_text,
     new_guid,
     resolver_chain,
@@ -436,11 +437,12 @@ def reapply_losing_version(backup) -> str:
     loser = backup.losing_row
     if not loser or (backup.operation == "D" and backup.decision in (3, 5)):
         run_in_transaction(server, [(sql.delete_sql(d, table), key)])
-        message = f"deleted {backup.primary_key} on {server.name}"
+        message = f"deleted {key_label(backup.primary_key)} on {server.name}"
     else:
         row = {**loser, sql.ROWGUID_COLUMN: new_guid(server.name)}
         run_in_transaction(server, [(sql.upsert_sql(d, table, 1), sql.row_values(row, table, d.name))])
-        message = f"wrote the losing version of {backup.primary_key} on {server.name}; the next syncs send it on"
+        shown = key_label(backup.primary_key)
+        message = f"wrote the losing version of {shown} on {server.name}; the next syncs send it on"
     ConflictBackup.objects.filter(pk=backup.pk).update(reapplied_at=timezone.now())
     return message
 
@@ -477,8 +479,8 @@ def carry_out_choice(backup: ConflictBackup, choice: int, edited: dict | None, b
         else:
             statements = [(sql.delete_sql(d, table), key)]
         run_in_transaction(server, statements)
-        return f"{backup.table_name} {backup.primary_key}: deleted everywhere with the next syncs"
+        return f"{backup.table_name} {key_label(backup.primary_key)}: deleted everywhere with the next syncs"
     row = {**version, sql.ROWGUID_COLUMN: new_guid(server.name)}
     run_in_transaction(server, [(sql.upsert_sql(d, table, 1), sql.row_values(row, table, d.name))])
     label = dict(ConflictBackup.CHOICES)[choice]
-    return f"{backup.table_name} {backup.primary_key}: {label} goes to every copy with the next syncs"
+    return f"{backup.table_name} {key_label(backup.primary_key)}: {label} goes to every copy with the next syncs"

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.connections import ConnectionFailed
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.web import denied, is_htmx, line_chart, local_stamp, refuse
+from replication_admin.core.web import chart_table, denied, is_htmx, line_chart, local_stamp, refuse
 from replication_admin.models import (
     JobRun,
     LevelSample,
@@ -232,6 +232,8 @@ def _publication_context(request: HttpRequest, account: ReplAccount) -> dict:
         "purger": purger_summary(account),
         "level_figure": level_figure,
         "lag_figure": lag_figure,
+        "level_table": chart_table(level_figure),
+        "lag_table": chart_table(lag_figure),
         "add_form": AddTableForm(),
         "grant_form": GrantForm(),
         "new_log_form": NewLogForm(),
@@ -624,6 +626,8 @@ def _subscription_context(request: HttpRequest, sub: ReplSubscriber) -> dict:
         "schedule_form": SubScheduleForm(initial={"minutes": event.interval if event else 0}),
         "level_figure": level_figure,
         "lag_figure": lag_figure,
+        "level_table": chart_table(level_figure),
+        "lag_table": chart_table(lag_figure),
     }
 
 

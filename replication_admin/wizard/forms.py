@@ -14,7 +14,6 @@ from replication_admin.servers.forms import ServerForm
 from replication_admin.wizard.plan import CR_TYPES, MODES, SNAPSHOT_MODES
 
 # Tables the replication itself keeps; never offered for publishing.
-OWN_TABLE_PREFIXES = ("rlog_", "rplog_", "rtlog_", "rtseq_", "rttx_", "rtctx", "repl_", "urplog_", "sys_")
 
 
 class ServerStepForm(forms.Form):
@@ -48,10 +47,6 @@ class ModeForm(forms.Form):
     mode = forms.ChoiceField(
         choices=[(key, label) for key, label, _ in MODES], widget=forms.RadioSelect, label="Replication mode"
     )
-
-
-def offered_tables(names: list[str]) -> list[str]:
-    return sorted((n for n in names if not n.lower().startswith(OWN_TABLE_PREFIXES)), key=str.lower)
 
 
 class TablesForm(forms.Form):

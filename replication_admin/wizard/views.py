@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.introspection import lookup_table
+from replication_admin.core.introspection import lookup_table, source_tables
 from replication_admin.core.web import denied, is_htmx, requires
 from replication_admin.models import JobRun, ReplSubscriber, Server, Snapshot, SnapshotPublication
 from replication_admin.snapshots.selectors import snapshot_name
@@ -25,7 +25,6 @@ from replication_admin.wizard.forms import (
     ServerStepForm,
     TablesForm,
     new_server_form,
-    offered_tables,
 )
 from replication_admin.wizard.plan import (
     MODE_LABELS,
@@ -177,7 +176,7 @@ def _tables_step(request: HttpRequest, plan: Plan, step: str) -> HttpResponse:
     error, tables, info = "", [], None
     try:
         publisher = plan.publisher.server()
-        tables = offered_tables(connections.list_tables(publisher))
+        tables = source_tables(publisher)
     except STEP_ERRORS as exc:
         error = f"The tables of {plan.publisher.name} cannot be listed: {exc}"
     posted = request.POST.getlist("tables") if request.method == "POST" else []

@@ -185,7 +185,7 @@ def test_the_chart_counts_conflicts_per_day_and_type_of_the_filtered_rows(viewer
     traces = {t["name"]: dict(zip(t["x"], t["y"], strict=True)) for t in figure_of(body)["data"]}
     assert traces["delete (D)"] == {"2026-03-11": 1}
     page = viewer_client.get(reverse("conflicts")).content.decode()
-    assert "plotly/plotly.min.js" in page and "js/conflict_chart.js" in page and "cdn" not in page.lower()
+    assert "vendor/plotly-basic-3.7.0.min.js" in page and "js/conflict_chart.js" in page and "cdn" not in page.lower()
 
 
 def test_the_csv_export_has_the_filtered_conflicts_with_their_rows(viewer_client):

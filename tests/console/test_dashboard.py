@@ -175,10 +175,13 @@ def test_the_lag_chart_has_a_line_per_subscriber_from_the_last_24_hours(viewer_c
     fig = figure(viewer_client.get(reverse("dashboard-charts")).content.decode(), "lag-chart")
     lines = {t["name"]: t["y"] for t in fig["data"]}
     assert lines == {"s_lagging (pub/acc)": [7, 5, 2], "s_ok (pub/acc)": [0]}
-    # The axis spans the whole 24 hours, however few the samples.
+    # The axis starts before the first sample but not 24 hours back (which squashes the lines to the right): an
+    # hour, the shortest span of a day's chart, up to now; the legend is above the plot, clear of the axis' dates.
     since, until = (datetime.fromisoformat(x) for x in fig["layout"]["xaxis"]["range"])
-    assert timedelta(hours=23, minutes=59) <= until - since <= timedelta(hours=24)
+    local_now = timezone.localtime(now).replace(tzinfo=None)
+    assert local_now - timedelta(hours=1, minutes=5) <= since <= local_now - timedelta(hours=1)
     assert abs(until - timezone.localtime(now).replace(tzinfo=None)) < timedelta(minutes=1)
+    assert fig["layout"]["legend"]["yanchor"] == "bottom" and fig["layout"]["legend"]["y"] > 1
 
 
 def test_the_refresh_charts_give_durations_and_rows_per_second_of_the_last_week(viewer_client, catalog):
@@ -203,13 +206,14 @@ def test_the_conflicts_chart_counts_the_last_fourteen_days_by_type(viewer_client
     totals = {t["name"]: sum(t["y"]) for t in fig["data"]}
     assert sorted(totals.values()) == [1, 2]
     assert all("(D)" not in name for name in totals)
-    # Fourteen whole days up to today, a label every other day, whatever the days with conflicts.
+    # From the first day with conflicts, three days at least, up to today: a label every day; the legend always shows.
     today = timezone.localdate()
     assert fig["layout"]["xaxis"]["range"] == [
-        f"{today - timedelta(days=14)} 12:00:00",
+        f"{today - timedelta(days=3)} 12:00:00",
         f"{today} 12:00:00",
     ]
-    assert fig["layout"]["xaxis"]["dtick"] == 2 * 86_400_000
+    assert fig["layout"]["xaxis"]["dtick"] == 86_400_000
+    assert fig["layout"]["showlegend"] is True
     assert all(t["width"] == 0.8 * 86_400_000 for t in fig["data"])
 
 
@@ -267,9 +271,9 @@ def test_the_number_of_queries_does_not_grow_with_fifty_snapshots_and_fifty_subs
     assert "of all 158 items" in page
 
 
-def test_a_line_chart_of_one_sample_spans_a_minute_around_it_and_longer_ones_their_points():
+def test_a_line_chart_of_one_sample_spans_a_minute_around_it_and_longer_ones_their_points_with_room_for_markers():
     one = line_chart([{"x": ["2026-11-24 03:51:58"], "y": [0]}], "lag")
     assert one["layout"]["xaxis"]["range"] == ["2026-11-24 03:51:28", "2026-11-24 03:52:28"]
     hour = line_chart([{"x": ["2026-11-24 03:00:00"], "y": [1]}, {"x": ["2026-11-24 04:00:00"], "y": [2]}], "lag")
-    assert hour["layout"]["xaxis"]["range"] == ["2026-11-24 03:00:00", "2026-11-24 04:00:00"]
+    assert hour["layout"]["xaxis"]["range"] == ["2026-11-24 02:58:48", "2026-11-24 04:01:12"]  # 2% spare
     assert "range" not in line_chart([], "lag")["layout"]["xaxis"]

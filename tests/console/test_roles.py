@@ -237,8 +237,12 @@ IGNORED = ("api-",)  # token-protected endpoints, outside the console's login an
 ADMIN_ONLY = {"logins", "logins-unlock"}
 
 
+# Files every browser may fetch, signed in or not (tests/console/test_pages.py covers them).
+PUBLIC_FILES = {"favicon"}
+
+
 def ignored(name: str) -> bool:
-    return name.startswith(IGNORED) or name == "metrics" or name in ADMIN_ONLY
+    return name.startswith(IGNORED) or name == "metrics" or name in ADMIN_ONLY or name in PUBLIC_FILES
 
 
 def url_names() -> set[str]:

@@ -116,7 +116,6 @@ def test_pages_charts_and_htmx_run_under_the_content_security_policy(live_server
     JobRun.objects.create(kind="compare", target="a ↔ b", state=JobRun.State.SUCCEEDED, finished_at=now)
     JobRun.objects.create(kind="compare", target="a ↔ b", state=JobRun.State.FAILED, finished_at=now, error="x")
     problems: list[str] = []
-    # (the browser's own request for /favicon.ico is a 404: not a problem of the page)
     page.on(
         "console",
         lambda m: (
@@ -127,7 +126,7 @@ def test_pages_charts_and_htmx_run_under_the_content_security_policy(live_server
     )
     page.on(
         "response",
-        lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 and "favicon" not in r.url else None,
+        lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None,
     )
     page.on("pageerror", lambda e: problems.append(str(e)))
     page.add_init_script(

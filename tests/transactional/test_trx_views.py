@@ -5,6 +5,7 @@ subscribes a SQLite server and replicates it through the pages."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import time, timedelta
 from decimal import Decimal
 
@@ -222,7 +223,7 @@ def test_the_publication_page_shows_items_grants_log_purger_and_subscribers(edit
 
 def test_the_charts_carry_each_subscribers_level_and_lag(viewer_client, catalog):
     body = viewer_client.get(reverse("trx-publications-detail", args=PUB)).content.decode()
-    assert 'src="/static/plotly/plotly.min.js"' in body and 'id="trx-level-chart"' in body
+    assert 'src="/static/vendor/plotly-basic-3.7.0.min.js"' in body and 'id="trx-level-chart"' in body
     level = json.loads(body.split('<script id="trx-level-figure" type="application/json">', 1)[1].split("</script>")[0])
     lag = json.loads(body.split('<script id="trx-lag-figure" type="application/json">', 1)[1].split("</script>")[0])
     by_name = {t["name"]: t for t in level["data"]}
@@ -235,6 +236,22 @@ def test_the_charts_carry_each_subscribers_level_and_lag(viewer_client, catalog)
     body = viewer_client.get(reverse("trx-subscriptions-detail", args=sub_args("s2"))).content.decode()
     level = json.loads(body.split('<script id="trx-level-figure" type="application/json">', 1)[1].split("</script>")[0])
     assert [t["name"] for t in level["data"]] == ["s2", "pub (publisher)"]
+
+
+def test_the_level_and_lag_charts_have_table_views_refreshed_with_them(viewer_client, catalog):
+    body = viewer_client.get(reverse("trx-publications-detail", args=PUB)).content.decode()
+    lag_view = body.split('id="trx-lag-table"', 1)[1].split("</table>", 1)[0]
+    header = re.findall(r'<th scope="col"[^>]*>([^<]*)</th>', lag_view)
+    assert header == ["Time", "s1", "s2"]
+    cells = [re.findall(r"<t[hd][^>]*>([^<]*)</t[hd]>", row) for row in re.findall(r"<tr>(.*?)</tr>", lag_view)[1:]]
+    assert [c[1] for c in cells if c[1]] == ["9", "4", "0"] and [c[2] for c in cells if c[2]] == ["10", "7", "3"]
+    # An htmx refresh of the part with the figures brings the table views again, out of band.
+    part = viewer_client.get(reverse("trx-publications-detail", args=PUB), HTTP_HX_REQUEST="true").content.decode()
+    assert (
+        '<div id="trx-lag-table" hx-swap-oob="true">' in part
+        and '<div id="trx-level-table" hx-swap-oob="true">' in part
+    )
+    assert "pub (publisher)" in part.split('id="trx-level-table"', 1)[1]
 
 
 def test_set_invalid_and_set_valid_change_rs_valid_and_are_audited(editor_client, catalog):

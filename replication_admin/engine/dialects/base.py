@@ -267,6 +267,18 @@ class Dialect:
         """Rows of (column name, declared type, nullable 0/1, primary key position or 0)."""
         raise NotImplementedError
 
+    # The server page's row counts: the catalog's cheap estimates (True), or counted up to a bound (False).
+    row_counts_are_estimates = True
+
+    def table_sizes_sql(self, schema: str) -> tuple[str, list[str]]:
+        """Rows of (table, rows, bytes of the table and its indexes), cheap to read, without scanning a table; a
+        NULL rows is counted with count_rows_sql, a NULL bytes is not known."""
+        raise NotImplementedError
+
+    def count_rows_sql(self, schema: str, table: str, bound: int) -> str:
+        """The rows of `table`, counted up to `bound` (reading no more than that many)."""
+        return f"SELECT count(*) FROM (SELECT 1 FROM {self.qualify(table, schema)} LIMIT {int(bound)}) AS bounded"
+
     # --- addresses ---------------------------------------------------------------------------------
     def odbc_connection_string(self, address: Address) -> str:
         raise NotImplementedError

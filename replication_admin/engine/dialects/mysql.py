@@ -192,6 +192,14 @@ class MySQL(Dialect):
             [],
         )
 
+    def table_sizes_sql(self, schema: str) -> tuple[str, list[str]]:
+        # InnoDB's TABLE_ROWS is an estimate from sampled pages; the lengths are its allocated bytes.
+        return (
+            "SELECT TABLE_NAME, TABLE_ROWS, DATA_LENGTH + INDEX_LENGTH FROM information_schema.TABLES "
+            "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_TYPE = 'BASE TABLE'",
+            [],
+        )
+
     def columns_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
         return (
             # A JSON column is a longtext with a json_valid check: report it as json.

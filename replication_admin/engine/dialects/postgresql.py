@@ -149,6 +149,16 @@ class PostgreSQL(Dialect):
             [schema or "public"],
         )
 
+    def table_sizes_sql(self, schema: str) -> tuple[str, list[str]]:
+        # reltuples is what the last ANALYZE (or autovacuum) counted; -1 when it never ran: unknown, counted.
+        return (
+            "SELECT c.relname, CASE WHEN c.reltuples < 0 THEN NULL ELSE c.reltuples::bigint END, "
+            "pg_catalog.pg_total_relation_size(c.oid) FROM pg_catalog.pg_class c "
+            "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = ? AND c.relkind IN ('r', 'p')",
+            [schema or "public"],
+        )
+
     def columns_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
         return (
             "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), "

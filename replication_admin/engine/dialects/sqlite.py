@@ -165,6 +165,17 @@ class SQLite(Dialect):
             [],
         )
 
+    # SQLite keeps no row estimate: each table is counted, up to a bound.
+    row_counts_are_estimates = False
+
+    def table_sizes_sql(self, schema: str) -> tuple[str, list[str]]:
+        # The pages of each table and of its indexes (the dbstat virtual table); rows: counted.
+        return (
+            "SELECT m.tbl_name, NULL, sum(s.pgsize) FROM sqlite_master m JOIN dbstat s ON s.name = m.name "
+            "WHERE m.type IN ('table', 'index') GROUP BY m.tbl_name",
+            [],
+        )
+
     def columns_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
         return (
             'SELECT name, type, CASE WHEN "notnull" = 1 OR pk > 0 THEN 0 ELSE 1 END, pk '
