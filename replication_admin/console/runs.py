@@ -1,15 +1,18 @@
-"""The console's job: compare two tables (or a snapshot's destination with its source query) by content."""
+"""The console's jobs: compare two tables (or a snapshot's destination with its source query) by content, and
+repair chosen keys of a compare."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from jobs import compare
+from replication_admin.console.key_repair import RepairRefused, repair_keys
 from replication_admin.core import connections, spark_sizing
 from replication_admin.core.jobs import JobError, JobParams, JobRunner, register
 from replication_admin.core.spark import spark_session
 from replication_admin.engine import dialects
-from replication_admin.engine.compare import ComparePlanError, plan_compare
+from replication_admin.engine.compare import ComparePlan, ComparePlanError, plan_compare
 from replication_admin.models import Server
 from replication_admin.snapshots.selectors import snapshot_source
 
@@ -30,6 +33,25 @@ def _server(name: str | None) -> Server:
     return server
 
 
+def compared_pair(params: CompareParams) -> tuple[Server, Server, ComparePlan]:
+    """(source server, destination server, plan) of a compare's parameters, as the tables are now."""
+    right = _server(params.right_server)
+    try:
+        query = None
+        if params.snapshot:
+            left, left_info, query = snapshot_source(params.snapshot)
+        else:
+            left = _server(params.left_server)
+            left_info = connections.describe_table(left, params.left_table or "")
+        right_info = connections.describe_table(right, params.right_table)
+        plan = plan_compare(
+            dialects.get(left.dialect), left_info, dialects.get(right.dialect), right_info, left_query=query
+        )
+    except (connections.ConnectionFailed, connections.TableNotFound, ComparePlanError) as exc:
+        raise JobError(str(exc)) from None
+    return left, right, plan
+
+
 @register
 class Compare(JobRunner[CompareParams]):
     kind = "compare"
@@ -38,25 +60,8 @@ class Compare(JobRunner[CompareParams]):
 
     def run(self) -> dict:
         params, reporter = self.params, self.reporter
-        right = _server(params.right_server)
         with reporter.phase("introspect"):
-            try:
-                query = None
-                if params.snapshot:
-                    left, left_info, query = snapshot_source(params.snapshot)
-                else:
-                    left = _server(params.left_server)
-                    left_info = connections.describe_table(left, params.left_table or "")
-                right_info = connections.describe_table(right, params.right_table)
-                plan = plan_compare(
-                    dialects.get(left.dialect),
-                    left_info,
-                    dialects.get(right.dialect),
-                    right_info,
-                    left_query=query,
-                )
-            except (connections.ConnectionFailed, connections.TableNotFound, ComparePlanError) as exc:
-                raise JobError(str(exc)) from None
+            left, right, plan = compared_pair(params)
             left_endpoint = connections.jdbc_endpoint(left, readonly=True)
             right_endpoint = connections.jdbc_endpoint(right, readonly=True)
         reporter.log(f"key ({', '.join(plan.key_columns)}); comparing {len(plan.compared_columns)} column(s)")
@@ -71,3 +76,26 @@ class Compare(JobRunner[CompareParams]):
                 progress=reporter.progress,
                 parallelism=spark_sizing.parallelism(),
             )
+
+
+@dataclass(frozen=True)
+class RepairKeysParams(CompareParams):
+    compare_job: int = 0  # the compare whose listed keys were chosen
+    keys: list[list[Any]] = field(default_factory=list)  # canonical key text, in the compare's key order
+
+
+@register
+class RepairKeys(JobRunner[RepairKeysParams]):
+    kind = "compare_repair"
+    label = "Repair chosen keys"
+    params_type = RepairKeysParams
+
+    def run(self) -> dict:
+        params, reporter = self.params, self.reporter
+        with reporter.phase("introspect"):
+            left, right, plan = compared_pair(params)
+        with reporter.phase("apply"):
+            try:
+                return repair_keys(self.job, reporter, plan, left, right, params.keys)
+            except RepairRefused as exc:
+                raise JobError(str(exc)) from None
