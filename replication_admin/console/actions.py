@@ -65,6 +65,7 @@ def _compare_params(job: JobRun) -> CompareParams:
 def do_compare_again(actor: Actor, job: JobRun, sync: bool | None = None) -> JobRun:
     """The same compare (the same tables, or the same snapshot) as a new job: after a repair, the keys repaired are
     gone from its differences."""
+    require(actor, OPERATE, f"job.{Compare.kind}", job.target)
     params = _compare_params(job)  # a repair's parameters hold its compare's
     compared = job
     if job.kind == RepairKeys.kind:
@@ -87,11 +88,11 @@ def compared_rows(job: JobRun, chosen: list[int]) -> list[dict]:
 def do_repair_keys(actor: Actor, job: JobRun, chosen: list[int], sync: bool | None = None) -> JobRun:
     """Repair the keys of a compare's listed rows at the positions `chosen`: the destination's row of each becomes
     the source's current row (inserted or updated), or is deleted when the source has no such key. One destination
-    transaction, run as a job; audited with the keys, a refusal too."""
+    transaction, run as a job; audited with the keys, a refusal too. ValueError when a chosen row is not listed."""
+    require(actor, OPERATE, f"job.{RepairKeys.kind}", f"repair keys: {job.target}")
     rows = compared_rows(job, chosen)
     keys = [list(row["key"].values()) for row in rows]
     target = f"repair {len(keys)} key(s): {job.target}"
-    require(actor, OPERATE, f"job.{RepairKeys.kind}", target)
     params = _compare_params(job)
     right = Server.objects.filter(name=params.right_server).first()
     try:

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from replication_admin.console import actions as console_actions
 from replication_admin.console.key_repair import RepairRefused
 from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.jobs import JobError
 from replication_admin.core.web import denied
 from replication_admin.models import JobRun
 
@@ -34,19 +35,18 @@ def compare_repair(request: HttpRequest, pk: int) -> HttpResponse:
     data = request.POST if request.method == "POST" else request.GET
     chosen = _chosen(data.getlist("row") + data.getlist("rows"))
     try:
-        rows = console_actions.compared_rows(job, chosen)
-    except ValueError as exc:
-        messages.error(request, str(exc))
-        return redirect("jobs-detail", pk=pk)
-    if request.method == "POST":
-        try:
+        if request.method == "POST":
             repair = console_actions.do_repair_keys(Actor.from_request(request), job, chosen)
-        except PermissionDenied as exc:
-            return denied(request, exc)
-        except RepairRefused as exc:
-            messages.error(request, f"Not repaired: {exc}.")
-            return redirect("jobs-detail", pk=pk)
-        return redirect("jobs-detail", pk=repair.pk)
+            return redirect("jobs-detail", pk=repair.pk)
+        rows = console_actions.compared_rows(job, chosen)
+    except PermissionDenied as exc:
+        return denied(request, exc)
+    except RepairRefused as exc:
+        messages.error(request, f"Not repaired: {exc}.")
+        return redirect("jobs-detail", pk=pk)
+    except ValueError as exc:  # a row that is not listed, or not a finished compare
+        messages.error(request, f"{exc}.")
+        return redirect("jobs-detail", pk=pk)
     named = "; ".join(", ".join(f"{n}={v}" for n, v in row["key"].items()) for row in rows[:SHOWN_KEYS])
     more = f" and {len(rows) - SHOWN_KEYS} more" if len(rows) > SHOWN_KEYS else ""
     body = (
@@ -71,4 +71,7 @@ def compare_again(request: HttpRequest, pk: int) -> HttpResponse:
         again = console_actions.do_compare_again(Actor.from_request(request), job)
     except PermissionDenied as exc:
         return denied(request, exc)
+    except JobError as exc:  # a compare recorded without its tables
+        messages.error(request, f"Not compared again: {exc}.")
+        return redirect("jobs-detail", pk=pk)
     return redirect("jobs-detail", pk=again.pk)

@@ -45,7 +45,9 @@ def source_rows() -> list[tuple]:
 def rows_by_key(server, key: str) -> dict[tuple, tuple]:
     d = dialects.get(server.dialect)
     names = ", ".join(d.quote(c) for c, _ in columns(key))
-    return {(r[0], int(r[1])): (r[2], int(r[3]), r[4]) for r in fetch_all(server, f"SELECT {names} FROM {d.quote(TABLE)}")}
+    return {
+        (r[0], int(r[1])): (r[2], int(r[3]), r[4]) for r in fetch_all(server, f"SELECT {names} FROM {d.quote(TABLE)}")
+    }
 
 
 def make_pair(make_server, left_dialect: str, right_dialect: str):

@@ -119,7 +119,17 @@ def world(make_server) -> World:
         table_name="demo.u", type="U", proc="u_cr_U_1", order=10, resolver_class="pub_wins"
     )
     job = JobRun.objects.create(kind="compare", target="demo.t ↔ branch.t")
-    return World(demo, branch, publication, subscription, resolver, conflict, job, {"trx_resolver": trx_resolver})
+    # A finished compare of the snapshot listing two differing keys, to repair.
+    compared = JobRun.objects.create(
+        kind="compare", target="demo.t ↔ branch.t_copy", state=JobRun.State.SUCCEEDED, finished_at=timezone.now(),
+        params={"snapshot": SNAPSHOT, "left_server": "demo", "right_server": "branch", "right_table": "t_copy"},
+        result={"equal": False, "rows_total": 2, "rows": [
+            {"kind": "missing_in_right", "key": {"id": "2"}, "columns": ["v"], "left": {"v": "b"}, "right": None},
+            {"kind": "missing_in_left", "key": {"id": "9"}, "columns": ["v"], "left": None, "right": {"v": "only"}},
+        ]},
+    )  # fmt: skip
+    extra = {"trx_resolver": trx_resolver, "compared": compared}
+    return World(demo, branch, publication, subscription, resolver, conflict, job, extra)
 
 
 @pytest.fixture
@@ -193,6 +203,9 @@ CASES = [
          lambda w: not ReplSubscriber.objects.filter(subscribed=True).exists()),
     Case("jobs-cancel", [], "", ("Cancel job #", "compare: demo.t ↔ branch.t"),
          lambda w: JobRun.objects.get(pk=w.job.pk).state == JobRun.State.CANCELLED),
+    Case("jobs-compare-repair", [], "?row=0&row=1", ("Repair 2 key(s)?", "demo.t ↔ branch.t_copy", "id=2; id=9",
+                                                      "is deleted"),
+         lambda w: JobRun.objects.filter(kind="compare_repair", params__keys=[["2"], ["9"]]).exists()),
 ]  # fmt: skip
 
 # URL names that sound destructive but are not, with the reason.
@@ -218,6 +231,7 @@ def pk_args(case: Case, w: World) -> list:
         "trx-resolver-remove": [w.extra["trx_resolver"].pk],
         "conflicts-reapply": [w.conflict.pk],
         "jobs-cancel": [w.job.pk],
+        "jobs-compare-repair": [w.extra["compared"].pk],
     }[case.name]
 
 
@@ -260,6 +274,7 @@ def test_the_hidden_fields_of_each_confirmation_page_are_what_its_post_needs(wor
     assert pages["subscriptions-drop?drop_table=on"]["hidden"] == {"drop_table": "on"}
     assert pages["trx-publications-revoke?grantee=branch"]["hidden"] == {"grantee": "branch"}
     assert pages["trx-publications-remove-item?item={item}"]["hidden"] == {"item": TpItem.objects.get().pk}
+    assert pages["jobs-compare-repair?row=0&row=1"]["hidden"] == {"rows": "0,1"}
 
 
 def test_every_url_whose_name_says_it_removes_something_is_in_the_table():
