@@ -94,7 +94,7 @@ def test_chosen_keys_are_repaired_from_the_source_as_it_is_now_and_the_others_st
 ):
     left, right, key = make_pair(make_server, left_dialect, right_dialect)
     job = compare(left, right)
-    assert job.target == f'src."ab ""cd" ↔ dst."ab ""cd"'
+    assert job.target == 'src."ab ""cd" ↔ dst."ab ""cd"'
     rows = listed(job)
     assert list(rows) == [("n'o", 1), ("n'o", 2), ("n'o", 3), ("south", 4), ("south", 5), ("south", 99)]
     assert job.result["rows_total"] == 6
