@@ -71,7 +71,7 @@ def destination_of(server: Server, table: str) -> Destination:
     snapshot = Snapshot.objects.filter(dest_server=server, dest_table__iexact=table).first()
     if snapshot is not None:
         return Destination(f"destination of snapshot {snapshot.name}", lock=f"snapshot:{snapshot.name}")
-    return Destination("table")
+    return Destination("a table no replication writes: a plain copy")
 
 
 @contextlib.contextmanager

@@ -115,13 +115,13 @@ def compared_value(value: object, family: str = "") -> str:
     """A value of a compare's listed rows, safely: NULL apart from the empty string, binary as 0x-hex, a long value
     folded (its whole stored text a click away), one cut by the compare saying its full length."""
     if value is None:
-        return format_html('<span class="value-null">NULL</span>')
+        return mark_safe('<span class="value-null">NULL</span>')
     length = None
     if isinstance(value, dict):
         length, value = value.get("length"), value.get("text", "")
     text = str(value)
     if text == "":
-        return format_html('<span class="value-empty" title="an empty string, not NULL">\'\' (empty)</span>')
+        return mark_safe('<span class="value-empty" title="an empty string, not NULL">\'\' (empty)</span>')
     if family == "binary":
         text = "0x" + text
     cut = format_html(' <span class="muted">(first {} of {} characters)</span>', len(text), length) if length else ""
