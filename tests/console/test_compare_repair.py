@@ -1,6 +1,6 @@
 """Compare values side by side and repair chosen keys, on live SQLite, PostgreSQL and MariaDB tables with a real
 Spark: every kind of difference, hostile names, exactly the chosen keys repaired (checked by content), idempotent,
-refused for a viewer and for a bi-directional subscriber's copy."""
+refused for a viewer and for a bi-directional subscriber's copy, unseen by an updateable subscriber's capture."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from django.urls import reverse
 from replication_admin.console.actions import do_compare_again, do_compare_snapshot, do_repair_keys, do_start_compare
 from replication_admin.console.key_repair import RepairRefused
 from replication_admin.core.audit import Actor
-from replication_admin.engine import dialects
+from replication_admin.engine import dialects, transactional_sql
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import AuditEntry, JobRun, Snapshot, SnapshotPublication, SnapshotSubscription
 from replication_admin.statements import execute as run_statements
 from tests.tables import create_table, execute, fetch_all, insert_rows
+from tests.transactional.test_trx_replication import run as trx_run
+from tests.transactional.test_trx_replication import sql as trx_sql
 
 pytestmark = [pytest.mark.spark, pytest.mark.live_db]
 
@@ -189,3 +191,33 @@ def test_a_bidirectional_subscribers_copy_is_not_repaired_directly(make_server, 
     assert rows_by_key(right, _key) == before
     refusal = AuditEntry.objects.get(action="job.compare_repair")
     assert refusal.outcome == "error" and "re-initialise" in refusal.detail["error"] and refusal.detail["keys"]
+
+
+def test_repairing_an_updateable_subscribers_copy_is_not_pushed_back_as_its_own_change(make_server, jobs_sync, spark):
+    pub = make_server("postgresql", "pub")
+    sub = make_server("mysql", "my")
+    trx_sql(pub, "CREATE TABLE items (id integer PRIMARY KEY, name varchar(40))",
+            *[f"INSERT INTO items (id, name) VALUES ({i}, 'item {i}')" for i in range(1, 6)])  # fmt: skip
+    trx_run(pub, "repl_publish ('shop', 'shop.log', 1, 'demo'); repl_pub_add ('shop', 'items', 2, 0, null)")
+    trx_run(sub, "repl_server ('pub', 'pub'); repl_subscribe ('pub', 'shop'); repl_init_copy ('pub', 'shop')")
+    # The copy drifts without replication seeing it (as after a restore): written in the replay context.
+    d = dialects.get(sub.dialect)
+    trx_sql(sub, *transactional_sql.replay_context_sql(d, True, None),
+            "UPDATE items SET name = 'drifted' WHERE id IN (2, 3)", *transactional_sql.reset_context_sql(d))  # fmt: skip
+
+    job = JobRun.objects.get(pk=do_start_compare(Actor.command(), pub, "items", sub, "items").pk)
+    assert [r["key"] for r in job.result["rows"]] == [{"id": "2"}, {"id": "3"}]
+    repair = do_repair_keys(Actor.command(), job, [0], sync=True)
+    assert repair.state == JobRun.State.SUCCEEDED, repair.error
+    assert repair.result["destination"] == "transactional subscriber's copy of pub/shop"
+    assert fetch_all(sub, "SELECT id, name FROM items WHERE id IN (2, 3) ORDER BY id") == [
+        (2, "item 2"),
+        (3, "drifted"),
+    ]
+
+    # The repair is not the subscriber's own change: nothing goes back to the publisher.
+    outcome = trx_run(sub, "repl_sync ('pub', 'shop')")[0]
+    assert outcome.details["pushed"] == 0
+    assert fetch_all(pub, "SELECT id, name FROM items WHERE id IN (2, 3) ORDER BY id") == [(2, "item 2"), (3, "item 3")]
+    again = do_compare_again(Actor.command(), repair, sync=True)
+    assert [r["key"] for r in again.result["rows"]] == [{"id": "3"}]
