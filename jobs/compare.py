@@ -80,10 +80,17 @@ def row_hash(value_columns: list[Column]) -> Column:
     return F.sha2(F.concat_ws(FIELD_SEPARATOR, *parts), 256)
 
 
+def stored_key(col: SideColumn) -> Column:
+    """A key value as its side stores it, as text (binary as hex): what a repair matches that side's row with."""
+    c = F.col(col.alias)
+    return F.lower(F.hex(c)) if col.family == "binary" and col.read_type == "BINARY" else c.cast("string")
+
+
 def canonical_frame(df: DataFrame, side: Side) -> DataFrame:
-    """DataFrame of (k0.., v0.., h): canonical keys, canonical values and the row hash."""
+    """DataFrame of (k0.., v0.., h, sk0..): canonical keys, canonical values, the row hash and the keys as stored."""
+    keys = [c for c in side.columns if c.alias in side.key_aliases]
     canon = [canonical_value(c).alias(c.alias) for c in side.columns]
-    frame = df.select(*canon)
+    frame = df.select(*canon, *[stored_key(c).alias(f"s{c.alias}") for c in keys])
     values = [F.col(a) for a in side.value_aliases]
     return frame.withColumn("h", row_hash(values))
 
@@ -107,8 +114,9 @@ def _sort_key(side_column: SideColumn, left: Column, right: Column) -> Column:
 def compare_frames(left: DataFrame, right: DataFrame, plan: ComparePlan, row_limit: int = ROW_LIMIT) -> dict[str, Any]:
     keys = list(plan.left.key_aliases)
     values = list(plan.left.value_aliases)
-    l_ = left.select(*[F.col(c).alias(f"l_{c}") for c in [*keys, *values, "h"]])
-    r_ = right.select(*[F.col(c).alias(f"r_{c}") for c in [*keys, *values, "h"]])
+    stored = [f"s{k}" for k in keys]
+    l_ = left.select(*[F.col(c).alias(f"l_{c}") for c in [*keys, *values, "h", *stored]])
+    r_ = right.select(*[F.col(c).alias(f"r_{c}") for c in [*keys, *values, "h", *stored]])
     condition = [F.col(f"l_{k}") == F.col(f"r_{k}") for k in keys]
     joined = l_.join(r_, on=condition, how="full_outer").persist()
     try:
@@ -164,6 +172,9 @@ def _listed_row(row: Row, plan: ComparePlan, keys: list[str], values: list[str])
     return {
         "kind": kind,
         "key": key,
+        # Each side's key as it stores it (a decimal may be 18.50 on one side and 18.5 on the other).
+        "left_key": [row[f"l_s{k}"] for k in keys] if present_left else None,
+        "right_key": [row[f"r_s{k}"] for k in keys] if present_right else None,
         "columns": [name for name, _ in shown],
         "left": {name: stored_value(row[f"l_{v}"]) for name, v in shown} if present_left else None,
         "right": {name: stored_value(row[f"r_{v}"]) for name, v in shown} if present_right else None,

@@ -19,7 +19,6 @@ from typing import Any
 
 from replication_admin.core import connections
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.jobs import JobError
 from replication_admin.core.locks import item_lock
 from replication_admin.core.transactions import with_retries
 from replication_admin.engine import key_repair as sql
@@ -83,31 +82,37 @@ def _held(destination: Destination, job: JobRun) -> Iterator[None]:
             yield
 
 
+@dataclass(frozen=True)
+class ChosenKey:
+    """A key to repair: as each side stored it when compared (None on a side that had no such row)."""
+
+    left: list[Any] | None
+    right: list[Any] | None
+
+
 def repair_keys(
-    job: JobRun, reporter: Any, plan: ComparePlan, source: Server, dest: Server, keys: list[list[Any]]
+    job: JobRun, reporter: Any, plan: ComparePlan, source: Server, dest: Server, keys: list[ChosenKey]
 ) -> dict[str, Any]:
-    """Make the destination's row of each key (canonical key text, in the plan's key order) the source's current
-    row, in one destination transaction: update or insert it, or delete it when the source has no such key."""
+    """Make the destination's row of each key the source's current row, in one destination transaction: update or
+    insert it, or delete it when the source no longer has the key."""
     destination = destination_of(dest, plan.right.table.name)
     reporter.log(f"destination: {destination.description}")
     d = plan.right.dialect
     schema = connections.table_schema(dest)
     with _held(destination, job):
         reporter.progress(0, 2, f"reading {len(keys)} key(s) on {source.name}")
-        source_rows: list[tuple[list[Any], tuple[Any, ...] | None]] = []
+        source_rows: list[tuple[ChosenKey, tuple[Any, ...] | None]] = []
         with connections.connect(source, readonly=True) as conn:
             cursor = conn.cursor()
             read = sql.row_sql(plan.left)
             for key in keys:
-                row = cursor.execute(read, sql.key_parameters(plan.left, key)).fetchone()
+                # A key only the destination had is looked up on the source as the destination stores it.
+                params = sql.key_parameters(plan.left, key.left if key.left is not None else key.right or [], True)
+                row = cursor.execute(read, params).fetchone()
                 source_rows.append((key, tuple(row) if row is not None else None))
         reporter.progress(1, 2, f"writing {len(keys)} key(s) on {dest.name}")
-        update, insert, delete, count = (
-            sql.update_sql(plan.right),
-            sql.insert_sql(plan.right),
-            sql.delete_sql(plan.right),
-            sql.count_sql(plan.right),
-        )
+        update, insert, delete = sql.update_sql(plan.right), sql.insert_sql(plan.right), sql.delete_sql(plan.right)
+        count = sql.count_sql(plan.right)
 
         def work(cursor: Any) -> dict[str, int]:
             done = {"updated": 0, "inserted": 0, "deleted": 0}
@@ -115,27 +120,26 @@ def repair_keys(
                 for statement in transactional_sql.replay_context_sql(d, True, None, schema):
                     cursor.execute(statement)
             for key, row in source_rows:
-                where = sql.key_parameters(plan.right, key)
+                stored = sql.key_parameters(plan.right, key.right, True) if key.right is not None else None
                 if row is None:
-                    cursor.execute(delete, where)
-                    done["deleted"] += max(cursor.rowcount, 0)
+                    if stored is not None:
+                        cursor.execute(delete, stored)
+                        done["deleted"] += max(cursor.rowcount, 0)
                     continue
                 values = sql.destination_row(plan.right, row)
-                present = cursor.execute(count, where).fetchone()[0]
-                if not present:
+                # A key the destination lacked is looked for as the insert writes it (a second run finds it).
+                where = stored if stored is not None else sql.key_of(plan.right, values)
+                if not cursor.execute(count, where).fetchone()[0]:
                     cursor.execute(insert, values)
                     done["inserted"] += 1
                 elif update is not None:
-                    cursor.execute(update, sql.update_parameters(plan.right, values))
+                    cursor.execute(update, sql.update_parameters(plan.right, values, where))
                     done["updated"] += 1
             if destination.nolog:
                 for statement in transactional_sql.reset_context_sql(d, schema):
                     cursor.execute(statement)
             return done
 
-        try:
-            done = with_retries(dest, work)
-        except connections.TableNotFound as exc:
-            raise JobError(str(exc)) from None
+        done = with_retries(dest, work)
     reporter.progress(2, 2, "{updated} updated, {inserted} inserted, {deleted} deleted".format(**done))
     return {"mode": "repair_keys", "keys": len(keys), "destination": destination.description, **done}

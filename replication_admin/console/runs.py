@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobs import compare
-from replication_admin.console.key_repair import RepairRefused, repair_keys
+from replication_admin.console.key_repair import ChosenKey, RepairRefused, repair_keys
 from replication_admin.core import connections, spark_sizing
 from replication_admin.core.jobs import JobError, JobParams, JobRunner, register
 from replication_admin.core.spark import spark_session
@@ -82,6 +82,9 @@ class Compare(JobRunner[CompareParams]):
 class RepairKeysParams(CompareParams):
     compare_job: int = 0  # the compare whose listed keys were chosen
     keys: list[list[Any]] = field(default_factory=list)  # canonical key text, in the compare's key order
+    # Each key as the source and the destination stored it when compared (None where that side had no row).
+    left_keys: list[list[Any] | None] = field(default_factory=list)
+    right_keys: list[list[Any] | None] = field(default_factory=list)
 
 
 @register
@@ -96,6 +99,7 @@ class RepairKeys(JobRunner[RepairKeysParams]):
             left, right, plan = compared_pair(params)
         with reporter.phase("apply"):
             try:
-                return repair_keys(self.job, reporter, plan, left, right, params.keys)
+                chosen = [ChosenKey(lk, rk) for lk, rk in zip(params.left_keys, params.right_keys, strict=True)]
+                return repair_keys(self.job, reporter, plan, left, right, chosen)
             except RepairRefused as exc:
                 raise JobError(str(exc)) from None

@@ -46,13 +46,16 @@ def count_sql(side: Side) -> str:
     return f"SELECT COUNT(*) FROM {_table(side)} WHERE {_where(side)}"
 
 
-def key_parameters(side: Side, texts: Sequence[Any]) -> list[Any]:
-    """A reported key's canonical text (in the plan's key order) as parameters for `side`'s key columns (binary
-    keys are hex text)."""
+def key_parameters(side: Side, texts: Sequence[Any], stored: bool = False) -> list[Any]:
+    """A key's text (in the plan's key order) as parameters for `side`'s key columns: canonical text from the
+    compare, or with `stored` the text of the side's own stored value, bound as it is where dates and times are
+    stored as text (the side matches its own text exactly). Binary keys are hex text."""
     params = []
     for c, text in zip(_keys(side), texts, strict=True):
         if text is not None and c.family == "binary":
             params.append(bytes.fromhex(str(text)))
+        elif stored and side.dialect.text_timestamps and c.family in {"date", "time", "timestamp"}:
+            params.append(text)
         else:
             params.append(bind_value(text, c.column.logical, side.dialect.name))
     return params
@@ -84,7 +87,11 @@ def destination_row(dest: Side, source_row: Sequence[Any]) -> list[Any]:
     return [bind_value(v, c.column.logical, dest.dialect.name) for v, c in zip(source_row, dest.columns, strict=True)]
 
 
-def update_parameters(dest: Side, row: Sequence[Any]) -> list[Any]:
-    """`destination_row`'s values in `update_sql`'s order: the compared columns, then the key."""
-    nkeys = len(_keys(dest))
-    return [*row[nkeys:], *row[:nkeys]]
+def key_of(dest: Side, row: Sequence[Any]) -> list[Any]:
+    """The key of a `destination_row`."""
+    return list(row[: len(_keys(dest))])
+
+
+def update_parameters(dest: Side, row: Sequence[Any], key: Sequence[Any]) -> list[Any]:
+    """`update_sql`'s parameters: the compared columns of a `destination_row`, then the key of the row to update."""
+    return [*row[len(_keys(dest)) :], *key]

@@ -124,8 +124,8 @@ def test_hostile_table_and_column_names_are_compared_on_every_dialect(make_serve
     job = run_compare(left, table, right, table)
     assert job.result["different"] == 1
     assert job.result["rows"] == [
-        {"kind": "different", "key": {"id key": "7"}, "columns": ["Größe"], "left": {"Größe": "14"},
-         "right": {"Größe": "-1"}}
+        {"kind": "different", "key": {"id key": "7"}, "left_key": ["7"], "right_key": ["7"], "columns": ["Größe"],
+         "left": {"Größe": "14"}, "right": {"Größe": "-1"}}
     ]  # fmt: skip
 
 

@@ -4,6 +4,9 @@ refused for a viewer and for a bi-directional subscriber's copy, unseen by an up
 
 from __future__ import annotations
 
+from datetime import datetime
+from decimal import Decimal
+
 import pytest
 from django.urls import reverse
 
@@ -221,3 +224,26 @@ def test_repairing_an_updateable_subscribers_copy_is_not_pushed_back_as_its_own_
     assert fetch_all(pub, "SELECT id, name FROM items WHERE id IN (2, 3) ORDER BY id") == [(2, "item 2"), (3, "item 3")]
     again = do_compare_again(Actor.command(), repair, sync=True)
     assert [r["key"] for r in again.result["rows"]] == [{"id": "3"}]
+
+
+@pytest.mark.parametrize("dest_dialect", ["postgresql", "mysql", "sqlite"])
+def test_keys_of_decimals_and_timestamps_are_matched_on_both_sides(make_server, jobs_sync, spark, dest_dialect):
+    source = make_server("postgresql" if dest_dialect == "sqlite" else "sqlite", "src")
+    dest = make_server(dest_dialect, "dst")
+    key_columns = [("amount", LogicalType("numeric", precision=10, scale=2)), ("at", LogicalType("timestamp"))]
+    table_columns = [*key_columns, ("v", LogicalType("varchar", length=10))]
+    rows = [(Decimal("18.50"), datetime(2024, 2, 29, 23, 59, 59, 123456), "a"),
+            (Decimal("-1.00"), datetime(2000, 1, 1), "b"), (Decimal("7.25"), datetime(1999, 12, 31, 1), "c")]  # fmt: skip
+    for server in (source, dest):
+        create_table(server, "ledger", table_columns, ["amount", "at"])
+    insert_rows(source, "ledger", ["amount", "at", "v"], rows)
+    insert_rows(
+        dest, "ledger", ["amount", "at", "v"], [(*rows[0][:2], "changed"), (Decimal("3"), datetime(2001, 1, 1), "x")]
+    )
+
+    job = JobRun.objects.get(pk=do_start_compare(Actor.command(), source, "ledger", dest, "ledger").pk)
+    assert job.result["rows_total"] == 4
+    repair = do_repair_keys(Actor.command(), job, list(range(4)), sync=True)
+    assert repair.state == JobRun.State.SUCCEEDED, repair.error
+    assert (repair.result["updated"], repair.result["inserted"], repair.result["deleted"]) == (1, 2, 1)
+    assert do_compare_again(Actor.command(), repair, sync=True).result["equal"] is True

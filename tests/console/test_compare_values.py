@@ -38,7 +38,7 @@ def compared(db) -> JobRun:
         params={"left_server": "a", "left_table": "t", "right_server": "b", "right_table": "t"},
         result={"equal": False, "rows_total": 1, "key_columns": ["id"], "compared_columns": ["v"],
                 "families": {"id": "integer", "v": "binary"},
-                "rows": [{"kind": "different", "key": {"id": "1"}, "columns": ["v"], "left": {"v": "00ff"},
+                "rows": [{"kind": "different", "key": {"id": "1"}, "left_key": ["1"], "right_key": ["1"], "columns": ["v"], "left": {"v": "00ff"},
                           "right": {"v": None}}]},
     )  # fmt: skip
 

@@ -124,8 +124,10 @@ def world(make_server) -> World:
         kind="compare", target="demo.t ↔ branch.t_copy", state=JobRun.State.SUCCEEDED, finished_at=timezone.now(),
         params={"snapshot": SNAPSHOT, "left_server": "demo", "right_server": "branch", "right_table": "t_copy"},
         result={"equal": False, "rows_total": 2, "rows": [
-            {"kind": "missing_in_right", "key": {"id": "2"}, "columns": ["v"], "left": {"v": "b"}, "right": None},
-            {"kind": "missing_in_left", "key": {"id": "9"}, "columns": ["v"], "left": None, "right": {"v": "only"}},
+            {"kind": "missing_in_right", "key": {"id": "2"}, "left_key": ["2"], "right_key": None, "columns": ["v"],
+             "left": {"v": "b"}, "right": None},
+            {"kind": "missing_in_left", "key": {"id": "9"}, "left_key": None, "right_key": ["9"], "columns": ["v"],
+             "left": None, "right": {"v": "only"}},
         ]},
     )  # fmt: skip
     extra = {"trx_resolver": trx_resolver, "compared": compared}
