@@ -1,6 +1,6 @@
 """End to end in headless Chromium: compare two tables from the page, read the differing values side by side,
 choose some keys, confirm, repair them, compare again: the chosen keys are equal now (in the databases too) and
-the others still differ."""
+the others still differ. The jobs run on a real worker, as in production."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def listed_keys(page) -> list[str]:
 
 
 def test_an_operator_compares_sees_the_values_repairs_chosen_keys_and_compares_again(
-    live_server, jobs_sync, spark, page, shot, sqlite_path, live_database
+    live_server, qcluster, page, shot, sqlite_path, live_database
 ):
     User.objects.create_superuser("admin", password=PASSWORD)
     shop = do_register_server(Actor.command(), server_data("sqlite", "shop", sqlite_path("shop")))
@@ -88,11 +88,13 @@ def test_an_operator_compares_sees_the_values_repairs_chosen_keys_and_compares_a
     assert "id=3; id=4; id=5; id=77" in page.inner_text("main")
     shot(page, "confirm-repair")
     page.click("button:has-text('Repair 4 key(s)')")
-    page.wait_for_selector("#repair-result")
+    page.wait_for_selector("#job-status[data-state='succeeded']", timeout=180_000)
     assert "2 updated, 1 inserted, 1 deleted" in page.inner_text("#repair-result")
     shot(page, "repaired")
 
+    repaired_at = page.url
     page.click("#compare-again")
+    page.wait_for_url(lambda url: url != repaired_at)  # the new compare's page
     page.wait_for_selector("#job-status[data-state='succeeded']", timeout=180_000)
     assert page.inner_text("#compare-heading") == "shop.Orders ↔ replica.Orders"
     assert listed_keys(page) == ["id=6", "id=8", "id=9"]
