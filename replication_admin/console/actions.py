@@ -85,11 +85,6 @@ def compared_rows(job: JobRun, chosen: list[int]) -> list[dict]:
     return [rows[i] for i in sorted(set(chosen))]
 
 
-def stored_keys(row: dict) -> tuple[list | None, list | None]:
-    """A listed row's key as the source and as the destination stored it (None on a side without the row)."""
-    return row["left_key"], row["right_key"]
-
-
 def do_repair_keys(actor: Actor, job: JobRun, chosen: list[int], sync: bool | None = None) -> JobRun:
     """Repair the keys of a compare's listed rows at the positions `chosen`: the destination's row of each becomes
     the source's current row (inserted or updated), or is deleted when the source has no such key. One destination
@@ -108,10 +103,10 @@ def do_repair_keys(actor: Actor, job: JobRun, chosen: list[int], sync: bool | No
         detail = {"error": str(exc), "compare_job": job.pk, "keys": keys}
         record(actor, f"job.{RepairKeys.kind}", target, AuditEntry.Outcome.ERROR, detail)
         raise
-    sides = [stored_keys(row) for row in rows]
+    # Each side's row is found by the key as that side stored it (None where it had no row).
     repair = RepairKeysParams(
-        **params.as_json(), compare_job=job.pk, keys=keys, left_keys=[lk for lk, _ in sides],
-        right_keys=[rk for _, rk in sides],
+        **params.as_json(), compare_job=job.pk, keys=keys, left_keys=[row["left_key"] for row in rows],
+        right_keys=[row["right_key"] for row in rows],
     )  # fmt: skip
     return do_start_job(actor, RepairKeys, target, repair, sync=sync)
 
