@@ -3,7 +3,10 @@
 extract: read each side through a safe-aliased SELECT (jobs.jdbc);
 transform: canonicalise every value to dialect-independent text and hash the non-key values of a row;
 load: a full outer join on the canonical key gives rows missing on either side and rows that differ.
-The result is a plain dict stored on the JobRun; it is also the oracle the replication tests use.
+The result is a plain dict stored on the JobRun; it is also the oracle the replication tests use. Besides the
+counts it keeps the first ROW_LIMIT differing keys, in key order, with both sides' canonical values of the columns
+that differ (every compared column of a row missing on one side), each value cut at VALUE_LIMIT characters, so a
+huge difference stays a bounded result.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from jobs.jdbc import Parallelism, read_partitioned
 from replication_admin.engine.compare import ComparePlan, Side, SideColumn
 from replication_admin.engine.dialects import JdbcEndpoint
 
-SAMPLE_LIMIT = 50
+ROW_LIMIT = 200
+VALUE_LIMIT = 1000  # characters of one value kept in the result; longer ones keep their length
 FIELD_SEPARATOR = "\x1f"
 
 Progress = Callable[[int, int, str], None]
@@ -76,21 +80,43 @@ def row_hash(value_columns: list[Column]) -> Column:
     return F.sha2(F.concat_ws(FIELD_SEPARATOR, *parts), 256)
 
 
+def stored_key(col: SideColumn) -> Column:
+    """A key value as its side stores it, as text (binary as hex): what a repair matches that side's row with."""
+    c = F.col(col.alias)
+    return F.lower(F.hex(c)) if col.family == "binary" and col.read_type == "BINARY" else c.cast("string")
+
+
 def canonical_frame(df: DataFrame, side: Side) -> DataFrame:
-    """DataFrame of (k0.., v0.., h): canonical keys, canonical values and the row hash."""
+    """DataFrame of (k0.., v0.., h, sk0..): canonical keys, canonical values, the row hash and the keys as stored."""
+    keys = [c for c in side.columns if c.alias in side.key_aliases]
     canon = [canonical_value(c).alias(c.alias) for c in side.columns]
-    frame = df.select(*canon)
+    frame = df.select(*canon, *[stored_key(c).alias(f"s{c.alias}") for c in keys])
     values = [F.col(a) for a in side.value_aliases]
     return frame.withColumn("h", row_hash(values))
 
 
-def compare_frames(
-    left: DataFrame, right: DataFrame, plan: ComparePlan, sample_limit: int = SAMPLE_LIMIT
-) -> dict[str, Any]:
+def stored_value(value: Any) -> Any:
+    """A canonical value as the result keeps it: None (NULL) and text up to VALUE_LIMIT characters; a longer text
+    becomes {"text": its first VALUE_LIMIT characters, "length": its length}."""
+    if value is None or len(value) <= VALUE_LIMIT:
+        return value
+    return {"text": value[:VALUE_LIMIT], "length": len(value)}
+
+
+def _sort_key(side_column: SideColumn, left: Column, right: Column) -> Column:
+    """The order differing rows are listed in: numbers as numbers, everything else as its canonical text."""
+    either = F.coalesce(left, right)
+    if side_column.family in {"integer", "decimal", "float"}:
+        return either.try_cast("decimal(38,10)")
+    return either
+
+
+def compare_frames(left: DataFrame, right: DataFrame, plan: ComparePlan, row_limit: int = ROW_LIMIT) -> dict[str, Any]:
     keys = list(plan.left.key_aliases)
     values = list(plan.left.value_aliases)
-    l_ = left.select(*[F.col(c).alias(f"l_{c}") for c in [*keys, *values, "h"]])
-    r_ = right.select(*[F.col(c).alias(f"r_{c}") for c in [*keys, *values, "h"]])
+    stored = [f"s{k}" for k in keys]
+    l_ = left.select(*[F.col(c).alias(f"l_{c}") for c in [*keys, *values, "h", *stored]])
+    r_ = right.select(*[F.col(c).alias(f"r_{c}") for c in [*keys, *values, "h", *stored]])
     condition = [F.col(f"l_{k}") == F.col(f"r_{k}") for k in keys]
     joined = l_.join(r_, on=condition, how="full_outer").persist()
     try:
@@ -105,29 +131,15 @@ def compare_frames(
             F.count(F.when(differs, 1)).alias("different"),
         ).collect()[0]
         result: dict[str, Any] = {name: int(totals[name]) for name in totals.asDict()}
-
-        def keys_of(rows: list[Row], prefix: str) -> list[dict[str, Any]]:
-            return [{name: row[f"{prefix}{k}"] for name, k in zip(plan.key_columns, keys, strict=True)} for row in rows]
-
-        def sample(condition: Column, count: int) -> list[Row]:
-            # Each sample is one more Spark job: none is run for a kind of difference that is absent.
-            return joined.filter(condition).limit(sample_limit).collect() if count else []
-
-        result["samples"] = {
-            "missing_in_right": keys_of(sample(in_left & ~in_right, result["missing_in_right"]), "l_"),
-            "missing_in_left": keys_of(sample(in_right & ~in_left, result["missing_in_left"]), "r_"),
-            "different": [
-                {
-                    "key": keys_of([row], "l_")[0],
-                    "columns": [
-                        name
-                        for name, v in zip(plan.compared_columns, values, strict=True)
-                        if row[f"l_{v}"] != row[f"r_{v}"]
-                    ],
-                }
-                for row in sample(differs, result["different"])
-            ],
-        }
+        found = result["missing_in_right"] + result["missing_in_left"] + result["different"]
+        key_columns = [c for c in plan.left.columns if c.alias in keys]
+        order = [_sort_key(c, F.col(f"l_{c.alias}"), F.col(f"r_{c.alias}")) for c in key_columns]
+        # One Spark job for the listed rows, none when the tables are equal.
+        listed = (
+            joined.filter(differs | (in_left != in_right)).orderBy(*order).limit(row_limit).collect() if found else []
+        )
+        result["rows"] = [_listed_row(row, plan, keys, values) for row in listed]
+        result["rows_total"] = found
         # Duplicate keys on the right (a destination without a primary key) would hide as equal rows.
         r_keys = [F.col(f"r_{k}") for k in keys]
         result["duplicate_keys_right"] = int(
@@ -144,6 +156,29 @@ def compare_frames(
     )
     result.update(plan.describe())
     return result
+
+
+def _listed_row(row: Row, plan: ComparePlan, keys: list[str], values: list[str]) -> dict[str, Any]:
+    """One differing key: its kind, its key (canonical text), the columns shown and each side's values of them."""
+    present_left, present_right = row["l_k0"] is not None, row["r_k0"] is not None
+    side = "l_" if present_left else "r_"
+    key = {name: row[f"{side}{k}"] for name, k in zip(plan.key_columns, keys, strict=True)}
+    if present_left and present_right:
+        kind = "different"
+        shown = [(n, v) for n, v in zip(plan.compared_columns, values, strict=True) if row[f"l_{v}"] != row[f"r_{v}"]]
+    else:
+        kind = "missing_in_right" if present_left else "missing_in_left"
+        shown = list(zip(plan.compared_columns, values, strict=True))
+    return {
+        "kind": kind,
+        "key": key,
+        # Each side's key as it stores it (a decimal may be 18.50 on one side and 18.5 on the other).
+        "left_key": [row[f"l_s{k}"] for k in keys] if present_left else None,
+        "right_key": [row[f"r_s{k}"] for k in keys] if present_right else None,
+        "columns": [name for name, _ in shown],
+        "left": {name: stored_value(row[f"l_{v}"]) for name, v in shown} if present_left else None,
+        "right": {name: stored_value(row[f"r_{v}"]) for name, v in shown} if present_right else None,
+    }
 
 
 def run(

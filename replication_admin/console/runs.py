@@ -1,18 +1,20 @@
-"""The console's job: compare two tables (or a snapshot's destination with its source query) by content."""
+"""The console's jobs: compare two tables (or a snapshot's destination with its source query) by content, and
+repair chosen keys of a compare."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.urls import reverse
 
 from jobs import compare
+from replication_admin.console.key_repair import ChosenKey, RepairRefused, repair_keys
 from replication_admin.core import connections, spark_sizing
 from replication_admin.core.jobs import JobError, JobParams, JobRunner, Subject, register
 from replication_admin.core.spark import spark_session
 from replication_admin.engine import dialects
-from replication_admin.engine.compare import ComparePlanError, plan_compare
+from replication_admin.engine.compare import ComparePlan, ComparePlanError, plan_compare
 from replication_admin.models import Server
 from replication_admin.snapshots.selectors import snapshot_source
 
@@ -33,6 +35,25 @@ def _server(name: str | None) -> Server:
     return server
 
 
+def compared_pair(params: CompareParams) -> tuple[Server, Server, ComparePlan]:
+    """(source server, destination server, plan) of a compare's parameters, as the tables are now."""
+    right = _server(params.right_server)
+    try:
+        query = None
+        if params.snapshot:
+            left, left_info, query = snapshot_source(params.snapshot)
+        else:
+            left = _server(params.left_server)
+            left_info = connections.describe_table(left, params.left_table or "")
+        right_info = connections.describe_table(right, params.right_table)
+        plan = plan_compare(
+            dialects.get(left.dialect), left_info, dialects.get(right.dialect), right_info, left_query=query
+        )
+    except (connections.ConnectionFailed, connections.TableNotFound, ComparePlanError) as exc:
+        raise JobError(str(exc)) from None
+    return left, right, plan
+
+
 @register
 class Compare(JobRunner[CompareParams]):
     kind = "compare"
@@ -48,25 +69,8 @@ class Compare(JobRunner[CompareParams]):
 
     def run(self) -> dict:
         params, reporter = self.params, self.reporter
-        right = _server(params.right_server)
         with reporter.phase("introspect"):
-            try:
-                query = None
-                if params.snapshot:
-                    left, left_info, query = snapshot_source(params.snapshot)
-                else:
-                    left = _server(params.left_server)
-                    left_info = connections.describe_table(left, params.left_table or "")
-                right_info = connections.describe_table(right, params.right_table)
-                plan = plan_compare(
-                    dialects.get(left.dialect),
-                    left_info,
-                    dialects.get(right.dialect),
-                    right_info,
-                    left_query=query,
-                )
-            except (connections.ConnectionFailed, connections.TableNotFound, ComparePlanError) as exc:
-                raise JobError(str(exc)) from None
+            left, right, plan = compared_pair(params)
             left_endpoint = connections.jdbc_endpoint(left, readonly=True)
             right_endpoint = connections.jdbc_endpoint(right, readonly=True)
         reporter.log(f"key ({', '.join(plan.key_columns)}); comparing {len(plan.compared_columns)} column(s)")
@@ -81,3 +85,34 @@ class Compare(JobRunner[CompareParams]):
                 progress=reporter.progress,
                 parallelism=spark_sizing.parallelism(),
             )
+
+
+@dataclass(frozen=True)
+class RepairKeysParams(CompareParams):
+    compare_job: int = 0  # the compare whose listed keys were chosen
+    keys: list[list[Any]] = field(default_factory=list)  # canonical key text, in the compare's key order
+    # Each key as the source and the destination stored it when compared (None where that side had no row).
+    left_keys: list[list[Any] | None] = field(default_factory=list)
+    right_keys: list[list[Any] | None] = field(default_factory=list)
+
+
+@register
+class RepairKeys(JobRunner[RepairKeysParams]):
+    kind = "compare_repair"
+    label = "Repair chosen keys"
+    params_type = RepairKeysParams
+
+    @classmethod
+    def subject(cls, params: dict[str, Any]) -> Subject | None:
+        return Compare.subject(params)  # the destination the keys are written to
+
+    def run(self) -> dict:
+        params, reporter = self.params, self.reporter
+        with reporter.phase("introspect"):
+            left, right, plan = compared_pair(params)
+        with reporter.phase("apply"):
+            try:
+                chosen = [ChosenKey(lk, rk) for lk, rk in zip(params.left_keys, params.right_keys, strict=True)]
+                return repair_keys(self.job, reporter, plan, left, right, chosen)
+            except RepairRefused as exc:
+                raise JobError(str(exc)) from None

@@ -4,7 +4,7 @@ the scheduler, the audit log, login lockouts, API tokens, the status API and met
 from django.urls import path
 
 from replication_admin.console import audit_log as audit
-from replication_admin.console import dashboard, favicon, jobs, lists, logins, statement_console, tokens
+from replication_admin.console import dashboard, favicon, jobs, lists, logins, repairs, statement_console, tokens
 from replication_admin.console import scheduler as catalog
 from replication_admin.console import status_api as api
 
@@ -30,6 +30,8 @@ urlpatterns = [
     path("jobs/<int:pk>/", jobs.job_detail, name="jobs-detail"),
     path("jobs/<int:pk>/cancel/", jobs.job_cancel, name="jobs-cancel"),
     path("jobs/<int:pk>/retry/", jobs.job_retry, name="jobs-retry"),
+    path("jobs/<int:pk>/repair/", repairs.compare_repair, name="jobs-compare-repair"),
+    path("jobs/<int:pk>/compare-again/", repairs.compare_again, name="jobs-compare-again"),
     path("audit/", audit.audit_list, name="audit"),
     path("logins/", logins.login_list, name="logins"),
     path("logins/unlock/", logins.login_unlock, name="logins-unlock"),

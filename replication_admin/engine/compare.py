@@ -119,12 +119,14 @@ class ComparePlan:
     only_left: tuple[str, ...] = field(default_factory=tuple)
     only_right: tuple[str, ...] = field(default_factory=tuple)
 
-    def describe(self) -> dict[str, list[str]]:
+    def describe(self) -> dict[str, list[str] | dict[str, str]]:
         return {
             "key_columns": list(self.key_columns),
             "compared_columns": list(self.compared_columns),
             "only_left_columns": list(self.only_left),
             "only_right_columns": list(self.only_right),
+            # How each listed value is written (binary values are hex text).
+            "families": {c.column.name: c.family for c in self.left.columns},
         }
 
 

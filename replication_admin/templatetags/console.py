@@ -101,3 +101,36 @@ def kept_params(context, *own: str) -> str:
         for value in values
     ]
     return format_html_join("", "{}", ((i,) for i in inputs))
+
+
+SHORT_VALUE = 60  # characters of a compared value shown before it is folded
+
+
+@register.simple_tag
+def compared_cell(values: dict, column: str, families: dict | None) -> str:
+    """One side's value of `column` in a compare's listed row."""
+    return compared_value(values.get(column), (families or {}).get(column, ""))
+
+
+def compared_value(value: object, family: str = "") -> str:
+    """A value of a compare's listed rows, safely: NULL apart from the empty string, binary as 0x-hex, a long value
+    folded (its whole stored text a click away), one cut by the compare saying its full length."""
+    if value is None:
+        return mark_safe('<span class="value-null">NULL</span>')
+    length = None
+    if isinstance(value, dict):
+        length, value = value.get("length"), value.get("text", "")
+    text = str(value)
+    if text == "":
+        return mark_safe('<span class="value-empty" title="an empty string, not NULL">\'\' (empty)</span>')
+    if family == "binary":
+        text = "0x" + text
+    cut = format_html(' <span class="muted">(first {} of {} characters)</span>', len(text), length) if length else ""
+    if len(text) <= SHORT_VALUE and not length:
+        return format_html('<span class="value">{}</span>', text)
+    return format_html(
+        '<details class="value-long"><summary>{}…</summary><span class="value">{}</span>{}</details>',
+        text[:SHORT_VALUE],
+        text,
+        cut,
+    )

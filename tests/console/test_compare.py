@@ -79,12 +79,23 @@ def test_identical_tables_compare_equal_and_changes_are_reported_exactly(
     result = job.result
     assert result["equal"] is False
     assert result["left_count"] == 60 and result["right_count"] == 59
-    assert sorted(k["id"] for k in result["samples"]["missing_in_right"]) == ["3", "4"]
-    assert [k["id"] for k in result["samples"]["missing_in_left"]] == ["1001"]
-    assert sorted((d["key"]["id"], tuple(d["columns"])) for d in result["samples"]["different"]) == [
-        ("10", ("name",)),
-        ("15", ("note",)),
-    ]
+    listed = {(row["kind"], row["key"]["id"]): row for row in result["rows"]}
+    assert sorted(listed) == [
+        ("different", "10"), ("different", "15"), ("missing_in_left", "1001"), ("missing_in_right", "3"),
+        ("missing_in_right", "4"),
+    ]  # fmt: skip
+    assert [row["key"]["id"] for row in result["rows"]] == ["3", "4", "10", "15", "1001"]  # in key order
+    assert result["rows_total"] == 5
+    assert (listed["different", "10"]["left"], listed["different", "10"]["right"]) == (
+        {"name": "item 10 é"},
+        {"name": "changed"},
+    )
+    # NULL and the empty string are told apart.
+    assert (listed["different", "15"]["left"], listed["different", "15"]["right"]) == ({"note": None}, {"note": ""})
+    assert listed["missing_in_right", "3"]["right"] is None
+    assert listed["missing_in_right", "3"]["left"]["name"] == "item 3 é"
+    assert listed["missing_in_left", "1001"]["left"] is None
+    assert listed["missing_in_left", "1001"]["right"]["name"] == "extra"
     assert result["different"] == 2
 
 
@@ -112,7 +123,10 @@ def test_hostile_table_and_column_names_are_compared_on_every_dialect(make_serve
     execute(right, f"UPDATE {d.quote(table)} SET {d.quote('Größe')} = -1 WHERE {d.quote('id key')} = 7")
     job = run_compare(left, table, right, table)
     assert job.result["different"] == 1
-    assert job.result["samples"]["different"] == [{"key": {"id key": "7"}, "columns": ["Größe"]}]
+    assert job.result["rows"] == [
+        {"kind": "different", "key": {"id key": "7"}, "left_key": ["7"], "right_key": ["7"], "columns": ["Größe"],
+         "left": {"Größe": "14"}, "right": {"Größe": "-1"}}
+    ]  # fmt: skip
 
 
 def test_values_equal_across_dialects_compare_equal_despite_storage_differences(make_server, spark, jobs_sync):
@@ -149,7 +163,9 @@ def test_values_equal_across_dialects_compare_equal_despite_storage_differences(
 
     execute(lite, "UPDATE vals SET at = '2024-02-29 23:59:59.999998' WHERE id = 1")
     job = run_compare(pg, "vals", lite, "vals")
-    assert [d["columns"] for d in job.result["samples"]["different"]] == [["at"]]
+    assert [(d["columns"], d["left"], d["right"]) for d in job.result["rows"]] == [
+        (["at"], {"at": "2024-02-29 23:59:59.999999"}, {"at": "2024-02-29 23:59:59.999998"})
+    ]
 
 
 def test_compare_without_a_primary_key_fails_with_a_clear_message(make_server, spark, jobs_sync):
@@ -183,7 +199,7 @@ def test_compare_runs_through_a_real_django_q2_worker(make_server, qcluster):
     assert job.state == JobRun.State.SUCCEEDED, job.error + job.log
     assert job.worker_pid and job.worker_pid != __import__("os").getpid()
     assert job.result["missing_in_right"] == 1
-    assert job.result["samples"]["missing_in_right"] == [{"id": "500"}]
+    assert [(row["kind"], row["key"]) for row in job.result["rows"]] == [("missing_in_right", {"id": "500"})]
     assert job.progress_done == job.progress_total > 0
     assert {"introspect", "spark_session", "spark_job", "total"} <= set(job.timings)
     assert AuditEntry.objects.filter(action="job.compare", target__contains="worker_l").exists()

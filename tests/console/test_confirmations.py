@@ -120,9 +120,20 @@ def world(make_server) -> World:
         table_name="demo.u", type="U", proc="u_cr_U_1", order=10, resolver_class="pub_wins"
     )
     job = JobRun.objects.create(kind="compare", target="demo.t ↔ branch.t")
+    # A finished compare of the snapshot listing two differing keys, to repair.
+    compared = JobRun.objects.create(
+        kind="compare", target="demo.t ↔ branch.t_copy", state=JobRun.State.SUCCEEDED, finished_at=timezone.now(),
+        params={"snapshot": SNAPSHOT, "left_server": "demo", "right_server": "branch", "right_table": "t_copy"},
+        result={"equal": False, "rows_total": 2, "rows": [
+            {"kind": "missing_in_right", "key": {"id": "2"}, "left_key": ["2"], "right_key": None, "columns": ["v"],
+             "left": {"v": "b"}, "right": None},
+            {"kind": "missing_in_left", "key": {"id": "9"}, "left_key": None, "right_key": ["9"], "columns": ["v"],
+             "left": None, "right": {"v": "only"}},
+        ]},
+    )  # fmt: skip
     token = ApiToken.objects.create(name="monitoring", prefix="ra_sample0", token_hash="0" * 64, scopes=["status"])
-    return World(demo, branch, publication, subscription, resolver, conflict, job,
-                 {"trx_resolver": trx_resolver, "token": token})  # fmt: skip
+    extra = {"trx_resolver": trx_resolver, "compared": compared, "token": token}
+    return World(demo, branch, publication, subscription, resolver, conflict, job, extra)
 
 
 @pytest.fixture
@@ -198,6 +209,9 @@ CASES = [
          lambda w: JobRun.objects.get(pk=w.job.pk).state == JobRun.State.CANCELLED),
     Case("tokens-revoke", [], "", ("Revoke the API token monitoring?", "ra_sample0…", "refused"),
          lambda w: ApiToken.objects.get(pk=w.extra["token"].pk).revoked_at is not None),
+    Case("jobs-compare-repair", [], "?row=0&row=1", ("Repair 2 key(s)?", "demo.t ↔ branch.t_copy", "id=2; id=9",
+                                                      "is deleted"),
+         lambda w: JobRun.objects.filter(kind="compare_repair", params__keys=[["2"], ["9"]]).exists()),
 ]  # fmt: skip
 
 # URL names that sound destructive but are not, with the reason.
@@ -224,6 +238,7 @@ def pk_args(case: Case, w: World) -> list:
         "conflicts-reapply": [w.conflict.pk],
         "jobs-cancel": [w.job.pk],
         "tokens-revoke": [w.extra["token"].pk],
+        "jobs-compare-repair": [w.extra["compared"].pk],
     }[case.name]
 
 
@@ -266,6 +281,7 @@ def test_the_hidden_fields_of_each_confirmation_page_are_what_its_post_needs(wor
     assert pages["subscriptions-drop?drop_table=on"]["hidden"] == {"drop_table": "on"}
     assert pages["trx-publications-revoke?grantee=branch"]["hidden"] == {"grantee": "branch"}
     assert pages["trx-publications-remove-item?item={item}"]["hidden"] == {"item": TpItem.objects.get().pk}
+    assert pages["jobs-compare-repair?row=0&row=1"]["hidden"] == {"rows": "0,1"}
 
 
 def test_every_url_whose_name_says_it_removes_something_is_in_the_table():

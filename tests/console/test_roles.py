@@ -114,6 +114,8 @@ POST_NEEDS = {
     "scheduler-pause": "operate",
     "scheduler-resume": "operate",
     "scheduler-interval": "operate",
+    "jobs-compare-repair": "operate",
+    "jobs-compare-again": "operate",
     "setup-step": "edit",
     "setup-reset": "edit",
     "tokens": "edit",  # making an API token; the list is a page every role reads
@@ -135,7 +137,7 @@ PAGES = {
     "jobs", "jobs-compare", "jobs-compare-tables", "jobs-detail", "audit", "admin",
     # The confirmation pages of destructive actions (GET asks, POST acts; see test_confirmations.py).
     "snapshots-repair", "subscriptions-init", "trx-publications-remove-item", "trx-publications-revoke",
-    "trx-publications-purge", "trx-subscriptions-init", "jobs-cancel",
+    "trx-publications-purge", "trx-subscriptions-init", "jobs-cancel", "jobs-compare-repair",
     # The resolver editor over a transactional publication's table.
     "trx-items-resolvers", "trx-resolver-edit", "trx-resolver-remove",
     # API tokens: every role sees the list and the revoke confirmation; making and revoking need edit.
@@ -159,7 +161,7 @@ BY_PK = {
     "publications-resolvers", "publications-resolvers-add", "publications-dry-run", "publications-resolver-edit",
     "publications-resolver-move", "publications-resolver-remove", "subscriptions-init", "subscriptions-drop",
     "conflicts-detail", "conflicts-reapply", "conflicts-decide", "jobs-detail", "jobs-cancel", "jobs-retry",
-    "alerts-acknowledge",
+    "alerts-acknowledge", "jobs-compare-repair", "jobs-compare-again",
     "trx-items-resolvers", "trx-items-resolvers-add", "trx-items-dry-run", "trx-resolver-edit", "trx-resolver-move",
     "trx-resolver-remove", "trx-schema-change-approve", "tokens-revoke",
 }  # fmt: skip

@@ -41,6 +41,6 @@ class Command(BaseCommand):
             raise CommandError(f"job #{job.pk} {job.state}: {job.error}")
         r = job.result
         assert r is not None  # a succeeded compare stores its result
-        self.stdout.write(json.dumps({k: v for k, v in r.items() if k != "samples"}, indent=2))
+        self.stdout.write(json.dumps({k: v for k, v in r.items() if k != "rows"}, indent=2))
         if not r["equal"]:
-            self.stdout.write(json.dumps(r["samples"], indent=2, ensure_ascii=False))
+            self.stdout.write(json.dumps(r["rows"], indent=2, ensure_ascii=False))
