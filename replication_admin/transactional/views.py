@@ -416,12 +416,19 @@ def publication_new_log(request: HttpRequest, server: str, account: str) -> Http
 
 
 def _publication_setting(
-    request: HttpRequest, server: str, account: str, action: str, form_class, what: str, call: Callable
+    request: HttpRequest,
+    server: str,
+    account: str,
+    action: str,
+    form_class,
+    what: str,
+    call: Callable,
+    perm: str = EDIT,
 ) -> HttpResponse:
-    """A publication's setting saved from its form: refused without the edit permission, the form's errors
+    """A publication's setting saved from its form: refused without `perm` (edit unless said), the form's errors
     as a message, else `call(actor, publication, cleaned data)`'s note or error."""
     acct = _account(server, account)
-    if refused := refuse(request, EDIT, action, _acct_target(acct)):
+    if refused := refuse(request, perm, action, _acct_target(acct)):
         return refused
     form = form_class(request.POST)
     if not form.is_valid():
@@ -454,16 +461,11 @@ def publication_tracer(request: HttpRequest, server: str, account: str) -> HttpR
 
 @require_POST
 def publication_tracer_schedule(request: HttpRequest, server: str, account: str) -> HttpResponse:
-    """A tracer token every N minutes (operate)."""
-    acct = _account(server, account)
-    if refused := refuse(request, OPERATE, "trx.tracer_schedule", _acct_target(acct)):
-        return refused
-    form = TracerScheduleForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, f"Tracer schedule not saved: {_form_errors(form)}")
-        return redirect(acct)
-    minutes = form.cleaned_data["every_minutes"]
-    return _attempt(request, lambda a: tracers.do_schedule_tracer(a, acct, minutes)) or redirect(acct)
+    """A tracer token every N minutes (operate: it writes no definition)."""
+    return _publication_setting(
+        request, server, account, "trx.tracer_schedule", TracerScheduleForm, "Tracer schedule",
+        lambda a, acct, d: tracers.do_schedule_tracer(a, acct, d["every_minutes"]), perm=OPERATE,
+    )  # fmt: skip
 
 
 @require_POST
