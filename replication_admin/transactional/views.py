@@ -262,12 +262,14 @@ def _tracer_context(account: ReplAccount) -> dict:
         for name, points in sorted(series.items())
     ]  # fmt: skip
     recent = tracers.recent(account)
+    figure = line_chart(traces, "latency (s)")
     return {
         "tracers": recent,
         "tracer_subscribers": [c["subscriber"] for c in recent[0]["cells"]] if recent else [],
         "tracer_event": event,
         "tracer_form": TracerScheduleForm(initial={"every_minutes": event.interval if event else 0}),
-        "tracer_figure": line_chart(traces, "latency (s)"),
+        "tracer_figure": figure,
+        "tracer_table": chart_table(figure),
     }
 
 

@@ -130,6 +130,9 @@ def test_the_publication_page_lists_and_charts_the_latencies(publication, operat
     figure = json.loads(html.unescape(re.search(r'id="trx-tracer-figure"[^>]*>(.*?)</script>', body, re.S).group(1)))
     [trace] = figure["data"]
     assert trace["name"] == "my" and len(trace["y"]) == 1 and trace["y"][0] >= 0
+    # the chart's table view holds the same latency
+    table = body[body.index('id="trx-tracer-table"') :]
+    assert "Tracer latency of each subscriber" in table and f">{trace['y'][0]}<" in table.replace(" ", "")
     sub_page = operator_client.get(reverse("trx-subscriptions-detail", args=["my", "pub", "acct"])).content.decode()
     assert f'{cells["my"]} <span class="muted">(tracer #' in sub_page
     response = operator_client.post(reverse("trx-publications-tracer-schedule", args=["pub", "acct"]),
