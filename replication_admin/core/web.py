@@ -226,7 +226,8 @@ DAY = timedelta(days=1)
 BAR_WIDTH = DAY.total_seconds() * 1000 * 0.8  # in ms on a date axis; plotly makes a lone bar a hairline
 MIN_BAR_DAYS = 3  # a bar chart spans this many days at least, so one day of data is a bar, not a wall
 MIN_LINE_SPAN = timedelta(minutes=1)  # plotly otherwise zooms one point down to milliseconds
-LINE_SPAN_OF_WINDOW = 24  # a windowed line chart spans at least 1/24 of its window (an hour of a day)
+# A windowed line chart spans ten minutes at least: its points fill the chart rather than sit against its right edge.
+MIN_WINDOWED_SPAN = timedelta(minutes=10)
 LINE_PAD = 0.02  # of the span, before the first point (and after the last, with no window): markers stay whole
 # Above the plot, left-aligned, growing upwards into the top margin: it never covers the axes or the dates.
 LEGEND_ABOVE = {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"}
@@ -289,7 +290,7 @@ def stacked_bars(traces: list[dict], first: date | None = None, last: date | Non
 
 def _line_range(stamps: list[str], since: datetime | None, until: datetime | None) -> list[str] | None:
     """The x range of a line chart: from a little before its first point to `until` (or its last point), MIN_LINE_SPAN
-    at least, and for a chart of a window (`since`) 1/LINE_SPAN_OF_WINDOW of it at least, never before `since`."""
+    at least, and for a chart of a window (`since`) MIN_WINDOWED_SPAN at least, never before `since`."""
     if not stamps:
         return [local_stamp(since), local_stamp(until or timezone.now())] if since is not None else None
     first, last = (datetime.strptime(x, STAMP) for x in (min(stamps), max(stamps)))
@@ -298,7 +299,7 @@ def _line_range(stamps: list[str], since: datetime | None, until: datetime | Non
         return [(first - spare).strftime(STAMP), (last + spare).strftime(STAMP)]
     window_start = datetime.strptime(local_stamp(since), STAMP)
     end = max(datetime.strptime(local_stamp(until or timezone.now()), STAMP), last)
-    shortest = max(MIN_LINE_SPAN, (end - window_start) / LINE_SPAN_OF_WINDOW)
+    shortest = MIN_WINDOWED_SPAN
     start = min(first, end - shortest)
     start = max(start - (end - start) * LINE_PAD, window_start)
     return [start.strftime(STAMP), end.strftime(STAMP)]
