@@ -17,6 +17,7 @@ from replication_admin.models import Server
 WIDTH, HEIGHT = 960, 480
 NODE_W, NODE_H = 164, 46
 CURVE_STEP = 34  # px between parallel edges of one pair of servers
+LABEL_NAME = 26  # characters of the item's name a label shows (the link's title has all of it)
 LABEL_SPREAD = 0.14  # how far apart along the edges the labels of parallel edges sit (a fraction of the curve)
 BADGE_RANK = {"ok": 0, "": 1, "warn": 2, "bad": 3}
 # Edges the drawing shows: beyond this the drawing is left out (the table lists every edge).
@@ -68,7 +69,8 @@ def _edge_label(item: dict) -> str:
     behind = f"behind {item['lag']}" if item["lag"] else "lag unknown"
     if item["state"] == health.NEVER:
         behind = "not initialised"
-    return f"{item['label']} · {behind}"
+    name = item["name"] if len(item["name"]) <= LABEL_NAME else item["name"][: LABEL_NAME - 1] + "…"
+    return f"{name}: {item['label']} · {behind}"
 
 
 def _layout(nodes: list[Node]) -> None:

@@ -60,9 +60,9 @@ def test_every_replication_is_an_edge_between_its_servers_coloured_by_state_and_
         "shop.items ↔ branch": ("bad", SnapshotPublication.objects.get().get_absolute_url()),
     }
     labels = labels_of(page)
-    assert "in sync · behind 2 h 0 min" in labels  # a full snapshot is behind by its copy's age
-    assert "failing · behind 3 h 0 min" in labels  # since its last successful refresh
-    assert "unreachable · lag unknown" in labels
+    assert "replica.customers: in sync · behind 2 h 0 min" in labels  # a full snapshot: behind by its copy's age
+    assert "remote.customers: failing · behind 3 h 0 min" in labels  # since its last successful refresh
+    assert "shop.items ↔ branch: unreachable · lag unknown" in labels
     nodes = dict(re.findall(r'<a href="([^"]+)" class="node node-\w+" data-server="([^"]+)">', page))
     assert {v: k for k, v in nodes.items()} == {s.name: s.get_absolute_url() for s in servers.values()}
     assert 'class="node node-bad" data-server="remote"' in page  # nothing accepts connections at its port
