@@ -2,7 +2,7 @@
 
 extract: read each side through a safe-aliased SELECT (jobs.jdbc);
 transform: canonicalise every value to dialect-independent text and hash the non-key values of a row;
-load: a full outer join on the canonical key gives rows missing on either side and rows that differ.
+load: both sides grouped by canonical key give rows missing on either side, rows that differ and duplicate keys.
 The result is a plain dict stored on the JobRun; it is also the oracle the replication tests use. Besides the
 counts it keeps the first ROW_LIMIT differing keys, in key order, with both sides' canonical values of the columns
 that differ (every compared column of a row missing on one side), each value cut at VALUE_LIMIT characters, so a
@@ -103,56 +103,68 @@ def stored_value(value: Any) -> Any:
     return {"text": value[:VALUE_LIMIT], "length": len(value)}
 
 
-def _sort_key(side_column: SideColumn, left: Column, right: Column) -> Column:
+def _sort_key(side_column: SideColumn, key: Column) -> Column:
     """The order differing rows are listed in: numbers as numbers, everything else as its canonical text."""
-    either = F.coalesce(left, right)
     if side_column.family in {"integer", "decimal", "float"}:
-        return either.try_cast("decimal(38,10)")
-    return either
+        return key.try_cast("decimal(38,10)")
+    return key
+
+
+def _tagged(frame: DataFrame, keys: list[str], carried: list[str], side: str) -> DataFrame:
+    """(k0.., n_l, n_r, l, r): each row counted on its side, its values, hash and stored keys in its side's struct
+    (the other side's struct a typed NULL, so both sides union by name)."""
+    row = F.struct(*[F.col(c) for c in carried])
+    nothing = F.when(F.lit(False), row)
+    return frame.select(
+        *keys,
+        F.lit(1 if side == "l" else 0).alias("n_l"),
+        F.lit(1 if side == "r" else 0).alias("n_r"),
+        (row if side == "l" else nothing).alias("l"),
+        (row if side == "r" else nothing).alias("r"),
+    )
 
 
 def compare_frames(left: DataFrame, right: DataFrame, plan: ComparePlan, row_limit: int = ROW_LIMIT) -> dict[str, Any]:
+    """Both sides grouped by canonical key in one shuffle: per key how many rows each side has and one row of
+    each. The counts are one Spark job; listing the differing keys is a second one, only when there are some.
+
+    A union and a group-by rather than a cached full outer join: the join's sort and its cached plan cost
+    seconds even on a few rows, and the group-by counts duplicate keys in the same pass."""
     keys = list(plan.left.key_aliases)
     values = list(plan.left.value_aliases)
-    stored = [f"s{k}" for k in keys]
-    l_ = left.select(*[F.col(c).alias(f"l_{c}") for c in [*keys, *values, "h", *stored]])
-    r_ = right.select(*[F.col(c).alias(f"r_{c}") for c in [*keys, *values, "h", *stored]])
-    condition = [F.col(f"l_{k}") == F.col(f"r_{k}") for k in keys]
-    joined = l_.join(r_, on=condition, how="full_outer").persist()
-    try:
-        in_left = F.col("l_k0").isNotNull()
-        in_right = F.col("r_k0").isNotNull()
-        differs = in_left & in_right & (F.col("l_h") != F.col("r_h"))
-        totals = joined.agg(
-            F.count(F.when(in_left, 1)).alias("left_count"),
-            F.count(F.when(in_right, 1)).alias("right_count"),
-            F.count(F.when(in_left & ~in_right, 1)).alias("missing_in_right"),
-            F.count(F.when(in_right & ~in_left, 1)).alias("missing_in_left"),
-            F.count(F.when(differs, 1)).alias("different"),
-        ).collect()[0]
-        result: dict[str, Any] = {name: int(totals[name]) for name in totals.asDict()}
-        found = result["missing_in_right"] + result["missing_in_left"] + result["different"]
-        key_columns = [c for c in plan.left.columns if c.alias in keys]
-        order = [_sort_key(c, F.col(f"l_{c.alias}"), F.col(f"r_{c.alias}")) for c in key_columns]
-        # One Spark job for the listed rows, none when the tables are equal.
-        listed = (
-            joined.filter(differs | (in_left != in_right)).orderBy(*order).limit(row_limit).collect() if found else []
+    carried = [*values, "h", *[f"s{k}" for k in keys]]
+    grouped = (
+        _tagged(left, keys, carried, "l")
+        .unionByName(_tagged(right, keys, carried, "r"))
+        .groupBy(*keys)
+        .agg(
+            F.sum("n_l").alias("n_l"),
+            F.sum("n_r").alias("n_r"),
+            F.max("l").alias("l"),  # one row per side and key (the only one, unless a side repeats the key)
+            F.max("r").alias("r"),
         )
-        result["rows"] = [_listed_row(row, plan, keys, values) for row in listed]
-        result["rows_total"] = found
+    )
+    in_left = F.col("n_l") > 0
+    in_right = F.col("n_r") > 0
+    differs = in_left & in_right & (F.col("l.h") != F.col("r.h"))
+    totals = grouped.agg(
+        F.coalesce(F.sum("n_l"), F.lit(0)).alias("left_count"),
+        F.coalesce(F.sum("n_r"), F.lit(0)).alias("right_count"),
+        F.count(F.when(in_left & ~in_right, 1)).alias("missing_in_right"),
+        F.count(F.when(in_right & ~in_left, 1)).alias("missing_in_left"),
+        F.count(F.when(differs, 1)).alias("different"),
         # Duplicate keys on the right (a destination without a primary key) would hide as equal rows.
-        r_keys = [F.col(f"r_{k}") for k in keys]
-        result["duplicate_keys_right"] = int(
-            joined.filter(in_right).groupBy(*r_keys).count().filter(F.col("count") > 1).count()
-        )
-    finally:
-        joined.unpersist()
+        F.count(F.when(F.col("n_r") > 1, 1)).alias("duplicate_keys_right"),
+    ).collect()[0]
+    result: dict[str, Any] = {name: int(totals[name]) for name in totals.asDict()}
+    found = result["missing_in_right"] + result["missing_in_left"] + result["different"]
+    key_columns = [c for c in plan.left.columns if c.alias in keys]
+    order = [_sort_key(c, F.col(c.alias)) for c in key_columns]
+    listed = grouped.filter(differs | (in_left != in_right)).orderBy(*order).limit(row_limit).collect() if found else []
+    result["rows"] = [_listed_row(row, plan, keys, values) for row in listed]
+    result["rows_total"] = found
     result["equal"] = (
-        result["missing_in_right"] == 0
-        and result["missing_in_left"] == 0
-        and result["different"] == 0
-        and result["duplicate_keys_right"] == 0
-        and result["left_count"] == result["right_count"]
+        found == 0 and result["duplicate_keys_right"] == 0 and result["left_count"] == result["right_count"]
     )
     result.update(plan.describe())
     return result
@@ -160,24 +172,23 @@ def compare_frames(left: DataFrame, right: DataFrame, plan: ComparePlan, row_lim
 
 def _listed_row(row: Row, plan: ComparePlan, keys: list[str], values: list[str]) -> dict[str, Any]:
     """One differing key: its kind, its key (canonical text), the columns shown and each side's values of them."""
-    present_left, present_right = row["l_k0"] is not None, row["r_k0"] is not None
-    side = "l_" if present_left else "r_"
-    key = {name: row[f"{side}{k}"] for name, k in zip(plan.key_columns, keys, strict=True)}
-    if present_left and present_right:
+    left, right = row["l"], row["r"]
+    key = {name: row[k] for name, k in zip(plan.key_columns, keys, strict=True)}
+    if left is not None and right is not None:
         kind = "different"
-        shown = [(n, v) for n, v in zip(plan.compared_columns, values, strict=True) if row[f"l_{v}"] != row[f"r_{v}"]]
+        shown = [(n, v) for n, v in zip(plan.compared_columns, values, strict=True) if left[v] != right[v]]
     else:
-        kind = "missing_in_right" if present_left else "missing_in_left"
+        kind = "missing_in_right" if left is not None else "missing_in_left"
         shown = list(zip(plan.compared_columns, values, strict=True))
     return {
         "kind": kind,
         "key": key,
         # Each side's key as it stores it (a decimal may be 18.50 on one side and 18.5 on the other).
-        "left_key": [row[f"l_s{k}"] for k in keys] if present_left else None,
-        "right_key": [row[f"r_s{k}"] for k in keys] if present_right else None,
+        "left_key": [left[f"s{k}"] for k in keys] if left is not None else None,
+        "right_key": [right[f"s{k}"] for k in keys] if right is not None else None,
         "columns": [name for name, _ in shown],
-        "left": {name: stored_value(row[f"l_{v}"]) for name, v in shown} if present_left else None,
-        "right": {name: stored_value(row[f"r_{v}"]) for name, v in shown} if present_right else None,
+        "left": {name: stored_value(left[v]) for name, v in shown} if left is not None else None,
+        "right": {name: stored_value(right[v]) for name, v in shown} if right is not None else None,
     }
 
 

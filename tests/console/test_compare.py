@@ -168,6 +168,24 @@ def test_values_equal_across_dialects_compare_equal_despite_storage_differences(
     ]
 
 
+@pytest.mark.parametrize("right_dialect", ["postgresql", "mysql"])
+def test_a_key_repeated_on_a_right_side_without_a_primary_key_is_counted_and_never_equal(
+    make_server, spark, jobs_sync, right_dialect
+):
+    left = make_server("sqlite", "lhs")
+    right = make_server(right_dialect, "rhs")
+    make_table(left)
+    create_table(right, "items", COLUMNS, [])  # no primary key: nothing stops a key from repeating
+    rows = sample_rows(60)
+    insert_rows(right, "items", [c for c, _ in COLUMNS], [*rows, rows[6], rows[7], rows[7]])  # id 7 twice, 8 thrice
+
+    result = run_compare(left, "items", right, "items").result
+    assert result["equal"] is False
+    assert (result["left_count"], result["right_count"]) == (60, 63)
+    assert result["duplicate_keys_right"] == 2
+    assert result["missing_in_left"] == result["missing_in_right"] == result["different"] == 0
+
+
 def test_compare_without_a_primary_key_fails_with_a_clear_message(make_server, spark, jobs_sync):
     left = make_server("sqlite", "nopk_l")
     right = make_server("sqlite", "nopk_r")
