@@ -28,13 +28,17 @@ lint:
 ## The whole test suite: lint, then unit, live-database, Spark and browser tests. The Spark jobs run on a
 ## standalone cluster (a master and two workers on 127.0.0.1) behind the Spark service, both started by the
 ## suite itself (tests/spark_service.py); REPLADMIN_TEST_SPARK=service or embedded runs them without one.
+## TEST_PROCESSES test processes (pytest-xdist) share that service, each with its own catalog: many tests wait
+## on workers, leases and schedules, so two keep both cores busy; TEST_PROCESSES=0 runs them in this process.
+TEST_PROCESSES ?= 2
+PYTEST_XDIST = $(if $(filter 0,$(TEST_PROCESSES)),,-n $(TEST_PROCESSES) --dist worksteal)
 test: setup lint
-	REPLADMIN_TEST_SPARK=$${REPLADMIN_TEST_SPARK:-cluster} $(PY) -m pytest
+	REPLADMIN_TEST_SPARK=$${REPLADMIN_TEST_SPARK:-cluster} $(PY) -m pytest $(PYTEST_XDIST)
 
 ## The same suite on a PostgreSQL catalog (pytest-django creates and drops REPLADMIN_TEST_DB_NAME on
 ## REPLADMIN_DB_HOST); child processes (worker hosts, replsql) are pointed at it too.
 test-pg: setup lint
-	REPLADMIN_DB_ENGINE=postgresql $(PY) -m pytest
+	REPLADMIN_DB_ENGINE=postgresql $(PY) -m pytest $(PYTEST_XDIST)
 
 ## Benchmarks (on demand): prints ratios against native baselines and peers measured in the same run.
 bench: setup

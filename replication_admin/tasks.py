@@ -26,7 +26,7 @@ from replication_admin.core.locks import LockBusy, item_lock
 from replication_admin.demo import CONTESTED_EVERY, reprice, simulate_activity
 from replication_admin.engine.schedule import due_at, due_events, seconds_to_next
 from replication_admin.engine.statements import StatementError
-from replication_admin.models import AuditEntry, JobRun, ScheduledEvent, Server
+from replication_admin.models import AuditEntry, ConflictBackup, JobRun, ScheduledEvent, Server
 from replication_admin.snapshots import runs as snapshot_runs
 from replication_admin.statements import execute
 from replication_admin.transactional import runs as trx_runs
@@ -198,7 +198,8 @@ def run_event(name: str, slot: datetime | None = None) -> str:
 def demo_activity() -> dict:
     """The demo's stand-in for users: a minute of orders on the Demo database (scheduled by demo_setup)."""
     done = simulate_activity(str(settings.VAR_DIR / "demo.sqlite3"))
-    contested = timezone.now().minute % CONTESTED_EVERY == 0
+    # Until the inbox holds a conflict, every minute is contested: a new demo shows one at its first syncs.
+    contested = timezone.now().minute % CONTESTED_EVERY == 0 or not ConflictBackup.objects.exists()
     done["repriced"] = reprice(str(settings.VAR_DIR / "demo.sqlite3"), contested=contested)
     branch = settings.VAR_DIR / "branch.sqlite3"
     if branch.exists():

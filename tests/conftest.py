@@ -39,12 +39,41 @@ PG = {"host": "127.0.0.1", "port": 5432, "user": "root", "password": ""}
 # transactional publications capture from the WAL.
 WAL_PG = {
     "host": "127.0.0.1",
-    "port": int(os.environ.get("REPLADMIN_TEST_WAL_PG_PORT", "5446")),
+    # One cluster per pytest-xdist worker (gw0, gw1, …), each on its own port.
+    "port": int(os.environ.get("REPLADMIN_TEST_WAL_PG_PORT", "5446"))
+    + int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0),
     "user": "postgres",
     "password": "",
 }
 WAL_SETTINGS = {"wal_level": "logical", "max_replication_slots": "64", "max_wal_senders": "8"}
 MY = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
+
+
+# Tests of a minute or more (fault trials, the demo, schedules watched slot by slot) start first within their group:
+# with two test processes (make test) neither is then left running one of them alone at the end.
+LONG_RUNNING = (
+    "tests/faults/",
+    "tests/e2e/test_demo_stays_green.py",
+    "tests/console/test_scheduler_on_time.py",
+    "tests/bidir/test_steady_writes.py",
+)
+
+
+def _db_group(item: pytest.Item) -> int:
+    """pytest-django's order: 0 database tests rolled back, 1 transactional ones (flushed), 2 the rest."""
+    marker = item.get_closest_marker("django_db")
+    fixtures = getattr(item, "fixturenames", [])
+    transactional = bool(marker and (marker.kwargs.get("transaction") or marker.kwargs.get("reset_sequences")))
+    transactional = transactional or "transactional_db" in fixtures or "live_server" in fixtures
+    return 1 if transactional else 0 if (marker is not None or "db" in fixtures) else 2
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    groups = [_db_group(item) for item in items]
+    if groups != sorted(groups):
+        return  # not pytest-django's order as understood here: leave it as it is
+    items.sort(key=lambda item: (_db_group(item), not item.nodeid.startswith(LONG_RUNNING)))
 
 
 def unavailable(reason: str) -> None:

@@ -5,7 +5,9 @@ REPLADMIN_TEST_SPARK chooses it:
   from the pip pyspark package, and the Spark service (`manage.py spark_service`) against them;
 - `service`: the Spark service on a local master;
 - `embedded`: no service; each process starts its own session (the fallback of a lone command).
-When REPLADMIN_SPARK_REMOTE is already set, the suite uses that service and starts nothing.
+When REPLADMIN_SPARK_REMOTE is already set, the suite uses that service and starts nothing. Under pytest-xdist
+the controller starts it and its workers share it: they inherit REPLADMIN_SPARK_REMOTE, and
+REPLADMIN_TEST_SPARK_STATUS names the file the controller writes when the service is up (empty) or failed (why).
 
 Everything is started in the background when the session starts (tests that need no Spark do not wait for
 it), on free loopback ports, and stopped when it ends, also on failure. Child processes (workers, replsql)
@@ -31,6 +33,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ("cluster", "service", "embedded")
 START_TIMEOUT = 180.0
+STATUS_FILE = "status"
 
 
 def free_port() -> int:
@@ -129,6 +132,7 @@ class SparkForTests:
             self.error = f"Spark for the tests ({self.mode}) did not start: {exc}"
         finally:
             self.ready.set()
+            (self.work / STATUS_FILE).write_text(self.error or "")  # for pytest-xdist's workers
 
     def _wait_for_cores(self, proc: subprocess.Popen, log: Path) -> None:
         """On a cluster, the first job would wait until both workers have registered: wait here instead."""
@@ -171,6 +175,8 @@ def _plan() -> SparkForTests | None:
         "REPLADMIN_SPARK_REMOTE": spark.remote,
         # A job that starts while the service is still coming up waits for it instead of failing.
         "REPLADMIN_SPARK_CONNECT_RETRY_SECONDS": str(int(START_TIMEOUT)),
+        "REPLADMIN_TEST_SPARK_STATUS": str(spark.work / STATUS_FILE),
+        "REPLADMIN_TEST_SPARK_MODE": mode,
     }
     if mode == "cluster":
         # Executors on this host see the suite's SQLite files at the same path.
@@ -197,13 +203,31 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def wait_for_spark() -> None:
     """Block until the suite's Spark service answers; fail the test with the reason when it did not start."""
     if _spark is None:
+        _wait_for_controllers_spark()
         return
     _spark.ready.wait(START_TIMEOUT + 150)
     if _spark.error:
         pytest.fail(_spark.error, pytrace=False)
 
 
+def _wait_for_controllers_spark() -> None:
+    """A pytest-xdist worker: the controller started the service and writes its status file when it is up."""
+    status = os.environ.get("REPLADMIN_TEST_SPARK_STATUS")
+    if not status:
+        return
+    deadline = time.monotonic() + START_TIMEOUT + 150
+    while not os.path.exists(status):
+        if time.monotonic() > deadline:
+            pytest.fail(f"the Spark service of the test run did not start within {START_TIMEOUT + 150:.0f} s")
+        time.sleep(0.5)
+    error = Path(status).read_text()
+    if error:
+        pytest.fail(error, pytrace=False)
+
+
 def spark_mode() -> str:
-    return (
-        _spark.mode if _spark is not None else ("external" if os.environ.get("REPLADMIN_SPARK_REMOTE") else "embedded")
-    )
+    if _spark is not None:
+        return _spark.mode
+    if os.environ.get("REPLADMIN_TEST_SPARK_STATUS"):
+        return os.environ.get("REPLADMIN_TEST_SPARK_MODE", "external")  # a pytest-xdist worker
+    return "external" if os.environ.get("REPLADMIN_SPARK_REMOTE") else "embedded"

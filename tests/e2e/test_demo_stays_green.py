@@ -23,7 +23,8 @@ from tests.conftest import ROOT, require_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.live_db]
 
-ROUNDS = int(os.environ.get("REPLADMIN_DEMO_ROUNDS", "3"))  # scheduler rounds (minutes) to watch
+# Scheduler rounds (minutes) to watch at least; the watch goes on until the inbox holds a conflict.
+ROUNDS = int(os.environ.get("REPLADMIN_DEMO_ROUNDS", "2"))
 ADMIN_DSNS = {
     "postgresql": "DRIVER={PostgreSQL Unicode};SERVER=127.0.0.1;PORT=5432;DATABASE=postgres;UID=root;",
     "mysql": "DRIVER={MariaDB Unicode};SERVER=127.0.0.1;PORT=3306;UID=root;PWD=;",
