@@ -53,7 +53,7 @@ def test_two_follower_processes_each_serve_their_half_of_the_subscriptions_and_o
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a guard against hanging, generous for a busy machine
         while len(psutil.Process(follower.pid).children()) < 2:
             assert follower.poll() is None and time.monotonic() < deadline, (tmp_path / "replfollow.log").read_text()
             time.sleep(0.1)
@@ -63,7 +63,7 @@ def test_two_follower_processes_each_serve_their_half_of_the_subscriptions_and_o
         with connections.connect(pub) as conn:
             for n in range(11, 61):
                 conn.cursor().execute("INSERT INTO items VALUES (?, ?)", n, f"live {n}")
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a guard against hanging, generous for a busy machine
         while [count(sub, "items") for sub in subscribers] != [60, 60]:
             assert time.monotonic() < deadline, (
                 f"subscribers have {[count(sub, 'items') for sub in subscribers]} of 60 rows\n"
@@ -97,7 +97,7 @@ def test_the_follower_processes_stop_by_themselves_when_their_supervisor_is_kill
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a guard against hanging, generous for a busy machine
         while len(psutil.Process(follower.pid).children()) < 2:
             assert follower.poll() is None and time.monotonic() < deadline
             time.sleep(0.1)
