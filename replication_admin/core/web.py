@@ -329,22 +329,32 @@ def line_chart(traces: list[dict], y_title: str, since: datetime | None = None, 
 @dataclass(frozen=True)
 class ChartTable:
     """A chart's data as a table, for screen readers and for reading exact values: a row per x value (a day or a
-    time), a column per trace."""
+    time) and a column per trace; or, when that grid would be mostly empty cells (many traces, each with points
+    at its own times, as a thousand snapshots' refreshes), a row per point naming its trace (`by_point`), so the
+    table grows with the points, not with points times traces."""
 
     x_title: str
     columns: list[str]
     rows: list[tuple[str, list[Any]]]
+    by_point: bool = False
 
 
 def chart_table(figure: Mapping[str, Any], x_title: str = "Time") -> ChartTable:
-    """The same data as `figure`'s traces, as a table (ChartTable); an x value a trace lacks is an empty cell."""
+    """The same data as `figure`'s traces, as a table (ChartTable); in the grid, an x value a trace lacks is an
+    empty cell."""
     traces = figure["data"]
+    names = [str(trace.get("name", "")) for trace in traces]
     values: dict[str, dict[int, Any]] = {}
+    points = 0
     for n, trace in enumerate(traces):
         for x, y in zip(trace["x"], trace["y"], strict=True):
             values.setdefault(x, {})[n] = y
+            points += 1
+    if len(values) * len(traces) > 2 * points:
+        by_point = [(x, [names[n], y]) for x in sorted(values) for n, y in sorted(values[x].items())]
+        return ChartTable(x_title, ["Series", "Value"], by_point, by_point=True)
     rows = [(x, [values[x].get(n, "") for n in range(len(traces))]) for x in sorted(values)]
-    return ChartTable(x_title, [str(trace.get("name", "")) for trace in traces], rows)
+    return ChartTable(x_title, names, rows)
 
 
 @dataclass(frozen=True)

@@ -135,3 +135,17 @@ def test_the_pages_load_the_vendored_basic_bundle_with_its_licence_header_and_no
     partial = render_to_string("partials/plotly.html")
     assert "/static/vendor/plotly-basic-3.7.0.min.js" in partial and "plotly.min.js" not in partial
     assert 'id="plotly.js-style-global"' in partial  # plotly finds its rules here and injects no <style>
+
+
+def test_a_table_view_of_many_traces_at_their_own_times_has_a_row_per_point_not_a_mostly_empty_grid():
+    # A thousand snapshots, each refreshed three times at its own moments: a grid would be 3,000 rows of 1,000 cells.
+    traces = [
+        {"name": f"copy{n:04}", "x": [f"2026-11-24 0{hour}:{n // 60:02}:{n % 60:02}" for hour in (3, 4, 5)],
+         "y": [n, n + 1, n + 2]}
+        for n in range(1000)
+    ]  # fmt: skip
+    table = chart_table(line_chart(traces, "duration (s)"))
+    assert table.by_point and table.columns == ["Series", "Value"]
+    assert len(table.rows) == 3000 and all(len(cells) == 2 for _, cells in table.rows)
+    assert table.rows[:2] == [("2026-11-24 03:00:00", ["copy0000", 0]), ("2026-11-24 03:00:01", ["copy0001", 1])]
+    assert ("2026-11-24 05:16:39", ["copy0999", 1001]) in table.rows
