@@ -169,7 +169,7 @@ def replication_items(now: datetime, shown: int | None = None) -> list[dict]:
 
 def items_context(now: datetime) -> dict:
     items = replication_items(now, shown=ITEMS_SHOWN)
-    graph = topology(items)
+    graph = topology(items, rows_shown=ITEMS_SHOWN)
     counts = {state: 0 for state in reversed(health.STATES)}
     for item in items:
         counts[item["state"]] += 1

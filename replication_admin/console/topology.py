@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from django.urls import reverse
 
 from replication_admin.core import live
+from replication_admin.core.times import duration_text
 from replication_admin.engine import health
 from replication_admin.models import Server
 
@@ -20,8 +21,12 @@ CURVE_STEP = 34  # px between parallel edges of one pair of servers
 LABEL_NAME = 26  # characters of the item's name a label shows (the link's title has all of it)
 LABEL_SPREAD = 0.14  # how far apart along the edges the labels of parallel edges sit (a fraction of the curve)
 BADGE_RANK = {"ok": 0, "": 1, "warn": 2, "bad": 3}
-# Edges the drawing shows: beyond this the drawing is left out (the table lists every edge).
-MAX_DRAWN_SERVERS = 40
+# Servers the ellipse holds without two boxes overlapping (at its top, 2π·rx / n must stay wider than a box);
+# beyond this the drawing is left out and the table lists every replication.
+MAX_DRAWN_SERVERS = 14
+# Lines one pair of servers shows apart (they fan out CURVE_STEP apart, their labels spread along them); more
+# are drawn as one line naming how many there are, its colour the worst of theirs, its label the worst lag.
+MAX_LINES_PER_PAIR = 3
 
 
 @dataclass
@@ -67,6 +72,9 @@ class Edge:
 
 def _edge_label(item: dict) -> str:
     behind = f"behind {item['lag']}" if item["lag"] else "lag unknown"
+    if "count" in item:  # a bundle (_bundled): how many in each state, the worst lag
+        worst_lag = f" · up to {item['lag']} behind" if item["lag"] else ""
+        return f"{item['count']} replications: {item['label']}{worst_lag}"
     if item["state"] == health.NEVER:
         behind = "not initialised"
     name = item["name"] if len(item["name"]) <= LABEL_NAME else item["name"][: LABEL_NAME - 1] + "…"
@@ -93,6 +101,40 @@ def _border_point(node: Node, toward_x: float, toward_y: float) -> tuple[float, 
         (NODE_H / 2 + 4) / abs(dy) if dy else math.inf,
     )
     return node.x + dx * scale, node.y + dy * scale
+
+
+def _bundled(edges: list[Edge]) -> list[Edge]:
+    """The edges to draw: a pair of servers with more than MAX_LINES_PER_PAIR replications between them gets one
+    line for all of them, which leads to the second server's page (it lists the replications that use it)."""
+    pairs: dict[tuple[str, str], list[Edge]] = {}
+    for edge in edges:
+        pairs.setdefault(tuple(sorted((edge.source.name, edge.destination.name))), []).append(edge)  # type: ignore[arg-type]
+    drawn: list[Edge] = []
+    for group in pairs.values():
+        if len(group) <= MAX_LINES_PER_PAIR:
+            drawn.extend(group)
+            continue
+        worst = max(group, key=lambda e: BADGE_RANK[e.item["badge"]]).item
+        lags = [e.item["lag_seconds"] for e in group if e.item["lag_seconds"] is not None]
+        counts: dict[str, int] = {}
+        for e in group:
+            counts[e.item["label"]] = counts.get(e.item["label"], 0) + 1
+        states = ", ".join(f"{n} {label}" for label, n in sorted(counts.items(), key=lambda c: -c[1]))
+        first = group[0]
+        one_way = all(e.source is first.source and not e.both_ways for e in group)
+        item = {
+            "name": f"{len(group)} replications between {first.source.name} and {first.destination.name}",
+            "kind": "",
+            "count": len(group),
+            "badge": worst["badge"],
+            "label": states,
+            "lag": duration_text(max(lags)) if lags else "",
+            "pending_text": "",
+            "detail": worst["detail"] if worst["badge"] == "bad" else "",
+            "url": first.destination.url,
+        }
+        drawn.append(Edge(item=item, source=first.source, destination=first.destination, both_ways=not one_way))
+    return drawn
 
 
 def _route(edges: list[Edge]) -> None:
@@ -127,9 +169,9 @@ def _with_url(item: dict) -> dict:
     return item
 
 
-def topology(items: list[dict]) -> dict:
+def topology(items: list[dict], rows_shown: int | None = None) -> dict:
     """The nodes and edges to draw from the dashboard's replication items (the most urgent first), and the items as
-    table rows."""
+    table rows (with `rows_shown`, the first so many: the dashboard's panel leaves the rest to the topology page)."""
     servers = list(Server.objects.order_by("name"))
     reach = live.reachability(servers)
     nodes = {
@@ -155,8 +197,9 @@ def topology(items: list[dict]) -> dict:
     drawable = len(drawn) <= MAX_DRAWN_SERVERS
     if drawable:
         _layout(drawn)
+        edges = _bundled(edges)
         _route(edges)
-    rows = [_with_url(i) for i in items if i["source"] != i["destination"] or i["badge"] != "ok"]
+    rows = [i for i in items if i["source"] != i["destination"] or i["badge"] != "ok"]
     return {
         "nodes": drawn,
         "edges": edges,
@@ -165,7 +208,8 @@ def topology(items: list[dict]) -> dict:
         "height": HEIGHT,
         "node_w": NODE_W,
         "node_h": NODE_H,
-        "topology_rows": rows,
+        "topology_rows": [_with_url(i) for i in rows[:rows_shown]],
+        "topology_rows_total": len(rows),
         "max_drawn": MAX_DRAWN_SERVERS,
         "badges": list(BADGE_RANK),
         "topology_url": reverse("topology"),

@@ -96,3 +96,42 @@ def test_more_servers_than_a_drawing_holds_are_listed_in_the_table(viewer_client
     page = viewer_client.get(reverse("topology")).content.decode()
     assert "<svg" not in page and "5 servers are more than a drawing can show (3)" in page
     assert '<details class="table-view" open>' in page
+
+
+def test_more_replications_between_two_servers_than_lines_hold_are_one_line_with_their_states_and_worst_lag(
+    viewer_client, servers
+):
+    for n in range(4):  # with replica.customers, five snapshots shop → replica; the last one's refreshes fail
+        name = f"replica.part{n}"
+        Snapshot.objects.create(name=name, source_server=servers["shop"], source_table=f"part{n}",
+                                dest_server=servers["replica"], dest_table=f"part{n}", is_incremental=0)  # fmt: skip
+        refresh(name, JobRun.State.SUCCEEDED, 5)
+        refresh(name, JobRun.State.FAILED if n == 3 else JobRun.State.SUCCEEDED, 1)
+    cache.clear()
+    page = viewer_client.get(reverse("topology")).content.decode()
+    edges = edges_of(page)
+    bundle = "5 replications between shop and replica"
+    assert set(edges) == {bundle, "remote.customers", "shop.items ↔ branch"}
+    assert edges[bundle] == ("bad", servers["replica"].get_absolute_url())  # the failing one colours it
+    # the oldest copy is 5 h old: the one whose last refresh failed
+    assert "5 replications: 4 in sync, 1 failing · up to 5 h 0 min behind" in labels_of(page)
+    table = page[page.index('id="topology-table"') :]
+    for n in range(4):
+        assert f">replica.part{n}</a>" in table
+    assert ">replica.customers</a>" in table
+
+
+def test_the_dashboards_topology_lists_the_most_urgent_replications_and_leaves_the_rest_to_its_page(
+    viewer_client, servers, monkeypatch
+):
+    monkeypatch.setattr("replication_admin.console.dashboard.ITEMS_SHOWN", 2)
+    monkeypatch.setattr("replication_admin.console.topology.MAX_DRAWN_SERVERS", 3)
+    page = viewer_client.get(reverse("dashboard")).content.decode()
+    assert "<svg" not in page and '<details class="table-view" >' in page  # closed: the items are listed above it
+    table = page[page.index('id="topology-table"') : page.index("</table>", page.index('id="topology-table"'))]
+    assert table.count("<tr>") == 1 + 2  # the header and the two most urgent
+    assert ">remote.customers</a>" in table  # failing, so among them
+    assert "The 2 most urgent of 4 replications" in page  # the publication of shop.items is not ok either
+    full = viewer_client.get(reverse("topology")).content.decode()
+    assert '<details class="table-view" open>' in full and "most urgent of" not in full
+    assert full[full.index('id="topology-table"') :].count(">replica.customers</a>") == 1

@@ -32,7 +32,7 @@ def test_the_topology_shows_a_failing_item_in_red_and_leads_to_it(live_server, p
     assert "node-bad" in (remote.get_attribute("class") or "")
     shot(page, "topology")
 
-    page.locator('a.edge[data-item="remote.customers"] text').click()
+    page.locator('a.edge-text[data-item="remote.customers"] text').click()  # its label, drawn over the boxes
     page.wait_for_selector("h1:has-text('remote.customers')")
     assert page.url.endswith("/snapshots/remote.customers/")
     shot(page, "broken-item")
