@@ -6,6 +6,7 @@ same edges are listed in a table for screen readers and for more servers than a 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 from django.urls import reverse
@@ -103,23 +104,27 @@ def _border_point(node: Node, toward_x: float, toward_y: float) -> tuple[float, 
     return node.x + dx * scale, node.y + dy * scale
 
 
+def _by_pair(edges: list[Edge]) -> dict[tuple[str, str], list[Edge]]:
+    """The edges between each pair of servers, whichever way they run, keyed by the two names in order."""
+    pairs: dict[tuple[str, str], list[Edge]] = {}
+    for edge in edges:
+        first, second = sorted((edge.source.name, edge.destination.name))
+        pairs.setdefault((first, second), []).append(edge)
+    return pairs
+
+
 def _bundled(edges: list[Edge]) -> list[Edge]:
     """The edges to draw: a pair of servers with more than MAX_LINES_PER_PAIR replications between them gets one
     line for all of them, which leads to the second server's page (it lists the replications that use it)."""
-    pairs: dict[tuple[str, str], list[Edge]] = {}
-    for edge in edges:
-        pairs.setdefault(tuple(sorted((edge.source.name, edge.destination.name))), []).append(edge)  # type: ignore[arg-type]
     drawn: list[Edge] = []
-    for group in pairs.values():
+    for group in _by_pair(edges).values():
         if len(group) <= MAX_LINES_PER_PAIR:
             drawn.extend(group)
             continue
         worst = max(group, key=lambda e: BADGE_RANK[e.item["badge"]]).item
         lags = [e.item["lag_seconds"] for e in group if e.item["lag_seconds"] is not None]
-        counts: dict[str, int] = {}
-        for e in group:
-            counts[e.item["label"]] = counts.get(e.item["label"], 0) + 1
-        states = ", ".join(f"{n} {label}" for label, n in sorted(counts.items(), key=lambda c: -c[1]))
+        counts = Counter(e.item["label"] for e in group)
+        states = ", ".join(f"{n} {label}" for label, n in counts.most_common())
         first = group[0]
         one_way = all(e.source is first.source and not e.both_ways for e in group)
         item = {
@@ -139,10 +144,7 @@ def _bundled(edges: list[Edge]) -> list[Edge]:
 
 def _route(edges: list[Edge]) -> None:
     """Each edge a quadratic curve; parallel edges between one pair fan out so none hides another."""
-    pairs: dict[tuple[str, str], list[Edge]] = {}
-    for edge in edges:
-        pairs.setdefault(tuple(sorted((edge.source.name, edge.destination.name))), []).append(edge)  # type: ignore[arg-type]
-    for pair, group in pairs.items():
+    for pair, group in _by_pair(edges).items():
         for i, edge in enumerate(group):
             a, b = edge.source, edge.destination
             offset = (i - (len(group) - 1) / 2) * CURVE_STEP
