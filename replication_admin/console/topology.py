@@ -25,9 +25,10 @@ BADGE_RANK = {"ok": 0, "": 1, "warn": 2, "bad": 3}
 # Servers the ellipse holds without two boxes overlapping (at its top, 2π·rx / n must stay wider than a box);
 # beyond this the drawing is left out and the table lists every replication.
 MAX_DRAWN_SERVERS = 14
-# Lines one pair of servers shows apart (they fan out CURVE_STEP apart, their labels spread along them); more
-# are drawn as one line naming how many there are, its colour the worst of theirs, its label the worst lag.
-MAX_LINES_PER_PAIR = 3
+# Lines one pair of servers shows apart (they fan out CURVE_STEP apart, their labels spread LABEL_SPREAD apart
+# along them, the outer ones at 0.22 and 0.78 of the curve); more are drawn as one line naming how many there are,
+# its colour the worst of theirs, its label the worst lag. The demo's four between two servers are drawn apart.
+MAX_LINES_PER_PAIR = 5
 
 
 @dataclass

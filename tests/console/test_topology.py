@@ -101,22 +101,22 @@ def test_more_servers_than_a_drawing_holds_are_listed_in_the_table(viewer_client
 def test_more_replications_between_two_servers_than_lines_hold_are_one_line_with_their_states_and_worst_lag(
     viewer_client, servers
 ):
-    for n in range(4):  # with replica.customers, five snapshots shop → replica; the last one's refreshes fail
+    for n in range(6):  # with replica.customers, seven snapshots shop → replica; the last one's refreshes fail
         name = f"replica.part{n}"
         Snapshot.objects.create(name=name, source_server=servers["shop"], source_table=f"part{n}",
                                 dest_server=servers["replica"], dest_table=f"part{n}", is_incremental=0)  # fmt: skip
         refresh(name, JobRun.State.SUCCEEDED, 5)
-        refresh(name, JobRun.State.FAILED if n == 3 else JobRun.State.SUCCEEDED, 1)
+        refresh(name, JobRun.State.FAILED if n == 5 else JobRun.State.SUCCEEDED, 1)
     cache.clear()
     page = viewer_client.get(reverse("topology")).content.decode()
     edges = edges_of(page)
-    bundle = "5 replications between shop and replica"
+    bundle = "7 replications between shop and replica"
     assert set(edges) == {bundle, "remote.customers", "shop.items ↔ branch"}
     assert edges[bundle] == ("bad", servers["replica"].get_absolute_url())  # the failing one colours it
     # the oldest copy is 5 h old: the one whose last refresh failed
-    assert "5 replications: 4 in sync, 1 failing · up to 5 h 0 min behind" in labels_of(page)
+    assert "7 replications: 6 in sync, 1 failing · up to 5 h 0 min behind" in labels_of(page)
     table = page[page.index('id="topology-table"') :]
-    for n in range(4):
+    for n in range(6):
         assert f">replica.part{n}</a>" in table
     assert ">replica.customers</a>" in table
 
@@ -135,3 +135,16 @@ def test_the_dashboards_topology_lists_the_most_urgent_replications_and_leaves_t
     full = viewer_client.get(reverse("topology")).content.decode()
     assert '<details class="table-view" open>' in full and "most urgent of" not in full
     assert full[full.index('id="topology-table"') :].count(">replica.customers</a>") == 1
+
+
+def test_up_to_five_replications_between_two_servers_are_each_a_line_of_their_own(viewer_client, servers):
+    for n in range(4):  # with replica.customers, five snapshots shop → replica, as many as lines hold
+        name = f"replica.part{n}"
+        Snapshot.objects.create(name=name, source_server=servers["shop"], source_table=f"part{n}",
+                                dest_server=servers["replica"], dest_table=f"part{n}", is_incremental=0)  # fmt: skip
+        refresh(name, JobRun.State.SUCCEEDED, 1)
+    cache.clear()
+    page = viewer_client.get(reverse("topology")).content.decode()
+    parts = {f"replica.part{n}" for n in range(4)}
+    assert parts | {"replica.customers"} <= set(edges_of(page))
+    assert not [name for name in edges_of(page) if "replications between" in name]
