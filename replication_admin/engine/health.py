@@ -1,8 +1,9 @@
-"""Health of replication items (pure): the state the status API and the metrics report for each item.
+"""Health of replication items (pure): the ONE place that decides an item's state from live facts. The dashboard,
+every list and detail page, the topology, /api/status, /metrics and the alerts read these states and words.
 
-Every item is in one of six states, from harmless to urgent:
+Every item is in one of these states, from harmless to urgent:
 
-    ok < never < lagging < unreachable < invalid < failing
+    ok < copying < never < lagging < follower down < unreachable < invalid < failing < broken
 
 (`never` reads "not initialised" for a subscription: it was never copied, or its database records no level.)
 
@@ -10,19 +11,23 @@ The rules, per kind of item:
 
 * snapshot: `failing` when its latest refresh job failed; `never` when no refresh has succeeded and
   SN_LAST_TS is empty; `ok` otherwise (a queued, running or cancelled refresh after a good one is ok).
-* bi-directional subscriber: `failing` when SS_LAST_ERROR is set; `never` when its initial copy is not
-  done; `lagging` when the publication has synchronised since the subscriber last did, by more than
-  STALE_AFTER (the subscriber was left out of the later syncs); `ok` otherwise.
+* bi-directional subscriber: `failing` when SS_LAST_ERROR is set; `copying` while its initial copy runs; `never`
+  when its initial copy is not done; `lagging` when the publication has synchronised since the subscriber last did,
+  by more than STALE_AFTER (the subscriber was left out of the later syncs); `ok` otherwise.
 * bi-directional publication: `failing` when its last sync reported an error, else the worst state of its
   subscribers (`ok` without subscribers).
-* transactional subscriber: `invalid` when RS_VALID = 0; `failing` when RS_LAST_ERROR is set and the state is
-  DISCONNECTED; `never` when its initial copy is not done (or its database records no level); `unreachable` when
-  its publisher or its own server cannot be reached now; `lagging` when it is behind (lag > 0) and either is
-  not IN SYNC with its last sync more than STALE_AFTER ago (or none), or is more than half the publication's
-  backlog limit (ACC_MAX_BACKLOG, else the registry's repl_max_backlog) behind; `ok` otherwise.
-* transactional publication: the worst state of its subscribers (`ok` without subscribers).
+* transactional subscriber, in this order: `broken` when a published table or the subscriber's copy is gone;
+  `invalid` when RS_VALID = 0; `failing` when its apply is halted at a transaction (RS_HALT_COUNT), when it skipped
+  transactions not yet repaired, or when RS_LAST_ERROR is set and the state is DISCONNECTED; `copying` while its
+  initial copy runs; `never` when its initial copy is not done (or its database records no level); `unreachable`
+  when its publisher or its own server cannot be reached now; `follower down` when it should be followed (IN SYNC)
+  and no live follower holds it; `lagging` when it is behind (lag > 0) and its oldest unapplied transaction is
+  older than the publication's lag limit in seconds, or it is not IN SYNC with its last sync more than STALE_AFTER
+  ago (or none), or it is more than half the publication's backlog limit behind; `ok` otherwise.
+* transactional publication: the worst state of its subscribers (`ok` without subscribers), `broken` when one of
+  its tables is gone on the publisher.
 * snapshot and bi-directional subscriber: `unreachable` in place of `ok` or `lagging` when a server it reads
-  cannot be reached now.
+  cannot be reached now; `broken` when its source or its copy is gone.
 * scheduled event: `failing` when SE_LAST_ERROR is set, `ok` otherwise.
 """
 
@@ -32,23 +37,34 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 OK, NEVER, LAGGING, UNREACHABLE, INVALID, FAILING = "ok", "never", "lagging", "unreachable", "invalid", "failing"
-STATES = (OK, NEVER, LAGGING, UNREACHABLE, INVALID, FAILING)  # in order of severity
+COPYING, FOLLOWER_DOWN, BROKEN = "copying", "follower_down", "broken"
+# In order of severity.
+STATES = (OK, COPYING, NEVER, LAGGING, FOLLOWER_DOWN, UNREACHABLE, INVALID, FAILING, BROKEN)
 
 # What each state means, for people: the console's legend and the title text of every state badge.
-LABELS = {OK: "in sync", NEVER: "not initialised", LAGGING: "lagging", UNREACHABLE: "unreachable",
-          INVALID: "invalid: needs re-init", FAILING: "failing"}  # fmt: skip
+LABELS = {OK: "ok", COPYING: "copying", NEVER: "not initialised", LAGGING: "lagging",
+          FOLLOWER_DOWN: "follower down", UNREACHABLE: "unreachable", INVALID: "invalid: needs re-init",
+          FAILING: "failing", BROKEN: "broken"}  # fmt: skip
 SNAPSHOT_LABELS = {**LABELS, NEVER: "never refreshed"}
 EXPLANATIONS = {
-    OK: "Replicating normally: nothing waits longer than its schedule allows.",
+    OK: "Replicating normally: nothing waits longer than its schedule or its lag limit allows.",
+    COPYING: "Its initial copy is running; changes are applied once it is done.",
+    FOLLOWER_DOWN: "It should be followed in sync, but no live follower (replfollow) holds it: nothing applies its "
+    "changes until one runs again.",
+    BROKEN: "A table it replicates is gone (dropped or renamed on the publisher, or the subscriber's copy): it "
+    "cannot go on until the table is back or the item is made again.",
     NEVER: "Not initialised: the initial copy never succeeded (a snapshot: never refreshed), so nothing is applied.",
-    LAGGING: "Behind: changes wait on the publisher and the last sync is older than expected, or the backlog is "
-    "over half its limit.",
+    LAGGING: "Behind: its oldest unapplied change is older than the lag limit, or the last sync is older than "
+    "expected, or the backlog is over half its limit.",
     UNREACHABLE: "A server it reads or writes cannot be reached now (the cause is shown); the lag may be a "
     "lower bound or unknown.",
     INVALID: "The subscriber's level is no longer valid for its publisher; re-initialise it and mark it valid.",
-    FAILING: "The last refresh or sync failed (the error is shown).",
+    FAILING: "The apply is halted at a transaction that fails (retried with backoff; the cause is shown), "
+    "transactions were skipped and not yet repaired, or the last refresh or sync failed.",
 }
 STALE_AFTER = timedelta(minutes=5)
+# The default lag limit in seconds (REPLADMIN_LAG_ALERT_SECONDS, ACC_ALERT_LAG_SECONDS per publication).
+LAG_LIMIT_SECONDS = 60.0
 
 # ReplSubscriber.state values (RS_STATE).
 TRX_OFF, TRX_SYNCING, TRX_IN_SYNC, TRX_DISCONNECTED = 0, 1, 2, 3
@@ -110,18 +126,34 @@ def trx_subscriber_state(
     now: datetime,
     max_backlog: int,
     stale_after: timedelta = STALE_AFTER,
+    halted: bool = False,
+    gaps: int = 0,
+    copying: bool = False,
+    follower_alive: bool | None = None,
+    broken: str = "",
+    lag_seconds: float | None = None,
+    lag_limit_seconds: float = LAG_LIMIT_SECONDS,
 ) -> str:
+    """`follower_alive`: whether a live follower holds it (None: not asked); `gaps`: skipped transactions not yet
+    repaired; `broken`: why a table it needs is gone ("" when none is)."""
+    if broken:
+        return BROKEN
     if not valid:
         return INVALID
-    if last_error and sync_state == TRX_DISCONNECTED:
+    if halted or gaps or (last_error and sync_state == TRX_DISCONNECTED):
         return FAILING
+    if copying:
+        return COPYING
     if not init_done:
         return NEVER
     if not reachable:
         return UNREACHABLE
+    if sync_state == TRX_IN_SYNC and follower_alive is False:
+        return FOLLOWER_DOWN
     if lag:
         stale = sync_state != TRX_IN_SYNC and (last_sync_at is None or now - last_sync_at > stale_after)
-        if stale or lag > max_backlog / 2:
+        late = lag_seconds is not None and lag_seconds > lag_limit_seconds
+        if stale or late or lag > max_backlog / 2:
             return LAGGING
     return OK
 

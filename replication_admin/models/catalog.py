@@ -19,6 +19,7 @@ from replication_admin.engine.schedule import EventTimes
 ITEM_TYPES = [(1, "WebDAV collection"), (2, "table"), (3, "procedure")]
 CR_TYPES = [(t.code, t.label) for t in CONFLICT_TYPES.values()]
 INIT_STATES = [("none", "not copied"), ("staging", "staging"), ("copying", "copying"), ("done", "copied")]
+ON_ERROR = [("halt", "halt and retry"), ("skip", "skip and record the gap")]
 
 
 class Server(models.Model):
@@ -288,6 +289,9 @@ class ReplAccount(models.Model):
     # Without P_TIME: purge every this many minutes (a new publication's default; NULL with no P_TIME: never).
     purge_every = models.IntegerField(null=True, blank=True, db_column="ACC_PURGE_EVERY")
     alert_lag = models.IntegerField(null=True, blank=True, db_column="ACC_ALERT_LAG")  # alert over this lag
+    # Alert (and call a subscriber "lagging") when its oldest unapplied transaction is older than this many
+    # seconds; empty: the global REPLADMIN_LAG_ALERT_SECONDS (60).
+    alert_lag_seconds = models.IntegerField(null=True, blank=True, db_column="ACC_ALERT_LAG_SECONDS")
     created_at = models.DateTimeField(null=True, blank=True, db_column="ACC_CREATED_AT")
 
     class Capture(models.TextChoices):
@@ -382,6 +386,22 @@ class ReplSubscriber(models.Model):
     dav_group = models.CharField(max_length=128, blank=True, db_column="RS_DAV_GROUP")
     subscribed = models.BooleanField(default=True, db_column="RS_SUBSCRIBED")
     created_at = models.DateTimeField(null=True, blank=True, db_column="RS_CREATED_AT")
+    # What an apply error that is not retryable does: halt at the failing transaction (level unchanged, retried
+    # with backoff until it applies or a person skips it), or skip it and record the gap (Virtuoso's behaviour).
+    on_error = models.CharField(max_length=4, choices=ON_ERROR, default="halt", db_column="RS_ON_ERROR")
+    # The halt: the failing transaction (count and level), its one-line cause, the keys it touches
+    # ([{"table": t, "key": [...]}]), since when, how many applies failed, when the next one is tried.
+    halt_count = models.BigIntegerField(null=True, blank=True, db_column="RS_HALT_COUNT")
+    halt_level = models.IntegerField(null=True, blank=True, db_column="RS_HALT_LEVEL")
+    halt_error = models.TextField(blank=True, db_column="RS_HALT_ERROR")
+    halt_keys = models.JSONField(default=list, blank=True, db_column="RS_HALT_KEYS")
+    halted_at = models.DateTimeField(null=True, blank=True, db_column="RS_HALTED_AT")
+    halt_attempts = models.IntegerField(default=0, db_column="RS_HALT_ATTEMPTS")
+    retry_at = models.DateTimeField(null=True, blank=True, db_column="RS_RETRY_AT")
+
+    @property
+    def halted(self) -> bool:
+        return self.halt_count is not None
 
     class Meta:
         db_table = "SYS_REPL_SUBSCRIBERS"
@@ -429,6 +449,11 @@ class SkippedTransaction(models.Model):
     error = models.TextField(db_column="SK_ERROR")
     entries = models.JSONField(default=list, db_column="SK_ENTRIES")
     created_at = models.DateTimeField(auto_now_add=True, db_column="SK_CREATED_AT")
+    # Who skipped it: a person's user name, or "" when the subscription's on_error = skip policy did.
+    skipped_by = models.CharField(max_length=150, blank=True, db_column="SK_SKIPPED_BY")
+    # The keys it touches ([{"table": t, "key": [...]}]) and when "repair these keys" made them equal again.
+    keys = models.JSONField(default=list, blank=True, db_column="SK_KEYS")
+    repaired_at = models.DateTimeField(null=True, blank=True, db_column="SK_REPAIRED_AT")
 
     class Meta:
         db_table = "REPL_SKIPPED_TX"

@@ -236,6 +236,12 @@ class Alert(models.Model):
         SERVER_UNREACHABLE = "server_unreachable", "server unreachable"
         SCHEMA_CHANGE = "schema_change", "schema change awaiting approval"
         CONFLICT_HELD = "conflict_held", "conflict held for a person"
+        APPLY_HALTED = "apply_halted", "apply halted"
+        TRANSACTION_SKIPPED = "trx_skipped", "transaction skipped"
+        FOLLOWER_DOWN = "follower_down", "follower down"
+        COMPONENT_DOWN = "component_down", "component down"
+        SLOT_WAL = "slot_wal", "replication slot holds WAL"
+        ITEM_BROKEN = "item_broken", "replication broken"
 
     kind = models.CharField(max_length=24, choices=Kind.choices, db_column="AL_KIND")
     target = models.CharField(max_length=300, db_column="AL_TARGET")
@@ -331,3 +337,32 @@ class ApiToken(models.Model):
     @property
     def scope_labels(self) -> list[str]:
         return [scope for scope in self.Scope.values if scope in self.scopes]
+
+
+class ProcessHeartbeat(models.Model):
+    """A process the product depends on, renewed every few seconds while it lives: a worker host (qcluster), a
+    follower (replfollow, with the subscriptions it holds), the scheduler. One that stops renewing is shown down
+    on the Health page and in /api/status, with an alert; a follower's subscriptions then read "follower down"."""
+
+    class Kind(models.TextChoices):
+        WORKER = "worker", "worker host"
+        FOLLOWER = "follower", "follower"
+        SCHEDULER = "scheduler", "scheduler"
+
+    kind = models.CharField(max_length=10, choices=Kind.choices, db_column="PH_KIND")
+    host = models.CharField(max_length=255, db_column="PH_HOST")
+    pid = models.IntegerField(db_column="PH_PID")
+    started_at = models.DateTimeField(db_column="PH_STARTED_AT")
+    renewed_at = models.DateTimeField(db_column="PH_RENEWED_AT")
+    # What it holds now: a follower's subscription ids ("subscriptions"), a worker's running job ids ("jobs"),
+    # the scheduler's last tick ("tick") ...
+    details = models.JSONField(default=dict, blank=True, db_column="PH_DETAILS")
+    stopped_at = models.DateTimeField(null=True, blank=True, db_column="PH_STOPPED_AT")  # a clean exit
+
+    class Meta:
+        db_table = "REPL_PROCESS"
+        ordering = ["kind", "host", "pid"]
+        constraints = [models.UniqueConstraint(fields=["kind", "host", "pid"], name="repl_process_once")]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.pid}@{self.host}"
