@@ -399,10 +399,6 @@ class ReplSubscriber(models.Model):
     halt_attempts = models.IntegerField(default=0, db_column="RS_HALT_ATTEMPTS")
     retry_at = models.DateTimeField(null=True, blank=True, db_column="RS_RETRY_AT")
 
-    @property
-    def halted(self) -> bool:
-        return self.halt_count is not None
-
     class Meta:
         db_table = "SYS_REPL_SUBSCRIBERS"
         ordering = ["server", "account", "subscriber"]
@@ -416,6 +412,10 @@ class ReplSubscriber(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("trx-subscriptions-detail", args=[self.subscriber, self.server, self.account])
+
+    @property
+    def halted(self) -> bool:
+        return self.halt_count is not None
 
 
 class DeclaredServer(models.Model):
