@@ -11,7 +11,7 @@ itself is changed afterwards in one transaction by the control plane (replicatio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -124,7 +124,9 @@ def write_counted(
     parallelism: Parallelism | None = None,
 ) -> int:
     """write_staging, returning the number of rows written, counted as they stream through (no second
-    pass); with `spark` and `progress`, the write's task progress is reported while it runs."""
+    pass); with `spark` and `progress`, the write's task progress is reported while it runs.
+
+    The staging table must be empty before the write (the control plane creates it for this write)."""
     observation = Observation(name)
     out = df if endpoint.native is not None else df.observe(observation, F.count(F.lit(1)).alias("rows"))
     if spark is not None:
@@ -132,7 +134,26 @@ def write_counted(
             written = write_rows(out, endpoint, table_sql, parallelism)
     else:
         written = write_rows(out, endpoint, table_sql, parallelism)
-    return written if written is not None else int(observation.get["rows"])
+    if written is not None:
+        return written
+    return counted_rows(observation.get, lambda: staged_rows(df.sparkSession, endpoint, table_sql))
+
+
+def counted_rows(observed: Mapping[str, Any], count_staged: Callable[[], int]) -> int:
+    """The rows a write counted as they streamed through, or else the rows in its staging table.
+
+    Spark Connect reads a write command's observed metrics without waiting for the listener that fills
+    them in: when that listener is late (a busy service, a write over in moments, as an empty table's
+    is) the observation comes back without its value. The staging table, empty before the write and
+    written by nothing else, then holds exactly the rows written."""
+    rows = observed.get("rows")
+    return int(rows) if rows is not None else count_staged()
+
+
+def staged_rows(spark: SparkSession, endpoint: Endpoint, table_sql: str) -> int:
+    """The number of rows in a staging table (one COUNT(*) on the destination)."""
+    row = read_query(spark, endpoint.jdbc, f"SELECT COUNT(*) AS n FROM {table_sql}", "n BIGINT").collect()[0]
+    return int(row["n"])
 
 
 @dataclass(frozen=True)

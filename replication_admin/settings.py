@@ -207,8 +207,12 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 # --- login throttling (django-axes) ----------------------------------------------------------------------------
-# A user name tried from one address is locked out after REPLADMIN_LOGIN_FAILURE_LIMIT failed logins in a row,
-# for REPLADMIN_LOGIN_COOLOFF_MINUTES after the last one (each attempt while locked out starts the wait again).
+# A user name tried from one address is locked out from that address (only) after REPLADMIN_LOGIN_FAILURE_LIMIT
+# failed logins in a row, and an address is locked out for every user name after
+# REPLADMIN_LOGIN_ADDRESS_FAILURE_LIMIT failures over all names (a password sprayed over many), each for
+# REPLADMIN_LOGIN_COOLOFF_MINUTES after the last failure (each attempt while locked out starts the wait again).
+# The address is the peer's; behind a trusted proxy (REPLADMIN_TRUSTED_PROXIES; loopback with
+# REPLADMIN_BEHIND_PROXY=1) the client's as the proxy appended it to X-Forwarded-For (console/logins.py).
 # Failures and lockouts are audited (login.failed, login.locked_out); an admin unlocks on the Logins page, in the
 # Django admin (Access attempts) or with `manage.py unlock_login USER [--address ADDR]`.
 AUTHENTICATION_BACKENDS = [
@@ -217,7 +221,12 @@ AUTHENTICATION_BACKENDS = [
 ]
 AXES_FAILURE_LIMIT = env_int("REPLADMIN_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("REPLADMIN_LOGIN_COOLOFF_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+LOGIN_ADDRESS_FAILURE_LIMIT = env_int("REPLADMIN_LOGIN_ADDRESS_FAILURE_LIMIT", 20)
+LOGIN_TRUSTED_PROXIES = env_list(
+    "REPLADMIN_TRUSTED_PROXIES", ["127.0.0.1", "::1"] if env_bool("REPLADMIN_BEHIND_PROXY", False) else []
+)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+AXES_HANDLER = "replication_admin.console.logins.LoginThrottle"  # each of the two with its own limit
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "replication_admin.console.logins.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "replication_admin.console.logins.client_address"
@@ -328,6 +337,10 @@ REAP_INTERVAL = env_int("REPLADMIN_REAP_INTERVAL", 5)
 HOST_IDENTITY = env_str("REPLADMIN_HOST").strip()
 # Seconds the qcluster command gives its workers after SIGTERM before it hands their jobs back and stops them.
 SHUTDOWN_GRACE = env_int("REPLADMIN_SHUTDOWN_GRACE", 6)
+# Process heartbeats (core/heartbeats.py): worker hosts, followers and the scheduler renew theirs every few seconds;
+# one not renewed for HEARTBEAT_STALE_SECONDS is down (the scheduler's limit is at least 90 s), and the in-sync
+# subscriptions no live follower serves read "follower down".
+HEARTBEAT_STALE_SECONDS = env_int("REPLADMIN_HEARTBEAT_STALE_SECONDS", 15)
 # Network faults: lost connections, failed connects, deadlocks and serialisation failures are retried (a step
 # again on a new connection, then the whole job from its start) with exponential backoff and jitter, for at
 # most RETRY_SECONDS in all per job; a pooled connection idle longer than CONNECTION_CHECK_AFTER seconds is
@@ -339,6 +352,15 @@ CONNECTION_CHECK_AFTER = env_int("REPLADMIN_CONNECTION_CHECK_AFTER", 5)
 # seconds (to see new and changed events); the django-q2 schedule every minute is its fallback.
 SCHEDULER_TICK = env_int("REPLADMIN_SCHEDULER_TICK", 5)
 # --- end scheduler ---
+# --- lag and replication slots (console/health.py check_lag, run by the scheduler thread every LAG_CHECK_SECONDS) ---
+# A transactional subscription is lagging, and a lag alert opens, when its oldest unapplied transaction is older
+# than LAG_ALERT_SECONDS (a publication's ACC_ALERT_LAG_SECONDS overrides it).
+LAG_ALERT_SECONDS = env_int("REPLADMIN_LAG_ALERT_SECONDS", 60)
+LAG_CHECK_SECONDS = env_int("REPLADMIN_LAG_CHECK_SECONDS", 20)
+# A WAL publication's slot alerts when it keeps more than this many bytes of WAL on its publisher (or its
+# wal_status is unreserved or lost).
+SLOT_WAL_ALERT_BYTES = env_int("REPLADMIN_SLOT_WAL_ALERT_BYTES", 1024**3)
+# --- end lag ---
 # Run jobs inside the requesting process (django-q2's sync mode): tests and one-off commands.
 JOBS_SYNC = env_bool("REPLADMIN_JOBS_SYNC", False)
 REDIS_URL = env_str("REPLADMIN_REDIS_URL")

@@ -327,6 +327,13 @@ def _run_trx(actor: Actor, statement: st.Statement, context: Server | None, wait
         case st.Sync(server=publisher, account=account):
             sub = trx_actions.find_subscription(_context(context, "repl_sync"), publisher, account)
             return _bidir_job(text, trx_actions.do_sync(actor, sub, sync=sync), "sync")
+        case st.SkipTransaction(server=publisher, account=account) | st.RepairKeys(server=publisher, account=account):
+            named = statement.subscriber
+            here = resolve_server(named, None, "the subscriber") if named else _context(context, statement.verb.lower())
+            sub = trx_actions.find_subscription(here, publisher, account)
+            if isinstance(statement, st.SkipTransaction):
+                return Outcome(text, True, trx_actions.do_skip_halted_transaction(sub, actor=actor))
+            return Outcome(text, True, trx_actions.do_repair_gaps(sub, actor=actor))
         case st.SyncAll() | st.SyncRepl():
             subs = list(_subscriptions(context))
             jobs = []

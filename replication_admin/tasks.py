@@ -7,19 +7,22 @@ from __future__ import annotations
 
 import logging
 import threading
-from contextlib import ExitStack
+import time
+from contextlib import ExitStack, suppress
 from datetime import datetime
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
 from replication_admin.bidir import runs as bidir_runs
 from replication_admin.conflicts import runs as conflict_runs
+from replication_admin.console import health as console_health
 from replication_admin.console import runs as console_runs
-from replication_admin.core import events, jobs, reaper
+from replication_admin.console import state_alerts
+from replication_admin.core import events, heartbeats, jobs, reaper
 from replication_admin.core.alerts import safely_raise
 from replication_admin.core.audit import Actor, record
 from replication_admin.core.locks import LockBusy, item_lock
@@ -29,6 +32,7 @@ from replication_admin.engine.statements import StatementError
 from replication_admin.models import AuditEntry, ConflictBackup, JobRun, ScheduledEvent, Server
 from replication_admin.snapshots import runs as snapshot_runs
 from replication_admin.statements import execute
+from replication_admin.transactional import actions as trx_actions
 from replication_admin.transactional import runs as trx_runs
 
 log = logging.getLogger(__name__)
@@ -75,16 +79,28 @@ def scheduler_tick() -> list[str]:
 def scheduler_round() -> list[str]:
     """Every minute (a django-q2 schedule): reap, then one scheduler tick."""
     reaper.safely_reap()  # also here, for hosts that run the scheduler without this product's qcluster
-    return scheduler_tick()
+    handed = scheduler_tick()
+    trx_actions.retry_due_halts()  # halted subscriptions no follower serves: their next try, when due
+    with suppress(Exception), transaction.atomic():  # a missed beat shows as a late tick, never as a failed round
+        heartbeats.beat(heartbeats.Kind.SCHEDULER, {"tick": timezone.now().isoformat()})
+    return handed
 
 
 def scheduler_loop(stop: threading.Event) -> None:
     """The qcluster's scheduler thread: a tick at each event's next run, and at least every
     REPLADMIN_SCHEDULER_TICK seconds (new and changed events), until `stop` is set."""
     longest = float(settings.SCHEDULER_TICK)
+    pulse = heartbeats.Pulse(heartbeats.Kind.SCHEDULER)
+    next_lag_check = 0.0
     while not stop.is_set():
         try:
             scheduler_tick()
+            trx_actions.retry_due_halts()  # halted subscriptions no follower serves: their next try, when due
+            pulse({"tick": timezone.now().isoformat()})  # the Health page's "last tick"
+            if time.monotonic() >= next_lag_check:  # lag and slot alerts within about a minute, without a sync
+                next_lag_check = time.monotonic() + settings.LAG_CHECK_SECONDS
+                console_health.safely_check_lag()
+                state_alerts.safely_check_items()  # broken items (a table gone) alert in the same round
             times = [e.times() for e in ScheduledEvent.objects.all()]
             wait = seconds_to_next(times, timezone.now(), longest)
         except Exception:  # the next tick tries again; the scheduler never takes its host down

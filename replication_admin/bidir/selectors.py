@@ -3,20 +3,27 @@ lists."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from functools import partial
 from typing import Any
 
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
+from django.utils import timezone
 
 from replication_admin.bidir import actions as bidir
 from replication_admin.bidir.forms import (
     PublicationForm,
 )
 from replication_admin.core import live
+from replication_admin.core.live import backlog_fields, backlog_seconds
+from replication_admin.core.presence import Presence
+from replication_admin.core.times import iso
 from replication_admin.core.web import SortFields, listing
+from replication_admin.engine import health
 from replication_admin.models import ScheduledEvent, Server, SnapshotPublication, SnapshotSubscription
 
 PUBLICATION_SORTS: dict[str, SortFields] = {
@@ -96,3 +103,93 @@ def pending_rows(pairs: Iterable[tuple[Any, Mapping[str, Any]]]) -> dict[tuple[s
                 errors.append(rows.error)
         result[(pub.item, sub["server"])] = live.Live(error="; ".join(errors)) if errors else live.Live(value=total)
     return result
+
+
+# --- state (engine/health.py decides it from live facts) ---------------------------------------------------
+
+BIDIR_PUB_FIELDS = ("id", "item", "type", "server", "table", "last_sync_at", "last_sync_error")
+BIDIR_SUB_FIELDS = (
+    "server",
+    "item",
+    "type",
+    "init_state",
+    "init_started_at",
+    "last_pull_ts",
+    "last_push_ts",
+    "last_sync_at",
+    "last_error",
+)
+BidirState = tuple[SnapshotPublication, str, list[tuple[dict, str]]]
+
+
+def bidir_states(
+    sub_fields: tuple[str, ...] = BIDIR_SUB_FIELDS, items: Iterable[str] | None = None
+) -> list[BidirState]:
+    """Every bi-directional publication with its state, and its subscriptions (dicts of `sub_fields`) each with
+    theirs (two queries)."""
+    fields = dict.fromkeys(("item", "type", "init_state", "init_started_at", "last_push_ts", "last_sync_at",
+                            "last_error", *sub_fields))  # fmt: skip
+    subscriptions: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    items = None if items is None else list(items)
+    chosen = (
+        SnapshotSubscription.objects.all() if items is None else SnapshotSubscription.objects.filter(item__in=items)
+    )
+    for sub in chosen.values(*fields):
+        subscriptions[(sub["item"], sub["type"])].append(sub)
+    pubs = SnapshotPublication.objects.all() if items is None else SnapshotPublication.objects.filter(item__in=items)
+    publications = list(pubs.only(*BIDIR_PUB_FIELDS))
+    pending = pending_rows((pub, sub) for pub in publications for sub in subscriptions.get((pub.item, pub.type), []))
+    names = {str(p.server_id) for p in publications} | {s["server"] for subs in subscriptions.values() for s in subs}
+    presence = Presence(names)
+    result = []
+    for pub in publications:
+        subs = []
+        for sub in subscriptions.get((pub.item, pub.type), []):
+            sub["backlog"], sub["reachable"], sub["live_error"] = backlog_fields(pending.get((pub.item, sub["server"])))
+            sub["pending_rows"] = sub["backlog"].rows if sub["backlog"] else None
+            state = health.bidir_subscriber_state(sub["last_error"], sub["init_state"] == "done", sub["last_sync_at"],
+                                                  pub.last_sync_at)  # fmt: skip
+            sub["broken"] = presence.gone(str(pub.server_id), pub.table, "published") or (
+                presence.gone(sub["server"], pub.table, "subscriber's copy of the")
+                if sub["init_state"] == "done"
+                else ""
+            )
+            state = health.with_presence(health.with_reachability(state, sub["reachable"]), sub["broken"])
+            subs.append((sub, state))
+        gone = presence.gone(str(pub.server_id), pub.table, "published")
+        state = health.with_presence(health.bidir_publication_state(pub.last_sync_error, [s for _, s in subs]), gone)
+        result.append((pub, state, subs))
+    return result
+
+
+def bidir_status_rows(items: Iterable[str] | None = None, now: datetime | None = None) -> list[dict]:
+    """Every bi-directional publication with its subscribers. Lag in seconds: the age of the oldest change a sync
+    has yet to carry between the publisher and the subscriber (0 when none waits); a publication's is its worst."""
+    now = now or timezone.now()
+    rows = []
+    for pub, pub_state, subscribers in bidir_states(items=items):
+        subs = [
+            {
+                "server": sub["server"], "init_state": sub["init_state"], "last_pull_ts": iso(sub["last_pull_ts"]),
+                "last_push_ts": iso(sub["last_push_ts"]), "last_sync_at": iso(sub["last_sync_at"]),
+                "last_error": sub["broken"] or sub["last_error"] or sub["live_error"], "state": state,
+                "state_label": health.LABELS[state], "lag_transactions": None,
+                "lag_seconds": backlog_seconds(sub["backlog"], now), "pending_rows": sub["pending_rows"],
+                "reachable": sub["reachable"],
+                "last_success": iso(sub["last_sync_at"]) if not sub["last_error"] else None,
+            }
+            for sub, state in subscribers
+        ]  # fmt: skip
+        pending = [s["pending_rows"] for s in subs]
+        ages = [s["lag_seconds"] for s in subs]
+        rows.append({
+            "id": pub.pk, "item": pub.item, "server": pub.server_id, "table": pub.table,
+            "last_sync_at": iso(pub.last_sync_at), "last_sync_error": pub.last_sync_error, "subscribers": subs,
+            "state": pub_state,
+            "state_label": health.LABELS[pub_state], "lag_transactions": None,
+            "lag_seconds": None if None in ages else max(ages, default=0.0),
+            "pending_rows": None if None in pending else sum(p for p in pending if p is not None),
+            "reachable": all(s["reachable"] for s in subs), "last_error": pub.last_sync_error,
+            "last_success": iso(pub.last_sync_at) if not pub.last_sync_error else None,
+        })  # fmt: skip
+    return rows

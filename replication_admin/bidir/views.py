@@ -17,6 +17,7 @@ from replication_admin.bidir.forms import (
     PublicationForm,
     SubscribeForm,
 )
+from replication_admin.bidir.selectors import bidir_status_rows
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.forms import ScheduleForm
@@ -101,10 +102,15 @@ def publication_detail(request: HttpRequest, pk: int) -> HttpResponse:
     subscriptions = list(bidir.subscriptions_of(publication))
     jobs = _jobs(publication, subscriptions)
     rows = _subscription_rows(subscriptions, jobs)
+    status = next((p for p in bidir_status_rows([publication.item]) if p["server"] == publication.server_id), None)
+    states = {s["server"]: s for s in status["subscribers"]} if status else {}
+    for row in rows:
+        row["status"] = states.get(row["sub"].server)
     active = any(r["sub"].init_state in ACTIVE_INIT_STATES for r in rows) or any(not j.finished for j in jobs)
     event = ScheduledEvent.objects.filter(name=bidir.publication_event_name(publication)).first()
     context = {
         "publication": publication,
+        "status": status,
         "rows": rows,
         "jobs": jobs,
         "active": active,

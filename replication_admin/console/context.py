@@ -14,6 +14,7 @@ NAVIGATION = [
     ("scheduler", "Scheduler"),
     ("statements", "Statements"),
     ("jobs", "Jobs"),
+    ("health", "Health"),
     ("audit", "Audit"),
 ]
 

@@ -8,9 +8,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from replication_admin.bidir.selectors import bidir_states
 from replication_admin.conflicts.selectors import conflicts_per_day_figure
 from replication_admin.console.actions import do_acknowledge_alert
-from replication_admin.console.status_api import bidir_states, snapshot_rows, trx_rows
+from replication_admin.console.status_api import snapshot_rows, trx_rows
 from replication_admin.console.topology import topology
 from replication_admin.core.alerts import open_alerts
 from replication_admin.core.audit import Actor, PermissionDenied
@@ -42,8 +43,7 @@ from replication_admin.models import (
 
 OUTCOME_COLOURS = {"succeeded": "#2e7d32", "failed": "#c62828", "cancelled": "#757575"}
 ITEMS_SHOWN = 50
-STATE_BADGES = {health.OK: "ok", health.NEVER: "warn", health.LAGGING: "warn", health.UNREACHABLE: "bad",
-                health.INVALID: "bad", health.FAILING: "bad"}  # fmt: skip
+STATE_BADGES = health.BADGES
 STATE_LABELS = health.LABELS  # the status API's values, as a DBA reads them
 RESOLVED_SHOWN = 10
 KIND_ORDER = ("snapshot", "bi-directional publication", "bi-directional subscription", "transactional subscription")

@@ -8,7 +8,9 @@ header). With no token at all, neither in the console nor in the environment, bo
 Both read the catalog in a fixed number of queries whatever the number of items, and the servers live
 (lag, pending log rows, reachability: bounded reads cached a few seconds, see core/live.py). Every item carries
 state, lag_transactions, lag_seconds, pending_rows, reachable, last_success and last_error. The item states and
-their rules are in replication_admin/engine/health.py.
+their rules are in replication_admin/engine/health.py. "components" lists the worker hosts, followers, scheduler,
+Spark service and catalog, each ok, down or unknown with its cause (console/components.py); /metrics has them as
+repladmin_component_up.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import hmac
 import math
 from collections import defaultdict
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from datetime import datetime, timedelta
+from typing import cast
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
@@ -30,8 +32,11 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from replication_admin.bidir.selectors import pending_rows
-from replication_admin.core.live import Backlog, Live
+from replication_admin.bidir.selectors import bidir_status_rows
+from replication_admin.console.components import component_rows
+from replication_admin.core import heartbeats
+from replication_admin.core.presence import Presence
+from replication_admin.core.times import iso
 from replication_admin.engine import health
 from replication_admin.models import (
     ApiToken,
@@ -43,12 +48,11 @@ from replication_admin.models import (
     ScheduledEvent,
     SkippedTransaction,
     Snapshot,
-    SnapshotPublication,
-    SnapshotSubscription,
+    TpItem,
     TracerArrival,
 )
-from replication_admin.snapshots.selectors import last_refreshes, pending_log_rows
-from replication_admin.transactional.selectors import live_lags
+from replication_admin.snapshots.selectors import last_refreshes, snapshot_states
+from replication_admin.transactional.selectors import WalBacklog, item_table, lag_limit_seconds, live_lags, slots
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -103,159 +107,60 @@ def _refusal(request: HttpRequest, scope: str, allow_query_token: bool) -> HttpR
     return None
 
 
-def _iso(at: datetime | None) -> str | None:
-    return at.astimezone(UTC).isoformat() if at else None
-
-
 # --- /api/status ------------------------------------------------------------------------------------------
 
 
-# The columns the status rows read, as values(): thousands of model instances would cost more than all the rest.
-SNAPSHOT_FIELDS = ("name", "source_server", "source_table", "dest_server", "dest_table", "is_incremental", "last_ts")
-
-
-def _live_fields(live: Live | None) -> tuple[Backlog | None, bool, str]:
-    """(the backlog, reachable, the reason it could not be read) of a live backlog read (None: nothing to read)."""
-    if live is None:
-        return None, True, ""
-    return (live.value, True, "") if live.ok else (None, False, live.error)
-
-
-def _seconds(backlog: Backlog | None, now: datetime) -> float | None:
-    return None if backlog is None else round(backlog.seconds(now), 3)
-
-
-BIDIR_PUB_FIELDS = ("id", "item", "type", "server", "table", "last_sync_at", "last_sync_error")
-BIDIR_SUB_FIELDS = (
-    "server",
-    "item",
-    "type",
-    "init_state",
-    "init_started_at",
-    "last_pull_ts",
-    "last_push_ts",
-    "last_sync_at",
-    "last_error",
-)
 TRX_SUB_FIELDS = ("server", "account", "subscriber", "level", "count", "valid", "state", "init_state",
-                  "last_sync_at", "last_error")  # fmt: skip
-
-
-def _duration(job: Mapping[str, Any]) -> float | None:
-    total = (job["timings"] or {}).get("total")
-    if isinstance(total, int | float):
-        return float(total)
-    started, finished = job["started_at"], job["finished_at"]
-    return (finished - started).total_seconds() if started and finished else None
+                  "last_sync_at", "last_error", "halt_count", "halt_error", "id", "follow")  # fmt: skip
 
 
 def snapshot_rows(now: datetime | None = None) -> list[dict]:
-    """Every snapshot's status. Lag in seconds: for an incremental snapshot the age of the oldest change its log
-    holds for the next refresh (0 when none waits); for a full one the age of its copy (since its last successful
-    refresh)."""
-    now = now or timezone.now()
-    refreshes = last_refreshes()
-    jobs = JobRun.objects.filter(pk__in=[r["last_job_id"] for r in refreshes.values()])
-    last_jobs = {j["id"]: j for j in jobs.values("id", "state", "started_at", "finished_at", "timings", "error")}
-    snapshots = list(Snapshot.objects.values(*SNAPSHOT_FIELDS))
-    pending = pending_log_rows(s for s in snapshots if s["is_incremental"] and s["source_table"])
-    rows = []
-    for s in snapshots:
-        refresh = refreshes.get(s["name"], {})
-        last_success_at = refresh.get("last_success_at")
-        job_id = refresh.get("last_job_id")
-        job = last_jobs.get(job_id) if job_id is not None else None
-        rows.append({
-            "name": s["name"], "source_server": s["source_server"], "source_table": s["source_table"],
-            "dest_server": s["dest_server"], "dest_table": s["dest_table"], "incremental": bool(s["is_incremental"]),
-            "last_ts": _iso(s["last_ts"]), "last_success_at": _iso(last_success_at),
-            "last_refresh": {"job": job["id"], "state": job["state"], "finished_at": _iso(job["finished_at"]),
-                             "duration_seconds": _duration(job)} if job else None,
-        })  # fmt: skip
-        backlog, reachable, problem = _live_fields(pending.get(s["name"]))
-        if s["is_incremental"]:
-            lag_seconds = _seconds(backlog, now)
-        else:
-            lag_seconds = round((now - last_success_at).total_seconds(), 3) if last_success_at else None
-        state = health.snapshot_state(job["state"] if job else None, last_success_at is not None, s["last_ts"])
-        state = health.with_reachability(state, reachable)
-        last_error = job["error"] if job and job["state"] == JobRun.State.FAILED else ""
-        rows[-1].update({
-            "state": state, "state_label": health.SNAPSHOT_LABELS[state], "lag_transactions": None,
-            "lag_seconds": lag_seconds, "pending_rows": backlog.rows if backlog else None, "reachable": reachable,
-            "last_success": _iso(last_success_at), "last_error": last_error or problem,
-        })  # fmt: skip
-    return rows
-
-
-BidirState = tuple[SnapshotPublication, str, list[tuple[dict, str]]]
-
-
-def bidir_states(sub_fields: tuple[str, ...] = BIDIR_SUB_FIELDS) -> list[BidirState]:
-    """Every bi-directional publication with its state, and its subscriptions (dicts of `sub_fields`) each with
-    theirs (two queries)."""
-    fields = dict.fromkeys(("item", "type", "init_state", "init_started_at", "last_push_ts", "last_sync_at",
-                            "last_error", *sub_fields))  # fmt: skip
-    subscriptions: dict[tuple[str, int], list[dict]] = defaultdict(list)
-    for sub in SnapshotSubscription.objects.values(*fields):
-        subscriptions[(sub["item"], sub["type"])].append(sub)
-    publications = list(SnapshotPublication.objects.only(*BIDIR_PUB_FIELDS))
-    pending = pending_rows((pub, sub) for pub in publications for sub in subscriptions.get((pub.item, pub.type), []))
-    result = []
-    for pub in publications:
-        subs = []
-        for sub in subscriptions.get((pub.item, pub.type), []):
-            sub["backlog"], sub["reachable"], sub["live_error"] = _live_fields(pending.get((pub.item, sub["server"])))
-            sub["pending_rows"] = sub["backlog"].rows if sub["backlog"] else None
-            state = health.bidir_subscriber_state(sub["last_error"], sub["init_state"] == "done", sub["last_sync_at"],
-                                                  pub.last_sync_at)  # fmt: skip
-            subs.append((sub, health.with_reachability(state, sub["reachable"])))
-        state = health.bidir_publication_state(pub.last_sync_error, [s for _, s in subs])
-        result.append((pub, state, subs))
-    return result
+    """Every snapshot's status (snapshots/selectors.py decides it, as for the snapshot pages)."""
+    return snapshot_states(now=now)
 
 
 def bidir_rows(now: datetime | None = None) -> list[dict]:
-    """Every bi-directional publication with its subscribers. Lag in seconds: the age of the oldest change a sync
-    has yet to carry between the publisher and the subscriber (0 when none waits); a publication's is its worst."""
-    now = now or timezone.now()
-    rows = []
-    for pub, pub_state, subscribers in bidir_states():
-        subs = [
-            {
-                "server": sub["server"], "init_state": sub["init_state"], "last_pull_ts": _iso(sub["last_pull_ts"]),
-                "last_push_ts": _iso(sub["last_push_ts"]), "last_sync_at": _iso(sub["last_sync_at"]),
-                "last_error": sub["last_error"] or sub["live_error"], "state": state,
-                "state_label": health.LABELS[state], "lag_transactions": None,
-                "lag_seconds": _seconds(sub["backlog"], now), "pending_rows": sub["pending_rows"],
-                "reachable": sub["reachable"],
-                "last_success": _iso(sub["last_sync_at"]) if not sub["last_error"] else None,
-            }
-            for sub, state in subscribers
-        ]  # fmt: skip
-        pending = [s["pending_rows"] for s in subs]
-        ages = [s["lag_seconds"] for s in subs]
-        rows.append({
-            "item": pub.item, "server": pub.server_id, "table": pub.table, "last_sync_at": _iso(pub.last_sync_at),
-            "last_sync_error": pub.last_sync_error, "subscribers": subs, "state": pub_state,
-            "state_label": health.LABELS[pub_state], "lag_transactions": None,
-            "lag_seconds": None if None in ages else max(ages, default=0.0),
-            "pending_rows": None if None in pending else sum(p for p in pending if p is not None),
-            "reachable": all(s["reachable"] for s in subs), "last_error": pub.last_sync_error,
-            "last_success": _iso(pub.last_sync_at) if not pub.last_sync_error else None,
-        })  # fmt: skip
-    return rows
+    """Every bi-directional publication with its subscribers (bidir/selectors.py decides their states, as for the
+    bi-directional pages)."""
+    return bidir_status_rows(now=now)
 
 
 def _gap_counts() -> dict[tuple[str, str, str], int]:
-    counts = SkippedTransaction.objects.values("server", "account", "subscriber").annotate(n=Count("id")).order_by()
-    return {(r["server"], r["account"], r["subscriber"]): r["n"] for r in counts}
+    return {key: total for key, (total, _) in _gap_figures().items()}
+
+
+def _gap_figures() -> dict[tuple[str, str, str], tuple[int, int]]:
+    """Skipped transactions per subscription: all of them, and those whose keys are not repaired yet."""
+    counts = (
+        SkippedTransaction.objects.values("server", "account", "subscriber")
+        .annotate(n=Count("id"), unrepaired=Count("id", filter=Q(repaired_at__isnull=True)))
+        .order_by()
+    )
+    return {(r["server"], r["account"], r["subscriber"]): (r["n"], r["unrepaired"]) for r in counts}
+
+
+def published_tables() -> dict[tuple[str, str], list[str]]:
+    """The tables each transactional publication publishes, by (publisher, account)."""
+    tables: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for item in TpItem.objects.filter(type=2).values("server", "acct", "item"):
+        tables[(item["server"], item["acct"])].append(item_table(item["item"]))
+    return tables
+
+
+def trx_broken(presence: Presence, tables: list[str], publisher: str, subscriber: str, init_state: str) -> str:
+    """Why a transactional subscription cannot go on because a table is gone ("" when none is)."""
+    for table in tables:
+        if reason := presence.gone(publisher, table, "published"):
+            return reason
+        if init_state == "done" and (reason := presence.gone(subscriber, table, "subscriber's copy of the")):
+            return reason
+    return ""
 
 
 def trx_rows(now: datetime) -> list[dict]:
     default_backlog = RegistryEntry.get_int("repl_max_backlog")
     accounts = {(a.server, a.account): a for a in ReplAccount.objects.all()}
-    gaps = _gap_counts()
+    gaps = _gap_figures()
     subscribers: dict[tuple[str, str], list[dict]] = defaultdict(list)
     subs = list(
         ReplSubscriber.objects.filter(subscribed=True)
@@ -263,31 +168,49 @@ def trx_rows(now: datetime) -> list[dict]:
         .values(*TRX_SUB_FIELDS)
     )
     lags = live_lags(subs, now, {key: a.count for key, a in accounts.items()})
+    followers = heartbeats.live_followers(now=now)
+    published = published_tables()
+    presence = Presence({s["server"] for s in subs} | {s["subscriber"] for s in subs} | {k[0] for k in accounts})
     for sub in subs:
         server, name, subscriber = sub["server"], sub["account"], sub["subscriber"]
         account = accounts.get((server, name))
         live = lags[(server, name, subscriber)]
         lag = live.transactions
+        alive = heartbeats.follower_alive(sub["id"], sub["follow"], sub["state"], followers)
+        broken = trx_broken(presence, published.get((server, name), []), server, subscriber, sub["init_state"])
         state = health.trx_subscriber_state(
             valid=sub["valid"], sync_state=sub["state"], last_error=sub["last_error"],
             init_done=sub["init_state"] == "done" and live.initialised, lag=lag, last_sync_at=sub["last_sync_at"],
             now=now, max_backlog=(account.max_backlog if account else None) or default_backlog,
-            reachable=live.reachable,
+            reachable=live.reachable, broken=broken, halted=sub["halt_count"] is not None,
+            gaps=gaps.get((server, name, subscriber), (0, 0))[1],  # a gap not repaired yet: not ok
+            copying=sub["init_state"] in ("staging", "copying"),
+            follower_alive=alive, lag_seconds=live.seconds, lag_limit_seconds=lag_limit_seconds(account),
         )  # fmt: skip
+        sync_state = health.TRX_STATE_LABELS.get(sub["state"], str(sub["state"]))
+        if alive is False:
+            sync_state += " (follower down)"  # nothing applies it while no follower serves it
         subscribers[(server, name)].append({
             "subscriber": subscriber, "level": sub["level"], "count": sub["count"], "lag": lag,
             "lag_transactions": lag,
             "lag_seconds": 0.0 if lag == 0 else None if live.seconds is None else round(live.seconds, 3),
-            "lag_text": live.unknown or f"{lag} transactions", "pending_rows": lag, "reachable": live.reachable,
-            "valid": bool(sub["valid"]), "sync_state": health.TRX_STATE_LABELS.get(sub["state"], str(sub["state"])),
-            "init_state": sub["init_state"], "last_sync_at": _iso(sub["last_sync_at"]),
-            "last_success": _iso(sub["last_sync_at"]), "last_error": sub["last_error"] or live.problem,
-            "gaps": gaps.get((server, name, subscriber), 0), "state": state, "state_label": health.LABELS[state],
+            "lag_text": live.unknown or f"{lag} transactions" + (f" ({live.note})" if live.note else ""),
+            "lag_note": live.note, "pending_rows": lag, "reachable": live.reachable,
+            "valid": bool(sub["valid"]), "sync_state": sync_state,
+            "init_state": sub["init_state"], "last_sync_at": iso(sub["last_sync_at"]),
+            "last_success": iso(sub["last_sync_at"]),
+            "last_error": broken or sub["halt_error"] or sub["last_error"] or live.problem,
+            "gaps": gaps.get((server, name, subscriber), (0, 0))[0],
+            "unrepaired_gaps": gaps.get((server, name, subscriber), (0, 0))[1],
+            "state": state, "state_label": health.LABELS[state],
         })  # fmt: skip
     rows = []
     for server, name in sorted(accounts.keys() | subscribers.keys()):  # subscribers of an uncatalogued publication too
         account, sub_rows = accounts.get((server, name)), subscribers.get((server, name), [])
-        state = health.worst(s["state"] for s in sub_rows)
+        gone = next(
+            filter(None, (presence.gone(server, t, "published") for t in published.get((server, name), []))), ""
+        )
+        state = health.worst([*(s["state"] for s in sub_rows), health.BROKEN if gone else health.OK])
         sub_lags = [s["lag_transactions"] for s in sub_rows]
         most = None if None in sub_lags else max(sub_lags, default=0)
         ages = [s["lag_seconds"] for s in sub_rows if s["lag_seconds"] is not None]
@@ -298,7 +221,7 @@ def trx_rows(now: datetime) -> list[dict]:
             "lag_seconds": max(ages, default=None), "pending_rows": most,
             "reachable": all(s["reachable"] for s in sub_rows),
             "last_success": max((s["last_success"] for s in sub_rows if s["last_success"]), default=None),
-            "last_error": next((s["last_error"] for s in sub_rows if s["last_error"]), ""),
+            "last_error": gone or next((s["last_error"] for s in sub_rows if s["last_error"]), ""),
         })  # fmt: skip
     return rows
 
@@ -307,10 +230,10 @@ def event_rows() -> list[dict]:
     failing = ScheduledEvent.objects.exclude(last_error__isnull=True).exclude(last_error="")
     return [
         {"name": e.name, "server": e.server, "interval_minutes": e.interval, "disabled": bool(e.disabled),
-         "last_completed": _iso(e.last_completed), "last_error": e.last_error,
+         "last_completed": iso(e.last_completed), "last_error": e.last_error,
          "state": health.event_state(e.last_error), "state_label": health.LABELS[health.event_state(e.last_error)],
          "lag_transactions": None, "lag_seconds": None, "pending_rows": None, "reachable": True,
-         "last_success": _iso(e.last_completed)}
+         "last_success": iso(e.last_completed)}
         for e in failing
     ]  # fmt: skip
 
@@ -340,7 +263,7 @@ def status(request: HttpRequest) -> HttpResponse:
     )
     states = _states(snapshots, bidir, trx, events)
     return JsonResponse({
-        "generated_at": _iso(now),
+        "generated_at": iso(now),
         "state": health.worst(states),
         "snapshots": snapshots,
         "bidirectional_publications": bidir,
@@ -348,6 +271,7 @@ def status(request: HttpRequest) -> HttpResponse:
         "scheduled_events_failing": events,
         "jobs": {"failed_last_24h": JobRun.objects.filter(state=JobRun.State.FAILED, finished_at__gte=day_ago).count()},
         "conflicts": conflicts,
+        "components": component_rows(now),  # worker hosts, followers, scheduler, Spark, catalog: ok, down, unknown
     })  # fmt: skip
 
 
@@ -422,6 +346,35 @@ def _trx_metrics(out: Exposition) -> None:
     for (server, account, subscriber), n in sorted(gaps.items()):
         labels = {"publisher": server, "account": account, "subscriber": subscriber}
         out.sample("repladmin_skipped_transactions_total", labels, n)
+
+
+def _slot_metrics(out: Exposition) -> None:
+    """The replication slot of each WAL publication, read live (bounded, cached 5 s): the WAL it keeps, its
+    wal_status, and the committed transactions of the publication it still holds."""
+    reads = slots()
+    found = sorted((key, r.value) for key, r in reads.items() if r.ok and isinstance(r.value, WalBacklog))
+    out.family("repladmin_slot_retained_wal_bytes", "gauge",
+               "WAL a publication's replication slot keeps on its publisher (its end minus restart_lsn).")  # fmt: skip
+    for (server, account), b in found:
+        if b.retained_bytes is not None:
+            labels = {"publisher": server, "account": account, "slot": b.slot}
+            out.sample("repladmin_slot_retained_wal_bytes", labels, b.retained_bytes)
+    out.family("repladmin_slot_safe_wal_size_bytes", "gauge",
+               "WAL that can be written before the slot is past max_slot_wal_keep_size (if set).")  # fmt: skip
+    for (server, account), b in found:
+        if b.safe_wal_size is not None:
+            labels = {"publisher": server, "account": account, "slot": b.slot}
+            out.sample("repladmin_slot_safe_wal_size_bytes", labels, b.safe_wal_size)
+    out.family("repladmin_slot_wal_status", "gauge",
+               "1 for the slot's wal_status (reserved, extended, unreserved, lost; gone: no slot).")  # fmt: skip
+    for (server, account), b in found:
+        labels = {"publisher": server, "account": account, "slot": b.slot, "wal_status": b.wal_status or "gone"}
+        out.sample("repladmin_slot_wal_status", labels, 1)
+    out.family("repladmin_slot_pending_transactions", "gauge",
+               "Committed transactions of the publication its slot holds that no reader has stored yet.")  # fmt: skip
+    for (server, account), b in found:
+        out.sample("repladmin_slot_pending_transactions", {"publisher": server, "account": account, "slot": b.slot},
+                   b.pending)  # fmt: skip
 
 
 def _job_metrics(out: Exposition) -> None:
@@ -513,6 +466,15 @@ def _item_metrics(out: Exposition) -> None:
             out.sample("repladmin_tracer_latency_seconds", labels, arrival.latency)
 
 
+def _component_metrics(out: Exposition) -> None:
+    help_text = ("1 while a component answers (a worker host, follower or scheduler renews its heartbeat; Spark or "
+                 "the catalog answers), 0 when it is down or not known to be up.")  # fmt: skip
+    out.family("repladmin_component_up", "gauge", help_text)
+    for c in component_rows():
+        labels = {"kind": c["kind"], "host": c["host"], "pid": "" if c["pid"] is None else c["pid"]}
+        out.sample("repladmin_component_up", labels, int(c["state"] == "ok"))
+
+
 @login_not_required
 @never_cache
 @require_GET
@@ -521,8 +483,10 @@ def metrics(request: HttpRequest) -> HttpResponse:
         return refused
     out = Exposition()
     _trx_metrics(out)
+    _slot_metrics(out)
     _conflict_metrics(out)
     _job_metrics(out)
     _snapshot_metrics(out)
     _item_metrics(out)
+    _component_metrics(out)
     return HttpResponse(out.text(), content_type=PROMETHEUS_CONTENT_TYPE)

@@ -4,7 +4,17 @@ the scheduler, the audit log, login lockouts, API tokens, the status API and met
 from django.urls import path
 
 from replication_admin.console import audit_log as audit
-from replication_admin.console import dashboard, favicon, jobs, lists, logins, repairs, statement_console, tokens
+from replication_admin.console import (
+    components,
+    dashboard,
+    favicon,
+    jobs,
+    lists,
+    logins,
+    repairs,
+    statement_console,
+    tokens,
+)
 from replication_admin.console import scheduler as catalog
 from replication_admin.console import status_api as api
 
@@ -13,6 +23,7 @@ urlpatterns = [
     path("favicon.ico", favicon.favicon, name="favicon"),
     path("dashboard/charts/", dashboard.dashboard_charts, name="dashboard-charts"),
     path("topology/", dashboard.topology_page, name="topology"),
+    path("health/", components.health_page, name="health"),
     path("alerts/<int:pk>/acknowledge/", dashboard.alert_acknowledge, name="alerts-acknowledge"),
     path("snapshots/new/columns/", jobs.column_options, name="snapshots-columns"),
     path("snapshots/<path:name>/compare/", jobs.snapshot_compare, name="snapshots-compare"),

@@ -306,6 +306,18 @@ def reuse():
                 conn.close()
 
 
+def forget(server: Server) -> None:
+    """Close this block's pooled connections to `server` (after an apply halted there): the next use opens a
+    new session, which sees privileges granted meanwhile (MariaDB reads a database's grants when a session
+    starts) and carries no session state of the failed attempts."""
+    pool = _reused.get()
+    if pool is None:
+        return
+    for key in [k for k in pool.conns if k[0] == server.pk and k[1] == server.name and not pool.busy.get(k)]:
+        with contextlib.suppress(pyodbc.Error):
+            pool.conns.pop(key).close()
+
+
 def _lost(server: Server, exc: BaseException) -> BaseException | None:
     """The one-line ConnectionLost for a driver error that says the connection broke."""
     if isinstance(exc, pyodbc.Error) and not isinstance(exc, ConnectionLost) and is_connection_fault(exc):

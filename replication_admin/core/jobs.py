@@ -258,8 +258,43 @@ def _wake_waiters(job_id: int) -> None:
 
 def _finish(job: JobRun, reporter: Reporter, started: float, **fields: Any) -> None:
     reporter.timings["total"] = round(time.monotonic() - started, 4)
-    JobRun.objects.filter(pk=job.pk, state=JobRun.State.RUNNING).update(
-        finished_at=timezone.now(), timings=reporter.timings, **fields
+    with transaction.atomic():
+        finished = JobRun.objects.filter(pk=job.pk, state=JobRun.State.RUNNING).update(
+            finished_at=timezone.now(), timings=reporter.timings, **fields
+        )
+        if finished:  # not when it was cancelled meanwhile: the cancellation audited its end
+            audit_finished(job, fields["state"], fields.get("error", ""))
+
+
+FINISHED_OUTCOMES: dict[str, str] = {
+    JobRun.State.SUCCEEDED: AuditEntry.Outcome.OK,
+    JobRun.State.SKIPPED: AuditEntry.Outcome.SKIPPED,
+    JobRun.State.FAILED: AuditEntry.Outcome.ERROR,
+    JobRun.State.LOST: AuditEntry.Outcome.ERROR,
+    JobRun.State.CANCELLED: AuditEntry.Outcome.ERROR,
+}
+
+
+def audit_finished(job: JobRun, state: str, error: str = "") -> AuditEntry:
+    """The audit row (`job.finished`) of a job that ended, under the name of whoever queued it: the row that
+    queued it (for a lost job's next attempt, the row that queued the first attempt), with how it ended and
+    its error's first line. Written in the transaction that writes the job's final state."""
+    first, hops = job, 0
+    while first.retry_of_id is not None and hops < 100:
+        first, hops = JobRun.objects.get(pk=first.retry_of_id), hops + 1
+    queued = AuditEntry.objects.filter(action=f"job.{first.kind}", detail__job=first.pk).order_by("pk").first()
+    line = next((text.strip() for text in error.splitlines() if text.strip()), "")[:500]
+    detail = {"job": job.pk, "kind": job.kind, "state": state, **({"error": line} if line else {})}
+    if queued is not None:
+        who = {"user_id": queued.user_id, "username": queued.username, "via": queued.via}
+        who["remote_addr"] = queued.remote_addr
+    else:  # queued without an audit row (only code does that): the job's own record of who asked
+        scheduled = job.trigger == JobRun.Trigger.SCHEDULER
+        by = job.created_by.get_username() if job.created_by is not None else ""
+        who = {"user_id": job.created_by_id, "username": by or ("scheduler" if scheduled else "command")}
+        who["via"] = "scheduler" if scheduled else "web" if by else "command"
+    return AuditEntry.objects.create(
+        action="job.finished", target=str(job)[:500], outcome=FINISHED_OUTCOMES[state], detail=detail, **who
     )
 
 
@@ -404,6 +439,8 @@ def do_cancel_job(actor: Actor, job: JobRun) -> bool:
             state=JobRun.State.CANCELLED, finished_at=timezone.now(), message="cancelled by " + actor.username
         )
         record(actor, "job.cancel", str(job), AuditEntry.Outcome.OK if updated else AuditEntry.Outcome.ERROR)
+        if updated:
+            audit_finished(job, JobRun.State.CANCELLED, f"cancelled by {actor.username}")
     return bool(updated)
 
 

@@ -5,12 +5,19 @@ monitoring polls do not hammer the servers. A server that cannot be reached yiel
 
 Before any query, each server is probed once per LIVE_SECONDS (in parallel, PROBE_TIMEOUT seconds at most: a TCP
 connect to its host and port, or its SQLite file's presence), so a page over many dead servers stays fast.
+
+A server can also accept connections and then stop answering (a stalled link, a hung server): no driver timeout
+ends that within seconds, so each read runs on a thread of its own and is given READ_TIMEOUT seconds; a read that
+has not answered by then is reported ("no answer within 2 s") and its server counts as unreachable for
+LIVE_SECONDS, so the page's other reads on it answer at once. (The abandoned thread ends when the driver gives up.)
+A compute function therefore reads the servers only, never the catalog: the caller reads the catalog first.
 """
 
 from __future__ import annotations
 
 import hashlib
 import socket
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,6 +36,7 @@ from replication_admin.models import Server
 
 LIVE_SECONDS = 5
 PROBE_TIMEOUT = 2.0
+READ_TIMEOUT = 2.0
 _MISSING = object()
 
 
@@ -85,10 +93,14 @@ def probe(server: Server, timeout: float = PROBE_TIMEOUT) -> str:
         return f"{server.host}:{server.port}: {exc.strerror or exc}"
 
 
+def _probe_key(server: Server) -> str:
+    return _key("probe", server.name, server.host, server.port, server.database)
+
+
 def reachability(servers: Iterable[Server]) -> dict[str, str]:
     """For each server, "" when it answers, else the cause (probed at most once per LIVE_SECONDS, in parallel)."""
     by_name = {s.name: s for s in servers}
-    keys = {name: _key("probe", name, s.host, s.port, s.database) for name, s in by_name.items()}
+    keys = {name: _probe_key(s) for name, s in by_name.items()}
     known = cache.get_many(list(keys.values()))
     result: dict[str, str] = {name: known[key] for name, key in keys.items() if key in known}
     todo = [s for name, s in by_name.items() if name not in result]
@@ -111,14 +123,28 @@ def read(server: Server, reach: dict[str, str], key: tuple, compute: Callable[[]
     cached = cache.get(cache_key, _MISSING)
     if cached is not _MISSING:
         return cached
-    try:
-        result = Live(value=compute())
-    except (connections.ConnectionFailed, AddressError) as exc:
-        result = Live(error=unreachable(server.name, cause_of(exc)))
-    except pyodbc.Error as exc:
-        result = Live(error=f"server {server.name} could not be read: {cause_of(exc)}")
-    cache.set(cache_key, result, LIVE_SECONDS)
-    return result
+    outcome: list[Live] = []
+
+    def run() -> None:
+        try:
+            outcome.append(Live(value=compute()))
+        except (connections.ConnectionFailed, AddressError) as exc:
+            outcome.append(Live(error=unreachable(server.name, cause_of(exc))))
+        except pyodbc.Error as exc:
+            outcome.append(Live(error=f"server {server.name} could not be read: {cause_of(exc)}"))
+        except Exception as exc:  # reported on the page, never a made-up value
+            outcome.append(Live(error=f"server {server.name} could not be read: {cause_of(exc)}"))
+
+    reader = threading.Thread(target=run, name=f"live-read {server.name}", daemon=True)
+    reader.start()
+    reader.join(READ_TIMEOUT)
+    if not outcome:
+        stalled = f"no answer within {READ_TIMEOUT:g} s (the server or the link to it is stalled)"
+        reach[server.name] = stalled
+        cache.set(_probe_key(server), stalled, LIVE_SECONDS)
+        return Live(error=unreachable(server.name, stalled))
+    cache.set(cache_key, outcome[0], LIVE_SECONDS)
+    return outcome[0]
 
 
 @dataclass(frozen=True)
@@ -146,3 +172,15 @@ def log_backlog(server: Server, table: str, since: datetime | None, not_from: st
     with connections.connect(server, readonly=True) as conn:
         rows, oldest = conn.cursor().execute(text).fetchone()
     return Backlog(int(rows or 0), aware(oldest) if rows else None)
+
+
+def backlog_fields(read: Live | None) -> tuple[Backlog | None, bool, str]:
+    """(the backlog, reachable, the reason it could not be read) of a live backlog read (None: nothing to read)."""
+    if read is None:
+        return None, True, ""
+    return (read.value, True, "") if read.ok else (None, False, read.error)
+
+
+def backlog_seconds(backlog: Backlog | None, now: datetime) -> float | None:
+    """How far behind in time, rounded to the millisecond (None when the backlog could not be read)."""
+    return None if backlog is None else round(backlog.seconds(now), 3)

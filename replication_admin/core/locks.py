@@ -44,7 +44,12 @@ def _take(name: str, job: JobRun | None) -> None:
     """Take `name` for this process, or raise LockBusy naming the job that holds it."""
     with transaction.atomic():
         current = ReplLock.objects.select_for_update().filter(name=name).first()
-        if current is not None and not (current.pid == os.getpid() and current.host == HOST):
+        # Held by this very holder (the same job, or the same process when no job holds it): taken again.
+        # Another job of this process (a sync run inline beside the follower's thread) is another holder.
+        mine = current is not None and (current.pid, current.host, current.job_id) == (
+            os.getpid(), HOST, job.pk if job is not None else None
+        )  # fmt: skip
+        if current is not None and not mine:
             if _alive(current):
                 holder = f"job #{current.job_id}" if current.job_id else "another process"
                 raise LockBusy(
@@ -116,7 +121,7 @@ def item_lock(name: str, job: JobRun | None, wait: float | None = None) -> Itera
     finally:
         HEARTBEAT.remove_lock(name)
         held = ReplLock.objects.filter(name=name)
-        (held.filter(job=job) if job is not None else held.filter(pid=os.getpid(), host=HOST)).delete()
+        (held.filter(job=job) if job is not None else held.filter(job=None, pid=os.getpid(), host=HOST)).delete()
 
 
 def wait_behind(job: JobRun, earlier: JobRun, what: str) -> None:

@@ -76,6 +76,7 @@ def take_back(job_id: int, reason: str) -> JobRun | None:
         JobRun.objects.filter(pk=job.pk).update(
             state=JobRun.State.LOST, finished_at=now, message="lost", error=error, lease_expires_at=None
         )
+        jobs.audit_finished(job, JobRun.State.LOST, error)
         ReplLock.objects.filter(job_id=job.pk).delete()
         # Jobs waiting behind the lost one now wait behind its next attempt.
         JobRun.objects.filter(state=JobRun.State.QUEUED, waiting_for_id=job.pk).update(waiting_for=retry)

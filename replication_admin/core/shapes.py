@@ -227,8 +227,11 @@ def destination_ddl(shape: SourceShape, dest_server: Server, table: str) -> tupl
 
     d = dialects.get(dest_server.dialect)
     schema = connections.table_schema(dest_server)
-    if shape.table is None:
-        return [create_table_ddl(d, table, schema, shape.output, shape.key)], ()
+    try:
+        if shape.table is None:
+            return [create_table_ddl(d, table, schema, shape.output, shape.key)], ()
+    except ValueError as exc:  # a key the destination cannot hold in any form
+        raise ReplicationError(f"cannot create {table!r} on {dest_server.name}: {exc}") from None
     source = with_constraints(shape.server, shape.table)
     columns = []
     for name, logical in shape.output:
@@ -239,7 +242,10 @@ def destination_ddl(shape: SourceShape, dest_server: Server, table: str) -> tupl
         else:
             columns.append(replace(column, name=name, logical=logical, pk_position=pk_position))
     kept = restricted(replace(source, columns=tuple(columns)), [n for n, _ in shape.output])
-    return copy_table_ddl(d, table, schema, kept), source.untranslated
+    try:
+        return copy_table_ddl(d, table, schema, kept), source.untranslated
+    except ValueError as exc:
+        raise ReplicationError(f"cannot create {table!r} on {dest_server.name}: {exc}") from None
 
 
 def check_destination(shape: SourceShape, dest: TableInfo) -> None:

@@ -36,3 +36,8 @@ def duration_text(seconds: float | None) -> str:
     if whole < 86400:
         return f"{whole // 3600} h {whole % 3600 // 60} min"
     return f"{whole // 86400} d {whole % 86400 // 3600} h"
+
+
+def iso(at: datetime | None) -> str | None:
+    """`at` in UTC as ISO 8601, for the status API and the pages' data (None stays None)."""
+    return at.astimezone(UTC).isoformat() if at else None

@@ -114,7 +114,7 @@ def updateable_rlog_ddl(d: Dialect, table: TableInfo) -> list[str]:
         f"{d.quote('DMLTYPE')} {d.render_type(DMLTYPE)} NOT NULL",
         f"{d.quote('RLOG_ROWGUID')} {d.render_type(ROWGUID)} NOT NULL",
         f"{d.quote(OLD_ROWGUID)} {d.render_type(ROWGUID)}",
-        f"PRIMARY KEY ({', '.join(d.quote(rlog_key(k.name)) for k in keys)})",
+        *d.key_constraints_sql([(d.quote(rlog_key(k.name)), k.logical) for k in keys]),
     ]
     qualified = d.qualify(name, table.schema)
     index = d.quote(bounded_name(name + "_SNAPTIME", d.max_identifier))
@@ -402,7 +402,7 @@ def incoming_staging_ddl(d: Dialect, name: str, schema: str, layout: Layout) -> 
     cols = [f"{k.alias} {t} NOT NULL" for k, t in zip(layout.keys, key_types(d, layout), strict=True)]
     cols += [
         f"change_id {d.render_type(ROWGUID)} NOT NULL UNIQUE",  # the replay log forgets by it
-        f"PRIMARY KEY ({', '.join(k.alias for k in layout.keys)})",
+        *d.key_constraints_sql([(k.alias, k.logical) for k in layout.keys]),
     ]
     return f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)})"
 
@@ -549,7 +549,7 @@ def pulled_staging_ddl(d: Dialect, name: str, schema: str, layout: Layout) -> st
         f"change_id {d.render_type(ROWGUID)} NOT NULL UNIQUE",  # looked up by the consume
         f"op {d.render_type(ACTION)} NOT NULL",
         f"taken {d.render_type(FLAG)} NOT NULL",
-        f"PRIMARY KEY ({', '.join(k.alias for k in layout.keys)})",  # looked up by the rebase
+        *d.key_constraints_sql([(k.alias, k.logical) for k in layout.keys]),  # looked up by the rebase
     ]
     return f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)})"
 

@@ -108,7 +108,7 @@ def copy_table_ddl(d: Dialect, name: str, schema: str, table: TableInfo) -> list
             ddl += " NOT NULL"
         cols.append(ddl)
     if key:
-        cols.append(f"PRIMARY KEY ({', '.join(d.quote(k) for k in key)})")
+        cols += d.key_constraints_sql([(d.quote(k.name), k.logical) for k in table.primary_key])
     statements = [f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)}){d.create_table_options}"]
     for index in table.indexes:
         columns = [c for c in (table.column(n) for n in index.columns) if c is not None]

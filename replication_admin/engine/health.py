@@ -46,6 +46,9 @@ LABELS = {OK: "ok", COPYING: "copying", NEVER: "not initialised", LAGGING: "lagg
           FOLLOWER_DOWN: "follower down", UNREACHABLE: "unreachable", INVALID: "invalid: needs re-init",
           FAILING: "failing", BROKEN: "broken"}  # fmt: skip
 SNAPSHOT_LABELS = {**LABELS, NEVER: "never refreshed"}
+# The badge (CSS class) of each state on every page: green only for ok.
+BADGES = {OK: "ok", COPYING: "running", NEVER: "warn", LAGGING: "warn", FOLLOWER_DOWN: "bad", UNREACHABLE: "bad",
+          INVALID: "bad", FAILING: "bad", BROKEN: "bad"}  # fmt: skip
 EXPLANATIONS = {
     OK: "Replicating normally: nothing waits longer than its schedule or its lag limit allows.",
     COPYING: "Its initial copy is running; changes are applied once it is done.",
@@ -161,6 +164,11 @@ def trx_subscriber_state(
 def with_reachability(state: str, reachable: bool) -> str:
     """`unreachable` in place of ok or lagging when a server the item needs cannot be reached."""
     return UNREACHABLE if not reachable and state in (OK, LAGGING) else state
+
+
+def with_presence(state: str, broken: str) -> str:
+    """`broken` in place of any state when a table the item needs is gone (`broken`: why; "" when none is)."""
+    return BROKEN if broken else state
 
 
 def event_state(last_error: str | None) -> str:

@@ -162,7 +162,8 @@ def create_table_ddl(
         f"{d.quote(c)} {key_types[c]} NOT NULL" if c in key else f"{d.quote(c)} {d.render_type(t)}" for c, t in columns
     ]
     if key:
-        cols.append(f"PRIMARY KEY ({', '.join(d.quote(k) for k in key)})")
+        types = dict(columns)
+        cols += d.key_constraints_sql([(d.quote(k), types[k]) for k in key])
     return f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)}){d.create_table_options}"
 
 

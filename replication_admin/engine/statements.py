@@ -449,6 +449,26 @@ class Sync(Statement):
 
 
 @dataclass(frozen=True)
+class SkipTransaction(Statement):
+    """REPL_SKIP_TRANSACTION(server, account[, subscriber]): skip the transaction a halted subscription stopped
+    at (recorded as a gap with its keys); the subscriber is the context server unless named."""
+
+    server: str = ""
+    account: str = ""
+    subscriber: str | None = None
+
+
+@dataclass(frozen=True)
+class RepairKeys(Statement):
+    """REPL_REPAIR_KEYS(server, account[, subscriber]): make the rows of the keys of a subscription's unrepaired
+    gaps the publisher's rows again."""
+
+    server: str = ""
+    account: str = ""
+    subscriber: str | None = None
+
+
+@dataclass(frozen=True)
 class SyncAll(Statement):
     """REPL_SYNC_ALL(): sync every subscription."""
 
@@ -1003,6 +1023,20 @@ FUNCTIONS: dict[str, Function] = {
             server=_server(s), account=_account(a), user=_opt_text(u, "user"), password=_secret(p),
         ),
         optional=2,
+    ),
+    "REPL_SKIP_TRANSACTION": Function(
+        ("server", "account", "subscriber"),
+        lambda s, a, sub=None: SkipTransaction(
+            server=_server(s), account=_account(a), subscriber=None if sub is None else _server(sub)
+        ),
+        optional=1,
+    ),
+    "REPL_REPAIR_KEYS": Function(
+        ("server", "account", "subscriber"),
+        lambda s, a, sub=None: RepairKeys(
+            server=_server(s), account=_account(a), subscriber=None if sub is None else _server(sub)
+        ),
+        optional=1,
     ),
     "REPL_SYNC_ALL": Function((), lambda: SyncAll()),
     "REPL_SCHED_INIT": Function((), lambda: SchedInit()),

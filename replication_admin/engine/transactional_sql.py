@@ -168,6 +168,11 @@ def _image(d: Dialect, table: TableInfo, ref: str) -> str:
     return d.row_image_sql(ref, [(c.name, family_of(c.logical)) for c in table.columns])
 
 
+def row_image_sql(d: Dialect, table: TableInfo, ref: str) -> str:
+    """The row `ref` (a trigger's row, or a table's alias in a SELECT) as the JSON image the capture logs."""
+    return _image(d, table, ref)
+
+
 @dataclass(frozen=True)
 class _Tables:
     """The quoted tables a capture trigger writes (RTCTX only matters where it exists)."""

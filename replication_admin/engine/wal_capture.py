@@ -159,6 +159,55 @@ def pending_sql() -> str:
     )
 
 
+PEEK_CAP = 200_000  # changes a live count decodes at most (2,000 small transactions are 6,000 changes)
+
+
+def slot_state_sql() -> str:
+    """Parameter: slot. (held by a stream, wal_status, safe_wal_size, retained WAL bytes (the server's end minus
+    restart_lsn), WAL not yet confirmed (bytes)); no row: no such slot. NULL sizes: a lost slot."""
+    return (
+        "SELECT active::int, wal_status, safe_wal_size, pg_current_wal_lsn() - restart_lsn, "
+        "pg_current_wal_lsn() - confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = ?"
+    )
+
+
+def copy_slot_sql() -> str:
+    """Parameters: slot, copy. A temporary copy at the slot's position: a slot a stream holds cannot be peeked,
+    its copy can (dropped by the caller, or at the end of the session)."""
+    return "SELECT 1 FROM pg_copy_logical_replication_slot(?, ?, true)"
+
+
+def copy_name(slot: str, token: str) -> str:
+    return f"{slot}_peek_{token}"
+
+
+def _hex(text: str) -> str:
+    return (text.encode() + b"\0").hex()
+
+
+def backlog_sql(account: str) -> str:
+    """Parameters: stored position (a number), slot to peek, PEEK_CAP, publication. One row: (the publication's
+    committed transactions in the slot ending after the stored position, the commit time of the oldest of them
+    (UTC), changes decoded). Counted inside the server, nothing consumed: a transaction counts when it has a row
+    change or an entry of the publication and no replay context that keeps it out of the log (as the decoder);
+    its commit time is its BEGIN's (Int64 microseconds since 2000-01-01 after the final LSN)."""
+    kind = "get_byte(c.data, 0)"
+    entry, context = _hex(ENTRY_PREFIX + account), _hex(CONTEXT_PREFIX)
+    nolog = b'"nolog": true'.hex()
+    return (
+        "SELECT count(*) FILTER (WHERE t.keep), min(t.at) FILTER (WHERE t.keep), coalesce(sum(t.n), 0) FROM ("
+        f"SELECT (bool_or({kind} IN (73, 85, 68) OR ({kind} = 77 AND substring(c.data FROM 11 FOR "
+        f"{len(entry) // 2}) = decode('{entry}', 'hex'))) "
+        f"AND NOT coalesce(bool_or({kind} = 77 AND substring(c.data FROM 11 FOR {len(context) // 2}) = "
+        f"decode('{context}', 'hex') AND position(decode('{nolog}', 'hex') IN c.data) > 0), false) "
+        f"AND max(c.lsn - '0/0'::pg_lsn) FILTER (WHERE {kind} = 67) > ?::numeric) AS keep, "
+        "min(timestamp '2000-01-01' + ('x' || encode(substring(c.data FROM 10 FOR 8), 'hex'))::bit(64)::bigint "
+        f"* interval '1 microsecond') FILTER (WHERE {kind} = 66) AS at, count(*) AS n "
+        "FROM pg_logical_slot_peek_binary_changes(?, NULL, ?::int, 'proto_version', '1', 'publication_names', ?, "
+        "'messages', 'true') AS c GROUP BY c.xid) AS t"
+    )
+
+
 def availability_sql() -> str:
     """wal_level, whether the role may make slots, free slots."""
     return (
@@ -311,6 +360,11 @@ class PgOutputDecoder:
         self._group: tuple[str, str] | None = None  # (table, op) of the open bulk entry
         self._rows: list[dict[str, Any]] = []
         self.last_end = 0  # the LSN past the last commit read
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction's BEGIN was read and not yet its COMMIT."""
+        return self._txn is not None
 
     def feed(self, messages: Sequence[bytes], after: int = 0) -> list[Decoded]:
         """The transactions the messages commit, skipping those ending at or before `after` (already stored)."""

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from functools import partial
 from typing import Any
 
 from django.db.models import Max, Q
 from django.db.models.fields.json import KT
+from django.utils import timezone
 
 from replication_admin.core import live
+from replication_admin.core.presence import Presence
+from replication_admin.core.times import iso
+from replication_admin.engine import health
 from replication_admin.engine.schema import TableInfo
 from replication_admin.engine.statements import quote_name
 from replication_admin.models import (
     JobRun,
     Server,
     Snapshot,
+    SnapshotLog,
 )
 from replication_admin.snapshots.shapes import SnapshotError, shape_of
 
@@ -68,3 +74,67 @@ def pending_log_rows(snapshots: Iterable[Mapping[str, Any]]) -> dict[str, live.L
         result[s["name"]] = live.read(server, reach, key, partial(live.log_backlog, server, s["source_table"],
                                                                    s["last_ts"]))  # fmt: skip
     return result
+
+
+# The columns the status rows read, as values(): thousands of model instances would cost more than all the rest.
+SNAPSHOT_FIELDS = ("name", "source_server", "source_table", "dest_server", "dest_table", "is_incremental", "last_ts")
+
+
+def _duration(job: Mapping[str, Any]) -> float | None:
+    total = (job["timings"] or {}).get("total")
+    if isinstance(total, int | float):
+        return float(total)
+    started, finished = job["started_at"], job["finished_at"]
+    return (finished - started).total_seconds() if started and finished else None
+
+
+def snapshot_states(names: Iterable[str] | None = None, now: datetime | None = None) -> list[dict]:
+    """The status of every snapshot (or of those named): engine/health.py decides its state from live facts; the
+    status API, the dashboard and the snapshot pages all show this. Lag in seconds: for an incremental snapshot the
+    age of the oldest change its log holds for the next refresh (0 when none waits); for a full one the age of its
+    copy (since its last successful refresh)."""
+    now = now or timezone.now()
+    names = None if names is None else list(names)
+    refreshes = last_refreshes(names)
+    jobs = JobRun.objects.filter(pk__in=[r["last_job_id"] for r in refreshes.values()])
+    last_jobs = {j["id"]: j for j in jobs.values("id", "state", "started_at", "finished_at", "timings", "error")}
+    chosen = Snapshot.objects.all() if names is None else Snapshot.objects.filter(name__in=names)
+    snapshots = list(chosen.values(*SNAPSHOT_FIELDS))
+    # Only a snapshot log has pending rows: an incremental snapshot without one copies everything each refresh.
+    logged = {(server, table.lower()) for server, table in SnapshotLog.objects.values_list("server", "table")}
+    pending = pending_log_rows(
+        s for s in snapshots
+        if s["is_incremental"] and s["source_table"] and (s["source_server"], s["source_table"].lower()) in logged
+    )  # fmt: skip
+    presence = Presence({s["source_server"] for s in snapshots} | {s["dest_server"] for s in snapshots})
+    rows = []
+    for s in snapshots:
+        refresh = refreshes.get(s["name"], {})
+        last_success_at = refresh.get("last_success_at")
+        job_id = refresh.get("last_job_id")
+        job = last_jobs.get(job_id) if job_id is not None else None
+        rows.append({
+            "name": s["name"], "source_server": s["source_server"], "source_table": s["source_table"],
+            "dest_server": s["dest_server"], "dest_table": s["dest_table"], "incremental": bool(s["is_incremental"]),
+            "last_ts": iso(s["last_ts"]), "last_success_at": iso(last_success_at),
+            "last_refresh": {"job": job["id"], "state": job["state"], "finished_at": iso(job["finished_at"]),
+                             "duration_seconds": _duration(job)} if job else None,
+        })  # fmt: skip
+        backlog, reachable, problem = live.backlog_fields(pending.get(s["name"]))
+        if s["is_incremental"]:
+            lag_seconds = live.backlog_seconds(backlog, now)
+        else:
+            lag_seconds = round((now - last_success_at).total_seconds(), 3) if last_success_at else None
+        state = health.snapshot_state(job["state"] if job else None, last_success_at is not None, s["last_ts"])
+        state = health.with_reachability(state, reachable)
+        broken = presence.gone(s["source_server"], s["source_table"], "source") or (
+            presence.gone(s["dest_server"], s["dest_table"], "destination") if s["last_ts"] else ""
+        )
+        state = health.with_presence(state, broken)
+        last_error = broken or (job["error"] if job and job["state"] == JobRun.State.FAILED else "")
+        rows[-1].update({
+            "state": state, "state_label": health.SNAPSHOT_LABELS[state], "lag_transactions": None,
+            "lag_seconds": lag_seconds, "pending_rows": backlog.rows if backlog else None, "reachable": reachable,
+            "last_success": iso(last_success_at), "last_error": last_error or problem,
+        })  # fmt: skip
+    return rows

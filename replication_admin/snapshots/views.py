@@ -31,7 +31,7 @@ from replication_admin.models import (
 )
 from replication_admin.snapshots import actions as snap
 from replication_admin.snapshots.forms import SnapshotForm
-from replication_admin.snapshots.selectors import last_refreshes
+from replication_admin.snapshots.selectors import last_refreshes, snapshot_states
 
 OPERATE = "replication_admin.operate"
 
@@ -71,7 +71,10 @@ def snapshot_list(request: HttpRequest) -> HttpResponse:
     shown = list(snapshots.page)
     refreshes = _last_refreshes([s.name for s in shown])
     events = {e.name: e for e in ScheduledEvent.objects.filter(name__in=[snap.event_name(s) for s in shown])}
-    snapshots.page.object_list = [(s, events.get(snap.event_name(s)), refreshes.get(s.name)) for s in shown]
+    states = {row["name"]: row for row in snapshot_states([s.name for s in shown])}
+    snapshots.page.object_list = [
+        (s, events.get(snap.event_name(s)), refreshes.get(s.name), states.get(s.name)) for s in shown
+    ]
     context = {
         "snapshots": snapshots,
         "logs": logs,
@@ -117,7 +120,8 @@ def snapshot_detail(request: HttpRequest, name: str) -> HttpResponse:
     event = ScheduledEvent.objects.filter(name=snap.event_name(snapshot)).first()
     log = SnapshotLog.objects.filter(server=snapshot.source_server, table=snapshot.source_table).first()
     form = ScheduleForm(initial={"every_minutes": event.interval if event else None})
-    context = {"snapshot": snapshot, "jobs": jobs, "event": event, "log": log, "schedule_form": form}
+    status = next(iter(snapshot_states([snapshot.name])), None)
+    context = {"snapshot": snapshot, "jobs": jobs, "event": event, "log": log, "schedule_form": form, "status": status}
     return render(request, "replication_admin/snapshots/snapshot_detail.html", context)
 
 

@@ -9,6 +9,7 @@ from django.utils.safestring import mark_safe
 from replication_admin.core.conflicts import key_label
 from replication_admin.core.times import duration_text
 from replication_admin.core.web import STAMP, local_stamp
+from replication_admin.engine import health
 
 register = template.Library()
 
@@ -44,6 +45,27 @@ def seconds(value: float | None) -> str:
 def status_badge(ok: bool | None) -> str:
     label, css = {None: ("not checked", ""), True: ("reachable", "ok"), False: ("failing", "bad")}[ok]
     return format_html('<span class="badge {}">{}</span>', css, label)
+
+
+@register.simple_tag
+def state_badge(row: dict | None, snapshot: bool = False) -> str:
+    """An item's state as every page shows it (engine/health.py's words and colours): the badge, its explanation
+    on hover, and the one-line reason beside it when it is not ok. `row`: a status row (state, last_error)."""
+    if not row:
+        return format_html('<span class="badge" data-state="">{}</span>', "unknown")
+    state = row["state"]
+    labels = health.SNAPSHOT_LABELS if snapshot else health.LABELS
+    badge = format_html(
+        '<span class="badge {}" title="{}" data-state="{}">{}</span>',
+        health.BADGES.get(state, ""),
+        health.EXPLANATIONS.get(state, ""),
+        state,
+        labels.get(state, state),
+    )
+    reason = row.get("last_error") or ""
+    if state == health.OK or not reason:
+        return badge
+    return format_html('{} <span class="state-reason">{}</span>', badge, reason.splitlines()[0])
 
 
 @register.filter

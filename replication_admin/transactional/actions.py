@@ -4,8 +4,10 @@ statement language, the console and the scheduler. Preconditions fail with the r
 from __future__ import annotations
 
 import json
+import logging
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -15,9 +17,11 @@ from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import lookup_table, with_constraints
 from replication_admin.core.jobs import do_start_job
+from replication_admin.core.locks import item_lock
 from replication_admin.engine import dialects, levels, transactional_sql
 from replication_admin.engine.statements import string_literal
 from replication_admin.models import (
+    Alert,
     AuditEntry,
     ConflictBackup,
     DeclaredServer,
@@ -27,20 +31,25 @@ from replication_admin.models import (
     ScheduledEvent,
     SchemaChange,
     Server,
+    SkippedTransaction,
     SnapshotLog,
     SnapshotPublication,
     TpGrant,
     TpItem,
 )
 from replication_admin.transactional import capture as trx_capture
-from replication_admin.transactional import durability
+from replication_admin.transactional import durability, tracers
 from replication_admin.transactional import image as trx_image
 from replication_admin.transactional import lookups as trx_lookups
 from replication_admin.transactional import positions as trx_positions
 from replication_admin.transactional import procedures as trx_procedures
 from replication_admin.transactional import push as trx_push
 from replication_admin.transactional import schema as trx_schema
+from replication_admin.transactional import sync as trx_sync
+from replication_admin.transactional.apply import Target, gap_entries, move_past, repair_keys, transaction_keys
 from replication_admin.transactional.runs import SubscriptionParams, TrxInit, TrxSync
+
+log = logging.getLogger(__name__)
 
 EDIT = "replication_admin.edit"
 OPERATE = "replication_admin.operate"
@@ -449,6 +458,146 @@ def do_mark_valid(actor: Actor, sub: ReplSubscriber, valid: bool) -> str:
     return f"{sub.subscriber} is marked {'valid' if valid else 'invalid'} for {sub.server}/{sub.account}"
 
 
+def do_skip_halted_transaction(sub: ReplSubscriber, *, actor: Actor) -> str:
+    """A person skips the transaction a subscription is halted at: it is recorded as a gap (skipped by them, with
+    its keys), the level moves past exactly that transaction, and the halt ends."""
+    target = f"{sub.subscriber} <- {sub.server}/{sub.account}"
+    require(actor, EDIT, "trx.skip_transaction", target)
+    with _guarded(actor, "trx.skip_transaction", target), item_lock(trx_lookups.lock_name(sub), None):
+        sub.refresh_from_db()
+        if sub.halt_count is None:
+            raise trx_lookups.TrxError(f"{target} is not halted: there is no transaction to skip")
+        subscriber, publisher = trx_lookups.server_named(sub.subscriber), trx_lookups.server_named(sub.server)
+        position = trx_positions.subscriber_position(subscriber, sub.server, sub.account)
+        count = position[1] if position is not None else None
+        if count != sub.halt_count - 1:
+            raise trx_lookups.TrxError(
+                f"{sub.subscriber} is at transaction {count}, not just before the halted transaction {sub.halt_count} "
+                f"of {sub.server}/{sub.account}; sync it first"
+            )
+        txns = trx_capture.read_transactions(publisher, sub.account, count, sub.halt_count)
+        if not txns or txns[0].count != sub.halt_count:
+            raise trx_lookups.TrxError(
+                f"{sub.server}/{sub.account} no longer has transaction {sub.halt_count} in its log; re-initialise "
+                f"{sub.subscriber}"
+            )
+        txn, keys = txns[0], list(sub.halt_keys or [])
+        with transaction.atomic(durable=True):
+            SkippedTransaction.objects.create(
+                server=sub.server, account=sub.account, subscriber=sub.subscriber, level=txn.level, count=txn.count,
+                error=sub.halt_error[:4000], entries=gap_entries(txn), skipped_by=actor.username, keys=keys,
+            )  # fmt: skip
+            record(actor, "trx.skip_transaction", target, detail={
+                "level": txn.level, "count": txn.count, "error": sub.halt_error[:2000], "keys": keys,
+            })  # fmt: skip
+            trx_positions.record_position(sub, txn.count, txn.count)
+            trx_positions.clear_halt(sub, f"transaction {txn.count} skipped by {actor.username}")
+            # Last: a level that moved meanwhile (the transaction applied after all) rolls all of this back.
+            move_past(Target(subscriber, sub.server, sub.account), txn, count)
+    return (
+        f"{sub.subscriber} skipped level {txn.level} of {sub.server}/{sub.account} ({len(keys)} key(s) to repair); "
+        "it goes on from the next transaction"
+    )
+
+
+def _gap_keys(account: ReplAccount, gaps: list[SkippedTransaction]) -> list[dict]:
+    """Every key the gaps' entries touch (all of them, not only the ones listed), each once."""
+    published = trx_lookups.published_tables(account)
+
+    def names(table: str) -> list[str] | None:
+        info = published.get(table)
+        return [c.name for c in info.primary_key] if info is not None and info.primary_key else None
+
+    keys: list[dict] = []
+    seen: set[str] = set()
+    for gap in gaps:
+        if not all(isinstance(e, dict) for e in gap.entries):
+            raise trx_lookups.TrxError(
+                f"the entries of the gap at level {gap.level} cannot be read; compare and repair"
+            )
+        kinds = {e.get("op") for e in gap.entries} - {"I", "U", "D", "C", tracers.MARKER}
+        if kinds:
+            raise trx_lookups.TrxError(
+                f"the gap at level {gap.level} holds more than row changes ({', '.join(sorted(map(str, kinds)))}); "
+                "re-initialise the subscription instead"
+            )
+        entries = [
+            transactional_sql.Entry(int(e.get("seq") or 0), str(e.get("table") or ""), str(e["op"]), e.get("new"),
+                                    e.get("old"))
+            for e in gap.entries
+        ]  # fmt: skip
+        txn = transactional_sql.Transaction(count=gap.count, origin=None, at=None, entries=entries)
+        for key in transaction_keys(txn, names, most=None):
+            marker = json.dumps([key["table"], key["key"]], default=str)
+            if marker not in seen:
+                seen.add(marker)
+                keys.append(key)
+    return keys
+
+
+def do_repair_gaps(sub: ReplSubscriber, *, actor: Actor, gap: int | None = None) -> str:
+    """Repair these keys: the subscriber's rows of the keys of a gap (or of all its unrepaired gaps) become the
+    publisher's rows as they are now, in one subscriber transaction; the gaps are marked repaired."""
+    target = f"{sub.subscriber} <- {sub.server}/{sub.account}"
+    require(actor, OPERATE, "trx.repair_keys", target)
+    with _guarded(actor, "trx.repair_keys", target):
+        gaps = SkippedTransaction.objects.filter(
+            server=sub.server, account=sub.account, subscriber=sub.subscriber, repaired_at__isnull=True
+        ).order_by("count")
+        if gap is not None:
+            gaps = gaps.filter(pk=gap)
+        chosen = list(gaps)
+        if not chosen:
+            what = f"gap #{gap}" if gap is not None else "gap"
+            raise trx_lookups.TrxError(f"{target} has no unrepaired {what}")
+        account = publication(trx_lookups.server_named(sub.server), sub.account)
+        keys = _gap_keys(account, chosen)
+        with item_lock(trx_lookups.lock_name(sub), None):
+            publisher, subscriber = trx_lookups.server_named(sub.server), trx_lookups.server_named(sub.subscriber)
+            copy = Target(subscriber, sub.server, sub.account, source_dialect=publisher.dialect,
+                          replay_user=sub.replay_user)  # fmt: skip
+            done = repair_keys(publisher, trx_lookups.published_tables(account), copy, keys)
+        with transaction.atomic(durable=True):
+            SkippedTransaction.objects.filter(pk__in=[g.pk for g in chosen]).update(repaired_at=timezone.now())
+            record(actor, "trx.repair_keys", target, detail={
+                "gaps": [g.count for g in chosen], "keys": keys[:1000], **done,
+            })  # fmt: skip
+            if not SkippedTransaction.objects.filter(server=sub.server, account=sub.account, subscriber=sub.subscriber,
+                                                     repaired_at__isnull=True).exists():  # fmt: skip
+                resolve_alerts(Alert.Kind.TRANSACTION_SKIPPED, target, f"keys repaired by {actor.username}")
+    return (
+        f"repaired {len(keys)} key(s) of {len(chosen)} gap(s) on {sub.subscriber}: {done['written']} row(s) written, "
+        f"{done['deleted']} deleted"
+    )
+
+
+def retry_due_halts() -> list[int]:
+    """Queue a sync of each halted subscription that no follower serves whose next try is due (and that has
+    no sync queued or running); the jobs queued. The scheduler calls it every round."""
+    now = timezone.now()
+    queued: list[int] = []
+    due = ReplSubscriber.objects.filter(halt_count__isnull=False, retry_at__lte=now, follow=False, subscribed=True,
+                                        valid=1).order_by("id")  # fmt: skip
+    for sub in due:
+        try:
+            pending = JobRun.objects.filter(
+                kind=TrxSync.kind, params__subscription=sub.pk, state__in=[JobRun.State.QUEUED, JobRun.State.RUNNING]
+            )
+            if pending.exists():
+                continue
+            # The next try after this one, should this job not even reach the halted transaction.
+            later = now + timedelta(seconds=trx_sync.halt_backoff(sub.halt_attempts + 1))
+            ReplSubscriber.objects.filter(pk=sub.pk).update(retry_at=later)
+            job = do_start_job(
+                Actor.scheduler(), TrxSync, f"{sub.subscriber} <- {sub.server}/{sub.account}",
+                SubscriptionParams(subscription=sub.pk),
+            )  # fmt: skip
+            queued.append(job.pk)
+        except Exception:  # one subscription's trouble never stops the others' retries
+            log.exception("queueing the retry of the halted %s failed", sub)
+    return queued
+
+
 def subscriptions_of(server: Server):
     return ReplSubscriber.objects.filter(subscriber=server.name, subscribed=True).order_by("server", "account")
 
@@ -696,3 +845,26 @@ def do_sched_init(actor: Actor) -> list[str]:
                     created.append(name)
         record(actor, "trx.sched_init", "scheduler", detail={"created": created})
     return created
+
+
+def do_set_lag_alert(actor: Actor, account: ReplAccount, *, transactions: int | None, seconds: int | None) -> str:
+    """The publication page's lag alert: alert (and call a subscriber lagging) above this many transactions behind
+    (ACC_ALERT_LAG; None: never by count) or when its oldest unapplied transaction is older than this many seconds
+    (ACC_ALERT_LAG_SECONDS; None: REPLADMIN_LAG_ALERT_SECONDS)."""
+    target = f"{account.server}/{account.account}"
+    require(actor, EDIT, "trx.lag_alert", target)
+    if (transactions is not None and transactions < 0) or (seconds is not None and seconds < 1):
+        error = trx_lookups.TrxError("a lag limit is at least 0 transactions and at least 1 second")
+        _failed(actor, "trx.lag_alert", target, error)
+        raise error
+    with transaction.atomic(durable=True):
+        ReplAccount.objects.filter(pk=account.pk).update(alert_lag=transactions, alert_lag_seconds=seconds)
+        record(actor, "trx.lag_alert", target, detail={"transactions": transactions, "seconds": seconds})
+    by_count = "never by count" if transactions is None else f"above {transactions} transactions"
+    by_time = f"{seconds} s" if seconds is not None else f"the default {settings.LAG_ALERT_SECONDS} s"
+    return f"{target} alerts {by_count} or when a subscriber's oldest unapplied transaction is older than {by_time}"
+
+
+def advance_idle_slot(server: str, account: str) -> bool:
+    """The periodic check's heartbeat of an idle WAL publication (transactional.capture.advance_idle_slot)."""
+    return trx_capture.advance_idle_slot(trx_lookups.server_named(server), account)

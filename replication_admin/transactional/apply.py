@@ -1,11 +1,12 @@
-"""Applying whole publisher transactions on a subscriber, in order, the level moved in the same transaction; a
-transaction that fails is skipped and recorded as a gap."""
+"""Applying whole publisher transactions on a subscriber, in order, the level moved in the same transaction.
+A transaction that cannot be applied halts its subscription there, or (on_error = skip, or a person's
+decision) is skipped and recorded as a gap; the keys of a gap can be repaired from the publisher's rows."""
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from replication_admin.core import connections
@@ -13,12 +14,12 @@ from replication_admin.core.conflicts import key_text
 from replication_admin.core.introspection import lookup_table, with_constraints
 from replication_admin.core.transactions import (
     run_each,
-    run_in_transaction,
     with_retries,
 )
 from replication_admin.engine import dialects, levels, schema_changes
 from replication_admin.engine import transactional_sql as sql
 from replication_admin.engine.constraints import copy_table_ddl
+from replication_admin.engine.objects import key_columns
 from replication_admin.engine.schema import TableInfo
 from replication_admin.models import (
     Server,
@@ -30,6 +31,9 @@ from replication_admin.transactional.lookups import (
     _d,
     schema_of,
 )
+
+# At most this many keys are listed for a halted or skipped transaction (a bulk change lists its first ones).
+KEYS_LISTED = 1000
 
 log = logging.getLogger(__name__)
 
@@ -270,26 +274,128 @@ def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, 
     return applied
 
 
-def skip_transaction(target: Target, txn: sql.Transaction, expected: int, error: str) -> int:
-    """Record a transaction that cannot be applied and move past it (the gap stays visible)."""
-    d = target.d
-    schema = schema_of(target.server)
+def transaction_keys(
+    txn: sql.Transaction, key_names: Callable[[str], list[str] | None], most: int | None = KEYS_LISTED
+) -> list[dict]:
+    """The tables and keys a transaction's row entries touch ([{"table": t, "key": [...]}], the key's values as
+    its images carry them, in the key's column order; at most `most`). `key_names(table)`: the key columns of
+    a published table, None when it is not known (its key is then null)."""
+    keys: list[dict] = []
+    seen: set[str] = set()
+    names: dict[str, list[str] | None] = {}
+    for entry in txn.entries:
+        if entry.op not in ("I", "U", "D") or not entry.table:
+            continue
+        if entry.table not in names:
+            names[entry.table] = key_names(entry.table)
+        columns = names[entry.table]
+        for image in (entry.old, entry.new):
+            if not image:
+                continue
+            folded = {str(k).lower(): v for k, v in image.items()}
+            key = None if columns is None else [image.get(c, folded.get(c.lower())) for c in columns]
+            marker = json.dumps([entry.table, key], default=str)
+            if marker not in seen:
+                seen.add(marker)
+                keys.append(json.loads(json.dumps({"table": entry.table, "key": key}, default=str)))
+            if most is not None and len(keys) >= most:
+                return keys
+    return keys
+
+
+def move_past(target: Target, txn: sql.Transaction, expected: int, cursor=None) -> None:
+    """Move the level from `expected` past `txn` without applying it; LevelMoved when the level is not at
+    `expected` (the transaction was applied, or skipped, meanwhile)."""
+    statement = sql.level_advance_sql(target.d, schema_of(target.server))
+    params = [txn.level, txn.count, target.publisher, target.account, expected]
+    if cursor is not None:
+        cursor.execute(statement, params)
+        moved = cursor.rowcount
+    else:
+
+        def work(c) -> int:
+            c.execute(statement, params)
+            return c.rowcount
+
+        moved = with_retries(target.server, work)
+    if moved != 1:
+        raise LevelMoved(f"{target.server.name} is no longer at count {expected}")
+
+
+def gap_entries(txn: sql.Transaction) -> list[dict]:
     entries = [{"seq": e.seq, "table": e.table, "op": e.op, "new": e.new, "old": e.old} for e in txn.entries]
-    SkippedTransaction.objects.get_or_create(
+    return json.loads(json.dumps(entries, default=str))
+
+
+def skip_transaction(
+    target: Target, txn: sql.Transaction, expected: int, error: str, keys: list[dict], skipped_by: str = ""
+) -> int:
+    """Record a transaction that cannot be applied and move past it (the gap stays visible until repaired).
+    The gap is stored first and removed again when the level was not at `expected` (an earlier attempt
+    committed it after all): no gap is recorded for a transaction that was applied."""
+    gap, created = SkippedTransaction.objects.get_or_create(
         server=target.publisher,
         account=target.account,
         subscriber=target.server.name,
         count=txn.count,
-        defaults={"level": txn.level, "error": error[:4000], "entries": json.loads(json.dumps(entries, default=str))},
-    )
-    run_in_transaction(
-        target.server,
-        [
-            (
-                sql.level_advance_sql(d, schema),
-                [txn.level, txn.count, target.publisher, target.account, expected],
-            )
-        ],
-    )
+        defaults={
+            "level": txn.level, "error": error[:4000], "entries": gap_entries(txn), "keys": keys,
+            "skipped_by": skipped_by,
+        },
+    )  # fmt: skip
+    try:
+        move_past(target, txn, expected)
+    except LevelMoved:
+        if created:
+            gap.delete()
+        raise
     log.warning("%s skipped %s/%s level %s: %s", target.server.name, target.publisher, target.account, txn.level, error)
     return txn.count
+
+
+def repair_keys(publisher: Server, published: dict[str, TableInfo], target: Target, keys: list[dict]) -> dict:
+    """Make the subscriber's rows of exactly `keys` ([{"table", "key"}]) the publisher's current rows, in one
+    subscriber transaction written as the apply writes (the replay context, the replaying user): each row is
+    read on the publisher as the capture logs it and upserted, or deleted where the publisher has no such key."""
+    pd = _d(publisher)
+    images: list[tuple[str, str, dict]] = []  # (table, op, image)
+    with connections.connect(publisher, readonly=True) as conn:
+        cursor = conn.cursor()
+        for item in keys:
+            name, values = str(item.get("table", "")), item.get("key")
+            table = published.get(name)
+            if table is None:
+                raise TrxError(f"{name!r} is not a published table of {target.publisher}/{target.account}")
+            columns = [c.name for c in key_columns(table)]
+            if values is None or len(values) != len(columns):
+                raise TrxError(f"the key of {name!r} is not known for this gap; compare and repair the table instead")
+            key_image = dict(zip(columns, values, strict=True))
+            key_table = sql.image_table(table, key_image)
+            image = sql.row_image_sql(pd, table, "q")
+            where = " AND ".join(f"q.{pd.quote(c)} = ?" for c in columns)
+            found = cursor.execute(
+                f"SELECT {image} FROM {pd.qualify(table.name, table.schema)} q WHERE {where}",
+                sql.RowCodec.of(key_table, publisher.dialect).key(key_image),
+            ).fetchone()
+            if found is None:
+                images.append((name, "D", key_image))
+            else:
+                images.append((name, "I", json.loads(found[0])))
+    d = target.d
+    schema = schema_of(target.server)
+    assume, release = d.replay_role_sql(target.replay_user) if target.replay_user else ([], [])
+    done = {"written": sum(op == "I" for _, op, _ in images), "deleted": sum(op == "D" for _, op, _ in images)}
+
+    def work(cursor) -> dict:
+        for statement in [*sql.replay_context_sql(d, True, None, schema), *assume]:
+            cursor.execute(statement)
+        replay = _Replay(cursor, target)
+        for n, (name, op, image) in enumerate(images, 1):
+            entry = sql.Entry(n, name, op, image if op == "I" else None, image if op == "D" else None)
+            replay.transaction(sql.Transaction(count=n, origin=None, at=None, entries=[entry]))
+        replay.flush()
+        for statement in [*release, *sql.reset_context_sql(d, schema)]:
+            cursor.execute(statement)
+        return done
+
+    return with_retries(target.server, work)

@@ -5,12 +5,16 @@ their levels in commit order, reading and purging the log."""
 from __future__ import annotations
 
 import contextlib
+import secrets
 import time
+from dataclasses import dataclass
+from datetime import datetime
 
 import pyodbc
 
 from replication_admin.core import connections
 from replication_admin.core.introspection import lookup_table
+from replication_admin.core.times import aware
 from replication_admin.core.transactions import (
     is_retryable,
     run_each,
@@ -417,8 +421,14 @@ class WalStream:
                 self.conn.rollback()
                 raise
             self.stored = self.decoder.last_end
-        if self.decoder.last_end:
-            self.stream.send_feedback(flush_lsn=self.decoder.last_end)
+        confirm = self.decoder.last_end
+        if len(messages) < limit and not self.decoder.in_transaction:
+            # Caught up, everything read is stored: the server's keepalives carry how far it has decoded (past
+            # other tables' transactions too); confirming that keeps the slot from holding WAL while the
+            # publication's tables are idle. A transaction committing later ends after it and is still sent.
+            confirm = max(confirm, int(self.stream.wal_end or 0))
+        if confirm:
+            self.stream.send_feedback(flush_lsn=confirm)
         return len(txns)
 
     def close(self) -> None:
@@ -432,6 +442,122 @@ class WalStream:
             self.conn.commit()
         with contextlib.suppress(Exception):
             self.conn.close()
+
+
+LIVE_TIMEOUT = "1500ms"  # a live slot read: within core.live.READ_TIMEOUT; more is reported unknown, never guessed
+
+
+@dataclass(frozen=True)
+class WalBacklog:
+    """What a WAL publication's slot holds, read live: `stored` transactions are in the log (RTSEQ), `pending`
+    committed ones are still in the slot (the publication's count is their sum), the oldest of them committed at
+    `oldest_pending_at`; `complete` False: `pending` is a lower bound and `note` says why."""
+
+    slot: str
+    stored: int
+    pending: int
+    oldest_pending_at: datetime | None
+    complete: bool
+    active: bool  # a follower's stream holds the slot
+    wal_status: str  # reserved, extended, unreserved, lost ("" when the slot is gone)
+    safe_wal_size: int | None
+    retained_bytes: int | None  # WAL the slot keeps on the publisher (its end minus restart_lsn)
+    unread_bytes: int  # WAL written after the slot's confirmed position
+    note: str = ""
+
+    @property
+    def count(self) -> int:
+        return self.stored + self.pending
+
+
+def wal_backlog(server: Server, account: str) -> WalBacklog:
+    """Read the slot without consuming it: its WAL figures, and the committed transactions of the publication it
+    holds after what the log stored, counted in the server (wal_capture.backlog_sql). A slot a follower streams
+    cannot be peeked: a temporary copy of it at its confirmed position is. Bounded by LIVE_TIMEOUT (a statement
+    timeout is raised, and the caller reports the count unknown)."""
+    slot = _slot(server, account)
+    log = _WalLog(server, account)
+    with connections.connect(server, readonly=True, autocommit=False) as conn:
+        cursor = conn.cursor()
+        cursor.execute(f"SET LOCAL statement_timeout = '{LIVE_TIMEOUT}'")
+        stored, stored_lsn = log.position(cursor)
+        row = cursor.execute(wal_capture.slot_state_sql(), [slot]).fetchone()
+        if row is None:
+            return WalBacklog(slot, stored, 0, None, False, False, "", None, None, 0,
+                              note=f"the replication slot {slot} is gone: changes since cannot be read")  # fmt: skip
+        active, status, safe, retained, unread = bool(int(row[0])), str(row[1] or ""), row[2], row[3], row[4]
+        figures: dict = {
+            "active": active, "wal_status": status, "safe_wal_size": None if safe is None else int(safe),
+            "retained_bytes": None if retained is None else int(retained), "unread_bytes": int(unread or 0),
+        }  # fmt: skip
+        if status == "lost":
+            lost = f"the replication slot {slot} lost WAL it needed: changes since cannot be read"
+            return WalBacklog(slot, stored, 0, None, False, **figures, note=lost)
+        target, copy = slot, None
+        try:
+            if active:
+                copy = wal_capture.copy_name(slot, secrets.token_hex(4))
+                try:
+                    cursor.execute(wal_capture.copy_slot_sql(), [slot, copy]).fetchall()
+                except pyodbc.Error as exc:
+                    copy = None
+                    return WalBacklog(slot, stored, 0, None, False, **figures, note=(
+                        f"a follower streams the slot and it could not be copied to count it "
+                        f"({connections.driver_message(exc)}): counted from what the follower stored, "
+                        f"{int(unread or 0)} bytes of WAL not yet confirmed"))  # fmt: skip
+                target = copy
+            pending, oldest, changes = cursor.execute(
+                wal_capture.backlog_sql(account), [stored_lsn, target, wal_capture.PEEK_CAP, slot]
+            ).fetchone()
+        finally:
+            conn.rollback()
+            if copy is not None:
+                with contextlib.suppress(pyodbc.Error):
+                    cursor.execute("SELECT pg_drop_replication_slot(?)", [copy]).fetchall()
+                    conn.commit()
+    complete = int(changes) < wal_capture.PEEK_CAP
+    note = "" if complete else f"at least: counted in the first {wal_capture.PEEK_CAP} changes the slot holds"
+    return WalBacklog(slot, stored, int(pending), aware(oldest) if oldest is not None else None, complete,
+                      **figures, note=note)  # fmt: skip
+
+
+ADVANCE_TIMEOUT = "10s"
+
+
+def advance_idle_slot(server: Server, account: str) -> bool:
+    """The heartbeat of an idle publication read by syncs: when nothing it publishes waits in its slot, move the
+    slot to the WAL flushed now, so that other tables' writes do not pile up behind it. Never waits for the slot
+    (a reader or a stream holding it is moving it anyway); returns whether it moved."""
+    slot = _slot(server, account)
+    key = wal_capture.lock_key(slot)
+    with connections.connect(server, autocommit=False) as conn:
+        cursor = conn.cursor()
+        if not _try_lock(cursor, key):
+            conn.rollback()
+            return False
+        try:
+            conn.commit()
+            if _streamed(cursor, server, account, slot):
+                return False
+            cursor.execute(f"SET LOCAL statement_timeout = '{ADVANCE_TIMEOUT}'")
+            position = cursor.execute(wal_capture.slot_position_sql(), [slot]).fetchone()
+            confirmed, flushed = int(position[0]), int(position[1])
+            stored = _WalLog(server, account).position(cursor)[1]
+            if flushed <= confirmed:
+                return False
+            # Flushed was taken first: a transaction of the publication that committed before it is in this peek.
+            pending = cursor.execute(
+                wal_capture.backlog_sql(account), [stored, slot, wal_capture.PEEK_CAP, slot]
+            ).fetchone()[0]
+            if int(pending):
+                return False
+            cursor.execute(wal_capture.advance_sql(), [slot, flushed]).fetchall()
+            conn.commit()
+            return True
+        finally:
+            conn.rollback()
+            cursor.execute("SELECT pg_advisory_unlock(?)", [key]).fetchall()
+            conn.commit()
 
 
 def visible_count(server: Server, account: str, wal: bool | None = None) -> int:

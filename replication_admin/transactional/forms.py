@@ -105,6 +105,15 @@ class AckPolicyForm(forms.Form):
     ack_timeout = forms.FloatField(min_value=0.1, max_value=3600, label="Wait at most (seconds)")
 
 
+class LagAlertForm(forms.Form):
+    """When a subscriber of this publication is lagging and alerts: by count (ACC_ALERT_LAG) and by the age of its
+    oldest unapplied transaction (ACC_ALERT_LAG_SECONDS; empty: REPLADMIN_LAG_ALERT_SECONDS)."""
+
+    alert_lag = forms.IntegerField(min_value=0, required=False, label="More transactions behind than")
+    alert_lag_seconds = forms.IntegerField(min_value=1, max_value=30 * 86400, required=False,
+                                           label="Oldest unapplied transaction older than (seconds)")  # fmt: skip
+
+
 class OnConflictForm(forms.Form):
     """An updateable publication's answer to a subscriber's conflicting change (REPL_PUB_ON_CONFLICT)."""
 

@@ -41,6 +41,7 @@ from replication_admin.transactional.lookups import (
     table_items,
 )
 from replication_admin.transactional.positions import (
+    clear_halt,
     ensure_level_table,
     record_position,
     set_subscriber_position,
@@ -67,6 +68,8 @@ def _copied(sub: ReplSubscriber, acct, count: int) -> None:
         state=ReplSubscriber.IN_SYNC if sub.follow else ReplSubscriber.OFF,
     )  # fmt: skip
     record_position(sub, count, count, force=True)
+    if sub.halt_count is not None:  # the copy carries the halted transaction's changes: the halt is over
+        clear_halt(sub, f"{sub.subscriber} copied again at level {levels.level_of(count)}")
 
 
 def init_copy(job, reporter, subscription_id: int) -> dict:

@@ -3,6 +3,10 @@ the publisher's count (RTSEQ) minus the subscriber's (RTLEVEL in its own databas
 transaction it has not applied (RTTX.AT). Bounded reads (one row each, or one row per publication a subscriber
 database follows), cached for a few seconds (core.live).
 
+A publication that captures from the WAL counts what its slot still holds too (transactional.capture.wal_backlog:
+the committed transactions of the publication no reader has stored yet, and the commit time of the oldest), so the
+lag includes what the publisher committed but nobody has read; the slot's WAL figures come with it (slots()).
+
 A subscriber that cannot be reached counts from the level the console last recorded for it (its level only moves
 through the console's applies) and is reported unreachable; a publisher that cannot be reached makes the lag
 unknown, with the reason, never 0."""
@@ -12,16 +16,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import pyodbc
+from django.conf import settings
 
 from replication_admin.core import connections, live
 from replication_admin.core.introspection import lookup_table
 from replication_admin.core.times import aware
 from replication_admin.engine import transactional_sql as sql
-from replication_admin.models import Server
-from replication_admin.transactional.capture import visible_count
+from replication_admin.models import ReplAccount, Server
+from replication_admin.transactional.capture import WalBacklog, visible_count, wal_backlog
 from replication_admin.transactional.lookups import _d, schema_of
 
 
@@ -35,6 +41,7 @@ class Lag:
     unknown: str = ""  # "unknown (server pg1 unreachable: …)" when the lag cannot be known
     problem: str = ""  # why a server could not be read, one line ("" when both were)
     live_count: bool = True  # the subscriber's count was read on the subscriber (not the catalog's)
+    note: str = ""  # how the publisher's count was found when not exactly (a WAL slot counted in part)
 
     @property
     def reachable(self) -> bool:
@@ -63,6 +70,62 @@ def _first_unapplied_at(server: Server, account: str, count: int) -> datetime | 
 NOT_REGISTERED = "not registered"
 
 
+def lag_limit_seconds(account: ReplAccount | None) -> float:
+    """How old a subscription's oldest unapplied transaction may get before it is lagging and alerts: the
+    publication's ACC_ALERT_LAG_SECONDS, else REPLADMIN_LAG_ALERT_SECONDS."""
+    if account is not None and account.alert_lag_seconds:
+        return float(account.alert_lag_seconds)
+    return float(settings.LAG_ALERT_SECONDS)
+
+
+def slots(publications: Iterable[tuple[str, str]] | None = None) -> dict[tuple[str, str], live.Live]:
+    """The live slot reads (a Live of a WalBacklog) of the WAL publications among (server, account) (None: of
+    every WAL publication), cached as live_lags' are (one read serves both)."""
+    every = set(ReplAccount.objects.filter(capture=ReplAccount.Capture.WAL).values_list("server", "account"))
+    wal = sorted(every if publications is None else every & set(publications))
+    servers = {s.name: s for s in Server.objects.filter(name__in={name for name, _ in wal})}
+    reach = live.reachability(servers.values())
+    result = {}
+    for name, account in wal:
+        server = servers.get(name)
+        if server is None:
+            result[(name, account)] = live.Live(value=NOT_REGISTERED, error=f"server {name} is not registered")
+        else:
+            result[(name, account)] = live.read(
+                server, reach, ("trx-wal", account), partial(wal_backlog, server, account)
+            )
+    return result
+
+
+def size_text(size: int) -> str:
+    """Bytes for people (binary units, as PostgreSQL's pg_size_pretty)."""
+    value = float(size)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"  # pragma: no cover - the loop returns
+
+
+def slot_problem(backlog: WalBacklog, limit_bytes: int) -> str:
+    """Why a WAL publication's slot needs a person ("" when it does not): it keeps more WAL than `limit_bytes`, the
+    server may remove WAL it still needs (wal_status unreserved: max_slot_wal_keep_size is reached) or has (lost),
+    or it is gone."""
+    if not backlog.wal_status:
+        return f"the replication slot {backlog.slot} is gone: publish again and re-initialise the subscribers"
+    if backlog.wal_status == "lost":
+        return (f"the replication slot {backlog.slot} lost WAL it needed (max_slot_wal_keep_size): changes were "
+                "lost; publish again and re-initialise the subscribers")  # fmt: skip
+    kept = backlog.retained_bytes or 0
+    if backlog.wal_status == "unreserved":
+        return (f"the replication slot {backlog.slot} keeps {size_text(kept)} of WAL and is past "
+                "max_slot_wal_keep_size: the server removes that WAL at its next checkpoint; sync now")  # fmt: skip
+    if kept > limit_bytes:
+        return (f"the replication slot {backlog.slot} keeps {size_text(kept)} of WAL on its publisher (alert above "
+                f"{size_text(limit_bytes)}): its subscribers have not synced; sync them or unpublish")  # fmt: skip
+    return ""
+
+
 def live_lags(
     subs: Iterable[Mapping[str, Any]], now: datetime, catalog_counts: Mapping[tuple[str, str], int] | None = None
 ) -> dict[tuple[str, str, str], Lag]:
@@ -76,6 +139,8 @@ def live_lags(
     names = {s["server"] for s in subs} | {s["subscriber"] for s in subs}
     servers = {s.name: s for s in Server.objects.filter(name__in=names)}
     reach = live.reachability(servers.values())
+    # Read here, not in the bounded reads (they run on threads of their own and read the servers only).
+    wal = set(ReplAccount.objects.filter(capture=ReplAccount.Capture.WAL).values_list("server", "account"))
 
     def read(name: str, key: tuple, compute) -> live.Live:
         server = servers.get(name)
@@ -84,8 +149,10 @@ def live_lags(
         return live.read(server, reach, key, lambda: compute(server))
 
     pub_counts = {
-        (s["server"], s["account"]): read(s["server"], ("trx-count", s["account"]),
-                                          lambda srv, a=s["account"]: visible_count(srv, a))
+        (s["server"], s["account"]):
+        read(s["server"], ("trx-wal", s["account"]), lambda srv, a=s["account"]: wal_backlog(srv, a))
+        if (s["server"], s["account"]) in wal else
+        read(s["server"], ("trx-count", s["account"]), lambda srv, a=s["account"]: visible_count(srv, a, wal=False))
         for s in subs
     }  # fmt: skip
     sub_levels = {s["subscriber"]: read(s["subscriber"], ("trx-levels",), _subscriber_counts) for s in subs}
@@ -102,17 +169,24 @@ def live_lags(
         else:  # the level the console last recorded, when it copied and applied
             initialised, live_count = s["init_state"] == "done", False
             count = s["count"] if initialised else None
+        slot = pub.value if pub.ok and isinstance(pub.value, WalBacklog) else None
+        if slot is not None:
+            pub = live.Live(value=slot.count)
         if not pub.ok:
             lag = Lag(None, None, initialised, False, sub_reachable, unknown=f"unknown ({pub.error})", problem=problem,
                       live_count=live_count)  # fmt: skip
         else:
             behind = max(0, pub.value - (count or 0))
             seconds = None
-            if behind:
+            if behind and slot is not None and (count or 0) >= slot.stored:  # all it lacks is still in the slot
+                if slot.oldest_pending_at is not None:
+                    seconds = max(0.0, (now - slot.oldest_pending_at).total_seconds())
+            elif behind:
                 at = read(s["server"], ("trx-age", s["account"], count or 0),
                           lambda srv, a=s["account"], c=count or 0: _first_unapplied_at(srv, a, c))  # fmt: skip
                 if at.ok and at.value is not None:
                     seconds = max(0.0, (now - at.value).total_seconds())
-            lag = Lag(behind, seconds, initialised, True, sub_reachable, problem=problem, live_count=live_count)
+            lag = Lag(behind, seconds, initialised, True, sub_reachable, problem=problem, live_count=live_count,
+                      note=slot.note if slot is not None else "")  # fmt: skip
         result[(s["server"], s["account"], s["subscriber"])] = lag
     return result

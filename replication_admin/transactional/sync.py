@@ -6,9 +6,15 @@ subscriber transaction applies whole publisher transactions only (a batch of the
 subscriber's level in RTLEVEL, in the same transaction, from the count it started at: a second apply
 of the same batch finds the level moved and changes nothing, so every transaction is applied once.
 
-Errors: deadlocks, lock timeouts and lost connections are retried; any other error makes the batch be
-applied one transaction at a time, and the transaction that fails is skipped: its level is recorded
-in RTLEVEL (so the subscriber goes on) and in REPL_SKIPPED_TX (so the gap shows in the console).
+Errors: deadlocks, lock timeouts and lost connections are retried; any other error (a constraint, a privilege,
+a value too long, a missing table) makes the batch be applied one transaction at a time, the ones before the
+failing transaction are applied, and then, as the subscription's on_error says:
+- halt (the default): the subscription stops AT the failing transaction (its level unchanged); the halt (the
+  transaction, the cause, the keys it touches) is recorded on the subscription and an alert raised. It is
+  tried again with backoff (the follower once retry_at has passed, `retry_due_halts` for the others, a sync
+  job at once) and heals by itself once the cause is gone; or a person skips that one transaction.
+- skip: the transaction is skipped (the level moved past it) and recorded in REPL_SKIPPED_TX with its keys, an
+  alert raised; the subscription is not ok until the gap's keys are repaired from the publisher's rows.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +33,7 @@ from django.db import close_old_connections, connection
 from django.db.models import F, Q
 from django.utils import timezone
 
-from replication_admin.core import connections, reaper
+from replication_admin.core import connections, heartbeats, reaper
 from replication_admin.core.alerts import safely_raise
 from replication_admin.core.audit import Actor
 from replication_admin.core.jobs import RUNNERS, do_start_job
@@ -38,6 +45,7 @@ from replication_admin.core.transactions import (
 from replication_admin.engine import levels
 from replication_admin.engine import transactional_sql as sql
 from replication_admin.models import (
+    Alert,
     JobRun,
     RegistryEntry,
     ReplAccount,
@@ -45,7 +53,7 @@ from replication_admin.models import (
     Server,
 )
 from replication_admin.transactional import schema as trx_schema
-from replication_admin.transactional.apply import LevelMoved, Target, apply_batch, skip_transaction
+from replication_admin.transactional.apply import LevelMoved, Target, apply_batch, skip_transaction, transaction_keys
 from replication_admin.transactional.capture import (
     WalStream,
     oldest_count,
@@ -60,10 +68,13 @@ from replication_admin.transactional.lookups import (
     _d,
     lock_name,
     publication,
+    published_tables,
     schema_of,
     server_named,
 )
 from replication_admin.transactional.positions import (
+    clear_halt,
+    halt_target,
     record_position,
     set_state,
     subscriber_position,
@@ -82,6 +93,51 @@ FOLLOW_RETRY_SECONDS = 5.0
 FEED_CUT = "the feed is cut until it syncs again"
 # How long a backlog over the threshold may stay without shrinking before the follower cuts the feed.
 CUT_GRACE_SECONDS = 30.0
+# A halted subscription is tried again after 5 s, doubling up to 5 minutes (with jitter).
+HALT_RETRY_FIRST = 5.0
+HALT_RETRY_MOST = 300.0
+
+
+class ApplyHalted(TrxError):
+    """A transaction the subscriber cannot apply halted its subscription there (the message: where and why)."""
+
+    def __init__(self, message: str, count: int) -> None:
+        super().__init__(message)
+        self.count = count  # the subscriber's count: the transactions before the failing one are applied
+
+
+def halt_backoff(attempts: int) -> float:
+    """Seconds until the `attempts`-th failed try of a halted transaction is tried again."""
+    wait = min(HALT_RETRY_MOST, HALT_RETRY_FIRST * 2 ** max(0, attempts - 1))
+    return wait * random.uniform(0.8, 1.2)  # noqa: S311 - jitter spreads retries, no secret
+
+
+def _keys_text(keys: list[dict], most: int = 10) -> str:
+    shown = ", ".join(f"{k['table']} {k['key']}" for k in keys[:most])
+    return shown + (f" and {len(keys) - most} more" if len(keys) > most else "") if keys else "no row keys"
+
+
+def _record_halt(sub: ReplSubscriber, txn: sql.Transaction, error: str, keys: list[dict]) -> str:
+    """Store the halt on the subscription, with its next try, and raise the alert; the one-line cause."""
+    line = (
+        f"{sub.subscriber} halted at level {txn.level} of {sub.server}/{sub.account} (transaction {txn.count}): "
+        + " ".join(error.split())
+    )[:2000]
+    fresh = ReplSubscriber.objects.filter(pk=sub.pk).values_list("halt_count", "halt_attempts").first()
+    attempts = (fresh[1] if fresh and fresh[0] == txn.count else 0) + 1
+    now = timezone.now()
+    updates = {
+        "halt_count": txn.count, "halt_level": txn.level, "halt_error": line, "halt_keys": keys,
+        "halt_attempts": attempts, "retry_at": now + dt.timedelta(seconds=halt_backoff(attempts)),
+    }  # fmt: skip
+    if not (fresh and fresh[0] == txn.count):
+        updates["halted_at"] = now
+    ReplSubscriber.objects.filter(pk=sub.pk).update(**updates)
+    for name, value in updates.items():
+        setattr(sub, name, value)
+    safely_raise(Alert.Kind.APPLY_HALTED, halt_target(sub), f"{line}; keys: {_keys_text(keys)}", sub.get_absolute_url())
+    log.warning("%s (attempt %s)", line, attempts)
+    return line
 
 
 # --- items ------------------------------------------------------------------------------------------------
@@ -179,6 +235,8 @@ def sync_once(
             ],
         )
     outcome = SyncOutcome(level=level, count=count, publisher_level=pub_level, publisher_count=pub_count)
+    if sub.halt_count is not None and count >= sub.halt_count:
+        clear_halt(sub, f"{sub.subscriber} is past the halted transaction (level {levels.level_of(count)})")
     if max_backlog is not None and pub_count - count > max_backlog and (cut is None or cut(pub_count - count)):
         raise BacklogExceeded(
             f"{sub.subscriber} is {pub_count - count} transactions behind {sub.server}/{sub.account} "
@@ -215,8 +273,15 @@ def sync_once(
             )
         txns, outcome.waiting = _until_held(acct, txns)
         if txns:
-            count = _apply_or_skip(target, txns, count, outcome)
+            try:
+                count = _apply_or_halt(sub, acct, target, txns, count, outcome)
+            except ApplyHalted as exc:
+                if exc.count != count:
+                    record_position(sub, exc.count, pub_count)
+                raise
             outcome.batches += 1
+            if sub.halt_count is not None and count >= sub.halt_count:
+                clear_halt(sub, f"the halted transaction applied (level {levels.level_of(count)})")
             outcome.count, outcome.level = count, levels.level_of(count)
             record_position(sub, count, pub_count)
             if progress is not None:
@@ -238,7 +303,33 @@ def _until_held(acct: ReplAccount, txns: list[sql.Transaction]) -> tuple[list[sq
     return txns, ""
 
 
-def _apply_or_skip(target: Target, txns: list[sql.Transaction], count: int, outcome: SyncOutcome) -> int:
+def key_names_of(acct: ReplAccount, target: Target) -> Callable[[str], list[str] | None]:
+    """The key columns of a published table: the publisher's, else the subscriber's copy's, else unknown."""
+
+    def names(table: str) -> list[str] | None:
+        for source in (lambda: published_tables(acct, cached=True).get(table), lambda: target.table(table)):
+            try:
+                info = source()
+            except Exception as exc:  # a table the subscriber lacks (the very cause of a halt)
+                log.debug("the key of %s: %s", table, exc)
+                continue
+            if info is not None and info.primary_key:
+                return [c.name for c in info.primary_key]
+        return None
+
+    return names
+
+
+def _apply_or_halt(
+    sub: ReplSubscriber,
+    acct: ReplAccount,
+    target: Target,
+    txns: list[sql.Transaction],
+    count: int,
+    outcome: SyncOutcome,
+) -> int:
+    """Apply the batch; when it fails for a reason a retry does not cure, apply it one transaction at a time,
+    and at the one that fails halt (ApplyHalted) or, with on_error = skip, skip it and go on."""
     try:
         count = apply_batch(target, txns, count)
         outcome.applied += len(txns)
@@ -248,11 +339,23 @@ def _apply_or_skip(target: Target, txns: list[sql.Transaction], count: int, outc
     except (pyodbc.Error, TrxError, ValueError, KeyError) as exc:
         if len(txns) > 1:
             for txn in txns:
-                count = _apply_or_skip(target, [txn], count, outcome)
+                count = _apply_or_halt(sub, acct, target, [txn], count, outcome)
             return count
-        count = skip_transaction(target, txns[0], count, error_message(exc))
-        outcome.skipped += 1
-        return count
+        txn, error = txns[0], error_message(exc)
+        keys = transaction_keys(txn, key_names_of(acct, target))
+        if sub.on_error == "skip":
+            count = skip_transaction(target, txn, count, error, keys)
+            outcome.skipped += 1
+            safely_raise(
+                Alert.Kind.TRANSACTION_SKIPPED, halt_target(sub),
+                f"{sub.subscriber} skipped level {txn.level} of {sub.server}/{sub.account} (transaction {txn.count}): "
+                f"{' '.join(error.split())}; keys: {_keys_text(keys)}; repair them on the subscription's page",
+                sub.get_absolute_url(),
+            )  # fmt: skip
+            return count
+        # The next try starts on new sessions: one kept from this attempt could miss a grant made meanwhile.
+        connections.forget(target.server)
+        raise ApplyHalted(_record_halt(sub, txn, error, keys), count) from exc
 
 
 # --- REPL_SYNC as a job ---------------------------------------------------------------------------------------
@@ -276,18 +379,48 @@ def wait_for_initial_copy(sub: ReplSubscriber, job: JobRun) -> None:
         wait_behind(job, copy, "the initial copy")
 
 
+# How often one sync goes on after finding its level moved by another apply before it gives up.
+LEVEL_MOVED_RETRIES = 20
+
+
+def _sync_merging(sub: ReplSubscriber, reporter) -> SyncOutcome:
+    """sync_once under the item lock. A level moved by another apply (an attempt whose commit was not
+    acknowledged, a follower elsewhere whose lease ran out) means those transactions are applied: the
+    level is read again and the sync goes on from it, counting what it applied itself."""
+    done = SyncOutcome()
+    latest: list[SyncOutcome] = []
+
+    def progress(o: SyncOutcome) -> None:
+        latest[:] = [o]
+        applied = done.applied + done.skipped + o.applied + o.skipped
+        reporter.progress(applied, max(1, o.publisher_count), f"level {o.level}")
+
+    for attempt in range(LEVEL_MOVED_RETRIES + 1):
+        try:
+            outcome = sync_once(sub, progress=progress)
+        except LevelMoved as exc:
+            if attempt == LEVEL_MOVED_RETRIES:
+                raise TrxError(f"{exc}: another apply kept moving it; {sub.subscriber} synced in part") from exc
+            if latest:
+                done.applied, done.skipped = done.applied + latest[0].applied, done.skipped + latest[0].skipped
+                done.batches += latest[0].batches
+            latest.clear()
+            reporter.log(f"{exc}: another apply got there first; reading the level again")
+            continue
+        outcome.applied += done.applied
+        outcome.skipped += done.skipped
+        outcome.batches += done.batches
+        return outcome
+    raise AssertionError("unreachable")
+
+
 def sync_subscription(job: JobRun, reporter, subscription_id: int) -> dict:
     sub = ReplSubscriber.objects.get(pk=subscription_id)
     wait_for_initial_copy(sub, job)
     with item_lock(lock_name(sub), job), connections.reuse():
         set_state(sub, ReplSubscriber.SYNCING)
         try:
-            outcome = sync_once(
-                sub,
-                progress=lambda o: reporter.progress(
-                    o.applied + o.skipped, max(1, o.publisher_count), f"level {o.level}"
-                ),
-            )
+            outcome = _sync_merging(sub, reporter)
         except Exception as exc:
             set_state(sub, ReplSubscriber.DISCONNECTED, error_message(exc))
             raise
@@ -359,6 +492,9 @@ def follow_step(sub: ReplSubscriber, watch: BacklogWatch | None = None) -> SyncO
         return None
     except LevelMoved:
         return None  # a sync job applied the same transactions meanwhile; look again next round
+    except ApplyHalted as exc:
+        set_state(sub, ReplSubscriber.DISCONNECTED, str(exc))  # recorded and alerted; tried again after retry_at
+        return None
     except Exception as exc:
         set_state(sub, ReplSubscriber.DISCONNECTED, error_message(exc))
         raise
@@ -376,8 +512,15 @@ def start_reinitialisation(sub: ReplSubscriber) -> None:
 def followed(part: tuple[int, int] | None = None) -> list[ReplSubscriber]:
     """The in-sync subscriptions to follow; with `part` = (i, n) only those whose id % n == i."""
     retry = timezone.now() - dt.timedelta(seconds=FOLLOW_RETRY_SECONDS)
-    lost = Q(state=ReplSubscriber.DISCONNECTED, last_error_at__lt=retry) & ~Q(last_error__endswith=FEED_CUT)
+    # A halted one keeps to its own backoff (retry_at, below) instead of this pause.
+    lost = (
+        Q(state=ReplSubscriber.DISCONNECTED)
+        & (Q(last_error_at__lt=retry) | Q(halt_count__isnull=False))
+        & ~Q(last_error__endswith=FEED_CUT)
+    )
     subs = ReplSubscriber.objects.filter(Q(state=ReplSubscriber.IN_SYNC) | lost, follow=True, subscribed=True, valid=1)
+    # A halted one is tried again once its backoff has passed, not every round.
+    subs = subs.filter(Q(halt_count__isnull=True) | Q(retry_at__isnull=True) | Q(retry_at__lte=timezone.now()))
     if part is not None:
         index, count = part
         subs = subs.annotate(part=F("id") % count).filter(part=index)
@@ -484,7 +627,13 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
     streams = WalStreams()
     pause = FOLLOW_MIN_POLL
     last_busy = 0.0
-    with connections.reuse(), contextlib.closing(streams):
+    held: list[int] = []  # the subscriptions served this round, in the follower's heartbeat (core/heartbeats.py)
+
+    def details() -> dict:
+        return {"subscriptions": held, "part": list(part) if part else None, "applied": applied}
+
+    kind = heartbeats.Kind.FOLLOWER
+    with connections.reuse(), contextlib.closing(streams), heartbeats.beating(kind, watches=reaps) as pulse:
         while not stop():
             started = time.monotonic()
             if reaps and started - reaped >= settings.REAP_INTERVAL:
@@ -493,6 +642,7 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
                 servers.clear()  # registrations may have changed
             try:
                 subs = followed(part)
+                held = [s.pk for s in subs]
                 _look_at_schemas(subs)
                 streams.pump(subs, servers)
                 subs = with_news(subs, servers, streams)
@@ -500,8 +650,10 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
                 log.exception("reading the in-sync subscriptions failed")
                 _reconnect_catalog()
                 subs = []
+            pulse(details)
             busy = False
             for sub in subs:
+                pulse(details)  # a round over slow or unreachable subscribers goes on beating
                 try:
                     outcome = follow_step(sub, watch)
                 except Exception:

@@ -18,6 +18,7 @@ urlpatterns = [
     path(TRX_PUB + "new-log/", trx.publication_new_log, name="trx-publications-new-log"),
     path(TRX_PUB + "purger/", trx.publication_purger, name="trx-publications-purger"),
     path(TRX_PUB + "ack/", trx.publication_ack, name="trx-publications-ack"),
+    path(TRX_PUB + "lag-alert/", trx.publication_lag_alert, name="trx-publications-lag-alert"),
     path(TRX_PUB + "on-conflict/", trx.publication_on_conflict, name="trx-publications-on-conflict"),
     path(TRX_PUB + "tracer/", trx.publication_tracer, name="trx-publications-tracer"),
     path(TRX_PUB + "tracer/schedule/", trx.publication_tracer_schedule, name="trx-publications-tracer-schedule"),
@@ -33,4 +34,6 @@ urlpatterns = [
     path(TRX_SUB + "follow/", trx.subscription_follow, name="trx-subscriptions-follow"),
     path(TRX_SUB + "schedule/", trx.subscription_schedule, name="trx-subscriptions-schedule"),
     path(TRX_SUB + "drop/", trx.subscription_drop, name="trx-subscriptions-drop"),
+    path(TRX_SUB + "skip/", trx.subscription_skip, name="trx-subscriptions-skip"),
+    path(TRX_SUB + "repair/", trx.subscription_repair, name="trx-subscriptions-repair"),
 ]

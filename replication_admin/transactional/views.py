@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 import pyodbc
+from django.conf import settings
 from django.contrib import messages
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
@@ -19,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.connections import ConnectionFailed
 from replication_admin.core.errors import ReplicationError
+from replication_admin.core.heartbeats import live_followers
 from replication_admin.core.web import chart_table, denied, is_htmx, line_chart, local_stamp, refuse
 from replication_admin.models import (
     JobRun,
@@ -40,6 +42,7 @@ from replication_admin.transactional.forms import (
     AckPolicyForm,
     AddTableForm,
     GrantForm,
+    LagAlertForm,
     NewLogForm,
     OnConflictForm,
     PublishForm,
@@ -53,8 +56,12 @@ from replication_admin.transactional.forms import (
 from replication_admin.transactional.selectors import (
     capture_summary,
     event_next_run,
+    lag_limit_seconds,
     live_lags,
     purger_summary,
+    size_text,
+    slot_problem,
+    slots,
     status_of,
     status_title,
 )
@@ -169,9 +176,10 @@ def _subscriber_rows(account: ReplAccount, subs: list[ReplSubscriber], jobs: lis
     for job in jobs:
         latest.setdefault(job.params.get("subscription"), job)
     gaps = _gaps(subs)
+    followers = live_followers()  # one read for every row's "follower down"
     rows = []
     for sub in subs:
-        label, css = status_of(sub)
+        label, css = status_of(sub, followers=followers)
         rows.append({
             "sub": sub, "lag": trx_actions.lag_of(sub, account), "status": label, "status_css": css,
             "gaps": gaps[sub.subscriber], "job": latest.get(sub.pk),
@@ -242,6 +250,11 @@ def _publication_context(request: HttpRequest, account: ReplAccount) -> dict:
         "schema_changes": _schema_changes(account, [s for s in subs if s.subscribed]),
         "ack_form": AckPolicyForm(initial={"ack_policy": account.ack_policy, "ack_timeout": account.ack_timeout}),
         "ack_voters": durability.voter_names(account),
+        "lag_alert_form": LagAlertForm(
+            initial={"alert_lag": account.alert_lag, "alert_lag_seconds": account.alert_lag_seconds}
+        ),
+        "lag_limit_seconds": lag_limit_seconds(account),
+        **_slot_context(account),
         **_tracer_context(account),
         "purger_form": PurgerForm(
             initial=PurgerForm.initial_for(
@@ -250,6 +263,22 @@ def _publication_context(request: HttpRequest, account: ReplAccount) -> dict:
         ),
         "candidates": Server.objects.exclude(name=account.server).exclude(name__in=taken),
     }
+
+
+def _slot_context(account: ReplAccount) -> dict:
+    """A WAL publication's replication slot, read live: the WAL it keeps, its wal_status and what it still holds."""
+    if account.capture != ReplAccount.Capture.WAL:
+        return {"slot": None}
+    read = slots([(account.server, account.account)]).get((account.server, account.account))
+    if read is None or not read.ok:
+        return {"slot": {"error": read.error if read else "not read"}}
+    b = read.value
+    return {"slot": {
+        "name": b.slot, "retained": b.retained_bytes, "retained_text": size_text(b.retained_bytes or 0),
+        "wal_status": b.wal_status or "gone", "safe": None if b.safe_wal_size is None else size_text(b.safe_wal_size),
+        "active": b.active, "pending": b.pending, "complete": b.complete, "oldest": b.oldest_pending_at,
+        "note": b.note, "problem": slot_problem(b, settings.SLOT_WAL_ALERT_BYTES),
+    }}  # fmt: skip
 
 
 def _tracer_context(account: ReplAccount) -> dict:
@@ -444,6 +473,15 @@ def publication_ack(request: HttpRequest, server: str, account: str) -> HttpResp
     return _publication_setting(
         request, server, account, "trx.ack_policy", AckPolicyForm, "Acknowledgement",
         lambda a, acct, d: trx_actions.do_set_ack_policy(a, acct, d["ack_policy"], d["ack_timeout"]),
+    )  # fmt: skip
+
+
+@require_POST
+def publication_lag_alert(request: HttpRequest, server: str, account: str) -> HttpResponse:
+    return _publication_setting(
+        request, server, account, "trx.lag_alert", LagAlertForm, "Lag alert",
+        lambda a, acct, d: trx_actions.do_set_lag_alert(a, acct, transactions=d["alert_lag"],
+                                                        seconds=d["alert_lag_seconds"]),
     )  # fmt: skip
 
 
@@ -763,4 +801,69 @@ def subscription_drop(request: HttpRequest, subscriber: str, server: str, accoun
         "action": "Unsubscribe",
         "cancel_url": reverse("trx-subscriptions-detail", args=[sub.subscriber, sub.server, sub.account]),
         "hidden": {},
+    })  # fmt: skip
+
+
+@require_http_methods(["GET", "POST"])
+def subscription_skip(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
+    """Skip the transaction the subscription is halted at (a person's decision, confirmed first)."""
+    sub = _subscription(subscriber, server, account)
+    if request.method == "POST":
+        if refused := refuse(request, EDIT, "trx.skip_transaction", _sub_target(sub)):
+            return refused
+        skip = trx_actions.do_skip_halted_transaction
+        return _attempt(request, lambda actor: skip(sub, actor=actor)) or _back(request, sub)
+    if sub.halt_count is None:
+        messages.error(request, f"{_sub_target(sub)} is not halted: there is no transaction to skip.")
+        return redirect(sub)
+    keys = ", ".join(f"{k.get('table')} {k.get('key')}" for k in (sub.halt_keys or [])[:20]) or "no row keys"
+    body = (
+        f"{sub.subscriber} stops at level {sub.halt_level} of {sub.server}/{sub.account}: {sub.halt_error} "
+        f"Skipping it moves {sub.subscriber} past exactly this transaction without applying it; it is recorded as a "
+        f"gap, and the rows of its keys ({keys}) may differ from the publisher's until they are repaired."
+    )
+    return render(request, "replication_admin/confirm.html", {
+        "section": "subscriptions",
+        "title": f"Skip the halted transaction of {sub.subscriber}?",
+        "body": body,
+        "action": "Skip this transaction",
+        "cancel_url": sub.get_absolute_url(),
+        "hidden": {},
+    })  # fmt: skip
+
+
+@require_http_methods(["GET", "POST"])
+def subscription_repair(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
+    """Repair these keys: of one gap (`gap`) or of all the subscription's unrepaired gaps (confirmed first)."""
+    sub = _subscription(subscriber, server, account)
+    gap = (request.POST if request.method == "POST" else request.GET).get("gap") or None
+    if gap is not None and not gap.isdigit():
+        return HttpResponseBadRequest("gap is a gap's id")
+    chosen = int(gap) if gap is not None else None
+    if request.method == "POST":
+        if refused := refuse(request, OPERATE, "trx.repair_keys", _sub_target(sub)):
+            return refused
+        repair = trx_actions.do_repair_gaps
+        return _attempt(request, lambda actor: repair(sub, actor=actor, gap=chosen)) or _back(request, sub)
+    open_gaps = SkippedTransaction.objects.filter(server=sub.server, account=sub.account, subscriber=sub.subscriber,
+                                                  repaired_at__isnull=True)  # fmt: skip
+    gaps = list(open_gaps.filter(pk=chosen) if chosen is not None else open_gaps)
+    if not gaps:
+        messages.error(request, f"{_sub_target(sub)} has no unrepaired gap to repair.")
+        return redirect(sub)
+    keys = [k for g in gaps for k in (g.keys or [])]
+    listed = ", ".join(f"{k.get('table')} {k.get('key')}" for k in keys[:20]) + (" …" if len(keys) > 20 else "")
+    listed = listed or "the keys their entries touch"
+    body = (
+        f"The rows of the keys of {len(gaps)} skipped transaction(s) on {sub.subscriber} ({listed}) are written "
+        f"again from {sub.server}'s current rows, in one transaction: updated or inserted where {sub.server} has the "
+        "row, deleted where it does not. No other row changes."
+    )
+    return render(request, "replication_admin/confirm.html", {
+        "section": "subscriptions",
+        "title": f"Repair the keys of {sub.subscriber}'s gaps from {sub.server}/{sub.account}?",
+        "body": body,
+        "action": "Repair these keys",
+        "cancel_url": sub.get_absolute_url(),
+        "hidden": {"gap": str(chosen)} if chosen is not None else {},
     })  # fmt: skip

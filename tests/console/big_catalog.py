@@ -239,6 +239,7 @@ def console_pages() -> list[Page]:
         reverse("audit") + "?sort=target&outcome=denied&page=5",
         reverse("scheduler"),
         reverse("scheduler") + "?sort=-interval&state=failing",
+        reverse("health"),
         reverse("trx-publications-detail", args=["srv001", "acct01"]),
         reverse("trx-subscriptions-detail", args=["sub01", "srv001", "acct01"]),
         reverse("snapshots-detail", args=["srv001.copy001"]),

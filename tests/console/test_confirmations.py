@@ -28,6 +28,7 @@ from replication_admin.models import (
     ReplAccount,
     ReplSubscriber,
     Server,
+    SkippedTransaction,
     Snapshot,
     SnapshotConflictResolver,
     SnapshotLog,
@@ -40,6 +41,7 @@ from replication_admin.models import (
 from replication_admin.snapshots import actions as snap
 from replication_admin.statements import execute
 from replication_admin.transactional import capture as trx_capture
+from replication_admin.transactional import positions as trx_positions
 from tests.console.test_roles import url_names
 from tests.tables import create_table, fetch_all, insert_rows
 from tests.users import make_user
@@ -116,6 +118,15 @@ def world(make_server) -> World:
     ReplSubscriber.objects.create(
         server="demo", account="acct", subscriber="branch", init_state="done", count=count, level=count
     )
+    # branch's copy of u lacks row 2: a skipped transaction's key, to repair.
+    create_table(branch, "u", COLUMNS, ["id"])
+    insert_rows(branch, "u", ["id", "v"], [(1, "a")])
+    trx_positions.ensure_level_table(branch)
+    SkippedTransaction.objects.create(
+        server="demo", account="acct", subscriber="branch", level=count, count=count, error="refused",
+        entries=[{"seq": 1, "table": "u", "op": "I", "new": {"id": 2, "v": "b"}, "old": None}],
+        keys=[{"table": "u", "key": [2]}],
+    )  # fmt: skip
     trx_resolver = TransactionalConflictResolver.objects.create(
         table_name="demo.u", type="U", proc="u_cr_U_1", order=10, resolver_class="pub_wins"
     )
@@ -203,6 +214,8 @@ CASES = [
          lambda w: not ReplAccount.objects.exists() and not table_exists(w.demo, "RTTX_acct")),
     Case("trx-subscriptions-init", TRX_SUB, "", ("Re-initialise branch from demo/acct?", "(u)", "are deleted"),
          lambda w: JobRun.objects.filter(kind="trx_init").exists()),
+    Case("trx-subscriptions-repair", TRX_SUB, "", ("Repair the keys of branch's gaps from demo/acct?", "u [2]"),
+         lambda w: (2, "b") in rows(w.branch, "u") and not SkippedTransaction.objects.filter(repaired_at=None)),
     Case("trx-subscriptions-drop", TRX_SUB, "", ("Unsubscribe branch from demo/acct?",),
          lambda w: not ReplSubscriber.objects.filter(subscribed=True).exists()),
     Case("jobs-cancel", [], "", ("Cancel job #", "compare: demo.t ↔ branch.t"),

@@ -102,6 +102,8 @@ POST_NEEDS = {
     "trx-subscriptions-follow": "operate",
     "trx-subscriptions-schedule": "operate",
     "trx-subscriptions-drop": "edit",
+    "trx-subscriptions-skip": "edit",
+    "trx-subscriptions-repair": "operate",
     "subscriptions-init": "operate",
     "subscriptions-drop": "edit",
     "conflicts-reapply": "operate",
@@ -137,7 +139,7 @@ PAGES = {
     "jobs", "jobs-compare", "jobs-compare-tables", "jobs-detail", "audit", "admin",
     # The confirmation pages of destructive actions (GET asks, POST acts; see test_confirmations.py).
     "snapshots-repair", "subscriptions-init", "trx-publications-remove-item", "trx-publications-revoke",
-    "trx-publications-purge", "trx-subscriptions-init", "jobs-cancel", "jobs-compare-repair",
+    "trx-publications-purge", "trx-subscriptions-init", "trx-subscriptions-skip", "jobs-cancel", "jobs-compare-repair",
     # The resolver editor over a transactional publication's table.
     "trx-items-resolvers", "trx-resolver-edit", "trx-resolver-remove",
     # API tokens: every role sees the list and the revoke confirmation; making and revoking need edit.
@@ -149,6 +151,7 @@ PAGES |= {
     "setup-started",
     "dashboard-charts",
     "topology",
+    "health",
 }  # the setup wizard: only editors set up replication
 PAGE_NEEDS = {"servers-add": "edit", "servers-edit": "edit", "setup": "edit", "setup-step": "edit",
               "setup-started": "edit"}  # fmt: skip

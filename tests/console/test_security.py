@@ -85,6 +85,73 @@ def test_an_admin_unlocks_from_the_logins_page_and_others_may_not(settings, edit
     assert login(Client(), "bob", PASSWORD).status_code == 302
 
 
+def login_via_proxy(username: str, password: str, forwarded_for: str, client: Client | None = None):
+    """A login through the documented proxy on this host: the peer is loopback, the client in X-Forwarded-For."""
+    return (client or Client()).post(
+        reverse("login"), {"username": username, "password": password},
+        REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR=forwarded_for,
+    )  # fmt: skip
+
+
+def test_behind_the_proxy_a_stranger_locks_admin_out_from_their_own_address_only(settings):
+    settings.LOGIN_TRUSTED_PROXIES = ["127.0.0.1", "::1"]
+    User.objects.create_superuser("admin", password=PASSWORD)
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        login_via_proxy("admin", "wrong", "203.0.113.7")
+    refused = login_via_proxy("admin", PASSWORD, "203.0.113.7")
+    assert refused.status_code == 429
+    assert "too many failed logins for admin from 203.0.113.7" in refused.content.decode()
+    # A forged left part of the header changes nothing: the proxy appended the real address last.
+    assert login_via_proxy("admin", PASSWORD, "198.51.100.9, 203.0.113.7").status_code == 429
+    assert login_via_proxy("admin", PASSWORD, "198.51.100.9").status_code == 302  # admin, from elsewhere
+    assert set(AccessAttempt.objects.values_list("ip_address", flat=True)) == {"203.0.113.7"}
+    locked = AuditEntry.objects.get(action="login.locked_out")
+    assert (locked.target, locked.remote_addr, locked.detail["scope"]) == (
+        "admin",
+        "203.0.113.7",
+        "user name from address",
+    )
+
+
+def test_a_forwarding_header_from_a_peer_that_is_not_a_trusted_proxy_is_ignored(settings):
+    settings.LOGIN_TRUSTED_PROXIES = ["127.0.0.1"]
+    User.objects.create_user("alice", password=PASSWORD)
+    for n in range(settings.AXES_FAILURE_LIMIT):
+        Client().post(reverse("login"), {"username": "alice", "password": "wrong"}, REMOTE_ADDR="10.1.2.3",
+                      HTTP_X_FORWARDED_FOR=f"192.0.2.{n}")  # fmt: skip
+    assert login(Client(), "alice", PASSWORD).status_code == 429  # counted by the peer, 10.1.2.3
+    assert set(AccessAttempt.objects.values_list("ip_address", flat=True)) == {"10.1.2.3"}
+
+
+FAST_HASHING = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # many logins, each checked quickly
+
+
+def test_one_password_sprayed_over_many_user_names_locks_the_address_out_for_every_name(settings):
+    settings.LOGIN_ADDRESS_FAILURE_LIMIT = 20
+    settings.PASSWORD_HASHERS = FAST_HASHING
+    User.objects.create_user("alice", password=PASSWORD)
+    statuses = [login(Client(), f"user{n}", "Summer2026!").status_code for n in range(30)]
+    assert statuses[: settings.LOGIN_ADDRESS_FAILURE_LIMIT - 1] == [200] * (settings.LOGIN_ADDRESS_FAILURE_LIMIT - 1)
+    assert set(statuses[settings.LOGIN_ADDRESS_FAILURE_LIMIT - 1 :]) == {429}  # the 20th failure locks out
+    refused = login(Client(), "alice", PASSWORD)  # even a right password, from that address
+    assert refused.status_code == 429
+    assert "too many failed logins from 10.1.2.3; try again in 15 minutes" in refused.content.decode()
+    other = Client().post(reverse("login"), {"username": "alice", "password": PASSWORD}, REMOTE_ADDR="10.9.9.9")
+    assert other.status_code == 302  # the address is locked out, not the names
+    [locked] = AuditEntry.objects.filter(action="login.locked_out")
+    assert (locked.target, locked.detail["scope"], locked.detail["failure_limit"]) == ("10.1.2.3", "address", 20)
+
+
+def test_a_success_from_the_spraying_address_does_not_clear_its_count_over_other_names(settings):
+    settings.LOGIN_ADDRESS_FAILURE_LIMIT = 20
+    settings.PASSWORD_HASHERS = FAST_HASHING
+    User.objects.create_user("mallory", password=PASSWORD)
+    for n in range(settings.LOGIN_ADDRESS_FAILURE_LIMIT - 1):
+        login(Client(), f"user{n}", "Summer2026!")
+    assert login(Client(), "mallory", PASSWORD).status_code == 302  # their own account, still allowed
+    assert login(Client(), "user99", "Summer2026!").status_code == 429  # the 20th failure still counts
+
+
 # --- 2. the development env file --------------------------------------------------------------------------------
 
 

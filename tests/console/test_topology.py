@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import re
+import sqlite3
 
 import pytest
 from django.core.cache import cache
@@ -25,6 +26,10 @@ def servers(sqlite_path) -> dict[str, Server]:
     shop ↔ branch (a bi-directional subscription synced just now), and a server nothing uses."""
     made = {name: Server.objects.create(name=name, dialect="sqlite", database=sqlite_path(name))
             for name in ("shop", "replica", "branch", "idle")}  # fmt: skip
+    for name, tables in (("shop", ("customers", "items")), ("replica", ("customers",)), ("branch", ("items",))):
+        with sqlite3.connect(made[name].database) as conn:  # the tables are there: no item is broken
+            for table in tables:
+                conn.execute(f"CREATE TABLE {table} (id integer PRIMARY KEY)")
     made["remote"] = Server.objects.create(name="remote", dialect="postgresql", host="127.0.0.1",
                                            port=closed_port(), database="gone", user="x")  # fmt: skip
     for dest, state in (("replica", JobRun.State.SUCCEEDED), ("remote", JobRun.State.FAILED)):
@@ -60,7 +65,7 @@ def test_every_replication_is_an_edge_between_its_servers_coloured_by_state_and_
         "shop.items ↔ branch": ("bad", SnapshotPublication.objects.get().get_absolute_url()),
     }
     labels = labels_of(page)
-    assert "replica.customers: in sync · behind 2 h 0 min" in labels  # a full snapshot: behind by its copy's age
+    assert "replica.customers: ok · behind 2 h 0 min" in labels  # a full snapshot: behind by its copy's age
     assert "remote.customers: failing · behind 3 h 0 min" in labels  # since its last successful refresh
     assert "shop.items ↔ branch: unreachable · lag unknown" in labels
     nodes = dict(re.findall(r'<a href="([^"]+)" class="node node-\w+" data-server="([^"]+)">', page))
@@ -103,6 +108,8 @@ def test_more_replications_between_two_servers_than_lines_hold_are_one_line_with
 ):
     for n in range(6):  # with replica.customers, seven snapshots shop → replica; the last one's refreshes fail
         name = f"replica.part{n}"
+        with sqlite3.connect(servers["shop"].database) as conn:
+            conn.execute(f"CREATE TABLE part{n} (id integer PRIMARY KEY)")
         Snapshot.objects.create(name=name, source_server=servers["shop"], source_table=f"part{n}",
                                 dest_server=servers["replica"], dest_table=f"part{n}", is_incremental=0)  # fmt: skip
         refresh(name, JobRun.State.SUCCEEDED, 5)
@@ -114,7 +121,7 @@ def test_more_replications_between_two_servers_than_lines_hold_are_one_line_with
     assert set(edges) == {bundle, "remote.customers", "shop.items ↔ branch"}
     assert edges[bundle] == ("bad", servers["replica"].get_absolute_url())  # the failing one colours it
     # the oldest copy is 5 h old: the one whose last refresh failed
-    assert "7 replications: 6 in sync, 1 failing · up to 5 h 0 min behind" in labels_of(page)
+    assert "7 replications: 6 ok, 1 failing · up to 5 h 0 min behind" in labels_of(page)
     table = page[page.index('id="topology-table"') :]
     for n in range(6):
         assert f">replica.part{n}</a>" in table

@@ -11,7 +11,7 @@ from replication_admin.core import connections
 from replication_admin.core.audit import Actor
 from replication_admin.models import ReplSubscriber
 from replication_admin.statements import execute
-from tests.transactional.test_trx_replication import run, sql
+from tests.transactional.test_trx_replication import refused, run, sql
 
 pytestmark = [pytest.mark.spark, pytest.mark.live_db]
 
@@ -53,13 +53,19 @@ def test_the_replaying_role_writes_the_rows_on_a_postgresql_subscriber(make_serv
             rows = [tuple(r) for r in conn.cursor().execute("SELECT id, name FROM items ORDER BY id").fetchall()]
         assert seen == [(role, "INSERT"), (role, "UPDATE")] and rows == [(1, "uno"), (2, "two")]
 
-        # Without the role's privilege the change is refused by the database, not written by the login.
+        # Without the role's privilege the change is refused by the database, not written by the login: the
+        # subscription halts there, and goes on once the privilege is back.
         sql(sub, f'REVOKE DELETE ON items FROM "{role}"')
         sql(pub, "DELETE FROM items WHERE id = 2")
-        outcome = run(sub, "REPL_SYNC ('rpub', 'acct')")[0]
-        assert outcome.details["skipped"] == 1
+        assert "permission denied" in refused(sub, "REPL_SYNC ('rpub', 'acct')")
+        assert ReplSubscriber.objects.get(subscriber="rsub").halt_keys == [{"table": "items", "key": [2]}]
         with connections.connect(sub) as conn:
             assert conn.cursor().execute("SELECT COUNT(*) FROM items").fetchone()[0] == 2
+        sql(sub, f'GRANT DELETE ON items TO "{role}"')
+        assert run(sub, "REPL_SYNC ('rpub', 'acct')")[0].details["applied"] == 1
+        assert ReplSubscriber.objects.get(subscriber="rsub").halt_count is None
+        with connections.connect(sub) as conn:
+            assert conn.cursor().execute("SELECT COUNT(*) FROM items").fetchone()[0] == 1
     finally:
         with connections.connect(sub) as conn:
             conn.cursor().execute(f'DROP OWNED BY "{role}"')

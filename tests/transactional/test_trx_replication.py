@@ -144,9 +144,10 @@ def test_an_invalid_subscriber_is_refused_until_reinitialised_and_marked_valid(r
     assert value(rep2, 'SELECT COUNT(*) FROM `ab "cd` WHERE `id key` = 9') == 1
 
 
-def test_a_transaction_that_fails_on_the_subscriber_is_skipped_and_the_gap_recorded(rep):
+def test_with_on_error_skip_a_transaction_that_fails_on_the_subscriber_is_skipped_and_the_gap_recorded(rep):
     rep1, rep2 = rep
     run(rep2, "REPL_SERVER ('rep1', '1111'); REPL_SUBSCRIBE ('rep1', 'tbl'); REPL_INIT_COPY ('rep1', 'tbl')")
+    ReplSubscriber.objects.filter(subscriber="rep2").update(on_error="skip")
     sql(rep2, 'ALTER TABLE `ab "cd` ADD CONSTRAINT small CHECK (`id key` < 100)')
     sql(rep1, 'INSERT INTO "ab ""cd" VALUES (2, \'ok\')')
     sql(rep1, 'INSERT INTO "ab ""cd" VALUES (500, \'refused by the subscriber\')')
@@ -155,6 +156,7 @@ def test_a_transaction_that_fails_on_the_subscriber_is_skipped_and_the_gap_recor
     assert outcome.details["applied"] == 2 and outcome.details["skipped"] == 1
     skipped = SkippedTransaction.objects.get(subscriber="rep2")
     assert skipped.entries[0]["new"]["id key"] == 500 and "small" in skipped.error.lower()
+    assert skipped.keys == [{"table": 'ab "cd', "key": [500]}] and skipped.skipped_by == ""
     assert sorted(r[0] for r in _rows(rep2, 'SELECT `id key` FROM `ab "cd`')) == [1, 2, 3]
 
 

@@ -530,3 +530,34 @@ def test_the_answer_to_conflicts_is_chosen_on_the_page_of_an_updateable_publicat
     editor_client.post(url, {"on_conflict": "sometimes"})
     account.refresh_from_db()
     assert account.on_conflict == "reinitialize"
+
+
+def test_only_an_editor_may_skip_a_halted_transaction_and_only_an_operator_may_repair_gaps(
+    catalog, editor_client, viewer_client, operator_client
+):
+    _, _, s2 = catalog
+    ReplSubscriber.objects.filter(pk=s2.pk).update(
+        halt_count=10, halt_level=10, halt_error="s2 halted at level 10 of pub/tbl (transaction 10): denied",
+        halt_keys=[{"table": "items", "key": [4]}], halted_at=timezone.now(), halt_attempts=2,
+    )  # fmt: skip
+    detail = reverse("trx-subscriptions-detail", args=sub_args("s2"))
+    skip, repair = (reverse(f"trx-subscriptions-{what}", args=sub_args("s2")) for what in ("skip", "repair"))
+
+    page = editor_client.get(detail).content.decode()
+    assert 'id="trx-halt"' in page and "items [4]" in page and 'id="trx-skip"' in page and "Repair these keys" in page
+    page = viewer_client.get(detail).content.decode()
+    assert 'id="trx-halt"' in page and 'id="trx-skip"' not in page and "Repair these keys" not in page
+    assert "Skip this transaction" in editor_client.get(skip).content.decode()  # the confirmation first
+
+    assert viewer_client.post(skip).status_code == 403
+    assert operator_client.post(skip).status_code == 403
+    assert viewer_client.post(repair).status_code == 403
+    denied = AuditEntry.objects.filter(outcome=AuditEntry.Outcome.DENIED)
+    assert set(denied.values_list("action", flat=True)) == {"trx.skip_transaction", "trx.repair_keys"}
+
+    # Allowed: the action runs (and fails in one line here: the catalog's servers are empty files), no 403.
+    assert editor_client.post(skip).status_code == 302
+    assert operator_client.post(repair).status_code == 302
+    assert AuditEntry.objects.filter(action="trx.skip_transaction", outcome=AuditEntry.Outcome.ERROR).exists()
+    assert AuditEntry.objects.filter(action="trx.repair_keys", outcome=AuditEntry.Outcome.ERROR).exists()
+    assert ReplSubscriber.objects.get(pk=s2.pk).halt_count == 10

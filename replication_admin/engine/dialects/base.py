@@ -236,9 +236,14 @@ class Dialect:
         raise NotImplementedError
 
     def render_key_types(self, keys: Sequence[LogicalType]) -> list[str]:
-        """The types of a primary key's columns: as render_type, bounded where the dialect cannot index
-        unbounded values (MariaDB)."""
+        """The types of a primary key's columns (as render_type: key_constraints_sql makes any of them a key)."""
         return [self.render_type(k) for k in keys]
+
+    def key_constraints_sql(self, keys: Sequence[tuple[str, LogicalType]]) -> list[str]:
+        """The table elements that make `keys` (quoted column names, logical types) a created table's key,
+        whatever length their values have (MariaDB: a unique hash where a primary key cannot hold them).
+        A ValueError names a key no form can hold."""
+        return [f"PRIMARY KEY ({', '.join(n for n, _ in keys)})"]
 
     def render_type(self, logical: LogicalType) -> str:
         raise NotImplementedError
@@ -506,7 +511,7 @@ class Dialect:
             f"{self.quote('SNAPTIME')} {self.render_type(TIMESTAMP)} NOT NULL",
             f"{self.quote('DMLTYPE')} {self.render_type(DMLTYPE)} NOT NULL",
             f"{self.quote('RLOG_ROWGUID')} {self.render_type(ROWGUID)} NOT NULL",
-            f"PRIMARY KEY ({', '.join(self.quote(rlog_key(k.name)) for k in keys)})",
+            *self.key_constraints_sql([(self.quote(rlog_key(k.name)), k.logical) for k in keys]),
         ]
         qualified = self.qualify(name, table.schema)
         # Readers select a SNAPTIME window: the index keeps that proportional to the changes.

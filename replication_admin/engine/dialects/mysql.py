@@ -29,17 +29,54 @@ from replication_admin.engine.schema import Column, Default, TableInfo
 from replication_admin.engine.types import BINARY_KINDS, TEXT_KINDS, LogicalType, split_declared
 
 KEY_BYTES = 3072
+# A key InnoDB cannot index whole (over KEY_BYTES, or unbounded text or bytes) is kept whole under a unique
+# constraint MariaDB checks by a hash of the values (its "long unique", 10.4+), beside an index of the values'
+# first bytes that lookups and joins use; a primary key can be neither a hash nor a prefix. Introspection
+# reads the unique hash of a table without a primary key, under this name, as its primary key.
+HASH_KEY = "PRIMARY_HASH"
+PREFIX_KEY = "PRIMARY_PREFIX"
+_TEXTUAL = TEXT_KINDS | {"json", "other"}  # rendered as text: indexed by characters
 
 
 def _key_bytes(k: LogicalType) -> int | None:
-    """Bytes a bounded key column takes in an index (None: unbounded or too long to index whole)."""
+    """Bytes a key column takes in an index (None: unbounded or too long to index whole)."""
     if k.kind in TEXT_KINDS:
         size = 4 * k.length if k.length else None
     elif k.kind in BINARY_KINDS:
         size = k.length
+    elif k.kind in {"json", "other"}:
+        return None
+    elif k.kind == "uuid":
+        return 4 * 36
+    elif k.kind == "numeric":
+        return 32
     else:
         return 8
     return size if size is not None and size <= KEY_BYTES else None
+
+
+def _prefix_parts(d: Dialect, columns: Sequence[tuple[str, LogicalType]], quoted: bool) -> list[str]:
+    """Index parts over `columns` within KEY_BYTES: the text and bytes columns that fit an equal share of what
+    the others leave go whole, the rest share what remains as their first characters (bytes)."""
+    sizes = {n: _key_bytes(t) for n, t in columns}
+    left = KEY_BYTES - sum(sizes[n] or 0 for n, t in columns if t.kind not in _TEXTUAL | BINARY_KINDS)
+    rest = [n for n, t in columns if t.kind in _TEXTUAL | BINARY_KINDS]
+    while rest:
+        share = left // len(rest)
+        fits = [n for n in rest if (sizes[n] or KEY_BYTES + 1) <= share]
+        if not fits:
+            break
+        left -= sum(sizes[n] or 0 for n in fits)
+        rest = [n for n in rest if n not in fits]
+    share = left // max(len(rest), 1)
+    if left < 0 or (rest and share < 4):
+        names = ", ".join(n for n, _ in columns)
+        raise ValueError(f"the key ({names}) takes more than the {KEY_BYTES:,} bytes MariaDB can index")
+    parts = []
+    for n, t in columns:
+        name = n if quoted else d.quote(n)
+        parts.append(f"{name}({share // 4 if t.kind in _TEXTUAL else share})" if n in rest else name)
+    return parts
 
 
 class MySQL(Dialect):
@@ -127,20 +164,17 @@ class MySQL(Dialect):
             return LogicalType("uuid")
         return LogicalType("other")
 
-    def render_key_types(self, keys: Sequence[LogicalType]) -> list[str]:
-        """InnoDB indexes at most 3,072 bytes per key (4 per utf8mb4 character) and no unbounded column:
-        unbounded text and bytes in a key become varchar / varbinary sharing what the bounded parts leave.
-        PostgreSQL refuses index entries over about 2,700 bytes, so a key from there always fits."""
-        unbounded = [k for k in keys if k.kind in TEXT_KINDS | BINARY_KINDS and not _key_bytes(k)]
-        left = KEY_BYTES - sum(_key_bytes(k) or 0 for k in keys)
-        share = max(left // max(len(unbounded), 1), 4)
-        types = []
-        for k in keys:
-            if k in unbounded:
-                types.append(f"varchar({share // 4})" if k.kind in TEXT_KINDS else f"varbinary({share})")
-            else:
-                types.append(self.render_type(k))
-        return types
+    def key_constraints_sql(self, keys: Sequence[tuple[str, LogicalType]]) -> list[str]:
+        """A primary key where InnoDB can index the key whole; otherwise the key kept whole under a unique
+        hash (every value of any length is held, duplicates are refused) and looked up by a prefix index."""
+        sizes = [_key_bytes(t) for _, t in keys]
+        if all(s is not None for s in sizes) and sum(s or 0 for s in sizes) <= KEY_BYTES:
+            return super().key_constraints_sql(keys)
+        names = ", ".join(n for n, _ in keys)
+        return [
+            f"UNIQUE KEY {self.quote(HASH_KEY)} ({names}) USING HASH",
+            f"KEY {self.quote(PREFIX_KEY)} ({', '.join(_prefix_parts(self, keys, quoted=True))})",
+        ]
 
     def retype_column_sql(self, table: str, column: str, after: Column) -> list[str]:
         # MODIFY restates the whole column: its NULLability and default go with the new type.
@@ -212,7 +246,9 @@ class MySQL(Dialect):
             "FROM information_schema.COLUMNS c "
             "LEFT JOIN information_schema.STATISTICS s ON s.TABLE_SCHEMA = c.TABLE_SCHEMA "
             "  AND s.TABLE_NAME = c.TABLE_NAME AND s.COLUMN_NAME = c.COLUMN_NAME "
-            "  AND s.INDEX_NAME = 'PRIMARY' "
+            f"  AND (s.INDEX_NAME = 'PRIMARY' OR (s.INDEX_NAME = '{HASH_KEY}' AND s.NON_UNIQUE = 0 AND NOT EXISTS ("
+            "  SELECT 1 FROM information_schema.STATISTICS p WHERE p.TABLE_SCHEMA = c.TABLE_SCHEMA "
+            "  AND p.TABLE_NAME = c.TABLE_NAME AND p.INDEX_NAME = 'PRIMARY'))) "
             "WHERE c.TABLE_SCHEMA = DATABASE() AND c.TABLE_NAME = ? ORDER BY c.ORDINAL_POSITION",
             [table],
         )
@@ -232,7 +268,8 @@ class MySQL(Dialect):
     def indexes_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
         return (
             "SELECT INDEX_NAME, 1 - NON_UNIQUE, SEQ_IN_INDEX, COLUMN_NAME, 0 FROM information_schema.STATISTICS "
-            "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME <> 'PRIMARY' "
+            "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? "
+            f"AND INDEX_NAME NOT IN ('PRIMARY', '{HASH_KEY}', '{PREFIX_KEY}') "
             "ORDER BY INDEX_NAME, SEQ_IN_INDEX",
             [table],
         )
@@ -247,15 +284,10 @@ class MySQL(Dialect):
     def index_columns_sql(self, columns: Sequence[tuple[str, LogicalType]], unique: bool) -> list[str]:
         """A unique constraint on unbounded text stays whole (MariaDB checks it by hash); a plain index
         takes a prefix of it, sharing the 3,072 bytes an index key may have."""
-        unbounded = [n for n, t in columns if t.kind in TEXT_KINDS | BINARY_KINDS and not _key_bytes(t)]
-        if unique or not unbounded:
+        sizes = [_key_bytes(t) for _, t in columns]
+        if unique or (all(s is not None for s in sizes) and sum(s or 0 for s in sizes) <= KEY_BYTES):
             return [self.quote(n) for n, _ in columns]
-        left = KEY_BYTES - sum(_key_bytes(t) or 0 for n, t in columns if n not in unbounded)
-        share = max(left // len(unbounded), 4)
-        return [
-            f"{self.quote(n)}({share // 4 if t.kind in TEXT_KINDS else share})" if n in unbounded else self.quote(n)
-            for n, t in columns
-        ]
+        return _prefix_parts(self, columns, quoted=False)
 
     def odbc_connection_string(self, address: Address) -> str:
         if address.odbc_dsn:

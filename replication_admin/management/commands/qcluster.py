@@ -3,8 +3,10 @@
 A scheduler thread hands due scheduled events to the workers at their slots (tasks.scheduler_loop).
 The runtime thread runs the reaper every REPLADMIN_REAP_INTERVAL seconds (core/reaper.py): jobs whose
 worker died anywhere are taken back and retried, expired item locks freed, lost or delayed tasks handed
-out again. One SIGTERM (or SIGINT) stops the cluster within about 10 s: its workers get
-REPLADMIN_SHUTDOWN_GRACE seconds to finish; a job still running then is stopped, its item released and
+out again. A heartbeat thread renews this worker host's REPL_PROCESS row every few seconds (the jobs it
+runs) and runs the watchdog every 10 s (core/heartbeats.py: follower-down and component-down alerts).
+One SIGTERM (or SIGINT) stops the cluster within about 10 s: its workers get REPLADMIN_SHUTDOWN_GRACE
+seconds to finish; a job still running then is stopped, its item released and
 its next attempt queued at once, so it resumes on another worker host through the lease machinery
 (every apply is atomic and idempotent, so stopping one mid-step loses nothing).
 """
@@ -22,10 +24,11 @@ import psutil
 from django.conf import settings
 from django.db import connection
 from django_q.cluster import Cluster
+from django_q.conf import Conf
 from django_q.management.commands.qcluster import Command as DjangoQCommand
 
 from replication_admin import tasks
-from replication_admin.core import reaper
+from replication_admin.core import heartbeats, reaper
 from replication_admin.core.leases import HOST
 from replication_admin.models import JobRun
 
@@ -48,6 +51,7 @@ class Command(DjangoQCommand):
         cluster.start()
         # The scheduler thread hands due SYS_SCHEDULED_EVENTs to the workers at their slots.
         threading.Thread(target=tasks.scheduler_loop, args=(stopping,), name="scheduler", daemon=True).start()
+        threading.Thread(target=self._heartbeat, args=(stopping,), name="host-heartbeat", daemon=True).start()
         if options.get("run_once"):
             stopping.set()
         while not stopping.wait(settings.REAP_INTERVAL):
@@ -55,8 +59,26 @@ class Command(DjangoQCommand):
             if cluster.sentinel is None or not cluster.sentinel.is_alive():
                 break
         self._shut_down(cluster)
+        heartbeats.stopped(heartbeats.Kind.WORKER)
+        heartbeats.stopped(heartbeats.Kind.SCHEDULER)
         connection.close()
         os._exit(0)  # the children are gone; skip multiprocessing's join of them at exit
+
+    @staticmethod
+    def _heartbeat(stopping: threading.Event) -> None:
+        """This worker host's heartbeat (the jobs running on it) and the watchdog, until the cluster stops."""
+        pulse = heartbeats.Pulse(heartbeats.Kind.WORKER, watches=True)
+        workers = int(Conf.WORKERS or 0)
+
+        def details() -> dict:
+            running = JobRun.objects.filter(state=JobRun.State.RUNNING, worker_host=HOST).order_by("pk")
+            return {"jobs": list(running.values_list("pk", flat=True)), "workers": workers}
+
+        while True:
+            pulse(details)
+            if stopping.wait(heartbeats.beat_every() / 2):
+                break
+        connection.close()
 
     def _shut_down(self, cluster: Cluster) -> None:
         me = psutil.Process(os.getpid())

@@ -5,6 +5,11 @@ whose id % N == i, each taking its subscription's item lock as a single follower
 follower holding it makes it leave that subscription alone that round). A follower process that ends
 unexpectedly is started again; a follower whose supervisor is gone stops by itself. One SIGTERM (or SIGINT) to
 the command stops every follower within seconds.
+
+Each follower process renews its heartbeat (REPL_PROCESS, core/heartbeats.py) every few seconds with the part it
+serves; while none serves an in-sync subscription, that subscription reads "follower down" and is alerted. A clean
+stop records the end at once; a killed follower is down once its heartbeat is older than
+REPLADMIN_HEARTBEAT_STALE_SECONDS.
 """
 
 from __future__ import annotations
