@@ -29,11 +29,10 @@ from replication_admin.servers.actions import check_all_servers
 from replication_admin.transactional import actions as trx_actions
 from replication_admin.transactional.selectors import (
     WalBacklog,
-    lag_limit_seconds,
-    live_lags,
     size_text,
     slot_problem,
     slots,
+    subscriber_states,
 )
 
 log = logging.getLogger(__name__)
@@ -74,34 +73,31 @@ def _target(sub: ReplSubscriber) -> str:
 
 def _judge_lag(subs: list[ReplSubscriber], now: datetime, open_new: bool) -> tuple[int, int]:
     """Open (when `open_new`) or count up the lag alert of each subscription over a limit, resolve it for those
-    back under both; a lag that cannot be known leaves its alert as it is. Returns (over, resolved)."""
+    back under both; a lag that cannot be known leaves its alert as it is. Returns (over, resolved). The lag and
+    its time limit are the status rows' (transactional/states.py): a scheduled subscription may be behind by its
+    interval on top of the limit, as its state allows."""
     accounts = {(a.server, a.account): a for a in ReplAccount.objects.all()}
-    rows = [{"server": s.server, "account": s.account, "subscriber": s.subscriber, "count": s.count,
-             "init_state": s.init_state} for s in subs]  # fmt: skip
-    lags = live_lags(rows, now, {key: a.count for key, a in accounts.items()})
+    states = subscriber_states((s.pk for s in subs), now)
     over = resolved = 0
     for sub in subs:
-        lag, account = lags[(sub.server, sub.account, sub.subscriber)], accounts.get((sub.server, sub.account))
-        if lag.transactions is None:
+        row, account = states.get(sub.pk), accounts.get((sub.server, sub.account))
+        if row is None or row["lag_transactions"] is None:
             continue
-        count_limit, time_limit = (account.alert_lag if account else None), lag_limit_seconds(account)
+        transactions, seconds = row["lag_transactions"], row["lag_seconds"]
+        count_limit, time_limit = (account.alert_lag if account else None), row["lag_limit_seconds"]
         reasons = []
-        if count_limit is not None and lag.transactions > count_limit:
-            reasons.append(f"{lag.transactions} transactions behind (alert above {count_limit})")
-        if lag.seconds is not None and lag.seconds > time_limit:
-            reasons.append(
-                f"its oldest unapplied transaction is {lag.seconds:.0f} s old (alert above {time_limit:g} s)"
-            )
+        if count_limit is not None and transactions > count_limit:
+            reasons.append(f"{transactions} transactions behind (alert above {count_limit})")
+        if seconds is not None and seconds > time_limit:
+            reasons.append(f"its oldest unapplied transaction is {seconds:.0f} s old (alert above {time_limit:g} s)")
         if reasons:
             over += 1
             if open_new or open_alerts().filter(kind=Alert.Kind.LAG, target=_target(sub)).exists():
                 message = f"{sub.subscriber} is behind {sub.server}/{sub.account}: " + "; ".join(reasons)
                 raise_alert(Alert.Kind.LAG, _target(sub), message, sub.get_absolute_url())
         else:
-            age = "" if lag.seconds is None else f", the oldest {lag.seconds:.0f} s old"
-            resolved += resolve_alerts(
-                Alert.Kind.LAG, _target(sub), f"lag back to {lag.transactions} transactions{age}"
-            )
+            age = "" if seconds is None else f", the oldest {seconds:.0f} s old"
+            resolved += resolve_alerts(Alert.Kind.LAG, _target(sub), f"lag back to {transactions} transactions{age}")
     return over, resolved
 
 

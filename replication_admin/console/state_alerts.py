@@ -13,11 +13,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from replication_admin.bidir.selectors import bidir_status_rows
-from replication_admin.console.status_api import trx_rows
 from replication_admin.core.alerts import open_alerts, safely_raise, safely_resolve
 from replication_admin.engine import health
 from replication_admin.models import Alert
 from replication_admin.snapshots.selectors import snapshot_states
+from replication_admin.transactional.selectors import trx_status_rows
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def broken_items(now: datetime | None = None) -> dict[str, tuple[str, str]]:
                 found[f"{pub['item']} <-> {sub['server']}"] = (sub["last_error"], url)
         if pub["state"] == health.BROKEN and not pub["subscribers"]:
             found[f"publication {pub['item']}"] = (pub["last_error"], url)
-    for account in trx_rows(now):
+    for account in trx_status_rows(now):
         server, name = account["server"], account["account"]
         for sub in account["subscribers"]:
             if sub["state"] == health.BROKEN:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hmac
 import math
-from collections import defaultdict
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import cast
@@ -34,25 +33,25 @@ from django.views.decorators.http import require_GET
 
 from replication_admin.bidir.selectors import bidir_status_rows
 from replication_admin.console.components import component_rows
-from replication_admin.core import heartbeats
-from replication_admin.core.presence import Presence
 from replication_admin.core.times import iso
 from replication_admin.engine import health
 from replication_admin.models import (
     ApiToken,
     ConflictBackup,
     JobRun,
-    RegistryEntry,
     ReplAccount,
     ReplSubscriber,
     ScheduledEvent,
-    SkippedTransaction,
     Snapshot,
-    TpItem,
     TracerArrival,
 )
 from replication_admin.snapshots.selectors import last_refreshes, snapshot_states
-from replication_admin.transactional.selectors import WalBacklog, item_table, lag_limit_seconds, live_lags, slots
+from replication_admin.transactional.selectors import (
+    WalBacklog,
+    gap_counts,
+    slots,
+    trx_status_rows,
+)
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -110,10 +109,6 @@ def _refusal(request: HttpRequest, scope: str, allow_query_token: bool) -> HttpR
 # --- /api/status ------------------------------------------------------------------------------------------
 
 
-TRX_SUB_FIELDS = ("server", "account", "subscriber", "level", "count", "valid", "state", "init_state",
-                  "last_sync_at", "last_error", "halt_count", "halt_error", "id", "follow")  # fmt: skip
-
-
 def snapshot_rows(now: datetime | None = None) -> list[dict]:
     """Every snapshot's status (snapshots/selectors.py decides it, as for the snapshot pages)."""
     return snapshot_states(now=now)
@@ -125,105 +120,10 @@ def bidir_rows(now: datetime | None = None) -> list[dict]:
     return bidir_status_rows(now=now)
 
 
-def _gap_counts() -> dict[tuple[str, str, str], int]:
-    return {key: total for key, (total, _) in _gap_figures().items()}
-
-
-def _gap_figures() -> dict[tuple[str, str, str], tuple[int, int]]:
-    """Skipped transactions per subscription: all of them, and those whose keys are not repaired yet."""
-    counts = (
-        SkippedTransaction.objects.values("server", "account", "subscriber")
-        .annotate(n=Count("id"), unrepaired=Count("id", filter=Q(repaired_at__isnull=True)))
-        .order_by()
-    )
-    return {(r["server"], r["account"], r["subscriber"]): (r["n"], r["unrepaired"]) for r in counts}
-
-
-def published_tables() -> dict[tuple[str, str], list[str]]:
-    """The tables each transactional publication publishes, by (publisher, account)."""
-    tables: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for item in TpItem.objects.filter(type=2).values("server", "acct", "item"):
-        tables[(item["server"], item["acct"])].append(item_table(item["item"]))
-    return tables
-
-
-def trx_broken(presence: Presence, tables: list[str], publisher: str, subscriber: str, init_state: str) -> str:
-    """Why a transactional subscription cannot go on because a table is gone ("" when none is)."""
-    for table in tables:
-        if reason := presence.gone(publisher, table, "published"):
-            return reason
-        if init_state == "done" and (reason := presence.gone(subscriber, table, "subscriber's copy of the")):
-            return reason
-    return ""
-
-
 def trx_rows(now: datetime) -> list[dict]:
-    default_backlog = RegistryEntry.get_int("repl_max_backlog")
-    accounts = {(a.server, a.account): a for a in ReplAccount.objects.all()}
-    gaps = _gap_figures()
-    subscribers: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    subs = list(
-        ReplSubscriber.objects.filter(subscribed=True)
-        .order_by("server", "account", "subscriber")
-        .values(*TRX_SUB_FIELDS)
-    )
-    lags = live_lags(subs, now, {key: a.count for key, a in accounts.items()})
-    followers = heartbeats.live_followers(now=now)
-    published = published_tables()
-    presence = Presence({s["server"] for s in subs} | {s["subscriber"] for s in subs} | {k[0] for k in accounts})
-    for sub in subs:
-        server, name, subscriber = sub["server"], sub["account"], sub["subscriber"]
-        account = accounts.get((server, name))
-        live = lags[(server, name, subscriber)]
-        lag = live.transactions
-        alive = heartbeats.follower_alive(sub["id"], sub["follow"], sub["state"], followers)
-        broken = trx_broken(presence, published.get((server, name), []), server, subscriber, sub["init_state"])
-        state = health.trx_subscriber_state(
-            valid=sub["valid"], sync_state=sub["state"], last_error=sub["last_error"],
-            init_done=sub["init_state"] == "done" and live.initialised, lag=lag, last_sync_at=sub["last_sync_at"],
-            now=now, max_backlog=(account.max_backlog if account else None) or default_backlog,
-            reachable=live.reachable, broken=broken, halted=sub["halt_count"] is not None,
-            gaps=gaps.get((server, name, subscriber), (0, 0))[1],  # a gap not repaired yet: not ok
-            copying=sub["init_state"] in ("staging", "copying"),
-            follower_alive=alive, lag_seconds=live.seconds, lag_limit_seconds=lag_limit_seconds(account),
-        )  # fmt: skip
-        sync_state = health.TRX_STATE_LABELS.get(sub["state"], str(sub["state"]))
-        if alive is False:
-            sync_state += " (follower down)"  # nothing applies it while no follower serves it
-        subscribers[(server, name)].append({
-            "subscriber": subscriber, "level": sub["level"], "count": sub["count"], "lag": lag,
-            "lag_transactions": lag,
-            "lag_seconds": 0.0 if lag == 0 else None if live.seconds is None else round(live.seconds, 3),
-            "lag_text": live.unknown or f"{lag} transactions" + (f" ({live.note})" if live.note else ""),
-            "lag_note": live.note, "pending_rows": lag, "reachable": live.reachable,
-            "valid": bool(sub["valid"]), "sync_state": sync_state,
-            "init_state": sub["init_state"], "last_sync_at": iso(sub["last_sync_at"]),
-            "last_success": iso(sub["last_sync_at"]),
-            "last_error": broken or sub["halt_error"] or sub["last_error"] or live.problem,
-            "gaps": gaps.get((server, name, subscriber), (0, 0))[0],
-            "unrepaired_gaps": gaps.get((server, name, subscriber), (0, 0))[1],
-            "state": state, "state_label": health.LABELS[state],
-        })  # fmt: skip
-    rows = []
-    for server, name in sorted(accounts.keys() | subscribers.keys()):  # subscribers of an uncatalogued publication too
-        account, sub_rows = accounts.get((server, name)), subscribers.get((server, name), [])
-        gone = next(
-            filter(None, (presence.gone(server, t, "published") for t in published.get((server, name), []))), ""
-        )
-        state = health.worst([*(s["state"] for s in sub_rows), health.BROKEN if gone else health.OK])
-        sub_lags = [s["lag_transactions"] for s in sub_rows]
-        most = None if None in sub_lags else max(sub_lags, default=0)
-        ages = [s["lag_seconds"] for s in sub_rows if s["lag_seconds"] is not None]
-        rows.append({
-            "server": server, "account": name, "level": account.level if account else None,
-            "count": account.count if account else None, "subscribers": sub_rows, "state": state,
-            "state_label": health.LABELS[state], "lag_transactions": most,
-            "lag_seconds": max(ages, default=None), "pending_rows": most,
-            "reachable": all(s["reachable"] for s in sub_rows),
-            "last_success": max((s["last_success"] for s in sub_rows if s["last_success"]), default=None),
-            "last_error": gone or next((s["last_error"] for s in sub_rows if s["last_error"]), ""),
-        })  # fmt: skip
-    return rows
+    """Every transactional publication with its subscribers (transactional/states.py decides their states, as for
+    the transactional pages)."""
+    return trx_status_rows(now)
 
 
 def event_rows() -> list[dict]:
@@ -341,7 +241,7 @@ def _trx_metrics(out: Exposition) -> None:
             value = value_of(s)
             if value is not None:
                 out.sample(name, {"publisher": s.server, "account": s.account, "subscriber": s.subscriber}, value)
-    gaps = {(s.server, s.account, s.subscriber): 0 for s in subs} | _gap_counts()
+    gaps = {(s.server, s.account, s.subscriber): 0 for s in subs} | gap_counts()
     out.family("repladmin_skipped_transactions_total", "counter", "Transactions a subscriber skipped (gaps).")
     for (server, account, subscriber), n in sorted(gaps.items()):
         labels = {"publisher": server, "account": account, "subscriber": subscriber}

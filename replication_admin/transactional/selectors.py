@@ -10,9 +10,8 @@ from django.db.models import Count
 from django.http import HttpRequest
 from django.utils import timezone
 
-from replication_admin.core import heartbeats
 from replication_admin.core.web import listing
-from replication_admin.engine import dialects, health
+from replication_admin.engine import dialects
 from replication_admin.engine.schedule import next_run
 from replication_admin.models import (
     ReplAccount,
@@ -36,6 +35,9 @@ from replication_admin.transactional.lag import size_text as size_text  # re-exp
 from replication_admin.transactional.lag import slot_problem as slot_problem  # re-exported
 from replication_admin.transactional.lag import slots as slots  # re-exported
 from replication_admin.transactional.lookups import item_table as item_table  # re-exported
+from replication_admin.transactional.states import gap_counts as gap_counts  # re-exported
+from replication_admin.transactional.states import subscriber_states as subscriber_states  # re-exported
+from replication_admin.transactional.states import trx_status_rows as trx_status_rows  # re-exported
 
 
 def capture_summary(account: ReplAccount) -> str:
@@ -84,56 +86,6 @@ def purger_summary(account: ReplAccount) -> str:
     if account.p_wday is not None:
         return f"weekly on {dict(WEEKDAYS)[account.p_wday]} at {at}"
     return f"daily at {at}"
-
-
-# The sync state of an in-sync subscription no live follower serves (the status API's sync_state says the same).
-FOLLOWER_DOWN = f"IN SYNC ({health.LABELS[health.FOLLOWER_DOWN]})"
-STATUS_TITLES = {
-    "not subscribed": "The subscription was dropped.",
-    "copying": "The initial copy is running.",
-    "not initialised": "The initial copy never succeeded: nothing is applied until it has.",
-    "invalid: needs re-init": "Its level is no longer valid for the publisher: re-initialise it, then mark it valid.",
-    "IN SYNC": "Followed in sync mode: new transactions are applied within a second.",
-    FOLLOWER_DOWN: health.EXPLANATIONS[health.FOLLOWER_DOWN],
-    "SYNCING": "A sync is applying transactions now.",
-    "DISCONNECTED": "Cut off (backlog over its limit, or an error): it re-syncs from its level later.",
-    "scheduled": "Synced by its schedule; between runs nothing is applying, which is normal.",
-    "manual": "Not followed and not scheduled: it applies transactions only when someone syncs it.",
-    "halted": "Stopped at a transaction it cannot apply: tried again with backoff until it applies, or a person "
-    "skips it.",
-}
-
-
-def status_of(
-    sub: ReplSubscriber, event: ScheduledEvent | None = None, followers: heartbeats.Followers | None = None
-) -> tuple[str, str]:
-    """The subscription's state for people, with its badge class (its explanation: STATUS_TITLES). A subscriber
-    that is idle between the runs of an enabled schedule is "scheduled", not OFF; one in sync that no live follower
-    serves is "follower down" (`followers`: the live ones, read here when not given)."""
-    if not sub.subscribed:
-        return "not subscribed", ""
-    if sub.init_state in ("staging", "copying"):
-        return "copying", "running"
-    if sub.init_state != "done":
-        return "not initialised", "warn"
-    if not sub.valid:
-        return "invalid: needs re-init", "bad"
-    if sub.halt_count is not None:
-        return "halted", "bad"
-    if sub.state == sub.OFF:
-        if event is not None and not event.disabled:
-            return f"scheduled (every {event.interval} min)", "ok"
-        return "manual", ""
-    if sub.state == sub.IN_SYNC and sub.follow:
-        followers = heartbeats.live_followers() if followers is None else followers
-        if not followers.holds(sub.pk):
-            return FOLLOWER_DOWN, health.BADGES[health.FOLLOWER_DOWN]
-    css = {sub.IN_SYNC: "ok", sub.SYNCING: "running", sub.DISCONNECTED: "bad"}.get(sub.state, "")
-    return sub.get_state_display(), css
-
-
-def status_title(label: str) -> str:
-    return STATUS_TITLES.get(label) or STATUS_TITLES.get(label.split(" (", 1)[0], "")
 
 
 TRX_PUBLICATION_SORTS = {
@@ -191,13 +143,9 @@ def subscription_list_context(request: HttpRequest) -> dict:
     shown = list(subs.page)
     names = {trx_actions.schedule_event_name(s.subscriber, s): s.pk for s in shown}
     events = {names[e.name]: e for e in ScheduledEvent.objects.filter(name__in=names)}
-    followers = heartbeats.live_followers()
-    rows = []
-    for sub in shown:
-        event = events.get(sub.pk)
-        label, css = status_of(sub, event, followers)
-        rows.append({"sub": sub, "status": label, "status_css": css, "status_title": status_title(label),
-                     "event": event, "next_run": event_next_run(event)})  # fmt: skip
+    states = subscriber_states(s.pk for s in shown)
+    rows = [{"sub": sub, "status": states.get(sub.pk), "event": events.get(sub.pk),
+             "next_run": event_next_run(events.get(sub.pk))} for sub in shown]  # fmt: skip
     subs.page.object_list = rows
     return {
         "trx_subscriptions": subs,

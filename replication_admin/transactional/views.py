@@ -20,7 +20,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.connections import ConnectionFailed
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.heartbeats import live_followers
 from replication_admin.core.web import chart_table, denied, is_htmx, line_chart, local_stamp, refuse
 from replication_admin.models import (
     JobRun,
@@ -62,8 +61,7 @@ from replication_admin.transactional.selectors import (
     size_text,
     slot_problem,
     slots,
-    status_of,
-    status_title,
+    subscriber_states,
 )
 
 EDIT = "replication_admin.edit"
@@ -176,12 +174,11 @@ def _subscriber_rows(account: ReplAccount, subs: list[ReplSubscriber], jobs: lis
     for job in jobs:
         latest.setdefault(job.params.get("subscription"), job)
     gaps = _gaps(subs)
-    followers = live_followers()  # one read for every row's "follower down"
+    states = subscriber_states(s.pk for s in subs)  # the state every page shows, read once for the rows
     rows = []
     for sub in subs:
-        label, css = status_of(sub, followers=followers)
         rows.append({
-            "sub": sub, "lag": trx_actions.lag_of(sub, account), "status": label, "status_css": css,
+            "sub": sub, "lag": trx_actions.lag_of(sub, account), "status": states.get(sub.pk),
             "gaps": gaps[sub.subscriber], "job": latest.get(sub.pk),
         })  # fmt: skip
     return rows
@@ -644,7 +641,6 @@ def _subscription_context(request: HttpRequest, sub: ReplSubscriber) -> dict:
     jobs = _jobs([sub])
     event = ScheduledEvent.objects.filter(name=trx_actions.schedule_event_name(sub.subscriber, sub)).first()
     level_figure, lag_figure = level_figures(sub.server, sub.account, [sub.subscriber])
-    label, css = status_of(sub, event)
     fields = {"server": sub.server, "account": sub.account, "subscriber": sub.subscriber, "count": sub.count,
               "init_state": sub.init_state}  # fmt: skip
     counts = {(sub.server, sub.account): account.count} if account else None
@@ -652,14 +648,12 @@ def _subscription_context(request: HttpRequest, sub: ReplSubscriber) -> dict:
     return {
         "live": live,
         "tracer": tracers.latest_arrival(sub),
-        "status_title": status_title(label),
         "section": "subscriptions",
         "htmx": is_htmx(request),
         "sub": sub,
         "account": account,
         "lag": trx_actions.lag_of(sub, account) if account else None,
-        "status": label,
-        "status_css": css,
+        "status": subscriber_states([sub.pk]).get(sub.pk),
         "gaps": _gaps([sub])[sub.subscriber],
         "jobs": jobs,
         "active": any(not j.finished for j in jobs),

@@ -85,6 +85,7 @@ POST_NEEDS = {
     "trx-publications-tracer-schedule": "operate",
     "trx-publications-on-conflict": "edit",
     "trx-publications-schema-policy": "edit",
+    "trx-publications-lag-alert": "edit",
     "trx-schema-change-approve": "edit",
     "trx-publications-new": "edit",
     "trx-publications-add-item": "edit",
@@ -139,7 +140,8 @@ PAGES = {
     "jobs", "jobs-compare", "jobs-compare-tables", "jobs-detail", "audit", "admin",
     # The confirmation pages of destructive actions (GET asks, POST acts; see test_confirmations.py).
     "snapshots-repair", "subscriptions-init", "trx-publications-remove-item", "trx-publications-revoke",
-    "trx-publications-purge", "trx-subscriptions-init", "trx-subscriptions-skip", "jobs-cancel", "jobs-compare-repair",
+    "trx-publications-purge", "trx-subscriptions-init", "trx-subscriptions-skip", "trx-subscriptions-repair",
+    "jobs-cancel", "jobs-compare-repair",
     # The resolver editor over a transactional publication's table.
     "trx-items-resolvers", "trx-resolver-edit", "trx-resolver-remove",
     # API tokens: every role sees the list and the revoke confirmation; making and revoking need edit.
