@@ -8,7 +8,7 @@ connect to its host and port, or its SQLite file's presence), so a page over man
 
 A server can also accept connections and then stop answering (a stalled link, a hung server): no driver timeout
 ends that within seconds, so each read runs on a thread of its own and is given READ_TIMEOUT seconds; a read that
-has not answered by then is reported ("no answer within 2 s") and its server counts as unreachable for
+has not answered by then is reported ("no answer within 1.5 s") and its server counts as unreachable for
 LIVE_SECONDS, so the page's other reads on it answer at once. (The abandoned thread ends when the driver gives up.)
 A compute function therefore reads the servers only, never the catalog: the caller reads the catalog first.
 """
@@ -36,7 +36,7 @@ from replication_admin.models import Server
 
 LIVE_SECONDS = 5
 PROBE_TIMEOUT = 2.0
-READ_TIMEOUT = 2.0
+READ_TIMEOUT = 1.5
 _MISSING = object()
 
 

@@ -444,7 +444,7 @@ class WalStream:
             self.conn.close()
 
 
-LIVE_TIMEOUT = "1500ms"  # a live slot read: within core.live.READ_TIMEOUT; more is reported unknown, never guessed
+LIVE_TIMEOUT = "1200ms"  # a live slot read: within core.live.READ_TIMEOUT; more is reported unknown, never guessed
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from replication_admin.core.jobs import RUNNERS, do_start_job
 from replication_admin.core.locks import LockBusy, item_lock, wait_behind
 from replication_admin.core.transactions import (
     error_message,
+    is_retryable,
     run_in_transaction,
 )
 from replication_admin.engine import levels
@@ -337,6 +338,10 @@ def _apply_or_halt(
     except LevelMoved:
         raise
     except (pyodbc.Error, TrxError, ValueError, KeyError) as exc:
+        if is_retryable(exc):
+            # A lost or refused connection (its retries ran out) says nothing against this transaction: it is
+            # not halted at, nor offered for skipping; the sync fails as unreachable and is tried again.
+            raise
         if len(txns) > 1:
             for txn in txns:
                 count = _apply_or_halt(sub, acct, target, [txn], count, outcome)

@@ -1,0 +1,89 @@
+"""Every page says an item's state in the same words as the status API: one module decides it (engine/health.py
+through each feature's status rows) and one tag draws it, so the dashboard, the subscriptions list, the
+publication's and the subscription's pages and /api/status cannot disagree — checked for every state a
+transactional subscription can be in here (broken: tests/console/test_broken_items.py)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.core.cache import cache
+from django.urls import reverse
+from django.utils import timezone
+
+from replication_admin.engine import health
+from replication_admin.models import ReplAccount, ReplSubscriber, Server
+from tests.transactional.test_trx_live_status import closed_port
+
+pytestmark = pytest.mark.django_db
+TOKEN = "same-words-token"
+BADGE = re.compile(r'<span class="badge [a-z]*" title="[^"]*" data-state="([a-z_]+)">([^<]+)</span>')
+
+# subscriber name -> its state: the publication "pub/acc" has 120 transactions
+EXPECTED = {
+    "s_ok": health.OK,
+    "s_copying": health.COPYING,
+    "s_never": health.NEVER,
+    "s_lagging": health.LAGGING,
+    "s_follower_down": health.FOLLOWER_DOWN,
+    "s_unreachable": health.UNREACHABLE,
+    "s_invalid": health.INVALID,
+    "s_halted": health.FAILING,
+}
+
+
+def row_of(page: str, marker: str) -> str:
+    """The table row of `page` that holds `marker`."""
+    at = page.index(marker)
+    return page[page.rindex("<tr", 0, at) : page.index("</tr>", at)]
+
+
+@pytest.fixture
+def subscriptions(settings) -> None:
+    """A publication on a server the console does not register (its count is the catalog's) and a subscriber in
+    each state."""
+    settings.STATUS_TOKENS = [TOKEN]
+    now = timezone.now()
+    ReplAccount.objects.create(server="pub", account="acc", level=120, count=120)
+    Server.objects.create(name="s_unreachable", dialect="postgresql", host="127.0.0.1", port=closed_port(),
+                          database="gone", user="x")  # fmt: skip
+    done = {"server": "pub", "account": "acc", "init_state": "done", "last_sync_at": now - timedelta(minutes=1)}
+    in_sync = {**done, "state": ReplSubscriber.IN_SYNC, "level": 120, "count": 120}
+    ReplSubscriber.objects.create(**in_sync, subscriber="s_ok")
+    ReplSubscriber.objects.create(**{**in_sync, "init_state": "copying"}, subscriber="s_copying")
+    ReplSubscriber.objects.create(**{**in_sync, "init_state": "none"}, subscriber="s_never")
+    ReplSubscriber.objects.create(**{**done, "last_sync_at": now - timedelta(hours=1)}, subscriber="s_lagging",
+                                  level=100, count=100, state=ReplSubscriber.OFF)  # fmt: skip
+    ReplSubscriber.objects.create(**in_sync, subscriber="s_follower_down", follow=True)
+    ReplSubscriber.objects.create(**in_sync, subscriber="s_unreachable")
+    ReplSubscriber.objects.create(**in_sync, subscriber="s_invalid", valid=0)
+    ReplSubscriber.objects.create(**{**in_sync, "level": 110, "count": 110}, subscriber="s_halted", halt_count=111,
+                                  halt_level=111, halt_error="server s_halted: INSERT command denied")  # fmt: skip
+    cache.clear()
+
+
+def test_every_page_shows_each_subscriptions_state_in_the_words_of_the_status_api(subscriptions, client, viewer_client):
+    body = client.get(reverse("api-status"), HTTP_AUTHORIZATION=f"Bearer {TOKEN}").json()
+    [publication] = body["transactional_publications"]
+    api = {s["subscriber"]: (s["state"], s["state_label"]) for s in publication["subscribers"]}
+    assert {name: state for name, (state, _) in api.items()} == EXPECTED
+    assert all(label == health.LABELS[state] for state, label in api.values())
+
+    listing = viewer_client.get(reverse("subscriptions")).content.decode()
+    publication_page = viewer_client.get(reverse("trx-publications-detail", args=["pub", "acc"])).content.decode()
+    page = viewer_client.get(reverse("dashboard")).content.decode()
+    dashboard, drawing = page.split('id="items"', 1)[1], page.split('id="topology', 1)[1]
+    for name, words in api.items():
+        row = listing.split(f'data-subscription="{name} pub/acc"', 1)[1].split("</tr>", 1)[0]
+        assert BADGE.findall(row) == [words], f"subscriptions list: {name}"
+        row = publication_page.split(f'data-subscriber="{name}"', 1)[1].split("</tr>", 1)[0]
+        assert BADGE.findall(row) == [words], f"publication page: {name}"
+        detail = viewer_client.get(reverse("trx-subscriptions-detail", args=[name, "pub", "acc"])).content.decode()
+        status = detail.split('id="trx-sub-status"', 1)[1].split("</dd>", 1)[0]
+        assert BADGE.findall(status) == [words], f"subscription page: {name}"
+        assert BADGE.findall(row_of(dashboard, f">{name} ← pub/acc</a>")) == [words], f"dashboard: {name}"
+        assert BADGE.findall(row_of(drawing, f">{name} ← pub/acc</a>")) == [words], f"topology's table: {name}"
+    # the reason stands beside a state that is not ok, on every page alike
+    assert "server s_halted: INSERT command denied" in listing.split('data-subscription="s_halted pub/acc"', 1)[1]
