@@ -2,13 +2,16 @@
 the product depends on, each ok, down or unknown with its one-line cause.
 
 Worker hosts, followers and the scheduler are read from their heartbeats (core/heartbeats.py: REPL_PROCESS); the
-Spark service is asked live (a fresh session runs one task) at most every SPARK_CACHE_SECONDS, and waited for
-SPARK_WAIT seconds at most ("unknown" after that); the catalog is timed on the heartbeats' query. A process that
+Spark service is asked live in the background (a fresh session runs one task) at most every SPARK_CACHE_SECONDS;
+a page waits SPARK_WAIT seconds at most for a new answer and otherwise shows the last one while it is younger than
+SPARK_KEPT_SECONDS (a busy service takes seconds to run a task: that is not "unknown"), "unknown" after that; a
+service port that refuses connections is "down" at once; the catalog is timed on the heartbeats' query. A process that
 ended is shown down until a live one of the same kind takes its place on its host (for a follower: the same part),
 or for a day."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -31,8 +34,9 @@ from replication_admin.models import ProcessHeartbeat, ReplSubscriber
 
 OK, DOWN, UNKNOWN = "ok", "down", "unknown"
 BADGES = {OK: "ok", DOWN: "bad", UNKNOWN: "warn"}
-SPARK_WAIT = 2.0
-SPARK_CACHE_SECONDS = 5.0
+SPARK_WAIT = 1.0
+SPARK_CACHE_SECONDS = 10.0
+SPARK_KEPT_SECONDS = 60.0
 
 
 def _iso(at: datetime | None) -> str | None:
@@ -139,6 +143,9 @@ class _SparkProbe:
             self.answer, self.at, self.running = answer, time.monotonic(), None
 
     def state(self, wait: float = SPARK_WAIT) -> tuple[str, str]:
+        refused = _refused(str(settings.SPARK_REMOTE))
+        if refused:
+            return DOWN, f"does not answer: {refused}"
         with self.guard:
             if self.answer is not None and time.monotonic() - self.at < SPARK_CACHE_SECONDS:
                 return self.answer
@@ -148,9 +155,28 @@ class _SparkProbe:
             probe = self.running
         probe.join(wait)
         with self.guard:
-            if self.answer is not None and time.monotonic() - self.at < SPARK_CACHE_SECONDS:
-                return self.answer
-        return UNKNOWN, f"no answer from the Spark service within {wait:g} s"
+            age = time.monotonic() - self.at
+            if self.answer is not None and age < SPARK_KEPT_SECONDS:
+                state, cause = self.answer
+                return state, cause if age < SPARK_CACHE_SECONDS else f"{cause} ({age:.0f} s ago)"
+            if self.answer is None:
+                return UNKNOWN, f"asked; no answer within {wait:g} s yet (a busy service takes seconds to run a task)"
+        return UNKNOWN, f"no answer for {age:.0f} s"
+
+
+def _refused(remote: str) -> str:
+    """Why nothing accepts connections at the service's sc://host:port ("" when something does, or it is not
+    known): a service that is gone is told at once, not after a probe's wait."""
+    host, _, port = remote.removeprefix("sc://").partition("/")[0].rpartition(":")
+    if not host or not port.isdigit():
+        return ""
+    try:
+        with socket.create_connection((host, int(port)), timeout=0.5):
+            return ""
+    except ConnectionRefusedError:
+        return f"nothing accepts connections at {host}:{port}"
+    except OSError:
+        return ""  # slow or unresolvable: the probe tells
 
 
 SPARK = _SparkProbe()

@@ -119,7 +119,7 @@ def read(server: Server, reach: dict[str, str], key: tuple, compute: Callable[[]
     cause = reach.get(server.name, "")
     if cause:
         return Live(error=unreachable(server.name, cause))
-    cache_key = _key("read", server.name, *key)
+    cache_key = _key("read", server.name, server.host, server.port, server.database, *key)
     cached = cache.get(cache_key, _MISSING)
     if cached is not _MISSING:
         return cached

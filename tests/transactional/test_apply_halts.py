@@ -45,12 +45,16 @@ def content(server) -> str:
     return hashlib.sha256(repr(rows(server)).encode()).hexdigest()
 
 
-def state_of(subscriber: str) -> str:
+def status_row(subscriber: str) -> dict:
     for row in trx_rows(timezone.now()):
         for sub in row["subscribers"]:
             if sub["subscriber"] == subscriber:
-                return sub["state"]
+                return sub
     raise AssertionError(f"{subscriber} is not in the status rows")
+
+
+def state_of(subscriber: str) -> str:
+    return status_row(subscriber)["state"]
 
 
 def subscribed(make_server) -> tuple:
@@ -319,4 +323,5 @@ def test_repairing_the_keys_of_a_gap_works_on_a_postgresql_subscriber_with_hosti
     run(sub, "REPL_REPAIR_KEYS ('hpub', 'acct', 'hsub')")
     published, copied = both()
     assert published == copied == [(1, "x"), (500, "refused"), (600, "two")]
-    assert state_of("hsub") == "ok"
+    row = status_row("hsub")
+    assert row["state"] == "ok", row["last_error"]
