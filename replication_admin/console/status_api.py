@@ -253,28 +253,28 @@ def _slot_metrics(out: Exposition) -> None:
     wal_status, and the committed transactions of the publication it still holds."""
     reads = slots()
     found = sorted((key, r.value) for key, r in reads.items() if r.ok and isinstance(r.value, WalBacklog))
-    out.family("repladmin_slot_retained_wal_bytes", "gauge",
-               "WAL a publication's replication slot keeps on its publisher (its end minus restart_lsn).")  # fmt: skip
-    for (server, account), b in found:
-        if b.retained_bytes is not None:
-            labels = {"publisher": server, "account": account, "slot": b.slot}
-            out.sample("repladmin_slot_retained_wal_bytes", labels, b.retained_bytes)
-    out.family("repladmin_slot_safe_wal_size_bytes", "gauge",
-               "WAL that can be written before the slot is past max_slot_wal_keep_size (if set).")  # fmt: skip
-    for (server, account), b in found:
-        if b.safe_wal_size is not None:
-            labels = {"publisher": server, "account": account, "slot": b.slot}
-            out.sample("repladmin_slot_safe_wal_size_bytes", labels, b.safe_wal_size)
+    gauges = [
+        ("repladmin_slot_retained_wal_bytes",
+         "WAL a publication's replication slot keeps on its publisher (its end minus restart_lsn).",
+         lambda b: b.retained_bytes),
+        ("repladmin_slot_safe_wal_size_bytes",
+         "WAL that can be written before the slot is past max_slot_wal_keep_size (if set).",
+         lambda b: b.safe_wal_size),
+        ("repladmin_slot_pending_transactions",
+         "Committed transactions of the publication its slot holds that no reader has stored yet.",
+         lambda b: b.pending),
+    ]  # fmt: skip
+    for name, help_text, value_of in gauges:
+        out.family(name, "gauge", help_text)
+        for (server, account), backlog in found:
+            value = value_of(backlog)
+            if value is not None:
+                out.sample(name, {"publisher": server, "account": account, "slot": backlog.slot}, value)
     out.family("repladmin_slot_wal_status", "gauge",
                "1 for the slot's wal_status (reserved, extended, unreserved, lost; gone: no slot).")  # fmt: skip
     for (server, account), b in found:
         labels = {"publisher": server, "account": account, "slot": b.slot, "wal_status": b.wal_status or "gone"}
         out.sample("repladmin_slot_wal_status", labels, 1)
-    out.family("repladmin_slot_pending_transactions", "gauge",
-               "Committed transactions of the publication its slot holds that no reader has stored yet.")  # fmt: skip
-    for (server, account), b in found:
-        out.sample("repladmin_slot_pending_transactions", {"publisher": server, "account": account, "slot": b.slot},
-                   b.pending)  # fmt: skip
 
 
 def _job_metrics(out: Exposition) -> None:
