@@ -1,4 +1,4 @@
-.PHONY: setup demo serve test test-pg lint bench
+.PHONY: setup demo serve test test-fast test-pg lint bench
 
 PY := .venv/bin/python
 # Development settings (secret key, Fernet key, DEBUG) come from var/dev.env, written by scripts/setup.sh; the
@@ -34,6 +34,11 @@ TEST_PROCESSES ?= 2
 PYTEST_XDIST = $(if $(filter 0,$(TEST_PROCESSES)),,-n $(TEST_PROCESSES) --dist worksteal)
 test: setup lint
 	REPLADMIN_TEST_SPARK=$${REPLADMIN_TEST_SPARK:-cluster} $(PY) -m pytest $(PYTEST_XDIST)
+
+## The fast lane while editing: the pure engine's tests and the architecture rules, without setup, lint, databases or
+## Spark (seconds). `make test` stays the whole truth.
+test-fast:
+	REPLADMIN_TEST_SPARK=embedded $(PY) -m pytest -q tests/engine tests/test_architecture.py
 
 ## The same suite on a PostgreSQL catalog (pytest-django creates and drops REPLADMIN_TEST_DB_NAME on
 ## REPLADMIN_DB_HOST); child processes (worker hosts, replsql) are pointed at it too.
