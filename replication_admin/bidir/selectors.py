@@ -70,7 +70,10 @@ def subscription_list_context(request: HttpRequest) -> dict:
                    search=("server", "item"))  # fmt: skip
     shown = list(subs.page)
     publications = dict(SnapshotPublication.objects.filter(item__in={s.item for s in shown}).values_list("item", "pk"))
-    subs.page.object_list = [(s, publications.get(s.item)) for s in shown]
+    items = {s.item for s in shown}
+    states = {(p["item"], row["server"]): row for p in (bidir_status_rows(items) if items else [])
+              for row in p["subscribers"]}  # fmt: skip
+    subs.page.object_list = [(s, publications.get(s.item), states.get((s.item, s.server))) for s in shown]
     return {"snapshot_subscriptions": subs}
 
 

@@ -6,6 +6,7 @@ transactional subscription can be in here (broken: tests/console/test_broken_ite
 from __future__ import annotations
 
 import re
+import sqlite3
 from datetime import timedelta
 
 import pytest
@@ -14,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from replication_admin.engine import health
-from replication_admin.models import ReplAccount, ReplSubscriber, Server
+from replication_admin.models import ReplAccount, ReplSubscriber, Server, SnapshotPublication, SnapshotSubscription
 from tests.transactional.test_trx_live_status import closed_port
 
 pytestmark = pytest.mark.django_db
@@ -87,3 +88,46 @@ def test_every_page_shows_each_subscriptions_state_in_the_words_of_the_status_ap
         assert BADGE.findall(row_of(drawing, f">{name} ← pub/acc</a>")) == [words], f"topology's table: {name}"
     # the reason stands beside a state that is not ok, on every page alike
     assert "server s_halted: INSERT command denied" in listing.split('data-subscription="s_halted pub/acc"', 1)[1]
+
+
+@pytest.fixture
+def bidir_subscriptions(settings, sqlite_path) -> None:
+    """A bi-directional publication with a subscriber in sync (ok) and one whose copy is not made (never); and one
+    whose publisher's file is gone (unreachable)."""
+    settings.STATUS_TOKENS = [TOKEN]
+    now = timezone.now()
+    for name in ("shop", "branch"):
+        made = Server.objects.create(name=name, dialect="sqlite", database=sqlite_path(name))
+        with sqlite3.connect(made.database) as conn:
+            conn.execute("CREATE TABLE items (id integer PRIMARY KEY)")
+            # each side's bi-directional log, empty: nothing waits
+            conn.execute('CREATE TABLE "RLOG_items" ("SNAPTIME" text, "RLOG_ROWGUID" text)')
+    shop = Server.objects.get(name="shop")
+    gone = Server.objects.create(name="gone", dialect="sqlite", database="/nonexistent/gone.sqlite3")
+    SnapshotPublication.objects.create(item="shop.items", server=shop, table="items", last_sync_at=now)
+    SnapshotPublication.objects.create(item="gone.items", server=gone, table="items", last_sync_at=now)
+    for server, init in (("branch", "done"), ("outlet", "none")):
+        SnapshotSubscription.objects.create(server=server, item="shop.items", init_state=init, last_sync_at=now)
+    SnapshotSubscription.objects.create(server="branch", item="gone.items", init_state="done", last_sync_at=now)
+    cache.clear()
+
+
+def test_every_page_shows_each_bidirectional_subscriptions_state_in_the_words_of_the_status_api(
+    bidir_subscriptions, client, viewer_client
+):
+    body = client.get(reverse("api-status"), HTTP_AUTHORIZATION=f"Bearer {TOKEN}").json()
+    api = {(p["item"], s["server"]): (s["state"], s["state_label"])
+           for p in body["bidirectional_publications"] for s in p["subscribers"]}  # fmt: skip
+    assert {key: state for key, (state, _) in api.items()} == {
+        ("shop.items", "branch"): health.OK, ("shop.items", "outlet"): health.NEVER,
+        ("gone.items", "branch"): health.UNREACHABLE,
+    }  # fmt: skip
+    listing = viewer_client.get(reverse("subscriptions")).content.decode()
+    page = viewer_client.get(reverse("dashboard")).content.decode()
+    dashboard = page.split('id="items"', 1)[1]
+    for (item, server), words in api.items():
+        assert BADGE.findall(row_of(listing, f'data-subscription="{server} {item}"')) == [words], (item, server)
+        assert BADGE.findall(row_of(dashboard, f">{item} ↔ {server}</a>")) == [words], (item, server)
+        pub = SnapshotPublication.objects.get(item=item)
+        detail = viewer_client.get(reverse("publications-detail", args=[pub.pk])).content.decode()
+        assert BADGE.findall(row_of(detail, f'data-server="{server}"')) == [words], (item, server)
