@@ -55,13 +55,6 @@ def run_job(job_id: int, inline: bool = False) -> str:
 # every minute (`scheduler_round`, for a cluster started without this product's qcluster command).
 
 EVENT_ACTOR = Actor.scheduler()
-_JOB_OUTCOMES: dict[str, str] = {
-    JobRun.State.SUCCEEDED: AuditEntry.Outcome.OK,
-    JobRun.State.SKIPPED: AuditEntry.Outcome.SKIPPED,
-    JobRun.State.FAILED: AuditEntry.Outcome.ERROR,
-    JobRun.State.LOST: AuditEntry.Outcome.ERROR,
-    JobRun.State.CANCELLED: AuditEntry.Outcome.ERROR,
-}
 
 
 def scheduler_tick() -> list[str]:
@@ -129,7 +122,7 @@ def _settle_job_audits(job_ids: list[int]) -> list[dict]:
     as the jobs were queued, before anyone knew)."""
     settled = []
     for job in JobRun.objects.filter(pk__in=job_ids).order_by("pk"):
-        outcome = _JOB_OUTCOMES.get(job.state)
+        outcome = jobs.FINISHED_OUTCOMES.get(job.state)
         if outcome is None:
             continue  # still queued or running: its row stays as written
         for entry in AuditEntry.objects.filter(via=EVENT_ACTOR.via, action=f"job.{job.kind}", detail__job=job.pk):

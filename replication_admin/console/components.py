@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -28,19 +28,15 @@ from django.views.decorators.http import require_GET
 from replication_admin.core import heartbeats
 from replication_admin.core.heartbeats import Kind
 from replication_admin.core.spark import ping_service
-from replication_admin.core.times import duration_text
+from replication_admin.core.times import duration_text, iso
 from replication_admin.core.transactions import error_message
-from replication_admin.models import ProcessHeartbeat, ReplSubscriber
+from replication_admin.models import ProcessHeartbeat, ReplSubscriber, subscription_label
 
 OK, DOWN, UNKNOWN = "ok", "down", "unknown"
 BADGES = {OK: "ok", DOWN: "bad", UNKNOWN: "warn"}
 SPARK_WAIT = 1.0
 SPARK_CACHE_SECONDS = 10.0
 SPARK_KEPT_SECONDS = 60.0
-
-
-def _iso(at: datetime | None) -> str | None:
-    return at.astimezone(UTC).isoformat() if at else None
 
 
 def _first_line(exc: BaseException) -> str:
@@ -91,7 +87,7 @@ def process_rows(now: datetime | None = None) -> tuple[list[dict], list[str], fl
     wanting = list(heartbeats.wanting_follower().values("id", "subscriber", "server", "account"))
     held_ids = {pk for r in rows if r.kind == Kind.FOLLOWER for pk in (r.details or {}).get("subscriptions", [])}
     named = ReplSubscriber.objects.filter(pk__in=held_ids - {s["id"] for s in wanting})
-    names = {s["id"]: f"{s['subscriber']} <- {s['server']}/{s['account']}"
+    names = {s["id"]: subscription_label(s["subscriber"], s["server"], s["account"])
              for s in [*wanting, *named.values("id", "subscriber", "server", "account")]}  # fmt: skip
     live_keys = {_supersedes_key(r) for r in rows if heartbeats.is_alive(r, now)}
     result = []
@@ -103,7 +99,7 @@ def process_rows(now: datetime | None = None) -> tuple[list[dict], list[str], fl
         label = heartbeats.KIND_LABELS.get(row.kind, row.kind)
         result.append(_row(
             row.kind, f"{label} {row.pid}@{row.host}", DOWN if down else OK, cause, host=row.host, pid=row.pid,
-            started_at=_iso(row.started_at), last_heartbeat=_iso(row.renewed_at),
+            started_at=iso(row.started_at), last_heartbeat=iso(row.renewed_at),
             age_seconds=round((now - row.renewed_at).total_seconds(), 3), holds=holds,
         ))  # fmt: skip
     kinds = {r.kind for r in rows}
@@ -197,17 +193,20 @@ def catalog_row(answered: float) -> dict:
     return _row("catalog", f"catalog ({vendor})", OK, f"answers in {answered * 1000:.0f} ms")
 
 
+def _components(now: datetime | None = None) -> tuple[list[dict], list[str]]:
+    """Every component (the worker hosts, followers and scheduler, the Spark service and the catalog), and the
+    in-sync subscriptions no live follower serves."""
+    processes, uncovered, answered = process_rows(now)
+    return [*processes, spark_row(), catalog_row(answered)], uncovered
+
+
 def component_rows(now: datetime | None = None) -> list[dict]:
-    """Every component: the worker hosts, followers and scheduler, the Spark service and the catalog."""
-    processes, _, answered = process_rows(now)
-    return [*processes, spark_row(), catalog_row(answered)]
+    return _components(now)[0]
 
 
 @require_GET
 def health_page(request: HttpRequest) -> HttpResponse:
-    now = timezone.now()
-    processes, uncovered, answered = process_rows(now)
-    components = [*processes, spark_row(), catalog_row(answered)]
+    components, uncovered = _components(timezone.now())
     for c in components:
         c["badge"] = BADGES[c["state"]]
     context = {

@@ -28,6 +28,7 @@ from replication_admin.models import Alert, JobRun, ReplAccount, ReplSubscriber,
 from replication_admin.servers.actions import check_all_servers
 from replication_admin.transactional import actions as trx_actions
 from replication_admin.transactional.selectors import (
+    TIME_REASON,
     WalBacklog,
     size_text,
     slot_problem,
@@ -67,10 +68,6 @@ def resolve_cleared_alerts() -> int:
     return resolved
 
 
-def _target(sub: ReplSubscriber) -> str:
-    return f"{sub.subscriber} <- {sub.server}/{sub.account}"
-
-
 def _judge_lag(subs: list[ReplSubscriber], now: datetime, open_new: bool) -> tuple[int, int]:
     """Open (when `open_new`) or count up the lag alert of each subscription over a limit, resolve it for those
     back under both; a lag that cannot be known leaves its alert as it is. Returns (over, resolved). The lag and
@@ -89,15 +86,16 @@ def _judge_lag(subs: list[ReplSubscriber], now: datetime, open_new: bool) -> tup
         if count_limit is not None and transactions > count_limit:
             reasons.append(f"{transactions} transactions behind (alert above {count_limit})")
         if seconds is not None and seconds > time_limit:
-            reasons.append(f"its oldest unapplied transaction is {seconds:.0f} s old (alert above {time_limit:g} s)")
+            # TIME_REASON in the message: a sync that leaves some behind does not resolve such an alert
+            reasons.append(f"its {TIME_REASON} is {seconds:.0f} s old (alert above {time_limit:g} s)")
         if reasons:
             over += 1
-            if open_new or open_alerts().filter(kind=Alert.Kind.LAG, target=_target(sub)).exists():
+            if open_new or open_alerts().filter(kind=Alert.Kind.LAG, target=sub.label).exists():
                 message = f"{sub.subscriber} is behind {sub.server}/{sub.account}: " + "; ".join(reasons)
-                raise_alert(Alert.Kind.LAG, _target(sub), message, sub.get_absolute_url())
+                raise_alert(Alert.Kind.LAG, sub.label, message, sub.get_absolute_url())
         else:
             age = "" if seconds is None else f", the oldest {seconds:.0f} s old"
-            resolved += resolve_alerts(Alert.Kind.LAG, _target(sub), f"lag back to {transactions} transactions{age}")
+            resolved += resolve_alerts(Alert.Kind.LAG, sub.label, f"lag back to {transactions} transactions{age}")
     return over, resolved
 
 
@@ -105,9 +103,9 @@ def _resolve_lag_alerts(alerts: list[Alert]) -> int:
     if not alerts:
         return 0
     targets = {a.target for a in alerts}
-    subs = [s for s in ReplSubscriber.objects.filter(subscribed=True) if _target(s) in targets]
+    subs = [s for s in ReplSubscriber.objects.filter(subscribed=True) if s.label in targets]
     resolved = _judge_lag(subs, timezone.now(), open_new=False)[1]
-    for target in targets - {_target(s) for s in subs}:
+    for target in targets - {s.label for s in subs}:
         resolved += resolve_alerts(Alert.Kind.LAG, target, "the subscription was dropped")
     return resolved
 

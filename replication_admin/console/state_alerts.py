@@ -15,7 +15,7 @@ from django.utils import timezone
 from replication_admin.bidir.selectors import bidir_status_rows
 from replication_admin.core.alerts import open_alerts, safely_raise, safely_resolve
 from replication_admin.engine import health
-from replication_admin.models import Alert
+from replication_admin.models import Alert, subscription_label
 from replication_admin.snapshots.selectors import snapshot_states
 from replication_admin.transactional.selectors import trx_status_rows
 
@@ -41,7 +41,7 @@ def broken_items(now: datetime | None = None) -> dict[str, tuple[str, str]]:
         for sub in account["subscribers"]:
             if sub["state"] == health.BROKEN:
                 url = reverse("trx-subscriptions-detail", args=[sub["subscriber"], server, name])
-                found[f"{sub['subscriber']} <- {server}/{name}"] = (sub["last_error"], url)
+                found[subscription_label(sub["subscriber"], server, name)] = (sub["last_error"], url)
         if account["state"] == health.BROKEN and not account["subscribers"]:
             url = reverse("trx-publications-detail", args=[server, name])
             found[f"publication {server}/{name}"] = (account["last_error"], url)

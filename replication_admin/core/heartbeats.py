@@ -176,10 +176,6 @@ def beating(kind: str, watches: bool = False) -> Iterator[Pulse]:
 # --- the watchdog ------------------------------------------------------------------------------------------
 
 
-def subscription_target(sub: ReplSubscriber) -> str:
-    return f"{sub.subscriber} <- {sub.server}/{sub.account}"
-
-
 def _last_seen(rows: list[ProcessHeartbeat], now: datetime) -> str:
     if not rows:
         return "none has sent a heartbeat in the last day"
@@ -219,7 +215,7 @@ def watch(now: datetime | None = None) -> dict[str, list[str]]:
     rows = list(ProcessHeartbeat.objects.all())
     followers = live_followers(rows, now)
     wanting = list(wanting_follower().only("id", "server", "account", "subscriber"))
-    down_subs = {subscription_target(s): s for s in wanting if not followers.holds(s.pk)}
+    down_subs = {s.label: s for s in wanting if not followers.holds(s.pk)}
     followers_seen = [r for r in rows if r.kind == Kind.FOLLOWER]
     down_kinds = {KIND_LABELS[k]: why for k, why in kinds_down(rows, len(wanting), now).items()}
     # Acknowledged ones too: a person who acknowledged the trouble is not told again until it has cleared.
@@ -245,7 +241,7 @@ def watch(now: datetime | None = None) -> dict[str, list[str]]:
         reason = ""
         if kind == Alert.Kind.FOLLOWER_DOWN and target not in down_subs:
             reason = "it is no longer followed in sync"
-            sub = next((s for s in wanting if subscription_target(s) == target), None)
+            sub = next((s for s in wanting if s.label == target), None)
             if sub is not None and (row := followers.holder(sub.pk)) is not None:
                 reason = f"follower pid {row.pid} on {row.host} serves it"
         elif kind == Alert.Kind.COMPONENT_DOWN and target not in down_kinds and target in KIND_LABELS.values():

@@ -18,6 +18,7 @@ from replication_admin.models.catalog import (
     Tracer,
     TracerArrival,
     TransactionalConflictResolver,
+    subscription_label,
 )
 from replication_admin.models.console import (
     REGISTRY_DEFAULTS,
@@ -60,4 +61,5 @@ __all__ = [
     "Tracer",
     "TracerArrival",
     "TransactionalConflictResolver",
+    "subscription_label",
 ]

@@ -360,6 +360,11 @@ class ReplAccount(models.Model):
         return reverse("trx-publications-detail", args=[self.server, self.account])
 
 
+def subscription_label(subscriber: str, server: str, account: str) -> str:
+    """How alerts, jobs and the audit log name a transactional subscription: `subscriber <- publisher/account`."""
+    return f"{subscriber} <- {server}/{account}"
+
+
 class ReplSubscriber(models.Model):
     """SYS_REPL_SUBSCRIBERS: subscribers of a publication, their level and validity. With one console
     for every server, a row is also the subscription itself (what Virtuoso keeps on the subscriber)."""
@@ -416,6 +421,10 @@ class ReplSubscriber(models.Model):
     @property
     def halted(self) -> bool:
         return self.halt_count is not None
+
+    @property
+    def label(self) -> str:
+        return subscription_label(self.subscriber, self.server, self.account)
 
 
 class DeclaredServer(models.Model):

@@ -378,7 +378,7 @@ def find_subscription(subscriber: Server, publisher_name: str, account_name: str
 
 
 def do_unsubscribe(actor: Actor, sub: ReplSubscriber, item: str | None = None) -> str:
-    target = f"{sub.subscriber} <- {sub.server}/{sub.account}"
+    target = sub.label
     require(actor, EDIT, "trx.unsubscribe", target)
     if item is not None:
         raise trx_lookups.TrxError(
@@ -398,7 +398,7 @@ def do_init_copy(actor: Actor, sub: ReplSubscriber, sync: bool | None = None, im
     return do_start_job(
         actor,
         TrxInit,
-        f"{sub.subscriber} <- {sub.server}/{sub.account}",
+        sub.label,
         SubscriptionParams(subscription=sub.pk, image=image or ""),
         perm=OPERATE,
         sync=sync,
@@ -419,7 +419,7 @@ def do_sync(actor: Actor, sub: ReplSubscriber, sync: bool | None = None) -> JobR
     return do_start_job(
         actor,
         TrxSync,
-        f"{sub.subscriber} <- {sub.server}/{sub.account}",
+        sub.label,
         SubscriptionParams(subscription=sub.pk),
         perm=OPERATE,
         sync=sync,
@@ -432,7 +432,7 @@ def do_follow(actor: Actor, sub: ReplSubscriber, follow: bool) -> None:
         actor,
         OPERATE,
         "trx.follow" if follow else "trx.disconnect",
-        f"{sub.subscriber} <- {sub.server}/{sub.account}",
+        sub.label,
     )
     with transaction.atomic():
         updates: dict = {"follow": follow}
@@ -442,13 +442,13 @@ def do_follow(actor: Actor, sub: ReplSubscriber, follow: bool) -> None:
         record(
             actor,
             "trx.follow" if follow else "trx.disconnect",
-            f"{sub.subscriber} <- {sub.server}/{sub.account}",
+            sub.label,
         )
 
 
 def do_mark_valid(actor: Actor, sub: ReplSubscriber, valid: bool) -> str:
     """Set Valid / Set Invalid: an invalid subscriber's sync requests are refused."""
-    target = f"{sub.subscriber} <- {sub.server}/{sub.account}"
+    target = sub.label
     require(actor, OPERATE, "trx.mark_valid" if valid else "trx.mark_invalid", target)
     with transaction.atomic():
         ReplSubscriber.objects.filter(pk=sub.pk).update(valid=1 if valid else 0)
@@ -461,7 +461,7 @@ def do_mark_valid(actor: Actor, sub: ReplSubscriber, valid: bool) -> str:
 def do_skip_halted_transaction(sub: ReplSubscriber, *, actor: Actor) -> str:
     """A person skips the transaction a subscription is halted at: it is recorded as a gap (skipped by them, with
     its keys), the level moves past exactly that transaction, and the halt ends."""
-    target = f"{sub.subscriber} <- {sub.server}/{sub.account}"
+    target = sub.label
     require(actor, EDIT, "trx.skip_transaction", target)
     with _guarded(actor, "trx.skip_transaction", target), item_lock(trx_lookups.lock_name(sub), None):
         sub.refresh_from_db()
@@ -508,8 +508,7 @@ def _gap_keys(account: ReplAccount, gaps: list[SkippedTransaction]) -> list[dict
         info = published.get(table)
         return [c.name for c in info.primary_key] if info is not None and info.primary_key else None
 
-    keys: list[dict] = []
-    seen: set[str] = set()
+    txns = []
     for gap in gaps:
         if not all(isinstance(e, dict) for e in gap.entries):
             raise trx_lookups.TrxError(
@@ -526,19 +525,14 @@ def _gap_keys(account: ReplAccount, gaps: list[SkippedTransaction]) -> list[dict
                                     e.get("old"))
             for e in gap.entries
         ]  # fmt: skip
-        txn = transactional_sql.Transaction(count=gap.count, origin=None, at=None, entries=entries)
-        for key in transaction_keys(txn, names, most=None):
-            marker = json.dumps([key["table"], key["key"]], default=str)
-            if marker not in seen:
-                seen.add(marker)
-                keys.append(key)
-    return keys
+        txns.append(transactional_sql.Transaction(count=gap.count, origin=None, at=None, entries=entries))
+    return transaction_keys(txns, names, most=None)
 
 
 def do_repair_gaps(sub: ReplSubscriber, *, actor: Actor, gap: int | None = None) -> str:
     """Repair these keys: the subscriber's rows of the keys of a gap (or of all its unrepaired gaps) become the
     publisher's rows as they are now, in one subscriber transaction; the gaps are marked repaired."""
-    target = f"{sub.subscriber} <- {sub.server}/{sub.account}"
+    target = sub.label
     require(actor, OPERATE, "trx.repair_keys", target)
     with _guarded(actor, "trx.repair_keys", target):
         gaps = SkippedTransaction.objects.filter(
@@ -589,7 +583,7 @@ def retry_due_halts() -> list[int]:
             later = now + timedelta(seconds=trx_sync.halt_backoff(sub.halt_attempts + 1))
             ReplSubscriber.objects.filter(pk=sub.pk).update(retry_at=later)
             job = do_start_job(
-                Actor.scheduler(), TrxSync, f"{sub.subscriber} <- {sub.server}/{sub.account}",
+                Actor.scheduler(), TrxSync, sub.label,
                 SubscriptionParams(subscription=sub.pk),
             )  # fmt: skip
             queued.append(job.pk)
@@ -612,7 +606,7 @@ def purge_event_name(account: ReplAccount) -> str:
 
 def do_sub_schedule(actor: Actor, sub: ReplSubscriber, interval: int) -> str:
     """SUB_SCHEDULE: sync this subscription every `interval` minutes (0 removes the schedule)."""
-    target = f"{sub.subscriber} <- {sub.server}/{sub.account}"
+    target = sub.label
     require(actor, OPERATE, "trx.schedule", target)
     name = schedule_event_name(sub.subscriber, sub)
     with transaction.atomic():

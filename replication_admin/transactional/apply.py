@@ -275,15 +275,15 @@ def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, 
 
 
 def transaction_keys(
-    txn: sql.Transaction, key_names: Callable[[str], list[str] | None], most: int | None = KEYS_LISTED
+    txns: Iterable[sql.Transaction], key_names: Callable[[str], list[str] | None], most: int | None = KEYS_LISTED
 ) -> list[dict]:
-    """The tables and keys a transaction's row entries touch ([{"table": t, "key": [...]}], the key's values as
-    its images carry them, in the key's column order; at most `most`). `key_names(table)`: the key columns of
-    a published table, None when it is not known (its key is then null)."""
+    """The tables and keys the row entries of transactions touch, each once ([{"table": t, "key": [...]}], the
+    key's values as its images carry them, in the key's column order; at most `most`). `key_names(table)`: the key
+    columns of a published table, None when it is not known (its key is then null)."""
     keys: list[dict] = []
     seen: set[str] = set()
     names: dict[str, list[str] | None] = {}
-    for entry in txn.entries:
+    for entry in (entry for txn in txns for entry in txn.entries):
         if entry.op not in ("I", "U", "D") or not entry.table:
             continue
         if entry.table not in names:
@@ -303,22 +303,17 @@ def transaction_keys(
     return keys
 
 
-def move_past(target: Target, txn: sql.Transaction, expected: int, cursor=None) -> None:
+def move_past(target: Target, txn: sql.Transaction, expected: int) -> None:
     """Move the level from `expected` past `txn` without applying it; LevelMoved when the level is not at
     `expected` (the transaction was applied, or skipped, meanwhile)."""
     statement = sql.level_advance_sql(target.d, schema_of(target.server))
     params = [txn.level, txn.count, target.publisher, target.account, expected]
-    if cursor is not None:
+
+    def work(cursor) -> int:
         cursor.execute(statement, params)
-        moved = cursor.rowcount
-    else:
+        return cursor.rowcount
 
-        def work(c) -> int:
-            c.execute(statement, params)
-            return c.rowcount
-
-        moved = with_retries(target.server, work)
-    if moved != 1:
+    if with_retries(target.server, work) != 1:
         raise LevelMoved(f"{target.server.name} is no longer at count {expected}")
 
 

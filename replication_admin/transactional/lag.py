@@ -78,10 +78,15 @@ def lag_limit_seconds(account: ReplAccount | None) -> float:
     return float(settings.LAG_ALERT_SECONDS)
 
 
+def wal_publications() -> set[tuple[str, str]]:
+    """The (server, account) of every publication that captures from the WAL (one catalog query)."""
+    return set(ReplAccount.objects.filter(capture=ReplAccount.Capture.WAL).values_list("server", "account"))
+
+
 def slots(publications: Iterable[tuple[str, str]] | None = None) -> dict[tuple[str, str], live.Live]:
     """The live slot reads (a Live of a WalBacklog) of the WAL publications among (server, account) (None: of
     every WAL publication), cached as live_lags' are (one read serves both)."""
-    every = set(ReplAccount.objects.filter(capture=ReplAccount.Capture.WAL).values_list("server", "account"))
+    every = wal_publications()
     wal = sorted(every if publications is None else every & set(publications))
     servers = {s.name: s for s in Server.objects.filter(name__in={name for name, _ in wal})}
     reach = live.reachability(servers.values())
@@ -140,7 +145,7 @@ def live_lags(
     servers = {s.name: s for s in Server.objects.filter(name__in=names)}
     reach = live.reachability(servers.values())
     # Read here, not in the bounded reads (they run on threads of their own and read the servers only).
-    wal = set(ReplAccount.objects.filter(capture=ReplAccount.Capture.WAL).values_list("server", "account"))
+    wal = wal_publications()
 
     def read(name: str, key: tuple, compute) -> live.Live:
         server = servers.get(name)

@@ -53,11 +53,6 @@ def set_subscriber_position(sub: Server, publisher: str, account: str, count: in
     return statements
 
 
-def lag_alert_target(subscriber: str, server: str, account: str) -> str:
-    """The target of a subscriber's lag and subscriber_invalid alerts."""
-    return f"{subscriber} <- {server}/{account}"
-
-
 SAMPLE_EVERY = 5.0  # seconds between two level samples of one subscriber
 
 
@@ -81,15 +76,15 @@ def record_position(sub: ReplSubscriber, count: int, pub_count: int, force: bool
     if threshold and threshold[0] is not None and behind > threshold[0]:
         safely_raise(
             "lag",
-            lag_alert_target(sub.subscriber, sub.server, sub.account),
+            sub.label,
             f"{sub.subscriber} is {behind} transactions behind {sub.server}/{sub.account} (alert above {threshold[0]})",
             sub.get_absolute_url(),
         )
-    elif threshold and (behind == 0 or not _late(lag_alert_target(sub.subscriber, sub.server, sub.account))):
+    elif threshold and (behind == 0 or not _late(sub.label)):
         limit = threshold[0]
         safely_resolve(
             "lag",
-            lag_alert_target(sub.subscriber, sub.server, sub.account),
+            sub.label,
             f"lag back to {behind} transactions" + ("" if limit is None else f" (alert above {limit})"),
         )
     if force or last is None or (now - last).total_seconds() >= SAMPLE_EVERY:
@@ -124,10 +119,6 @@ def set_state(sub: ReplSubscriber, state: int, error: str | None = None) -> None
 _LEVEL_TABLES: set[tuple] = set()
 
 
-def halt_target(sub: ReplSubscriber) -> str:
-    return f"{sub.subscriber} <- {sub.server}/{sub.account}"
-
-
 def clear_halt(sub: ReplSubscriber, how: str) -> None:
     """The halted transaction is behind the subscriber now (applied, skipped or copied over): the halt ends."""
     ReplSubscriber.objects.filter(pk=sub.pk).update(
@@ -135,4 +126,4 @@ def clear_halt(sub: ReplSubscriber, how: str) -> None:
     )
     sub.halt_count = sub.halt_level = sub.halted_at = sub.retry_at = None
     sub.halt_error, sub.halt_keys, sub.halt_attempts = "", [], 0
-    safely_resolve(Alert.Kind.APPLY_HALTED, halt_target(sub), how)
+    safely_resolve(Alert.Kind.APPLY_HALTED, sub.label, how)

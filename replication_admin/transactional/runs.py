@@ -21,7 +21,7 @@ def subscription_subject(params: dict[str, Any]) -> Subject:
     sub = ReplSubscriber.objects.filter(pk=params["subscription"]).first()
     if sub is None:
         return Subject(f"transactional subscription #{params['subscription']} (dropped)")
-    return Subject(f"subscription {sub.subscriber} <- {sub.server}/{sub.account}", sub.get_absolute_url())
+    return Subject(f"subscription {sub.label}", sub.get_absolute_url())
 
 
 @register

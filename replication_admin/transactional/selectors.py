@@ -35,6 +35,7 @@ from replication_admin.transactional.lag import size_text as size_text  # re-exp
 from replication_admin.transactional.lag import slot_problem as slot_problem  # re-exported
 from replication_admin.transactional.lag import slots as slots  # re-exported
 from replication_admin.transactional.lookups import item_table as item_table  # re-exported
+from replication_admin.transactional.positions import TIME_REASON as TIME_REASON  # re-exported
 from replication_admin.transactional.states import gap_counts as gap_counts  # re-exported
 from replication_admin.transactional.states import subscriber_states as subscriber_states  # re-exported
 from replication_admin.transactional.states import trx_status_rows as trx_status_rows  # re-exported

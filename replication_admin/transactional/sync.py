@@ -62,6 +62,7 @@ from replication_admin.transactional.capture import (
     read_transactions,
     visible_count,
 )
+from replication_admin.transactional.lag import wal_publications
 from replication_admin.transactional.lookups import (
     BacklogExceeded,
     InvalidSubscriber,
@@ -75,7 +76,6 @@ from replication_admin.transactional.lookups import (
 )
 from replication_admin.transactional.positions import (
     clear_halt,
-    halt_target,
     record_position,
     set_state,
     subscriber_position,
@@ -136,7 +136,7 @@ def _record_halt(sub: ReplSubscriber, txn: sql.Transaction, error: str, keys: li
     ReplSubscriber.objects.filter(pk=sub.pk).update(**updates)
     for name, value in updates.items():
         setattr(sub, name, value)
-    safely_raise(Alert.Kind.APPLY_HALTED, halt_target(sub), f"{line}; keys: {_keys_text(keys)}", sub.get_absolute_url())
+    safely_raise(Alert.Kind.APPLY_HALTED, sub.label, f"{line}; keys: {_keys_text(keys)}", sub.get_absolute_url())
     log.warning("%s (attempt %s)", line, attempts)
     return line
 
@@ -196,9 +196,7 @@ def check_request(sub: ReplSubscriber, level: int, pub_level: int, pub_count: in
         )
     if not ok:
         message = f"{sub.subscriber} is no longer valid for {sub.server}/{sub.account}: {reason}"
-        safely_raise(
-            "subscriber_invalid", f"{sub.subscriber} <- {sub.server}/{sub.account}", message, sub.get_absolute_url()
-        )
+        safely_raise("subscriber_invalid", sub.label, message, sub.get_absolute_url())
         raise InvalidSubscriber(message)
 
 
@@ -347,12 +345,12 @@ def _apply_or_halt(
                 count = _apply_or_halt(sub, acct, target, [txn], count, outcome)
             return count
         txn, error = txns[0], error_message(exc)
-        keys = transaction_keys(txn, key_names_of(acct, target))
+        keys = transaction_keys([txn], key_names_of(acct, target))
         if sub.on_error == "skip":
             count = skip_transaction(target, txn, count, error, keys)
             outcome.skipped += 1
             safely_raise(
-                Alert.Kind.TRANSACTION_SKIPPED, halt_target(sub),
+                Alert.Kind.TRANSACTION_SKIPPED, sub.label,
                 f"{sub.subscriber} skipped level {txn.level} of {sub.server}/{sub.account} (transaction {txn.count}): "
                 f"{' '.join(error.split())}; keys: {_keys_text(keys)}; repair them on the subscription's page",
                 sub.get_absolute_url(),
@@ -509,7 +507,7 @@ def start_reinitialisation(sub: ReplSubscriber) -> None:
     """Queue the initial copy of a subscription whose conflict re-initialises it (REPL_INIT_COPY's job)."""
     runner = RUNNERS["trx_init"]
     do_start_job(
-        Actor.scheduler(), runner, f"{sub.subscriber} <- {sub.server}/{sub.account}",
+        Actor.scheduler(), runner, sub.label,
         runner.params_type.from_json({"subscription": sub.pk}),
     )  # fmt: skip
 
@@ -586,8 +584,7 @@ class WalStreams:
     def pump(self, subs: list[ReplSubscriber], servers: dict[str, Server]) -> None:
         """Pump every stream the subscriptions need (one catalog read for which capture from the WAL)."""
         wanted = {(s.server, s.account) for s in subs}
-        everywhere = ReplAccount.objects.filter(capture=ReplAccount.Capture.WAL).values_list("server", "account")
-        self.wal = wanted & set(everywhere)
+        self.wal = wanted & wal_publications()
         for key in [k for k in self.open if k not in self.wal]:
             self.open.pop(key).close()
         self.counts = {}

@@ -106,10 +106,6 @@ def _subscription(subscriber: str, server: str, account: str) -> ReplSubscriber:
     return get_object_or_404(ReplSubscriber, subscriber=subscriber, server=server, account=account)
 
 
-def _sub_target(sub: ReplSubscriber) -> str:
-    return f"{sub.subscriber} <- {sub.server}/{sub.account}"
-
-
 def _acct_target(account: ReplAccount) -> str:
     return f"{account.server}/{account.account}"
 
@@ -695,7 +691,7 @@ def subscription_valid(request: HttpRequest, subscriber: str, server: str, accou
     if request.POST.get("valid") not in ("0", "1"):
         return HttpResponseBadRequest("valid is 0 or 1")
     valid = request.POST["valid"] == "1"
-    if refused := refuse(request, OPERATE, "trx.mark_valid" if valid else "trx.mark_invalid", _sub_target(sub)):
+    if refused := refuse(request, OPERATE, "trx.mark_valid" if valid else "trx.mark_invalid", sub.label):
         return refused
     return _attempt(request, lambda actor: trx_actions.do_mark_valid(actor, sub, valid)) or _back(request, sub)
 
@@ -720,7 +716,7 @@ def subscription_init(request: HttpRequest, subscriber: str, server: str, accoun
             "cancel_url": sub.get_absolute_url(),
             "hidden": {"back": request.GET.get("back", "")},
         })  # fmt: skip
-    if refused := refuse(request, OPERATE, "job.trx_init", _sub_target(sub)):
+    if refused := refuse(request, OPERATE, "job.trx_init", sub.label):
         return refused
 
     def start(actor: Actor) -> str:
@@ -733,7 +729,7 @@ def subscription_init(request: HttpRequest, subscriber: str, server: str, accoun
 @require_POST
 def subscription_sync(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
     sub = _subscription(subscriber, server, account)
-    if refused := refuse(request, OPERATE, "job.trx_sync", _sub_target(sub)):
+    if refused := refuse(request, OPERATE, "job.trx_sync", sub.label):
         return refused
 
     def start(actor: Actor) -> str:
@@ -749,7 +745,7 @@ def subscription_follow(request: HttpRequest, subscriber: str, server: str, acco
     if request.POST.get("follow") not in ("0", "1"):
         return HttpResponseBadRequest("follow is 0 or 1")
     follow = request.POST["follow"] == "1"
-    if refused := refuse(request, OPERATE, "trx.follow" if follow else "trx.disconnect", _sub_target(sub)):
+    if refused := refuse(request, OPERATE, "trx.follow" if follow else "trx.disconnect", sub.label):
         return refused
 
     def change(actor: Actor) -> str:
@@ -765,7 +761,7 @@ def subscription_follow(request: HttpRequest, subscriber: str, server: str, acco
 @require_POST
 def subscription_schedule(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
     sub = _subscription(subscriber, server, account)
-    if refused := refuse(request, OPERATE, "trx.schedule", _sub_target(sub)):
+    if refused := refuse(request, OPERATE, "trx.schedule", sub.label):
         return refused
     form = SubScheduleForm(request.POST)
     if not form.is_valid():
@@ -779,7 +775,7 @@ def subscription_schedule(request: HttpRequest, subscriber: str, server: str, ac
 def subscription_drop(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
     sub = _subscription(subscriber, server, account)
     if request.method == "POST":
-        if refused := refuse(request, EDIT, "trx.unsubscribe", _sub_target(sub)):
+        if refused := refuse(request, EDIT, "trx.unsubscribe", sub.label):
             return refused
         if response := _attempt(request, lambda actor: trx_actions.do_unsubscribe(actor, sub)):
             return response
@@ -803,12 +799,12 @@ def subscription_skip(request: HttpRequest, subscriber: str, server: str, accoun
     """Skip the transaction the subscription is halted at (a person's decision, confirmed first)."""
     sub = _subscription(subscriber, server, account)
     if request.method == "POST":
-        if refused := refuse(request, EDIT, "trx.skip_transaction", _sub_target(sub)):
+        if refused := refuse(request, EDIT, "trx.skip_transaction", sub.label):
             return refused
         skip = trx_actions.do_skip_halted_transaction
         return _attempt(request, lambda actor: skip(sub, actor=actor)) or _back(request, sub)
     if sub.halt_count is None:
-        messages.error(request, f"{_sub_target(sub)} is not halted: there is no transaction to skip.")
+        messages.error(request, f"{sub.label} is not halted: there is no transaction to skip.")
         return redirect(sub)
     keys = ", ".join(f"{k.get('table')} {k.get('key')}" for k in (sub.halt_keys or [])[:20]) or "no row keys"
     body = (
@@ -835,7 +831,7 @@ def subscription_repair(request: HttpRequest, subscriber: str, server: str, acco
         return HttpResponseBadRequest("gap is a gap's id")
     chosen = int(gap) if gap is not None else None
     if request.method == "POST":
-        if refused := refuse(request, OPERATE, "trx.repair_keys", _sub_target(sub)):
+        if refused := refuse(request, OPERATE, "trx.repair_keys", sub.label):
             return refused
         repair = trx_actions.do_repair_gaps
         return _attempt(request, lambda actor: repair(sub, actor=actor, gap=chosen)) or _back(request, sub)
@@ -843,7 +839,7 @@ def subscription_repair(request: HttpRequest, subscriber: str, server: str, acco
                                                   repaired_at__isnull=True)  # fmt: skip
     gaps = list(open_gaps.filter(pk=chosen) if chosen is not None else open_gaps)
     if not gaps:
-        messages.error(request, f"{_sub_target(sub)} has no unrepaired gap to repair.")
+        messages.error(request, f"{sub.label} has no unrepaired gap to repair.")
         return redirect(sub)
     keys = [k for g in gaps for k in (g.keys or [])]
     listed = ", ".join(f"{k.get('table')} {k.get('key')}" for k in keys[:20]) + (" …" if len(keys) > 20 else "")

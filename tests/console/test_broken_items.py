@@ -4,80 +4,66 @@ every page says an item's state in the same words as the status API."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from django.core.cache import cache
 from django.urls import reverse
 
 from replication_admin.console.state_alerts import check_items
 from replication_admin.models import Alert, JobRun, Snapshot
+from tests.console.test_same_state_words import BADGE
 from tests.snapshots.test_snapshot_refresh import run as run_snapshot
-from tests.transactional.test_trx_live_status import TOKEN, api_status, subscriber_row
-from tests.transactional.test_trx_replication import run, sql
-
-
-def state_badges(page: str) -> list[str]:
-    """The item states the page shows (every page draws them with the same tag)."""
-    return re.findall(r'<span class="badge [a-z]*" title="[^"]*" data-state="([a-z_]+)">', page)
+from tests.transactional.test_trx_live_status import (
+    TOKEN,
+    api_status,
+    pair,  # noqa: F401 - the fixture
+    subscriber_row,
+)
+from tests.transactional.test_trx_replication import sql
 
 
 def badge_words(page: str) -> list[tuple[str, str]]:
-    return re.findall(r'<span class="badge [a-z]*" title="[^"]*" data-state="([a-z_]+)">([^<]+)</span>', page)
-
-
-@pytest.fixture
-def trx_pair(make_server, jobs_sync, spark, settings):
-    settings.STATUS_TOKENS = [TOKEN]
-    pub = make_server("postgresql", "pg_pub")
-    sub = make_server("mysql", "my_sub")
-    sql(pub, "CREATE TABLE items (id integer PRIMARY KEY, name varchar(40))")
-    sql(pub, "INSERT INTO items VALUES (1, 'one')")
-    run(pub, "REPL_PUBLISH ('acct', 'acct.log'); REPL_PUB_ADD ('acct', 'items', 2, 0, null)")
-    run(sub, "REPL_SERVER ('pg_pub', 'pg_pub'); REPL_SUBSCRIBE ('pg_pub', 'acct'); REPL_INIT_COPY ('pg_pub', 'acct')")
-    cache.clear()
-    return pub, sub
+    return BADGE.findall(page)
 
 
 def test_a_published_table_dropped_on_the_publisher_makes_its_subscription_broken_with_an_alert_until_it_is_back(
-    trx_pair, client, viewer_client
+    pair,  # noqa: F811
+    client,
+    viewer_client,
 ):
-    pub, _sub = trx_pair
-    assert subscriber_row(api_status(client), "my_sub")["state"] == "ok"
+    pub, _sub = pair
+    assert subscriber_row(api_status(client), "my2")["state"] == "ok"
     assert check_items()["broken"] == 0
     sql(pub, "ALTER TABLE items RENAME TO items_old")  # as good as dropped for the publication
     cache.clear()
     body = api_status(client)
-    row = subscriber_row(body, "my_sub")
+    row = subscriber_row(body, "my2")
     assert (row["state"], row["state_label"]) == ("broken", "broken")
-    assert row["last_error"] == "the published table items is gone from server pg_pub (dropped or renamed)"
+    assert row["last_error"] == "the published table items is gone from server pg1 (dropped or renamed)"
     assert body["transactional_publications"][0]["state"] == "broken"
     assert check_items()["broken"] == 1
-    alert = Alert.objects.get(kind=Alert.Kind.ITEM_BROKEN, target="my_sub <- pg_pub/acct")
-    assert alert.resolved_at is None and "items is gone from server pg_pub" in alert.message
+    alert = Alert.objects.get(kind=Alert.Kind.ITEM_BROKEN, target="my2 <- pg1/acct")
+    assert alert.resolved_at is None and "items is gone from server pg1" in alert.message
     # The same word on the dashboard, the subscriptions list and the subscription's page.
-    detail = reverse("trx-subscriptions-detail", args=["my_sub", "pg_pub", "acct"])
+    detail = reverse("trx-subscriptions-detail", args=["my2", "pg1", "acct"])
     for url in (reverse("dashboard"), reverse("subscriptions"), detail):
         page = viewer_client.get(url).content.decode()
         assert ("broken", "broken") in badge_words(page), url
 
     sql(pub, "ALTER TABLE items_old RENAME TO items")
     cache.clear()
-    assert subscriber_row(api_status(client), "my_sub")["state"] == "ok"
+    assert subscriber_row(api_status(client), "my2")["state"] == "ok"
     assert check_items() == {"broken": 0, "resolved": 1}
     alert.refresh_from_db()
     assert alert.resolved_at is not None
 
 
-def test_a_subscribers_copy_that_disappears_makes_the_subscription_broken(trx_pair, client):
-    _pub, sub = trx_pair
+def test_a_subscribers_copy_that_disappears_makes_the_subscription_broken(pair, client):  # noqa: F811
+    _pub, sub = pair
     sql(sub, "DROP TABLE items")
     cache.clear()
-    row = subscriber_row(api_status(client), "my_sub")
+    row = subscriber_row(api_status(client), "my2")
     assert row["state"] == "broken"
-    assert (
-        row["last_error"] == "the subscriber's copy of the table items is gone from server my_sub (dropped or renamed)"
-    )
+    assert row["last_error"] == "the subscriber's copy of the table items is gone from server my2 (dropped or renamed)"
 
 
 @pytest.fixture
