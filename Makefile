@@ -1,4 +1,4 @@
-.PHONY: setup demo serve test test-fast test-pg lint bench
+.PHONY: setup demo serve check test test-fast test-pg lint bench
 
 PY := .venv/bin/python
 # Development settings (secret key, Fernet key, DEBUG) come from var/dev.env, written by scripts/setup.sh; the
@@ -37,6 +37,9 @@ test: setup lint
 
 ## The fast lane while editing: the pure engine's tests and the architecture rules, without setup, lint, databases or
 ## Spark (seconds). `make test` stays the whole truth.
+## `make check`: the lint and the fast lane (under a minute), before every commit.
+check: lint test-fast
+
 test-fast:
 	REPLADMIN_TEST_SPARK=embedded $(PY) -m pytest -q tests/engine tests/test_architecture.py
 

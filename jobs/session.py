@@ -199,12 +199,3 @@ def interrupt_session(config: SparkConfig, session_id: str) -> list[str]:
 
 def is_connect(session: Any) -> bool:
     return type(session).__module__.startswith("pyspark.sql.connect")
-
-
-def stop_spark() -> None:
-    global _session, _session_key
-    with _lock:
-        if _session is not None and _session_key is not None and _session_key[0] == os.getpid():
-            release(_session)
-        _session = None
-        _session_key = None

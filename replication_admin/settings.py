@@ -197,6 +197,9 @@ CATALOG_DATABASES = {
 if DB_ENGINE not in CATALOG_DATABASES:
     raise ImproperlyConfigured(f"REPLADMIN_DB_ENGINE must be sqlite or postgresql, got {DB_ENGINE!r}")
 DATABASES = {"default": CATALOG_DATABASES[DB_ENGINE]()}
+# How a connection to the catalog waits at most `ms` for a lock another transaction holds: the lease heartbeat
+# waits half a beat, never behind a long transaction (core/leases.py).
+CATALOG_BRIEF_WAIT_SQL = {"sqlite": "PRAGMA busy_timeout = {ms}", "postgresql": "SET lock_timeout = {ms}"}[DB_ENGINE]
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

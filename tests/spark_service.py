@@ -132,7 +132,9 @@ class SparkForTests:
             self.error = f"Spark for the tests ({self.mode}) did not start: {exc}"
         finally:
             self.ready.set()
-            (self.work / STATUS_FILE).write_text(self.error or "")  # for pytest-xdist's workers
+            with self.lock:  # a run that ended before Spark was up has removed the directory already
+                if not self.stopping:
+                    (self.work / STATUS_FILE).write_text(self.error or "")  # for pytest-xdist's workers
 
     def _wait_for_cores(self, proc: subprocess.Popen, log: Path) -> None:
         """On a cluster, the first job would wait until both workers have registered: wait here instead."""

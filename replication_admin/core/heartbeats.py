@@ -123,12 +123,6 @@ def live_followers(rows: Iterable[ProcessHeartbeat] | None = None, now: datetime
     return Followers(tuple(r for r in rows if r.kind == Kind.FOLLOWER and is_alive(r, now)))
 
 
-def followed_subscriptions(followers: Followers | None = None) -> set[int]:
-    """The ids of the in-sync subscriptions a live follower serves (two queries, or one with `followers`)."""
-    followers = followers or live_followers()
-    return {pk for pk in wanting_follower().values_list("pk", flat=True) if followers.holds(pk)}
-
-
 def wanting_follower():
     """The subscriptions that should be followed now: subscribed, followed, valid and IN SYNC."""
     return ReplSubscriber.objects.filter(subscribed=True, follow=True, valid=1, state=ReplSubscriber.IN_SYNC)

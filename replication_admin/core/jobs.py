@@ -185,11 +185,6 @@ def register(runner: type[JobRunner[P]]) -> type[JobRunner[P]]:
     return runner
 
 
-def kind_label(kind: str) -> str:
-    runner = RUNNERS.get(kind)
-    return runner.label if runner is not None else kind
-
-
 def job_subject(kind: str, params: dict[str, Any] | None) -> Subject | None:
     """The object a job works on, as its kind names it (None for an unknown kind or one that names none)."""
     runner = RUNNERS.get(kind)

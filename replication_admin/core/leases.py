@@ -19,7 +19,7 @@ import threading
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.db import OperationalError, connection
 from django.utils import timezone
 
 from replication_admin.models import JobRun, ReplLock
@@ -102,6 +102,7 @@ class _Heartbeat:
             jobs, locks = sorted(self.jobs), sorted(self.locks)
         if not jobs and not locks:
             return
+        _wait_briefly_for_catalog()
         until = expiry()
         if jobs:
             JobRun.objects.filter(pk__in=jobs, state=JobRun.State.RUNNING).update(lease_expires_at=until)
@@ -113,12 +114,34 @@ class _Heartbeat:
 
     def _loop(self) -> None:
         stop = threading.Event()
-        while not stop.wait(max(1.0, lease_seconds() / 5)):
-            try:
-                self.beat()
-            except Exception:  # a missed beat is retried at the next one; the lease has slack for four
-                log.warning("heartbeat failed", exc_info=True)
-                connection.close()
+        while not stop.wait(beat_seconds()):
+            _beat_once(self)
+
+
+def _beat_once(heartbeat: _Heartbeat) -> None:
+    try:
+        heartbeat.beat()
+    except OperationalError as exc:
+        if "lock" in str(exc).lower():  # a long transaction holds the lock: the SQLite file's, a job row's
+            log.info("heartbeat deferred: the catalog is busy; renewing in %.0f s", beat_seconds())
+        else:
+            log.warning("heartbeat failed", exc_info=True)
+        connection.close()
+    except Exception:  # a missed beat is retried at the next one; the lease has slack for four
+        log.warning("heartbeat failed", exc_info=True)
+        connection.close()
+
+
+def beat_seconds() -> float:
+    return max(1.0, lease_seconds() / 5)
+
+
+def _wait_briefly_for_catalog() -> None:
+    """The heartbeat waits at most half a beat for a lock in the catalog (the write lock of a SQLite file, a job's
+    row on PostgreSQL), not the 30 s others wait: a beat missed is renewed at the next one, and the heartbeat never
+    queues behind a long transaction (a test's, a bulk import's) nor makes it wait."""
+    with connection.cursor() as cursor:
+        cursor.execute(settings.CATALOG_BRIEF_WAIT_SQL.format(ms=int(beat_seconds() * 500)))
 
 
 HEARTBEAT = _Heartbeat()

@@ -30,7 +30,6 @@ The reference assumes primary keys of published tables never change; the trigger
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -651,7 +650,3 @@ def table_with_rowguid(table: TableInfo, rowguid: LogicalType = ROWGUID) -> Tabl
     if table.column(ROWGUID_COLUMN) is not None:
         return table
     return dataclasses.replace(table, columns=(*table.columns, Column(ROWGUID_COLUMN, "varchar(255)", rowguid)))
-
-
-def literal_list(d: Dialect, values: Sequence[str]) -> str:
-    return ", ".join(d.literal(v) for v in values)

@@ -20,13 +20,6 @@ REPL_MAX_DELTA = 1_000_000_000
 DEFAULT_PURGE_MINUTES = 10
 
 
-def next_level(level: int) -> int:
-    """The level after `level`: 0x7fffffff is followed by 1 (0 is 'nothing yet')."""
-    if not 0 <= level <= REPL_WRAPAROUND:
-        raise ValueError(f"level {level} is outside 0..{REPL_WRAPAROUND}")
-    return 1 if level >= REPL_WRAPAROUND else level + 1
-
-
 def distance(low: int, high: int) -> int:
     """How many transactions lead from `low` to `high`, counting across the wrap (0 when equal)."""
     if high >= low:

@@ -26,7 +26,7 @@ database.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from replication_admin.engine.resolvers import CR_TYPES, class_names, conflict_types_text
@@ -1058,11 +1058,6 @@ FUNCTIONS: dict[str, Function] = {
 VALUE_FUNCTIONS = {"REPL_SERVER_NAME"}  # functions that may stand where an argument is expected
 
 
-def register_function(name: str, function: Function) -> None:
-    """Later statement families (publications, subscriptions) add their REPL_* functions here."""
-    FUNCTIONS[name.upper()] = function
-
-
 # --- parser -----------------------------------------------------------------------------------------------
 
 
@@ -1412,10 +1407,6 @@ def parse_name(text: str) -> Name:
     if parser.tok.kind != "end":
         raise parser.error(f"unexpected {parser.describe(parser.tok)} after the table name")
     return name
-
-
-def format_statements(statements: Sequence[Statement]) -> str:
-    return ";\n".join(s.text for s in statements)
 
 
 PASSWORD_MASK = "********"  # noqa: S105 (what stands in for a password, not one)

@@ -691,11 +691,6 @@ def text_call(d: Dialect, statement: str) -> str:
 UPDATEABLE_DIALECTS = tuple(name for name, d in DIALECTS.items() if d.supports_updateable_publications)
 
 
-def _replaying(d: Dialect) -> str:
-    """True inside an apply transaction (its rows carry the ROWGUID of the version they replay)."""
-    return d.replaying_sql()
-
-
 def rowguid_objects(d: Dialect, table: TableInfo, local: str) -> CaptureObjects:
     """BEFORE triggers that give every local insert, and every local update that leaves ROWGUID alone,
     a new `<server>@<uuid>`; rows replication writes keep the ROWGUID they carry."""

@@ -273,10 +273,6 @@ class Alert(models.Model):
         return f"{self.get_kind_display()}: {self.target}"
 
     @property
-    def is_open(self) -> bool:
-        return self.acknowledged_at is None and self.resolved_at is None
-
-    @property
     def closed_at(self):
         return self.resolved_at or self.acknowledged_at
 

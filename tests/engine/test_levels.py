@@ -13,18 +13,9 @@ from replication_admin.engine.levels import (
     is_below,
     lag,
     level_ok,
-    next_level,
     next_purge,
     purge_kind,
 )
-
-
-def test_levels_wrap_from_0x7fffffff_to_1():
-    assert next_level(0) == 1 and next_level(41) == 42
-    assert next_level(REPL_WRAPAROUND - 1) == REPL_WRAPAROUND
-    assert next_level(REPL_WRAPAROUND) == 1
-    with pytest.raises(ValueError, match="outside"):
-        next_level(REPL_WRAPAROUND + 1)
 
 
 @pytest.mark.parametrize(
