@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
+from django.http import HttpRequest
 
 from replication_admin.models import AuditEntry
 
@@ -34,7 +35,7 @@ class Actor:
         return bool(self.user is not None and self.user.has_perm(perm))
 
     @classmethod
-    def from_request(cls, request) -> Actor:
+    def from_request(cls, request: HttpRequest) -> Actor:
         user = request.user if not isinstance(request.user, AnonymousUser) else None
         forwarded = request.META.get("REMOTE_ADDR")
         return cls(user=user, via="web", remote_addr=forwarded)

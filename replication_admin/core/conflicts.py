@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db import models
@@ -42,7 +42,7 @@ def json_row(values: dict[str, Any]) -> dict[str, Any]:
     return {k: to_json_value(v) for k, v in values.items()}
 
 
-def key_text(values) -> str:
+def key_text(values: Iterable[object]) -> str:
     """A primary key's values as one comparable text (decoded values and a backup's JSON key alike)."""
     return json.dumps([str(v) for v in values])
 
@@ -90,7 +90,7 @@ def held_target(item: str, source: str) -> str:
     return f"{item} from {source}"
 
 
-def alert_held(item: str, source: str, key: dict) -> None:
+def alert_held(item: str, source: str, key: dict[str, Any]) -> None:
     """A conflict was held for a person: an alert until every held conflict of the item from `source` is decided."""
     safely_raise(
         HELD_ALERT, held_target(item, source),

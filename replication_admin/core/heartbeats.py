@@ -18,10 +18,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
@@ -53,7 +54,7 @@ def beat_every() -> float:
     return max(0.5, min(3.0, float(settings.HEARTBEAT_STALE_SECONDS) / 4))
 
 
-def beat(kind: str, details: dict) -> None:
+def beat(kind: str, details: dict[str, Any]) -> None:
     """Renew this process's heartbeat of `kind` with what it holds now (one UPDATE; an INSERT the first time)."""
     now, pid = timezone.now(), os.getpid()
     mine = ProcessHeartbeat.objects.filter(kind=kind, host=HOST, pid=pid)
@@ -123,7 +124,7 @@ def live_followers(rows: Iterable[ProcessHeartbeat] | None = None, now: datetime
     return Followers(tuple(r for r in rows if r.kind == Kind.FOLLOWER and is_alive(r, now)))
 
 
-def wanting_follower():
+def wanting_follower() -> QuerySet[ReplSubscriber]:
     """The subscriptions that should be followed now: subscribed, followed, valid and IN SYNC."""
     return ReplSubscriber.objects.filter(subscribed=True, follow=True, valid=1, state=ReplSubscriber.IN_SYNC)
 
@@ -143,7 +144,7 @@ class Pulse:
         self.kind, self.watches = kind, watches
         self.last = self.watched = float("-inf")
 
-    def __call__(self, details: dict | Callable[[], dict]) -> None:
+    def __call__(self, details: dict[str, Any] | Callable[[], dict[str, Any]]) -> None:
         now = time.monotonic()
         if now - self.last >= beat_every():
             self.last = now
@@ -235,8 +236,8 @@ def watch(now: datetime | None = None) -> dict[str, list[str]]:
         reason = ""
         if kind == Alert.Kind.FOLLOWER_DOWN and target not in down_subs:
             reason = "it is no longer followed in sync"
-            sub = next((s for s in wanting if s.label == target), None)
-            if sub is not None and (row := followers.holder(sub.pk)) is not None:
+            held = next((s for s in wanting if s.label == target), None)
+            if held is not None and (row := followers.holder(held.pk)) is not None:
                 reason = f"follower pid {row.pid} on {row.host} serves it"
         elif kind == Alert.Kind.COMPONENT_DOWN and target not in down_kinds and target in KIND_LABELS.values():
             reason = f"a {target} is alive again, or none is needed"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pyodbc
 
@@ -123,7 +124,7 @@ def with_constraints(server: Server, info: TableInfo, conn: pyodbc.Connection | 
         columns.append(column)
         if problem:
             untranslated.append(problem)
-    grouped: dict[str, list] = {}
+    grouped: dict[str, list[Any]] = {}
     for row in index_rows:
         grouped.setdefault(row[0], []).append(row)
     indexes = []

@@ -113,7 +113,7 @@ def reachability(servers: Iterable[Server]) -> dict[str, str]:
     return result
 
 
-def read(server: Server, reach: dict[str, str], key: tuple, compute: Callable[[], Any]) -> Live:
+def read(server: Server, reach: dict[str, str], key: tuple[object, ...], compute: Callable[[], Any]) -> Live:
     """`compute()` (a bounded read on `server`), cached for LIVE_SECONDS under `key`; an unreachable server
     (per `reach`, from reachability()) or a failed read gives a Live with the error instead."""
     cause = reach.get(server.name, "")
@@ -121,7 +121,7 @@ def read(server: Server, reach: dict[str, str], key: tuple, compute: Callable[[]
         return Live(error=unreachable(server.name, cause))
     cache_key = _key("read", server.name, server.host, server.port, server.database, *key)
     cached = cache.get(cache_key, _MISSING)
-    if cached is not _MISSING:
+    if isinstance(cached, Live):
         return cached
     outcome: list[Live] = []
 

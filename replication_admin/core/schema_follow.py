@@ -6,6 +6,7 @@ the record of it (docs/schema-changes.md). Transactional publications log their 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -18,7 +19,7 @@ from replication_admin.engine import dialects, schema_changes
 from replication_admin.models import SchemaChange, Server
 
 
-def live_definition(server: Server, table: str) -> list[list] | None:
+def live_definition(server: Server, table: str) -> list[list[Any]] | None:
     """The table's column rows as `server` has it now (None: no such table)."""
     info = lookup_table(server, table)
     if info is None:
@@ -26,7 +27,9 @@ def live_definition(server: Server, table: str) -> list[list] | None:
     return schema_changes.column_rows(with_constraints(server, info), dialects.get(server.dialect))
 
 
-def changed_since(server: Server, table: str, known: list) -> tuple[list[list], list[schema_changes.Change]] | None:
+def changed_since(
+    server: Server, table: str, known: list[list[Any]]
+) -> tuple[list[list[Any]], list[schema_changes.Change]] | None:
     """The table's live definition and its changes since `known` (the definition a copy last followed), or None
     when the copy needs nothing: no such table (the job names it), or the same definition. An empty `known` takes
     the live one as its starting point (no changes): the caller stores the definition either way."""
@@ -56,7 +59,7 @@ def bring_copy(copy: Server, table: str, found: Sequence[schema_changes.Change])
 
 
 def record_followed(
-    kind: str, source: Server, table: str, item: str, before: list, after: list,
+    kind: str, source: Server, table: str, item: str, before: list[list[Any]], after: list[list[Any]],
     found: Sequence[schema_changes.Change], ddl: dict[str, list[str]],
 ) -> SchemaChange:  # fmt: skip
     """The change as applied (copies follow at once), with its audit entry, in one transaction."""

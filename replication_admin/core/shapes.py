@@ -7,7 +7,7 @@ import datetime as dt
 import decimal
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
-from typing import cast
+from typing import Any, cast
 
 from sqlglot import exp, parse_one
 from sqlglot.optimizer.annotate_types import annotate_types
@@ -33,7 +33,7 @@ from replication_admin.engine.types import LogicalType
 from replication_admin.models import Server
 
 
-def _logical_from_description(desc: tuple) -> LogicalType:
+def _logical_from_description(desc: tuple[Any, ...]) -> LogicalType:
     _name, kind, _display, size, precision, scale, _null = desc
     if kind is bool:
         return LogicalType("boolean")
