@@ -22,7 +22,7 @@ class Outcome:
     ok: bool
     message: str
     job_id: int | None = None
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
     statement: str = ""  # the statement as shown and recorded (filled in when it has run)
 
 

@@ -4,6 +4,8 @@ by `tracers` and `durability`). Most run on the context server: the publisher or
 
 from __future__ import annotations
 
+from django.db.models import QuerySet
+
 from replication_admin.core.statement_handlers import (
     Caller,
     Outcome,
@@ -28,7 +30,7 @@ def _subscription(caller: Caller, publisher: str, account: str, what: str) -> Re
     return trx.find_subscription(caller.context_server(what), publisher, account)
 
 
-def _subscriptions(context: Server | None):
+def _subscriptions(context: Server | None) -> QuerySet[ReplSubscriber]:
     rows = ReplSubscriber.objects.filter(subscribed=True)
     return rows.filter(subscriber=context.name) if context is not None else rows
 
