@@ -443,7 +443,7 @@ def check_plan(plan: Plan) -> tuple[list[TableInfo], Steps]:
 
 @dataclass
 class RunResult:
-    outcomes: list  # actions.statements.Outcome, in order
+    outcomes: list  # core.statement_handlers.Outcome, in order
     job_ids: list[int]
     registered: list[str]
     ok: bool
