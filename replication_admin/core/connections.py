@@ -19,7 +19,7 @@ from django.conf import settings
 
 from replication_admin.core import crypto
 from replication_admin.engine import dialects
-from replication_admin.engine.dialects import Address, AddressError, JdbcEndpoint
+from replication_admin.engine.dialects import Address, AddressError, Dialect, JdbcEndpoint
 from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.models import Server
 
@@ -32,7 +32,7 @@ def server_label(server: Server) -> str:
     """How messages name a server: its name and where it is ("pg_demo (127.0.0.1:5433)")."""
     if server.odbc_dsn:
         return f"{server.name} (DSN {server.odbc_dsn})"
-    if server.dialect == "sqlite":
+    if dialects.get(server.dialect).file_based:
         return f"{server.name} ({server.database})"
     return f"{server.name} ({server.host}:{server.port})"
 
@@ -155,8 +155,9 @@ def classify(server: str, exc: pyodbc.Error, where: str = "") -> ConnectionFaile
 
 
 def table_schema(server: Server) -> str:
-    """The schema a server's tables are qualified with: PostgreSQL's (default public), else none."""
-    return (server.schema or "public") if server.dialect == "postgresql" else ""
+    """The schema a server's tables are qualified with: its own or its dialect's default (PostgreSQL's public),
+    none where the dialect has no schemas."""
+    return dialects.get(server.dialect).table_schema(server.schema)
 
 
 def address_for(server: Server) -> Address:
@@ -173,7 +174,8 @@ def address_for(server: Server) -> Address:
 
 
 def check_sqlite_file(path: str, must_exist: bool = True) -> str:
-    """A SQLite file must be under an allowed folder (REPLADMIN_SQLITE_DIRS) and, to connect, exist."""
+    """A database file (of a file_based dialect: SQLite) must be under an allowed folder (REPLADMIN_SQLITE_DIRS)
+    and, to connect, exist."""
     resolved = Path(os.path.realpath(path))
     allowed = [Path(os.path.realpath(d)) for d in settings.SQLITE_ALLOWED_DIRS]
     if not any(resolved == d or d in resolved.parents for d in allowed):
@@ -188,34 +190,31 @@ def check_sqlite_file(path: str, must_exist: bool = True) -> str:
 
 def connection_string(server: Server) -> str:
     address = address_for(server)
-    if server.dialect == "sqlite" and not server.odbc_dsn:
+    dialect = dialects.get(server.dialect)
+    if dialect.file_based and not server.odbc_dsn:
         check_sqlite_file(address.database)
-    return dialects.get(server.dialect).odbc_connection_string(address)
+    return dialect.odbc_connection_string(address)
 
 
 def jdbc_endpoint(server: Server, readonly: bool = False) -> JdbcEndpoint:
     """Spark's JDBC URL and properties; `readonly` sessions refuse writes (for reading sources)."""
     address = address_for(server)
-    if server.dialect == "sqlite":
-        check_sqlite_file(address.database)
     dialect = dialects.get(server.dialect)
+    if dialect.file_based:
+        check_sqlite_file(address.database)
     return dialect.read_only_endpoint(address) if readonly else dialect.jdbc_endpoint(address)
 
 
-def _session_setup(conn: pyodbc.Connection, dialect: str, readonly: bool) -> None:
+def _session_setup(conn: pyodbc.Connection, dialect: Dialect, readonly: bool) -> None:
+    """The driver's text encodings and the dialect's session statements (UTC, lock waits, read-only)."""
+    if dialect.odbc_read_encoding:
+        conn.setdecoding(pyodbc.SQL_CHAR, encoding=dialect.odbc_read_encoding)
+        conn.setdecoding(pyodbc.SQL_WCHAR, encoding=dialect.odbc_read_encoding)
+    if dialect.odbc_send_encoding:
+        conn.setencoding(encoding=dialect.odbc_send_encoding)
     cur = conn.cursor()
-    if dialect == "postgresql":
-        cur.execute("SET TIME ZONE 'UTC'")
-        if readonly:
-            cur.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
-    elif dialect == "mysql":
-        cur.execute("SET time_zone = '+00:00'")
-        if readonly:
-            cur.execute("SET SESSION TRANSACTION READ ONLY")
-    elif dialect == "sqlite":
-        cur.execute("PRAGMA busy_timeout = 30000")
-        if readonly:
-            cur.execute("PRAGMA query_only = 1")
+    for statement in dialect.session_setup_sql(readonly):
+        cur.execute(statement)
     cur.close()
 
 
@@ -225,15 +224,7 @@ def _open(server: Server, conn_str: str, readonly: bool, autocommit: bool) -> py
     except pyodbc.Error as exc:
         raise classify(server.name, exc, server_label(server)) from None
     try:
-        if server.dialect == "sqlite":
-            # SQLite ODBC hands back text as UTF-8; tell pyodbc so non-ASCII survives.
-            conn.setdecoding(pyodbc.SQL_CHAR, encoding="utf-8")
-            conn.setdecoding(pyodbc.SQL_WCHAR, encoding="utf-8")
-            conn.setencoding(encoding="utf-8")
-        elif server.dialect == "mysql":
-            # Sent as UTF-16, parameters longer than the driver's buffer come back mangled; UTF-8 does not.
-            conn.setencoding(encoding="utf-8")
-        _session_setup(conn, server.dialect, readonly)
+        _session_setup(conn, dialects.get(server.dialect), readonly)
     except pyodbc.Error as exc:
         with contextlib.suppress(pyodbc.Error):
             conn.close()

@@ -845,16 +845,6 @@ class Procedure:
         return bounded_name(f"{self.name}__repl", d.max_identifier)
 
 
-def procedure_sql() -> str:
-    """PostgreSQL: a procedure's signature and definition (parameters: schema, name)."""
-    return (
-        "SELECT p.oid, p.prokind, pg_get_function_arguments(p.oid), p.proargnames, "
-        "array_to_string(ARRAY(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) t), ','), "
-        "coalesce(array_to_string(p.proargmodes, ','), ''), pg_get_functiondef(p.oid) "
-        "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = ? AND p.proname = ?"
-    )
-
-
 def wrapper_ddl(d: Dialect, proc: Procedure, account: str, schema: str = "") -> str:
     """The procedure callers call: it logs the call (name, arguments and their types), then runs the real
     body with logging off (the reference: what a published procedure does is not logged itself)."""
