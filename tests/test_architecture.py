@@ -13,6 +13,8 @@ from pathlib import Path
 
 import grimp
 
+from replication_admin.engine import dialects
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -110,9 +112,6 @@ def test_a_dialect_is_its_module_and_one_registry_entry():
     """Everything about a server is its Dialect (engine/dialects/<name>.py) and the registry lists it once:
     no other module of the product, Spark job or template holds a dialect's name, so adding a dialect is one
     file and one line of engine/dialects/__init__.py (and its tests)."""
-    sys.path.insert(0, str(ROOT))
-    from replication_admin.engine import dialects  # noqa: PLC0415 - the engine is pure: no Django settings
-
     home = ROOT / "replication_admin" / "engine" / "dialects"
     code = sorted(
         p

@@ -8,11 +8,12 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyodbc
 from django.conf import settings
@@ -47,7 +48,7 @@ class ConnectionFailed(Exception):
         super().__init__(f"server {where or server}: {message}")
 
 
-class ConnectionLost(pyodbc.OperationalError):
+class ConnectionLost(pyodbc.OperationalError):  # type: ignore[misc]  # pyodbc is untyped
     """A connection to a server broke while in use (a pyodbc error, so every handler of database errors
     still sees it); its message is one line naming the server and the driver's cause."""
 
@@ -267,13 +268,17 @@ def _alive(conn: pyodbc.Connection) -> bool:
         return False
 
 
+# A pooled connection's key: the server's id and name, readonly, autocommit.
+PoolKey = tuple[Any, str, bool, bool]
+
+
 @dataclass
 class _Pool:
-    conns: dict = field(default_factory=dict)
-    used: dict = field(default_factory=dict)  # key -> time.monotonic() of the last hand-back
-    busy: dict = field(default_factory=dict)  # key -> how many blocks hold it now (nested uses)
+    conns: dict[PoolKey, pyodbc.Connection] = field(default_factory=dict)
+    used: dict[PoolKey, float] = field(default_factory=dict)  # key -> time.monotonic() of the last hand-back
+    busy: dict[PoolKey, int] = field(default_factory=dict)  # key -> how many blocks hold it now (nested uses)
 
-    def idle(self, key: tuple) -> bool:
+    def idle(self, key: PoolKey) -> bool:
         """Handed back and unused for longer than CONNECTION_CHECK_AFTER seconds: worth a ping."""
         return not self.busy.get(key) and time.monotonic() - self.used.get(key, 0.0) > settings.CONNECTION_CHECK_AFTER
 
@@ -282,7 +287,7 @@ _reused: ContextVar[_Pool | None] = ContextVar("reused_connections", default=Non
 
 
 @contextmanager
-def reuse():
+def reuse() -> Iterator[None]:
     """Within this block, connect() hands out one connection per (server, mode) and closes them at the
     end: a refresh makes a dozen short control-plane calls, and each new connection costs milliseconds.
     A connection idle for more than CONNECTION_CHECK_AFTER seconds is pinged first, and replaced when dead."""
@@ -317,7 +322,7 @@ def _lost(server: Server, exc: BaseException) -> BaseException | None:
 
 
 @contextmanager
-def connect(server: Server, readonly: bool = False, autocommit: bool = True):
+def connect(server: Server, readonly: bool = False, autocommit: bool = True) -> Iterator[pyodbc.Connection]:
     pool = _reused.get()
     if pool is None:
         conn = open_connection(server, readonly=readonly, autocommit=autocommit)
@@ -398,8 +403,8 @@ def describe_table(server: Server, table: str, conn: pyodbc.Connection | None = 
     dialect = dialects.get(server.dialect)
     sql, params = dialect.columns_sql(server.schema, table)
 
-    def read(c: pyodbc.Connection) -> list:
-        return c.cursor().execute(sql, params).fetchall()
+    def read(c: pyodbc.Connection) -> list[Any]:
+        return list(c.cursor().execute(sql, params).fetchall())
 
     if conn is None:
         with connect(server, readonly=True) as own:
