@@ -79,6 +79,12 @@ class Server(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def save(self, *args, **kwargs) -> None:
+        # No check constraint lists the dialects (adding one would need a migration): a server is stored only with
+        # a live dialect of the registry, whoever saves it.
+        self._meta.get_field("dialect").validate(self.dialect, self)
+        super().save(*args, **kwargs)
+
     def get_absolute_url(self) -> str:
         return reverse("servers-detail", args=[self.name])
 
