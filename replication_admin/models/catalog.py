@@ -8,6 +8,7 @@ system needs carry the table's prefix and are listed in docs/catalog.md with the
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
@@ -82,7 +83,10 @@ class Server(models.Model):
     def save(self, *args, **kwargs) -> None:
         # No check constraint lists the dialects (adding one would need a migration): a server is stored only with
         # a live dialect of the registry, whoever saves it.
-        self._meta.get_field("dialect").validate(self.dialect, self)
+        if self.dialect not in dialects.live_names():
+            raise ValidationError(
+                {"dialect": f"{self.dialect!r} is not a valid choice: one of {', '.join(dialects.live_names())}"}
+            )
         super().save(*args, **kwargs)
 
     def get_absolute_url(self) -> str:
