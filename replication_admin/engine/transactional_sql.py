@@ -56,7 +56,7 @@ from typing import Any
 
 from replication_admin.engine import levels, wal_capture
 from replication_admin.engine.compare import family_of
-from replication_admin.engine.dialects import DIALECTS, Dialect
+from replication_admin.engine.dialects import Dialect
 from replication_admin.engine.objects import (
     NOLOG_SETTING,
     ORIGIN_SETTING,
@@ -686,9 +686,6 @@ def text_call(d: Dialect, statement: str) -> str:
 
 
 # --- updateable publications: ROWGUID -------------------------------------------------------------------------
-
-# Those whose BEFORE triggers can set ROWGUID before a row is logged.
-UPDATEABLE_DIALECTS = tuple(name for name, d in DIALECTS.items() if d.supports_updateable_publications)
 
 
 def _replaying(d: Dialect) -> str:
