@@ -16,6 +16,8 @@ from pathlib import Path
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
+from replication_admin.engine.dialects import DIALECTS
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("REPLADMIN_VAR_DIR", BASE_DIR / "var"))
 
@@ -397,14 +399,8 @@ SPARK_SQLITE_SHARED = env_optional_bool("REPLADMIN_SPARK_SQLITE_SHARED")
 # partition; jobs/native_load.py) instead of Spark's JDBC batches. Off by default: on a host whose cores the
 # databases share, handing the rows to Python costs more than it saves (docs/design-notes.md has the figures).
 NATIVE_LOAD = env_bool("REPLADMIN_NATIVE_LOAD", False)
-JDBC_JARS = env_list(
-    "REPLADMIN_JDBC_JARS",
-    [
-        "/usr/share/java/postgresql.jar",
-        "/usr/share/java/mariadb-java-client.jar",
-        "/usr/share/java/sqlite-jdbc.jar",
-    ],
-)
+# Every registered dialect's JDBC driver jars (engine/dialects: each Dialect names its own).
+JDBC_JARS = env_list("REPLADMIN_JDBC_JARS", list(dict.fromkeys(j for d in DIALECTS.values() for j in d.jdbc_jars)))
 
 # Incremental refreshes whose log window has at most this many rows are applied by the control plane
 # without Spark (a Spark job's fixed cost dominates small windows); 0 sends every window to Spark.

@@ -35,7 +35,7 @@ def _bind(server: Server, value):
     the MariaDB driver, and through any driver with fast_executemany, losing the microseconds."""
     if isinstance(value, datetime):
         return value.strftime(TIMESTAMP_FORMAT_PY)
-    if server.dialect == "sqlite":
+    if dialects.get(server.dialect).text_timestamps:  # SQLite and its kind
         if isinstance(value, date):
             return value.isoformat()
         if isinstance(value, Decimal):

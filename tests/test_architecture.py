@@ -4,12 +4,16 @@ back through any chain of imports."""
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import grimp
+
+from replication_admin.engine import dialects
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,3 +90,43 @@ def test_the_circle_finder_finds_a_circle():
     graph.add_import(importer="b", imported="c")
     graph.add_import(importer="c", imported="a")
     assert _circles(graph) == [["a", "b", "c"]]
+
+
+# Modules that name dialects for reasons of their own, not to know a server: the console's own catalog database
+# (REPLADMIN_DB_ENGINE picks SQLite or PostgreSQL for Django) and the demo, which registers its servers by name.
+NAMES_DIALECTS_FOR_ITSELF = {
+    "replication_admin/settings.py",
+    "replication_admin/management/commands/demo_setup.py",
+}
+
+
+def _string_literals(path: Path) -> set[str]:
+    return {
+        node.value
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+
+
+def test_a_dialect_is_its_module_and_one_registry_entry():
+    """Everything about a server is its Dialect (engine/dialects/<name>.py) and the registry lists it once:
+    no other module of the product, Spark job or template holds a dialect's name, so adding a dialect is one
+    file and one line of engine/dialects/__init__.py (and its tests)."""
+    home = ROOT / "replication_admin" / "engine" / "dialects"
+    code = sorted(
+        p
+        for p in [*(ROOT / "replication_admin").rglob("*.py"), *(ROOT / "jobs").rglob("*.py")]
+        if "migrations" not in p.parts and str(p.relative_to(ROOT)) not in NAMES_DIALECTS_FOR_ITSELF
+    )
+    templates = sorted((ROOT / "templates").rglob("*.html"))
+    found = []
+    for name, d in dialects.DIALECTS.items():
+        module = Path(sys.modules[type(d).__module__].__file__ or "")
+        assert module.parent == home, f"{name} is defined in {module}, not in engine/dialects"
+        holders = [p for p in code if p != module and name in _string_literals(p)]
+        holders += [p for p in templates if re.search(rf"""["']{re.escape(name)}["']""", p.read_text())]
+        found += [f"{p.relative_to(ROOT)} names the dialect {name!r}" for p in holders]
+    assert not found, "\n".join(found)
+    registry = (home / "__init__.py").read_text()
+    for d in dialects.DIALECTS.values():
+        assert len(re.findall(rf"^\s+{type(d).__name__}\(\),$", registry, re.MULTILINE)) == 1, type(d).__name__

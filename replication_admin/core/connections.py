@@ -8,18 +8,19 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyodbc
 from django.conf import settings
 
 from replication_admin.core import crypto
 from replication_admin.engine import dialects
-from replication_admin.engine.dialects import Address, AddressError, JdbcEndpoint
+from replication_admin.engine.dialects import Address, AddressError, Dialect, JdbcEndpoint
 from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.models import Server
 
@@ -32,7 +33,7 @@ def server_label(server: Server) -> str:
     """How messages name a server: its name and where it is ("pg_demo (127.0.0.1:5433)")."""
     if server.odbc_dsn:
         return f"{server.name} (DSN {server.odbc_dsn})"
-    if server.dialect == "sqlite":
+    if dialects.get(server.dialect).file_based:
         return f"{server.name} ({server.database})"
     return f"{server.name} ({server.host}:{server.port})"
 
@@ -47,7 +48,7 @@ class ConnectionFailed(Exception):
         super().__init__(f"server {where or server}: {message}")
 
 
-class ConnectionLost(pyodbc.OperationalError):
+class ConnectionLost(pyodbc.OperationalError):  # type: ignore[misc]  # pyodbc is untyped
     """A connection to a server broke while in use (a pyodbc error, so every handler of database errors
     still sees it); its message is one line naming the server and the driver's cause."""
 
@@ -155,8 +156,9 @@ def classify(server: str, exc: pyodbc.Error, where: str = "") -> ConnectionFaile
 
 
 def table_schema(server: Server) -> str:
-    """The schema a server's tables are qualified with: PostgreSQL's (default public), else none."""
-    return (server.schema or "public") if server.dialect == "postgresql" else ""
+    """The schema a server's tables are qualified with: its own or its dialect's default (PostgreSQL's public),
+    none where the dialect has no schemas."""
+    return dialects.get(server.dialect).table_schema(server.schema)
 
 
 def address_for(server: Server) -> Address:
@@ -173,7 +175,8 @@ def address_for(server: Server) -> Address:
 
 
 def check_sqlite_file(path: str, must_exist: bool = True) -> str:
-    """A SQLite file must be under an allowed folder (REPLADMIN_SQLITE_DIRS) and, to connect, exist."""
+    """A database file (of a file_based dialect: SQLite) must be under an allowed folder (REPLADMIN_SQLITE_DIRS)
+    and, to connect, exist."""
     resolved = Path(os.path.realpath(path))
     allowed = [Path(os.path.realpath(d)) for d in settings.SQLITE_ALLOWED_DIRS]
     if not any(resolved == d or d in resolved.parents for d in allowed):
@@ -188,34 +191,31 @@ def check_sqlite_file(path: str, must_exist: bool = True) -> str:
 
 def connection_string(server: Server) -> str:
     address = address_for(server)
-    if server.dialect == "sqlite" and not server.odbc_dsn:
+    dialect = dialects.get(server.dialect)
+    if dialect.file_based and not server.odbc_dsn:
         check_sqlite_file(address.database)
-    return dialects.get(server.dialect).odbc_connection_string(address)
+    return dialect.odbc_connection_string(address)
 
 
 def jdbc_endpoint(server: Server, readonly: bool = False) -> JdbcEndpoint:
     """Spark's JDBC URL and properties; `readonly` sessions refuse writes (for reading sources)."""
     address = address_for(server)
-    if server.dialect == "sqlite":
-        check_sqlite_file(address.database)
     dialect = dialects.get(server.dialect)
+    if dialect.file_based:
+        check_sqlite_file(address.database)
     return dialect.read_only_endpoint(address) if readonly else dialect.jdbc_endpoint(address)
 
 
-def _session_setup(conn: pyodbc.Connection, dialect: str, readonly: bool) -> None:
+def _session_setup(conn: pyodbc.Connection, dialect: Dialect, readonly: bool) -> None:
+    """The driver's text encodings and the dialect's session statements (UTC, lock waits, read-only)."""
+    if dialect.odbc_read_encoding:
+        conn.setdecoding(pyodbc.SQL_CHAR, encoding=dialect.odbc_read_encoding)
+        conn.setdecoding(pyodbc.SQL_WCHAR, encoding=dialect.odbc_read_encoding)
+    if dialect.odbc_send_encoding:
+        conn.setencoding(encoding=dialect.odbc_send_encoding)
     cur = conn.cursor()
-    if dialect == "postgresql":
-        cur.execute("SET TIME ZONE 'UTC'")
-        if readonly:
-            cur.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
-    elif dialect == "mysql":
-        cur.execute("SET time_zone = '+00:00'")
-        if readonly:
-            cur.execute("SET SESSION TRANSACTION READ ONLY")
-    elif dialect == "sqlite":
-        cur.execute("PRAGMA busy_timeout = 30000")
-        if readonly:
-            cur.execute("PRAGMA query_only = 1")
+    for statement in dialect.session_setup_sql(readonly):
+        cur.execute(statement)
     cur.close()
 
 
@@ -225,15 +225,7 @@ def _open(server: Server, conn_str: str, readonly: bool, autocommit: bool) -> py
     except pyodbc.Error as exc:
         raise classify(server.name, exc, server_label(server)) from None
     try:
-        if server.dialect == "sqlite":
-            # SQLite ODBC hands back text as UTF-8; tell pyodbc so non-ASCII survives.
-            conn.setdecoding(pyodbc.SQL_CHAR, encoding="utf-8")
-            conn.setdecoding(pyodbc.SQL_WCHAR, encoding="utf-8")
-            conn.setencoding(encoding="utf-8")
-        elif server.dialect == "mysql":
-            # Sent as UTF-16, parameters longer than the driver's buffer come back mangled; UTF-8 does not.
-            conn.setencoding(encoding="utf-8")
-        _session_setup(conn, server.dialect, readonly)
+        _session_setup(conn, dialects.get(server.dialect), readonly)
     except pyodbc.Error as exc:
         with contextlib.suppress(pyodbc.Error):
             conn.close()
@@ -276,13 +268,17 @@ def _alive(conn: pyodbc.Connection) -> bool:
         return False
 
 
+# A pooled connection's key: the server's id and name, readonly, autocommit.
+PoolKey = tuple[Any, str, bool, bool]
+
+
 @dataclass
 class _Pool:
-    conns: dict = field(default_factory=dict)
-    used: dict = field(default_factory=dict)  # key -> time.monotonic() of the last hand-back
-    busy: dict = field(default_factory=dict)  # key -> how many blocks hold it now (nested uses)
+    conns: dict[PoolKey, pyodbc.Connection] = field(default_factory=dict)
+    used: dict[PoolKey, float] = field(default_factory=dict)  # key -> time.monotonic() of the last hand-back
+    busy: dict[PoolKey, int] = field(default_factory=dict)  # key -> how many blocks hold it now (nested uses)
 
-    def idle(self, key: tuple) -> bool:
+    def idle(self, key: PoolKey) -> bool:
         """Handed back and unused for longer than CONNECTION_CHECK_AFTER seconds: worth a ping."""
         return not self.busy.get(key) and time.monotonic() - self.used.get(key, 0.0) > settings.CONNECTION_CHECK_AFTER
 
@@ -291,7 +287,7 @@ _reused: ContextVar[_Pool | None] = ContextVar("reused_connections", default=Non
 
 
 @contextmanager
-def reuse():
+def reuse() -> Iterator[None]:
     """Within this block, connect() hands out one connection per (server, mode) and closes them at the
     end: a refresh makes a dozen short control-plane calls, and each new connection costs milliseconds.
     A connection idle for more than CONNECTION_CHECK_AFTER seconds is pinged first, and replaced when dead."""
@@ -326,7 +322,7 @@ def _lost(server: Server, exc: BaseException) -> BaseException | None:
 
 
 @contextmanager
-def connect(server: Server, readonly: bool = False, autocommit: bool = True):
+def connect(server: Server, readonly: bool = False, autocommit: bool = True) -> Iterator[pyodbc.Connection]:
     pool = _reused.get()
     if pool is None:
         conn = open_connection(server, readonly=readonly, autocommit=autocommit)
@@ -407,8 +403,8 @@ def describe_table(server: Server, table: str, conn: pyodbc.Connection | None = 
     dialect = dialects.get(server.dialect)
     sql, params = dialect.columns_sql(server.schema, table)
 
-    def read(c: pyodbc.Connection) -> list:
-        return c.cursor().execute(sql, params).fetchall()
+    def read(c: pyodbc.Connection) -> list[Any]:
+        return list(c.cursor().execute(sql, params).fetchall())
 
     if conn is None:
         with connect(server, readonly=True) as own:

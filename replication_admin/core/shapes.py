@@ -21,11 +21,11 @@ from replication_admin.core.transactions import run_with_undo
 from replication_admin.engine import dialects
 from replication_admin.engine.constraints import copy_table_ddl, restricted
 from replication_admin.engine.queries import (
-    SQLGLOT_DIALECT,
     QueryError,
     check_column_list,
     check_condition,
     check_query,
+    sqlglot_dialect,
 )
 from replication_admin.engine.refresh_sql import Moved, create_table_ddl
 from replication_admin.engine.schema import Column, TableInfo
@@ -102,7 +102,7 @@ def annotated_types(sql: str, dialect: str, tables: list[TableInfo]) -> dict[str
     """Types of a query's output columns inferred from its tables' columns (COUNT -> bigint, SUM of a
     decimal -> decimal ...), for drivers that report expressions only as text (SQLite)."""
 
-    read = SQLGLOT_DIALECT[dialect]
+    read = sqlglot_dialect(dialect)
     try:
         schema = MappingSchema(
             {t.name: {c.name: _sqlglot_type(c.logical) for c in t.columns} for t in tables}, dialect=read

@@ -15,9 +15,14 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from replication_admin.engine import dialects
 from replication_admin.engine.schema import Column, TableInfo
 
-SQLGLOT_DIALECT = {"sqlite": "sqlite", "postgresql": "postgres", "mysql": "mysql"}
+
+def sqlglot_dialect(dialect: str) -> str:
+    """The sqlglot dialect a registered dialect's SQL is read and written as (its Dialect says)."""
+    return dialects.get(dialect).sqlglot_dialect
+
 
 # sqlglot expression classes of functions a read-only snapshot query may call.
 ALLOWED_FUNCTIONS = frozenset(
@@ -67,7 +72,7 @@ def _parse(text: str, dialect: str, what: str) -> list[exp.Expr]:
     if not text or not text.strip():
         raise QueryError(f"the {what} is empty")
     try:
-        trees = [t for t in sqlglot.parse(text, read=SQLGLOT_DIALECT[dialect]) if t is not None]
+        trees = [t for t in sqlglot.parse(text, read=sqlglot_dialect(dialect)) if t is not None]
     except (ParseError, TokenError) as exc:
         first = str(exc).splitlines()[0]
         raise QueryError(f"the {what} is not valid SQL: {first}") from None
@@ -136,7 +141,7 @@ def check_query(text: str, dialect: str, servers: frozenset[str] = frozenset()) 
     if not tables:
         raise QueryError("the query reads no table")
     return CheckedQuery(
-        sql=tree.sql(dialect=SQLGLOT_DIALECT[dialect]),
+        sql=tree.sql(dialect=sqlglot_dialect(dialect)),
         server=next(iter(named_servers), None),
         tables=tuple(dict.fromkeys(tables)),
     )
@@ -166,7 +171,7 @@ def check_condition(text: str, dialect: str, table: TableInfo, alias: str | None
             raise QueryError(f"the condition refers to {column.name!r}, which is not a column of {table.name!r}")
         column.set("this", exp.to_identifier(found.name, quoted=True))
         column.set("table", exp.to_identifier(alias) if alias else None)
-    return condition.sql(dialect=SQLGLOT_DIALECT[dialect])
+    return condition.sql(dialect=sqlglot_dialect(dialect))
 
 
 _SPLIT = re.compile(r'\s*("(?:[^"]|"")*"|`(?:[^`]|``)*`|[^,]+)\s*(?:,|$)')

@@ -56,7 +56,7 @@ from typing import Any
 
 from replication_admin.engine import levels, wal_capture
 from replication_admin.engine.compare import family_of
-from replication_admin.engine.dialects import DIALECTS, Dialect
+from replication_admin.engine.dialects import Dialect
 from replication_admin.engine.objects import (
     NOLOG_SETTING,
     ORIGIN_SETTING,
@@ -687,9 +687,6 @@ def text_call(d: Dialect, statement: str) -> str:
 
 # --- updateable publications: ROWGUID -------------------------------------------------------------------------
 
-# Those whose BEFORE triggers can set ROWGUID before a row is logged.
-UPDATEABLE_DIALECTS = tuple(name for name, d in DIALECTS.items() if d.supports_updateable_publications)
-
 
 def rowguid_objects(d: Dialect, table: TableInfo, local: str) -> CaptureObjects:
     """BEFORE triggers that give every local insert, and every local update that leaves ROWGUID alone,
@@ -838,16 +835,6 @@ class Procedure:
 
     def body_name(self, d: Dialect) -> str:
         return bounded_name(f"{self.name}__repl", d.max_identifier)
-
-
-def procedure_sql() -> str:
-    """PostgreSQL: a procedure's signature and definition (parameters: schema, name)."""
-    return (
-        "SELECT p.oid, p.prokind, pg_get_function_arguments(p.oid), p.proargnames, "
-        "array_to_string(ARRAY(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) t), ','), "
-        "coalesce(array_to_string(p.proargmodes, ','), ''), pg_get_functiondef(p.oid) "
-        "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = ? AND p.proname = ?"
-    )
 
 
 def wrapper_ddl(d: Dialect, proc: Procedure, account: str, schema: str = "") -> str:

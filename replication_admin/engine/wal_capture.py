@@ -34,14 +34,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from replication_admin.engine.dialects import DIALECTS
+from replication_admin.engine.dialects.postgresql import PostgreSQL
 from replication_admin.engine.objects import CONTEXT_MESSAGE_PREFIX
 
 PLUGIN = "pgoutput"
 CONTEXT_PREFIX = CONTEXT_MESSAGE_PREFIX  # the replay context, written by the PostgreSQL dialect
 ENTRY_PREFIX = "repladmin.entry:"
 LSN_COLUMN = "LSN"
-_PG = DIALECTS["postgresql"]  # everything here is PostgreSQL's SQL
+_PG = PostgreSQL()  # everything here is PostgreSQL's SQL (logical decoding)
 PEEK_CHANGES = 50_000  # changes per read: the peek stops after the transaction holding the 50,000th
 _EPOCH = dt.datetime(2000, 1, 1)  # PostgreSQL's timestamps count microseconds from here
 

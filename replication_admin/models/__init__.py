@@ -18,6 +18,7 @@ from replication_admin.models.catalog import (
     Tracer,
     TracerArrival,
     TransactionalConflictResolver,
+    dialect_choices,
     subscription_label,
 )
 from replication_admin.models.console import (
@@ -61,5 +62,6 @@ __all__ = [
     "Tracer",
     "TracerArrival",
     "TransactionalConflictResolver",
+    "dialect_choices",
     "subscription_label",
 ]

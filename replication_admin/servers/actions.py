@@ -44,8 +44,8 @@ def validate(data: ServerData, existing: Server | None = None) -> ServerData:
         )
     elif Server.objects.filter(name__iexact=data.name).exclude(pk__in=[existing.pk] if existing else []).exists():
         errors["name"] = f"A server named {data.name!r} is already registered."
-    if data.dialect not in dialects.LIVE_DIALECTS:
-        errors["dialect"] = f"Choose one of: {', '.join(dialects.LIVE_DIALECTS)}."
+    if data.dialect not in dialects.live_names():
+        errors["dialect"] = f"Choose one of: {', '.join(dialects.live_names())}."
     normalised = data
     if "dialect" not in errors:
         dialect = dialects.get(data.dialect)
@@ -54,7 +54,7 @@ def validate(data: ServerData, existing: Server | None = None) -> ServerData:
                 errors["odbc_dsn"] = "A DSN name is letters, digits, spaces, dots, dashes or underscores."
         elif dialects.get(data.dialect).file_based:
             try:
-                path = dialects.sqlite.check_sqlite_path(data.database)
+                path = dialect.check_file_path(data.database)
                 path = connections.check_sqlite_file(path, must_exist=False)
                 normalised = replace(normalised, database=path, host="", port=None, user="", schema="")
             except AddressError as exc:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from django import forms
 from django.core.exceptions import ValidationError
 
-from replication_admin.models import Server
+from replication_admin.models import Server, dialect_choices
 from replication_admin.servers.actions import ServerData, validate
 
 
 class ServerForm(forms.Form):
     name = forms.CharField(max_length=64, help_text="Used in statements, e.g. pg_main.Orders")
-    dialect = forms.ChoiceField(choices=Server.DIALECTS)
+    dialect = forms.ChoiceField(choices=dialect_choices)
     host = forms.CharField(max_length=253, required=False)
     port = forms.IntegerField(required=False, min_value=1, max_value=65535)
     database = forms.CharField(

@@ -23,6 +23,7 @@ from replication_admin.models import (
     SnapshotLog,
     SnapshotPublication,
     SnapshotSubscription,
+    dialect_choices,
 )
 from replication_admin.servers import actions as server_actions
 from replication_admin.servers.forms import ServerForm
@@ -45,7 +46,7 @@ SERVER_LIST_FIELDS = (
 def server_list(request: HttpRequest) -> HttpResponse:
     servers = Server.objects.only(*SERVER_LIST_FIELDS)
     dialect = request.GET.get("dialect", "")
-    if dialect in dict(Server.DIALECTS):
+    if dialect in dict(dialect_choices()):
         servers = servers.filter(dialect=dialect)
     else:
         dialect = ""
@@ -56,7 +57,7 @@ def server_list(request: HttpRequest) -> HttpResponse:
     context = {
         "servers": servers_listing,
         "dialect": dialect,
-        "dialects": Server.DIALECTS,
+        "dialects": dialect_choices(),
         "filtered": bool(servers_listing.q or dialect),
     }
     return render_page_or_partial(request, "replication_admin/servers/servers.html", "server-rows", context)

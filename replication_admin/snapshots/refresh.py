@@ -391,7 +391,7 @@ def small_increment(
         values = found[nkeys:width] if found is not None else (None,) * nvalues
         present = found[width] if found is not None else 0
         pending.append((*r[:nkeys], *values, r[nkeys], r[nkeys + 1], r[nkeys + 2], present))
-    pending.sort(key=lambda r: bind_value(r[width], sql.TIMESTAMP, "sqlite"))
+    pending.sort(key=lambda r: bind_value(r[width], sql.TIMESTAMP, dest.dialect))
     if not pending:
         reporter.progress(1, 1, f"nothing to apply ({window_rows} log row(s) in the window were applied before)")
         return {

@@ -237,7 +237,6 @@ def publisher_count(server: Server, account: str) -> int:
     return int(count) - (0 if open_conn is None else 1)
 
 
-LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's SQLSTATE when lock_timeout ran out
 STREAM_LOCK_WAIT = "5s"  # how long a reader waits for the slot's advisory lock before looking again
 
 
@@ -312,24 +311,24 @@ def read_wal(server: Server, account: str) -> int:
                     return count
         finally:
             conn.rollback()
-            cursor.execute("SELECT pg_advisory_unlock(?)", [wal_capture.lock_key(slot)]).fetchall()
+            cursor.execute(_d(server).unlock_sql(), [wal_capture.lock_key(slot)]).fetchall()
             conn.commit()
 
 
 def _lock_slot(cursor, server: Server, account: str, slot: str) -> bool:
     """Take the publication's advisory lock to read its slot: True once taken (and the slot free), False when
     a WalStream holds them (its count is the answer)."""
-    key = wal_capture.lock_key(slot)
-    if not _try_lock(cursor, key):
+    d, key = _d(server), wal_capture.lock_key(slot)
+    if not _try_lock(cursor, server, key):
         if _streamed(cursor, server, account, slot):
             cursor.connection.rollback()
             return False
         try:  # another reader: wait for its turn
-            cursor.execute(f"SET LOCAL lock_timeout = '{STREAM_LOCK_WAIT}'")
-            cursor.execute("SELECT pg_advisory_lock(?)", [key]).fetchall()
+            cursor.execute(d.lock_timeout_sql(STREAM_LOCK_WAIT))
+            cursor.execute(d.lock_sql(), [key]).fetchall()
         except pyodbc.Error as exc:
             cursor.connection.rollback()
-            if exc.args and exc.args[0] == LOCK_NOT_AVAILABLE and _streamed(cursor, server, account, slot):
+            if exc.args and exc.args[0] == d.lock_not_available_state and _streamed(cursor, server, account, slot):
                 cursor.connection.rollback()
                 return False
             raise
@@ -339,7 +338,7 @@ def _lock_slot(cursor, server: Server, account: str, slot: str) -> bool:
     while _streamed(cursor, server, account, slot):
         cursor.connection.rollback()
         if time.monotonic() > deadline:
-            cursor.execute("SELECT pg_advisory_unlock(?)", [key]).fetchall()
+            cursor.execute(d.unlock_sql(), [key]).fetchall()
             cursor.connection.commit()
             raise TrxError(f"the replication slot {slot} on {server.name} is held by a process that is not ours")
         time.sleep(0.01)
@@ -347,9 +346,9 @@ def _lock_slot(cursor, server: Server, account: str, slot: str) -> bool:
     return True
 
 
-def _try_lock(cursor, key: int) -> bool:
-    """Take the session-level advisory lock `key` if it is free (psqlODBC reads booleans as '0'/'1')."""
-    return bool(int(cursor.execute("SELECT pg_try_advisory_lock(?)::int", [key]).fetchone()[0]))
+def _try_lock(cursor, server: Server, key: int) -> bool:
+    """Take the session-level lock `key` if it is free."""
+    return bool(int(cursor.execute(_d(server).try_lock_sql(), [key]).fetchone()[0]))
 
 
 def _streamed(cursor, server: Server, account: str, slot: str) -> bool:
@@ -381,7 +380,7 @@ class WalStream:
             cursor = self.conn.cursor()
             # Not waiting: the holder is a reader about to finish or another follower's stream; the caller
             # tries again later instead of stalling its loop.
-            if not _try_lock(cursor, wal_capture.lock_key(self.slot)):
+            if not _try_lock(cursor, server, wal_capture.lock_key(self.slot)):
                 raise TrxError(f"the slot {self.slot} of {account} on {server.name} is being read elsewhere")
             self.conn.commit()
             self.count, self.stored = self.log.position(cursor)
@@ -438,7 +437,7 @@ class WalStream:
                 self.repl.close()
         with contextlib.suppress(Exception):
             self.conn.rollback()
-            self.conn.cursor().execute("SELECT pg_advisory_unlock_all()").fetchall()
+            self.conn.cursor().execute(_d(self.server).unlock_all_sql()).fetchall()
             self.conn.commit()
         with contextlib.suppress(Exception):
             self.conn.close()
@@ -479,7 +478,7 @@ def wal_backlog(server: Server, account: str) -> WalBacklog:
     log = _WalLog(server, account)
     with connections.connect(server, readonly=True, autocommit=False) as conn:
         cursor = conn.cursor()
-        cursor.execute(f"SET LOCAL statement_timeout = '{LIVE_TIMEOUT}'")
+        cursor.execute(_d(server).statement_timeout_sql(LIVE_TIMEOUT))
         stored, stored_lsn = log.position(cursor)
         row = cursor.execute(wal_capture.slot_state_sql(), [slot]).fetchone()
         if row is None:
@@ -513,7 +512,7 @@ def wal_backlog(server: Server, account: str) -> WalBacklog:
             conn.rollback()
             if copy is not None:
                 with contextlib.suppress(pyodbc.Error):
-                    cursor.execute("SELECT pg_drop_replication_slot(?)", [copy]).fetchall()
+                    cursor.execute(_d(server).drop_slot_sql(), [copy]).fetchall()
                     conn.commit()
     complete = int(changes) < wal_capture.PEEK_CAP
     note = "" if complete else f"at least: counted in the first {wal_capture.PEEK_CAP} changes the slot holds"
@@ -529,17 +528,17 @@ def advance_idle_slot(server: Server, account: str) -> bool:
     slot to the WAL flushed now, so that other tables' writes do not pile up behind it. Never waits for the slot
     (a reader or a stream holding it is moving it anyway); returns whether it moved."""
     slot = _slot(server, account)
-    key = wal_capture.lock_key(slot)
+    d, key = _d(server), wal_capture.lock_key(slot)
     with connections.connect(server, autocommit=False) as conn:
         cursor = conn.cursor()
-        if not _try_lock(cursor, key):
+        if not _try_lock(cursor, server, key):
             conn.rollback()
             return False
         try:
             conn.commit()
             if _streamed(cursor, server, account, slot):
                 return False
-            cursor.execute(f"SET LOCAL statement_timeout = '{ADVANCE_TIMEOUT}'")
+            cursor.execute(d.statement_timeout_sql(ADVANCE_TIMEOUT))
             position = cursor.execute(wal_capture.slot_position_sql(), [slot]).fetchone()
             confirmed, flushed = int(position[0]), int(position[1])
             stored = _WalLog(server, account).position(cursor)[1]
@@ -556,7 +555,7 @@ def advance_idle_slot(server: Server, account: str) -> bool:
             return True
         finally:
             conn.rollback()
-            cursor.execute("SELECT pg_advisory_unlock(?)", [key]).fetchall()
+            cursor.execute(d.unlock_sql(), [key]).fetchall()
             conn.commit()
 
 

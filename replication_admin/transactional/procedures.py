@@ -28,19 +28,16 @@ def describe_procedure(server: Server, name: str) -> tuple[sql.Procedure, str]:
             f"publishing procedures needs a PostgreSQL publisher; {server.name} is {server.get_dialect_display()}, "
             "which has no DDL triggers to keep a redefined procedure's calls logged (use REPL_TEXT there)"
         )
-    schema = schema_of(server) or "public"
+    d = _d(server)
+    schema = schema_of(server) or d.default_schema
     with connections.connect(server, readonly=True) as conn:
-        rows = conn.cursor().execute(sql.procedure_sql(), [schema, name]).fetchall()
+        rows = conn.cursor().execute(d.procedure_sql(), [schema, name]).fetchall()
         if not rows:
             raise TrxError(f"procedure {name!r} does not exist on {server.name}")
         if len(rows) > 1:
             raise TrxError(f"{name!r} is overloaded on {server.name}; a published procedure must have one signature")
         oid, kind, arguments, argnames, types, modes, definition = rows[0]
-        identity = (
-            conn.cursor()
-            .execute("SELECT (pg_identify_object('pg_proc'::regclass, ?::oid, 0)).identity", [int(oid)])
-            .fetchone()[0]
-        )
+        identity = conn.cursor().execute(d.procedure_identity_sql(), [int(oid)]).fetchone()[0]
     if kind != "p":
         raise TrxError(f"{name!r} is a function; only procedures are published (calls return nothing to replay)")
     if modes and any(m != "i" for m in str(modes).split(",")):

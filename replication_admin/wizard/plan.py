@@ -21,7 +21,6 @@ from replication_admin.engine import statements as st
 from replication_admin.engine.queries import QueryError, check_column_list, check_condition
 from replication_admin.engine.resolvers import CONFLICT_TYPES, RESOLVER_CLASSES, ResolverError
 from replication_admin.engine.schema import TableInfo
-from replication_admin.engine.transactional_sql import UPDATEABLE_DIALECTS
 from replication_admin.models import (
     ReplAccount,
     Server,
@@ -208,7 +207,7 @@ def check_servers(plan: Plan) -> None:
         # Both sides set ROWGUID in BEFORE triggers (engine.trx.rowguid_objects refuses the others later).
         for role, choice in (("publisher", plan.publisher), ("subscriber", plan.subscriber)):
             dialect = choice.server().dialect
-            if dialect not in UPDATEABLE_DIALECTS:
+            if not dialects.get(dialect).supports_updateable_publications:
                 raise PlanError(
                     f"updateable transactional replication needs PostgreSQL or MariaDB on both sides: the {role} "
                     f"{choice.name} is {dialects.get(dialect).label} (choose transactional, or bi-directional "

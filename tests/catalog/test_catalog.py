@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
@@ -132,13 +133,22 @@ def test_composite_keys_reject_duplicates():
         (m.ReplAccount, {"server": "p", "account": "a", "p_month": 13}),
         (m.ReplAccount, {"server": "p", "account": "b", "p_wday": 0}),
         (m.ScheduledEvent, {"name": "e", "start": timezone.now(), "sql": "x", "interval": -1}),
-        (m.Server, {"name": "s", "dialect": "oracle"}),
         (m.Server, {"name": "s2", "dialect": "sqlite", "port": 70000}),
     ],
 )
 def test_check_constraints_refuse_values_outside_the_reference_domain(model, fields):
     with pytest.raises(IntegrityError), transaction.atomic():
         model.objects.create(**fields)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("dialect", ["oracle", "firebird", ""])
+def test_a_server_is_stored_only_with_a_live_dialect_of_the_registry(dialect):
+    with pytest.raises(ValidationError, match=r"not a valid choice|cannot be blank"):
+        m.Server.objects.create(name="s", dialect=dialect)
+    with pytest.raises(ValidationError):
+        m.Server(name="s", dialect=dialect).full_clean()
+    assert not m.Server.objects.exists()
 
 
 @pytest.mark.django_db

@@ -243,7 +243,7 @@ _NAME_TESTS = re.compile(
     rf"""(==|!=|\bin)\s*\(?\s*["']({_NAMES})["']"""  # x == "sqlite", x in ("postgresql", ...)
     rf"""|["']({_NAMES})["']\s*(==|!=|\bin\b)"""  # "sqlite" == x
     # d.name == ..., dialect == ..., endpoint.dialect in ("a", ...); a membership test in a registry
-    # (`dialect in dialects.LIVE_DIALECTS`) asks the dialects, so it is not one.
+    # (`dialect in dialects.live_names()`) asks the dialects, so it is not one.
     r"""|\b(d|self\.d|dialect|source|dest|endpoint|plan\.\w+)\.name\s*(==|!=|(\bin\b|not\s+in\b)\s*[(\["'])"""
     r"""|\b(dialect|dest_dialect|source_dialect)\s*(==|!=|(\bin\b|not\s+in\b)\s*[(\["'])"""
     r"""|\.dialect\s*(==|!=|(\bin\b|not\s+in\b)\s*[(\["'])"""
@@ -252,11 +252,33 @@ _NAME_TESTS = re.compile(
 
 
 def _mode_modules() -> list[Path]:
-    """Every module but the dialects themselves and the ODBC connections (drivers are per dialect)."""
+    """Every module but the dialects themselves (the ODBC connections too: drivers are the dialects' now)."""
     product = _ROOT / "replication_admin"
-    allowed = (product / "engine" / "dialects", product / "core" / "connections.py", product / "migrations")
+    allowed = (product / "engine" / "dialects", product / "migrations")
     modules = [p for p in product.rglob("*.py") if not any(p == a or a in p.parents for a in allowed)]
     return sorted(modules + list((_ROOT / "jobs").glob("*.py")))
+
+
+# One server's SQL written out where the dialects should say it: PostgreSQL's functions and settings, MariaDB's
+# locks and session variables, SQLite's catalog and pragmas, the ANSI catalog's dialect-specific views.
+_RAW_DIALECT_SQL = re.compile(
+    r"""\bpg_[a-z_]+\("""  # pg_advisory_lock(, pg_drop_replication_slot(, pg_identify_object( ...
+    r"""|::(oid|regclass|int|bigint|text)\b"""  # PostgreSQL casts
+    r"""|\bSET\s+(LOCAL|SESSION)\b|\bSET\s+(TIME\s+ZONE|time_zone|search_path)\b"""
+    r"""|(?-i:\b(lock_timeout|statement_timeout|idle_in_transaction_session_timeout)\b)\s*="""
+    r"""|\b(GET_LOCK|RELEASE_LOCK|IS_FREE_LOCK)\s*\(|@@\w+"""
+    r"""|\bsqlite_master\b|\bPRAGMA\s+\w+"""
+    r"""|\binformation_schema\.(tables|columns|routines|triggers|statistics|key_column_usage)\b""",
+    re.IGNORECASE,
+)
+
+
+def _feature_and_core_modules() -> list[Path]:
+    """The control plane that runs SQL on registered servers: the shared core and every feature package."""
+    product = _ROOT / "replication_admin"
+    packages = [p for p in product.iterdir() if (p / "__init__.py").is_file()]
+    skipped = {"engine", "models", "migrations", "management", "templatetags"}
+    return sorted(m for p in packages if p.name not in skipped for m in p.rglob("*.py"))
 
 
 def test_the_name_test_pattern_finds_what_it_is_meant_to():
@@ -273,17 +295,55 @@ def test_the_name_test_pattern_finds_what_it_is_meant_to():
         "if col.name == name:",
         "if column.name == name:",
         "dialect: str",
-        "if data.dialect not in dialects.LIVE_DIALECTS:",
+        "if data.dialect not in dialects.live_names():",
         "for dialect in dialects.DIALECTS.values():",
     ):
         assert not _NAME_TESTS.search(line), line
+
+
+def test_the_raw_sql_pattern_finds_one_servers_sql_and_lets_the_rest_be():
+    for line in (
+        'cursor.execute("SELECT pg_advisory_unlock(?)", [key])',
+        'cursor.execute("SELECT pg_try_advisory_lock(?)::int", [key])',
+        "cursor.execute(f\"SET LOCAL lock_timeout = '{WAIT}'\")",
+        'cursor.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")',
+        "cur.execute(\"SET time_zone = '+00:00'\")",
+        'cur.execute("PRAGMA busy_timeout = 30000")',
+        ".execute(\"SELECT (pg_identify_object('pg_proc'::regclass, ?::oid, 0)).identity\")",
+        'cursor.execute("SELECT GET_LOCK(?, 10)")',
+        "\"SELECT name FROM sqlite_master WHERE type = 'table'\"",
+        '"SELECT table_name FROM information_schema.tables WHERE table_schema = ?"',
+    ):
+        assert _RAW_DIALECT_SQL.search(line), line
+    for line in (
+        "cursor.execute(d.unlock_sql(), [key])",
+        '"""Bytes for people (binary units, as PostgreSQL\'s pg_size_pretty)."""',
+        'name = forms.CharField(help_text="Used in statements, e.g. pg_main.Orders")',
+        "cursor.execute(d.statement_timeout_sql(LIVE_TIMEOUT))",
+        "settings.LOCK_TIMEOUT = 5",
+        '"""How messages name a server ("pg_demo (127.0.0.1:5433)")."""',
+    ):
+        assert not _RAW_DIALECT_SQL.search(line), line
+
+
+def test_no_feature_or_core_module_writes_one_servers_sql():
+    """Advisory locks, slot drops, procedure identities, session settings, catalog queries: the dialects say
+    them (engine/dialects/<name>.py), the control plane asks, so a new dialect brings its own."""
+    modules = _feature_and_core_modules()
+    assert {"connections.py", "capture.py", "procedures.py", "refresh.py"} <= {p.name for p in modules}
+    found = []
+    for path in modules:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if _RAW_DIALECT_SQL.search(line):
+                found.append(f"{path.relative_to(_ROOT)}:{number}: {line.strip()}")
+    assert not found, "one server's SQL outside engine/dialects:\n" + "\n".join(found)
 
 
 def test_no_mode_module_branches_on_a_dialect_name():
     """Capabilities and SQL text come from the Dialect classes (engine/dialects/<name>.py), so adding a
     dialect or a capability is one file: no module outside engine/dialects tests a dialect's name."""
     modules = _mode_modules()
-    assert any(p.name == "transactional_sql.py" for p in modules)
+    assert {"transactional_sql.py", "connections.py"} <= {p.name for p in modules}
     found = []
     for path in modules:
         for number, line in enumerate(path.read_text().splitlines(), 1):

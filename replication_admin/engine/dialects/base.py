@@ -284,7 +284,33 @@ class Dialect:
         """The rows of `table`, counted up to `bound` (reading no more than that many)."""
         return f"SELECT count(*) FROM (SELECT 1 FROM {self.qualify(table, schema)} LIMIT {int(bound)}) AS bounded"
 
-    # --- addresses ---------------------------------------------------------------------------------
+    # --- addresses and sessions (core.connections asks these; nothing outside the dialects names a driver) --
+    # The JDBC driver jars Spark loads for this dialect (settings.JDBC_JARS is every dialect's).
+    jdbc_jars: tuple[str, ...] = ()
+    # The dialect sqlglot reads and writes this dialect's SQL as (admins' snapshot queries and conditions);
+    # "" is sqlglot's generic SQL.
+    sqlglot_dialect: str = ""
+    # The schema tables are qualified with when a registration names none (where has_schemas).
+    default_schema: str = ""
+    # pyodbc's text encodings for this dialect's ODBC driver: what parameters are sent as and what character
+    # data comes back as (None: pyodbc's default, UTF-16 for wide text).
+    odbc_send_encoding: str | None = None
+    odbc_read_encoding: str | None = None
+
+    def table_schema(self, schema: str) -> str:
+        """The schema a registered server's tables are qualified with (its own, else the default; "" where the
+        dialect has no schemas)."""
+        return (schema or self.default_schema) if self.has_schemas else ""
+
+    def session_setup_sql(self, readonly: bool) -> list[str]:
+        """Statements every new ODBC session runs first: times in UTC, waits for locks, and, when `readonly`,
+        a session that refuses writes."""
+        return []
+
+    def check_file_path(self, path: str) -> str:
+        """Where file_based: the normalised path of a database file (an AddressError names what is wrong)."""
+        raise AddressError(f"{self.label} databases are not files")
+
     def odbc_connection_string(self, address: Address) -> str:
         raise NotImplementedError
 
@@ -642,6 +668,48 @@ class Dialect:
     def rowguid_triggers(self, table: TableInfo, fresh: str, rowguid: str) -> TriggerObjects:
         """(names, create, drop) of BEFORE triggers that give local inserts and updates a new ROWGUID."""
         raise NotImplementedError(f"{self.label} cannot set ROWGUID before a row is logged")
+
+    # --- session locks and time limits (readers of a publication's WAL slot take turns) ------------------
+    def try_lock_sql(self) -> str:
+        """One row, 1 when the session-level lock bound as the parameter (a number) was free and is now held."""
+        raise NotImplementedError(f"{self.label} has no session-level locks here")
+
+    def lock_sql(self) -> str:
+        """Wait for the session-level lock bound as the parameter (up to lock_timeout_sql's bound)."""
+        raise NotImplementedError(f"{self.label} has no session-level locks here")
+
+    def unlock_sql(self) -> str:
+        """Free the session-level lock bound as the parameter."""
+        raise NotImplementedError(f"{self.label} has no session-level locks here")
+
+    def unlock_all_sql(self) -> str:
+        """Free every session-level lock this session holds."""
+        raise NotImplementedError(f"{self.label} has no session-level locks here")
+
+    # The SQLSTATE a lock wait reports when lock_timeout_sql's bound ran out.
+    lock_not_available_state: str = ""
+
+    def lock_timeout_sql(self, timeout: str) -> str:
+        """Bound the current transaction's lock waits (`timeout`: "1200ms", "10s")."""
+        raise NotImplementedError(f"{self.label} has no lock wait bound here")
+
+    def statement_timeout_sql(self, timeout: str) -> str:
+        """Bound the current transaction's statements (`timeout`: "1200ms", "10s")."""
+        raise NotImplementedError(f"{self.label} has no statement time bound here")
+
+    def drop_slot_sql(self) -> str:
+        """Drop the replication slot named by the parameter (where decodes_wal)."""
+        raise NotImplementedError(f"{self.label} has no replication slots")
+
+    # --- published procedures (where has_ddl_triggers) -------------------------------------------------
+    def procedure_sql(self) -> str:
+        """One row per procedure of the name (parameters: schema, name): (id, kind 'p' for a procedure,
+        argument list, argument names, argument types comma-separated, argument modes, definition)."""
+        raise NotImplementedError(f"{self.label} procedures are not published")
+
+    def procedure_identity_sql(self) -> str:
+        """The identity the server's DDL events report for the procedure whose id is the parameter."""
+        raise NotImplementedError(f"{self.label} procedures are not published")
 
     def retag_origin_sql(self, tx: str, seq: str, origin: str) -> list[str]:
         """Give the current transaction's log (RTTX `tx`, RTSEQ `seq`) another origin (a literal)."""

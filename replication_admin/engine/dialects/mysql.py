@@ -94,6 +94,14 @@ class MySQL(Dialect):
         return f"CREATE DATABASE IF NOT EXISTS {self.quote(name)} CHARACTER SET utf8mb4"
 
     default_port = 3306
+    jdbc_jars = ("/usr/share/java/mariadb-java-client.jar",)
+    sqlglot_dialect = "mysql"
+    # Sent as UTF-16, parameters longer than the driver's buffer come back mangled; UTF-8 does not.
+    odbc_send_encoding = "utf-8"
+
+    def session_setup_sql(self, readonly: bool) -> list[str]:
+        return ["SET time_zone = '+00:00'", *(["SET SESSION TRANSACTION READ ONLY"] if readonly else [])]
+
     odbc_driver = "MariaDB Unicode"
     jdbc_driver = "org.mariadb.jdbc.Driver"
     max_identifier = 64

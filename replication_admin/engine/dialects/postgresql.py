@@ -80,6 +80,48 @@ class PostgreSQL(Dialect):
     bulk_loader = "copy"
     has_ddl_triggers = True
     has_schemas = True
+    default_schema = "public"
+    jdbc_jars = ("/usr/share/java/postgresql.jar",)
+    sqlglot_dialect = "postgres"
+    lock_not_available_state = "55P03"
+
+    def session_setup_sql(self, readonly: bool) -> list[str]:
+        read_only = ["SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY"] if readonly else []
+        return ["SET TIME ZONE 'UTC'", *read_only]
+
+    # --- session locks and time limits (advisory locks) -------------------------------------------------
+    def try_lock_sql(self) -> str:
+        return "SELECT pg_try_advisory_lock(?)::int"  # psqlODBC reads booleans as '0' / '1'
+
+    def lock_sql(self) -> str:
+        return "SELECT pg_advisory_lock(?)"
+
+    def unlock_sql(self) -> str:
+        return "SELECT pg_advisory_unlock(?)"
+
+    def unlock_all_sql(self) -> str:
+        return "SELECT pg_advisory_unlock_all()"
+
+    def lock_timeout_sql(self, timeout: str) -> str:
+        return f"SET LOCAL lock_timeout = {self.literal(timeout)}"
+
+    def statement_timeout_sql(self, timeout: str) -> str:
+        return f"SET LOCAL statement_timeout = {self.literal(timeout)}"
+
+    def drop_slot_sql(self) -> str:
+        return "SELECT pg_drop_replication_slot(?)"
+
+    # --- published procedures ------------------------------------------------------------------------------
+    def procedure_sql(self) -> str:
+        return (
+            "SELECT p.oid, p.prokind, pg_get_function_arguments(p.oid), p.proargnames, "
+            "array_to_string(ARRAY(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) t), ','), "
+            "coalesce(array_to_string(p.proargmodes, ','), ''), pg_get_functiondef(p.oid) "
+            "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = ? AND p.proname = ?"
+        )
+
+    def procedure_identity_sql(self) -> str:
+        return "SELECT (pg_identify_object('pg_proc'::regclass, ?::oid, 0)).identity"
 
     def database_exists_sql(self, name: str) -> tuple[str, list[str]] | None:
         return "SELECT 1 FROM pg_database WHERE datname = ?", [name]

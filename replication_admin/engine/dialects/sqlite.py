@@ -63,6 +63,11 @@ class SQLite(Dialect):
     file_based = True
     dynamic_types = True
     supports_bidir = True
+    jdbc_jars = ("/usr/share/java/sqlite-jdbc.jar",)
+    sqlglot_dialect = "sqlite"
+    # SQLite ODBC hands back text as UTF-8; pyodbc is told so that non-ASCII survives.
+    odbc_send_encoding = "utf-8"
+    odbc_read_encoding = "utf-8"
     uuid_sql = "lower(hex(randomblob(16)))"
     clock_now_sql = NOW
     log_now_sql = NOW
@@ -200,6 +205,12 @@ class SQLite(Dialect):
         if default.kind == "now" and logical.kind != "date":
             return f"({NOW})"  # the stored text form, six fraction digits
         return super().render_default(default, logical)
+
+    def session_setup_sql(self, readonly: bool) -> list[str]:
+        return ["PRAGMA busy_timeout = 30000", *(["PRAGMA query_only = 1"] if readonly else [])]
+
+    def check_file_path(self, path: str) -> str:
+        return check_sqlite_path(path)
 
     def odbc_connection_string(self, address: Address) -> str:
         if address.odbc_dsn:

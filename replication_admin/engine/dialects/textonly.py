@@ -93,6 +93,7 @@ def _row_trigger_text(
 class SQLServer(TextOnlyDialect):
     name = "mssql"
     label = "SQL Server"
+    sqlglot_dialect = "tsql"
     max_identifier = 128
 
     def quote(self, name: str) -> str:
@@ -156,6 +157,7 @@ class SQLServer(TextOnlyDialect):
 class Oracle(TextOnlyDialect):
     name = "oracle"
     label = "Oracle"
+    sqlglot_dialect = "oracle"
     max_identifier = 30
 
     def snapshot_log_objects(self, table: TableInfo) -> SnapshotLogObjects:

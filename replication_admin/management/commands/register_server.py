@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from replication_admin.core.audit import Actor
 from replication_admin.core.connections import test_connection
-from replication_admin.models import Server
+from replication_admin.models import Server, dialect_choices
 from replication_admin.servers.actions import (
     ServerData,
     do_check_server,
@@ -26,7 +26,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("name")
-        parser.add_argument("--dialect", required=True, choices=[c for c, _ in Server.DIALECTS])
+        parser.add_argument("--dialect", required=True, choices=[c for c, _ in dialect_choices()])
         parser.add_argument("--host", default="")
         parser.add_argument("--port", type=int)
         parser.add_argument("--database", default="", help="database name, or the SQLite file path")
