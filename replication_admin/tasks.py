@@ -18,9 +18,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from replication_admin.bidir import runs as bidir_runs
+from replication_admin.compare import runs as compare_runs
 from replication_admin.conflicts import runs as conflict_runs
 from replication_admin.console import health as console_health
-from replication_admin.console import runs as console_runs
 from replication_admin.console import state_alerts
 from replication_admin.core import events, heartbeats, jobs, reaper
 from replication_admin.core.alerts import safely_raise
@@ -38,7 +38,7 @@ from replication_admin.transactional import runs as trx_runs
 log = logging.getLogger(__name__)
 
 # Every job kind, registered by importing its feature's runs module.
-RUNNER_MODULES = (bidir_runs, conflict_runs, console_runs, snapshot_runs, trx_runs)
+RUNNER_MODULES = (bidir_runs, conflict_runs, compare_runs, snapshot_runs, trx_runs)
 
 
 def run_job(job_id: int, inline: bool = False) -> str:

@@ -21,9 +21,11 @@ from replication_admin.conflicts.forms import (
     is_written,
     needs_column,
 )
+from replication_admin.conflicts.runs import DryRunResult
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.errors import ReplicationError
+from replication_admin.core.jobs import result_of
 from replication_admin.core.web import denied, is_htmx, refuse
 from replication_admin.engine.resolvers import CODE_NAMES, CUSTOM, DEFAULT_DECISION, ResolverError
 from replication_admin.models import (
@@ -159,14 +161,14 @@ def _dry_run_job(scope: Scope, job_id: str | None) -> JobRun | None:
 def _dry_run_context(job: JobRun | None, error: str = "") -> dict:
     """A dry run's job and, once it succeeded, its rows with the codes named."""
     rows = []
-    if job is not None and job.state == JobRun.State.SUCCEEDED and isinstance(job.result, dict):
-        for row in job.result.get("rows", []):
-            rows.append({
-                **row,
-                "recorded_label": CODE_NAMES.get(row.get("recorded_decision"), "?"),
-                "label": CODE_NAMES.get(row.get("decision"), "?"),
-            })  # fmt: skip
-    return {"dry_run": job, "dry_rows": rows, "dry_run_error": error}
+    result = result_of(job, DryRunResult) if job is not None and job.state == JobRun.State.SUCCEEDED else None
+    for row in result.rows if result is not None else []:
+        rows.append({
+            "row": row,
+            "recorded_label": CODE_NAMES.get(row.recorded_decision or 0, "?"),
+            "label": CODE_NAMES.get(row.decision or 0, "?"),
+        })  # fmt: skip
+    return {"dry_run": job, "dry_result": result, "dry_rows": rows, "dry_run_error": error}
 
 
 @require_GET

@@ -40,6 +40,7 @@ from replication_admin.models import (
     SnapshotPublication,
     SnapshotSubscription,
 )
+from replication_admin.snapshots.selectors import refresh_result
 
 OUTCOME_COLOURS = {"succeeded": "#2e7d32", "failed": "#c62828", "cancelled": "#757575"}
 ITEMS_SHOWN = 50
@@ -210,16 +211,6 @@ def _refresh_duration(timings: dict | None, started: datetime | None, finished: 
     return (finished - started).total_seconds() if started and finished else None
 
 
-def _refresh_rows(result: object) -> int | None:
-    if not isinstance(result, dict):
-        return None
-    for key in ("rows", "changes"):
-        value = result.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
-
-
 def refresh_figures(now: datetime, days: int = 7) -> tuple[dict, dict]:
     """Duration and throughput (rows/s) of the snapshot refreshes finished in the last `days`, a line per snapshot."""
     jobs = (
@@ -238,7 +229,8 @@ def refresh_figures(now: datetime, days: int = 7) -> tuple[dict, dict]:
             continue
         stamp = local_stamp(finished)
         durations.setdefault(name, []).append((stamp, round(seconds, 3)))
-        rows = _refresh_rows(result)
+        refreshed = refresh_result(result)
+        rows = refreshed.moved if refreshed is not None else None
         if rows is not None and seconds > 0:
             throughput.setdefault(name, []).append((stamp, round(rows / seconds, 1)))
 

@@ -15,6 +15,7 @@ from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.forms import ScheduleForm
 from replication_admin.core.introspection import split_tables
+from replication_admin.core.jobs import result_of
 from replication_admin.core.web import SortFields, denied, listing
 from replication_admin.engine import dialects
 from replication_admin.engine.objects import SnapshotLogObjects
@@ -116,7 +117,8 @@ def snapshot_create(request: HttpRequest) -> HttpResponse:
 @require_GET
 def snapshot_detail(request: HttpRequest, name: str) -> HttpResponse:
     snapshot = _snapshot(name)
-    jobs = JobRun.objects.filter(params__snapshot=snapshot.name).order_by("-id")[:20]
+    # Each job with its kind's typed result (None until it succeeded).
+    jobs = [(job, result_of(job)) for job in JobRun.objects.filter(params__snapshot=snapshot.name).order_by("-id")[:20]]
     event = ScheduledEvent.objects.filter(name=snap.event_name(snapshot)).first()
     log = SnapshotLog.objects.filter(server=snapshot.source_server, table=snapshot.source_table).first()
     form = ScheduleForm(initial={"every_minutes": event.interval if event else None})
