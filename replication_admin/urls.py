@@ -11,6 +11,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("replication_admin.console.urls")),
     path("", include("replication_admin.compare.urls")),
+    path("", include("replication_admin.health.urls")),
     path("", include("replication_admin.wizard.urls")),
     path("", include("replication_admin.servers.urls")),
     path("", include("replication_admin.snapshots.urls")),

@@ -5,7 +5,6 @@ from django.urls import path
 
 from replication_admin.console import audit_log as audit
 from replication_admin.console import (
-    components,
     dashboard,
     favicon,
     jobs,
@@ -22,7 +21,6 @@ urlpatterns = [
     path("favicon.ico", favicon.favicon, name="favicon"),
     path("dashboard/charts/", dashboard.dashboard_charts, name="dashboard-charts"),
     path("topology/", dashboard.topology_page, name="topology"),
-    path("health/", components.health_page, name="health"),
     path("alerts/<int:pk>/acknowledge/", dashboard.alert_acknowledge, name="alerts-acknowledge"),
     path("snapshots/new/columns/", jobs.column_options, name="snapshots-columns"),
     path("statements/", statement_console.statement_console, name="statements"),
