@@ -157,6 +157,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "replication_admin.console.context.console",
+                "replication_admin.core.web.may",
             ],
             "builtins": ["template_partials.templatetags.partials"],
         },

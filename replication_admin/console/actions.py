@@ -15,17 +15,16 @@ from django.utils import timezone
 from replication_admin.core import events
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.jobs import OPERATE
+from replication_admin.core.permissions import EDIT, OPERATE, UNLOCK_LOGINS
 from replication_admin.engine.schedule import due_at, next_run, slot_at
 from replication_admin.models import Alert, ApiToken, AuditEntry, ReplLock, ScheduledEvent
 
-EDIT = "replication_admin.edit"
 MAX_INTERVAL = 525_600  # minutes: a year
 
 
 def do_acknowledge_alert(actor: Actor, alert: Alert) -> str:
     target = f"alert #{alert.pk} {alert.kind} {alert.target}"
-    require(actor, "replication_admin.operate", "alert.acknowledge", target)
+    require(actor, OPERATE, "alert.acknowledge", target)
     with transaction.atomic():
         done = Alert.objects.filter(pk=alert.pk, acknowledged_at__isnull=True).update(
             acknowledged_at=timezone.now(), acknowledged_by=actor.username
@@ -38,7 +37,7 @@ def do_unlock_login(actor: Actor, username: str, address: str | None = None) -> 
     """Lift the login lockout of a user name (from one address, or from every address); audited. The number of
     lockout records removed (0: it was not locked out)."""
     target = f"{username} from {address}" if address else username
-    require(actor, "auth.change_user", "login.unlock", target)
+    require(actor, UNLOCK_LOGINS, "login.unlock", target)
     with transaction.atomic():
         removed = axes_reset(ip=address, username=username)  # ip None: from every address
         record(actor, "login.unlock", target, detail={"username": username, "address": address, "removed": removed})

@@ -14,9 +14,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from replication_admin.console.forms import JobFilterForm
 from replication_admin.core import connections
 from replication_admin.core import jobs as job_actions
-from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.audit import Actor
 from replication_admin.core.jobs import Subject, job_subject, result_of
-from replication_admin.core.web import SortFields, denied, listing, render_page_or_partial
+from replication_admin.core.permissions import OPERATE
+from replication_admin.core.web import SortFields, listing, render_page_or_partial, requires
 from replication_admin.models import JobRun, Server
 
 JOB_SORTS: dict[str, SortFields] = {
@@ -169,14 +170,18 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render_page_or_partial(request, "replication_admin/console/job_detail.html", "job-status", context)
 
 
+def _job_label(request: HttpRequest, pk: int) -> str:
+    job = JobRun.objects.filter(pk=pk).first()
+    return str(job) if job is not None else f"job #{pk}"
+
+
 @require_POST
+@requires(OPERATE, "job.retry", _job_label)
 def job_retry(request: HttpRequest, pk: int) -> HttpResponse:
     """Run a failed or cancelled job again with the same parameters; its page follows the new one."""
     job = get_object_or_404(JobRun, pk=pk)
     try:
         retry = job_actions.do_retry_job(Actor.from_request(request), job)
-    except PermissionDenied as exc:
-        return denied(request, exc)
     except job_actions.JobError as exc:
         messages.error(request, str(exc))
         return redirect("jobs-detail", pk=pk)
@@ -204,6 +209,7 @@ def attempt_chain(job: JobRun, limit: int = 20) -> list[JobRun]:
 
 
 @require_http_methods(["GET", "POST"])
+@requires(OPERATE, "job.cancel", _job_label)
 def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(JobRun, pk=pk)
     if request.method == "GET":
@@ -221,10 +227,7 @@ def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
             "cancel_url": reverse("jobs-detail", args=[job.pk]),
             "hidden": {},
         })  # fmt: skip
-    try:
-        cancelled = job_actions.do_cancel_job(Actor.from_request(request), job)
-    except PermissionDenied as exc:
-        return denied(request, exc)
+    cancelled = job_actions.do_cancel_job(Actor.from_request(request), job)
     if not cancelled:
         messages.warning(request, "The job had already finished.")
     return redirect("jobs-detail", pk=pk)

@@ -44,13 +44,12 @@ from replication_admin.core.alerts import safely_raise, safely_resolve
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import LockBusy, ReplicationError
 from replication_admin.core.leases import HEARTBEAT, HOST, expiry
+from replication_admin.core.permissions import OPERATE
 from replication_admin.core.spark import job_spark
 from replication_admin.engine.queries import QueryError
 from replication_admin.models import AuditEntry, JobRun
 
 log = logging.getLogger(__name__)
-
-OPERATE = "replication_admin.operate"
 
 
 class JobCancelled(Exception):
