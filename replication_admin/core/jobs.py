@@ -1,5 +1,5 @@
 """Background jobs: one JobRunner lifecycle (start → run → finish) for every kind, a registry by kind,
-typed frozen parameters per kind, and queueing and cancelling.
+typed frozen parameters and results per kind, the job's log appended line by line, and queueing and cancelling.
 
 A feature declares its kinds in its `runs.py`:
 
@@ -8,10 +8,12 @@ A feature declares its kinds in its `runs.py`:
         kind = "snapshot_refresh"
         label = "Refresh a snapshot"
         params_type = RefreshParams
+        result_type = RefreshResult
 
-        def run(self) -> dict: ...
+        def run(self) -> RefreshResult: ...
 
-and starts one with `do_start_job(actor, SnapshotRefresh, target, RefreshParams(...))`. The django-q2 task
+and starts one with `do_start_job(actor, SnapshotRefresh, target, RefreshParams(...))`; its pages read the
+result back with `result_of(job)`. The django-q2 task
 (`replication_admin.tasks.run_job`) hands the job's id to `execute`, which owns the JobRun's state: a
 redelivered or cancelled job is left as it is, a failure is stored as one line (the trace goes to the
 job's log) and raises an alert.
