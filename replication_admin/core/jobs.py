@@ -129,9 +129,14 @@ class JobResult:
     modes: ClassVar[dict[str, type[JobResult]]] = {}
 
     @classmethod
+    def mode_of(cls, data: dict[str, Any]) -> str:
+        """Which of `modes` a stored result is."""
+        return str(data.get("mode", ""))
+
+    @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> Self:
         data = data or {}
-        shape = cls.modes.get(str(data.get("mode", "")))
+        shape = cls.modes.get(cls.mode_of(data))
         target = shape if shape is not None and issubclass(shape, cls) else cls
         hints = get_type_hints(target)
         fields = dataclasses.fields(target)

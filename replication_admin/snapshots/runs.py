@@ -28,6 +28,13 @@ class RefreshResult(JobResult):
 
     mode: str = ""
 
+    @classmethod
+    def mode_of(cls, data: dict[str, Any]) -> str:
+        """A row without its mode is known by its count: changes applied (incremental) or rows copied (full)."""
+        if data.get("mode"):
+            return str(data["mode"])
+        return "incremental" if "changes" in data else "full" if "rows" in data else ""
+
     @property
     def moved(self) -> int | None:
         """The rows it moved: a full refresh's rows copied, an incremental one's changes applied."""

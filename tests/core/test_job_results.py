@@ -89,3 +89,8 @@ def test_a_page_reads_a_jobs_result_as_its_kind_declares_it():
     assert isinstance(result_of(job), CompareResult)
     assert result_of(job, RefreshResult) is None
     assert result_of(JobRun(kind="compare", target="x")) is None
+
+
+def test_a_refresh_stored_without_its_mode_is_known_by_its_count():
+    assert RefreshResult.from_json({"changes": 40}) == IncrementalRefresh(changes=40)
+    assert RefreshResult.from_json({"rows": 5}) == FullRefresh(rows=5)
