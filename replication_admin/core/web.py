@@ -176,10 +176,10 @@ def requires(
 ) -> Callable[[ViewFunc], ViewFunc]:
     """The permission check of every view that changes something: a request of one of `methods` by a user
     without `perm` (a name of core.permissions; or a function of the request and the view's arguments, for a
-    view whose actions need different ones) gets a 403 ("<user> may not <says, else the action>: it needs
-    ...") and an audit row (`denied`, the missing permission in its detail) of `action` on `target`, each a text
-    or a function of the request and the view's arguments; other requests (the confirmation pages a GET shows)
-    go through."""
+    view whose actions need different ones) gets a 403 ("<user> may not <says, else the action> (needs <perm>:
+    <what that permission is>)", as an action's own refusal says it) and an audit row (`denied`, the missing
+    permission in its detail) of `action` on `target`, each a text or a function of the request and the view's
+    arguments; other requests (the confirmation pages a GET shows) go through."""
     checked = {m.upper() for m in methods}
 
     def decorate(view: ViewFunc) -> ViewFunc:
@@ -192,7 +192,7 @@ def requires(
                 actor = Actor.from_request(request)
                 record(actor, what, on, AuditEntry.Outcome.DENIED, {"missing_permission": needs})
                 needed = permissions.DESCRIPTIONS.get(needs, needs)
-                refusal = f"{actor.username} may not {says or what}: it needs {needed}"
+                refusal = f"{actor.username} may not {says or what} (needs {needs}: {needed})"
                 return denied(request, PermissionDenied(refusal))
             return view(request, *args, **kwargs)
 
