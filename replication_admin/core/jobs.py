@@ -229,7 +229,7 @@ class JobRunner(Generic[P]):
     kind: ClassVar[str]
     label: ClassVar[str]
     params_type: ClassVar[type[JobParams]]
-    result_type: ClassVar[type[JobResult]]
+    result_type: ClassVar[type[JobResult]] = JobResult
     # Whether a person may run a failed or cancelled job of this kind again with the same parameters.
     retryable: ClassVar[bool] = True
 
@@ -438,7 +438,9 @@ def _run(job: JobRun, reporter: Reporter, started: float) -> str:
         _finish(job, reporter, started, state=JobRun.State.FAILED, error=message[:10000], message="failed")
         safely_raise("job_failed", f"{job.kind} {job.target}", message[:2000], reverse("jobs-detail", args=[job_id]))
         return f"job {job_id} failed"
-    _finish(job, reporter, started, state=JobRun.State.SUCCEEDED, result=result.as_json(), message="done")
+    # A runner not yet declaring its result type may still return the plain JSON.
+    stored = result.as_json() if isinstance(result, JobResult) else result
+    _finish(job, reporter, started, state=JobRun.State.SUCCEEDED, result=stored, message="done")
     safely_resolve("job_failed", f"{job.kind} {job.target}", f"job #{job_id} succeeded")
     return f"job {job_id} succeeded"
 
