@@ -1,6 +1,5 @@
 """Console actions: acknowledging alerts (the alert leaves the dashboard; the same trouble later opens a new
-one), starting compares of two tables or of a snapshot with its source, repairing chosen keys of a compare,
-lifting login lockouts, making and revoking the API tokens of the status API and metrics, and the scheduler's run
+one), lifting login lockouts, making and revoking the API tokens of the status API and metrics, and the scheduler's run
 now, pause, resume and interval of a SYS_SCHEDULED_EVENT."""
 
 from __future__ import annotations
