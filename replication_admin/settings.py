@@ -159,6 +159,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "replication_admin.console.context.console",
+                "replication_admin.core.web.may",
             ],
             "builtins": ["template_partials.templatetags.partials"],
         },
@@ -357,7 +358,7 @@ CONNECTION_CHECK_AFTER = env_int("REPLADMIN_CONNECTION_CHECK_AFTER", 5)
 # seconds (to see new and changed events); the django-q2 schedule every minute is its fallback.
 SCHEDULER_TICK = env_int("REPLADMIN_SCHEDULER_TICK", 5)
 # --- end scheduler ---
-# --- lag and replication slots (console/health.py check_lag, run by the scheduler thread every LAG_CHECK_SECONDS) ---
+# --- lag and replication slots (health/checks.py check_lag, run by the scheduler thread every LAG_CHECK_SECONDS) ---
 # A transactional subscription is lagging, and a lag alert opens, when its oldest unapplied transaction is older
 # than LAG_ALERT_SECONDS (a publication's ACC_ALERT_LAG_SECONDS overrides it).
 LAG_ALERT_SECONDS = env_int("REPLADMIN_LAG_ALERT_SECONDS", 60)

@@ -18,10 +18,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from replication_admin.bidir import runs as bidir_runs
+from replication_admin.compare import runs as compare_runs
 from replication_admin.conflicts import runs as conflict_runs
-from replication_admin.console import health as console_health
-from replication_admin.console import runs as console_runs
-from replication_admin.console import state_alerts
 from replication_admin.core import events, heartbeats, jobs, reaper
 from replication_admin.core.alerts import safely_raise
 from replication_admin.core.audit import Actor, record
@@ -29,6 +27,8 @@ from replication_admin.core.locks import LockBusy, item_lock
 from replication_admin.demo import CONTESTED_EVERY, reprice, simulate_activity
 from replication_admin.engine.schedule import due_at, due_events, seconds_to_next
 from replication_admin.engine.statements import StatementError
+from replication_admin.health import checks as health_checks
+from replication_admin.health import state_alerts
 from replication_admin.models import AuditEntry, ConflictBackup, JobRun, ScheduledEvent, Server
 from replication_admin.snapshots import runs as snapshot_runs
 from replication_admin.statements import execute
@@ -38,7 +38,7 @@ from replication_admin.transactional import runs as trx_runs
 log = logging.getLogger(__name__)
 
 # Every job kind, registered by importing its feature's runs module.
-RUNNER_MODULES = (bidir_runs, conflict_runs, console_runs, snapshot_runs, trx_runs)
+RUNNER_MODULES = (bidir_runs, conflict_runs, compare_runs, snapshot_runs, trx_runs)
 
 
 def run_job(job_id: int, inline: bool = False) -> str:
@@ -92,7 +92,7 @@ def scheduler_loop(stop: threading.Event) -> None:
             pulse({"tick": timezone.now().isoformat()})  # the Health page's "last tick"
             if time.monotonic() >= next_lag_check:  # lag and slot alerts within about a minute, without a sync
                 next_lag_check = time.monotonic() + settings.LAG_CHECK_SECONDS
-                console_health.safely_check_lag()
+                health_checks.safely_check_lag()
                 state_alerts.safely_check_items()  # broken items (a table gone) alert in the same round
             times = [e.times() for e in ScheduledEvent.objects.all()]
             wait = seconds_to_next(times, timezone.now(), longest)

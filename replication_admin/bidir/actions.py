@@ -17,6 +17,7 @@ from replication_admin.core.conflicts import key_label
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import require_table
 from replication_admin.core.jobs import do_start_job
+from replication_admin.core.permissions import EDIT, OPERATE
 from replication_admin.core.schema_follow import live_definition
 from replication_admin.engine.statements import Name
 from replication_admin.models import (
@@ -30,8 +31,6 @@ from replication_admin.models import (
     SnapshotSubscription,
 )
 
-EDIT = "replication_admin.edit"
-OPERATE = "replication_admin.operate"
 TABLE = 2
 URPLOG_PURGE_EVENT = "purge_urplogs"
 

@@ -1,13 +1,14 @@
-"""The bi-directional feature's jobs: a subscriber's initial copy and the sync of a publication."""
+"""The bi-directional feature's jobs: a subscriber's initial copy and the sync of a publication, with their
+parameters and results."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from replication_admin.bidir.initial_copy import init_subscription
 from replication_admin.bidir.sync import sync_publication
-from replication_admin.core.jobs import JobParams, JobRunner, Subject, register
+from replication_admin.core.jobs import JobParams, JobResult, JobRunner, Subject, register
 from replication_admin.models import SnapshotPublication, SnapshotSubscription
 
 
@@ -22,11 +23,46 @@ class SyncParams(JobParams):
     publication: int
 
 
+@dataclass(frozen=True)
+class InitResult(JobResult):
+    """An initial copy: the publisher's rows, how many were inserted (the rest were there), in commits of
+    `rows_per_commit`, and whether it resumed an interrupted copy."""
+
+    mode: str = "init"
+    rows: int = 0
+    inserted: int = 0
+    rows_per_commit: int | None = None
+    resumed: bool = False
+
+
+@dataclass(frozen=True)
+class SubscriberSync(JobResult):
+    """One subscriber's part of a sync: what was pulled from it and pushed to it."""
+
+    pulled: int = 0
+    conflicts: int = 0
+    already_applied: int = 0
+    left_for_next_sync: int = 0
+    pushed: int = 0
+    waiting: int = 0
+
+
+@dataclass(frozen=True)
+class SyncResult(JobResult):
+    """A sync of a publication: each subscriber's part, the schema changes followed (in words) and the conflicts."""
+
+    mode: str = "sync"
+    subscribers: dict[str, SubscriberSync] = field(default_factory=dict)
+    schema_changes: list[str] = field(default_factory=list)
+    conflicts: int = 0
+
+
 @register
 class BidirInit(JobRunner[InitParams]):
     kind = "bidir_init"
     label = "Initial copy to a subscriber"
     params_type = InitParams
+    result_type = InitResult
 
     @classmethod
     def subject(cls, params: dict[str, Any]) -> Subject | None:
@@ -37,8 +73,9 @@ class BidirInit(JobRunner[InitParams]):
         url = publication.get_absolute_url() if publication is not None else ""
         return Subject(f"subscription of {subscription.server} to {subscription.item}", url)
 
-    def run(self) -> dict:
-        return init_subscription(self.job, self.reporter, self.params.subscription, self.params.rows_per_commit)
+    def run(self) -> InitResult:
+        copied = init_subscription(self.job, self.reporter, self.params.subscription, self.params.rows_per_commit)
+        return InitResult.from_json(copied)
 
 
 @register
@@ -46,6 +83,7 @@ class BidirSync(JobRunner[SyncParams]):
     kind = "bidir_sync"
     label = "Sync a bi-directional publication"
     params_type = SyncParams
+    result_type = SyncResult
 
     @classmethod
     def subject(cls, params: dict[str, Any]) -> Subject | None:
@@ -54,5 +92,5 @@ class BidirSync(JobRunner[SyncParams]):
             return Subject(f"bi-directional publication #{params['publication']} (dropped)")
         return Subject(f"publication {publication.item}", publication.get_absolute_url())
 
-    def run(self) -> dict:
-        return sync_publication(self.job, self.reporter, self.params.publication)
+    def run(self) -> SyncResult:
+        return SyncResult.from_json(sync_publication(self.job, self.reporter, self.params.publication))

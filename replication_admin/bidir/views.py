@@ -18,10 +18,11 @@ from replication_admin.bidir.forms import (
     SubscribeForm,
 )
 from replication_admin.bidir.selectors import bidir_status_rows
-from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.audit import Actor
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.forms import ScheduleForm
-from replication_admin.core.web import denied, refuse, render_page_or_partial
+from replication_admin.core.permissions import EDIT, OPERATE
+from replication_admin.core.web import render_page_or_partial, requires
 from replication_admin.models import (
     JobRun,
     ScheduledEvent,
@@ -30,8 +31,6 @@ from replication_admin.models import (
     SnapshotSubscription,
 )
 
-EDIT = "replication_admin.edit"
-OPERATE = "replication_admin.operate"
 ACTIVE_INIT_STATES = ("staging", "copying")
 
 
@@ -39,29 +38,34 @@ def _publication(pk: int) -> SnapshotPublication:
     return get_object_or_404(SnapshotPublication.objects.select_related("server"), pk=pk)
 
 
+def _item(pk: int) -> str:
+    """A publication's item, as the audit log names it (for a refusal)."""
+    return SnapshotPublication.objects.filter(pk=pk).values_list("item", flat=True).first() or f"publication #{pk}"
+
+
+def _server_item(pk: int, between: str) -> str:
+    """A subscription's server and item, as the audit log names it (for a refusal)."""
+    sub = SnapshotSubscription.objects.filter(pk=pk).first()
+    return f"{sub.server}{between}{sub.item}" if sub is not None else f"subscription #{pk}"
+
+
 # --- publications ---------------------------------------------------------------------------------------
 
 
 @require_http_methods(["GET", "POST"])
+@requires(EDIT, "bidir.publish", lambda request: f"{request.POST.get('server', '')}.{request.POST.get('table', '')}")
 def publication_create(request: HttpRequest) -> HttpResponse:
     form = PublicationForm(request.POST or None, initial=request.GET.dict())
-    if request.method == "POST":
-        if refused := refuse(
-            request, EDIT, "bidir.publish", f"{request.POST.get('server', '')}.{request.POST.get('table', '')}"
-        ):
-            return refused
-        if form.is_valid():
-            try:
-                publication = bidir.do_create_publication(
-                    Actor.from_request(request), form.cleaned_data["server"], form.cleaned_data["table"].strip()
-                )
-            except PermissionDenied as exc:
-                return denied(request, exc)
-            except ReplicationError as exc:
-                form.add_error(None, str(exc))
-            else:
-                messages.success(request, f"Published {publication.item}. Add subscribers, then copy the rows to them.")
-                return redirect("publications-detail", pk=publication.pk)
+    if request.method == "POST" and form.is_valid():
+        try:
+            publication = bidir.do_create_publication(
+                Actor.from_request(request), form.cleaned_data["server"], form.cleaned_data["table"].strip()
+            )
+        except ReplicationError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Published {publication.item}. Add subscribers, then copy the rows to them.")
+            return redirect("publications-detail", pk=publication.pk)
     return render(request, "replication_admin/bidir/publication_form.html", {"form": form})
 
 
@@ -123,15 +127,12 @@ def publication_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
+@requires(EDIT, "bidir.unpublish", lambda request, pk: _item(pk))
 def publication_drop(request: HttpRequest, pk: int) -> HttpResponse:
     publication = _publication(pk)
     if request.method == "POST":
-        if refused := refuse(request, EDIT, "bidir.unpublish", publication.item):
-            return refused
         try:
             message = bidir.do_drop_publication(Actor.from_request(request), publication)
-        except PermissionDenied as exc:
-            return denied(request, exc)
         except ReplicationError as exc:
             messages.error(request, str(exc))
             return redirect("publications-detail", pk=publication.pk)
@@ -153,14 +154,11 @@ def publication_drop(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
+@requires(OPERATE, "job.bidir_sync", lambda request, pk: f"REPL_UPDATE_SNAPSHOT {_item(pk)}")
 def publication_sync(request: HttpRequest, pk: int) -> HttpResponse:
     publication = _publication(pk)
-    if refused := refuse(request, OPERATE, "job.bidir_sync", f"REPL_UPDATE_SNAPSHOT {publication.item}"):
-        return refused
     try:
         job = bidir.do_sync_publication(Actor.from_request(request), publication)
-    except PermissionDenied as exc:
-        return denied(request, exc)
     except ReplicationError as exc:
         messages.error(request, str(exc))
         return redirect("publications-detail", pk=publication.pk)
@@ -169,10 +167,9 @@ def publication_sync(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
+@requires(OPERATE, "bidir.schedule", lambda request, pk: _item(pk))
 def publication_schedule(request: HttpRequest, pk: int) -> HttpResponse:
     publication = _publication(pk)
-    if refused := refuse(request, OPERATE, "bidir.schedule", publication.item):
-        return refused
     form = ScheduleForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The interval is a whole number of minutes, 1 to 525600 (empty to stop).")
@@ -181,8 +178,6 @@ def publication_schedule(request: HttpRequest, pk: int) -> HttpResponse:
         event = bidir.do_schedule_publication(
             Actor.from_request(request), publication, form.cleaned_data["every_minutes"]
         )
-    except PermissionDenied as exc:
-        return denied(request, exc)
     except ReplicationError as exc:
         messages.error(request, str(exc))
     else:
@@ -191,18 +186,15 @@ def publication_schedule(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
+@requires(EDIT, "bidir.subscribe", lambda request, pk: f"{request.POST.get('server', '')} <- {_item(pk)}")
 def publication_subscribe(request: HttpRequest, pk: int) -> HttpResponse:
     publication = _publication(pk)
-    if refused := refuse(request, EDIT, "bidir.subscribe", f"{request.POST.get('server', '')} <- {publication.item}"):
-        return refused
     form = SubscribeForm(request.POST, publication=publication)
     if not form.is_valid():
         messages.error(request, "Choose a registered server that is neither the publisher nor already subscribed.")
         return redirect("publications-detail", pk=publication.pk)
     try:
         sub = bidir.do_create_subscription(Actor.from_request(request), publication, form.cleaned_data["server"])
-    except PermissionDenied as exc:
-        return denied(request, exc)
     except ReplicationError as exc:
         messages.error(request, str(exc))
     else:
@@ -224,12 +216,11 @@ def _back(sub: SnapshotSubscription, publication: SnapshotPublication | None) ->
 
 
 @require_http_methods(["GET", "POST"])
+@requires(OPERATE, "job.bidir_init", lambda request, pk: "REPL_INIT_SNAPSHOT " + _server_item(pk, " "))
 def subscription_init(request: HttpRequest, pk: int) -> HttpResponse:
     sub, publication = _subscription(pk)
     if request.method == "GET":
         return _init_confirm(request, sub, publication)
-    if refused := refuse(request, OPERATE, "job.bidir_init", f"REPL_INIT_SNAPSHOT {sub.server} {sub.item}"):
-        return refused
     form = InitCopyForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Rows per commit is a whole number from 1 to 10,000,000.")
@@ -238,8 +229,6 @@ def subscription_init(request: HttpRequest, pk: int) -> HttpResponse:
         job = bidir.do_init_subscription(
             Actor.from_request(request), sub, rows_per_commit=form.cleaned_data["rows_per_commit"]
         )
-    except PermissionDenied as exc:
-        return denied(request, exc)
     except ReplicationError as exc:
         messages.error(request, str(exc))
     else:
@@ -270,17 +259,14 @@ def _init_confirm(
 
 
 @require_http_methods(["GET", "POST"])
+@requires(EDIT, "bidir.unsubscribe", lambda request, pk: _server_item(pk, " <- "))
 def subscription_drop(request: HttpRequest, pk: int) -> HttpResponse:
     sub, publication = _subscription(pk)
     form = DropSubscriptionForm(request.POST or request.GET or None)
     drop_table = bool(form.is_valid() and form.cleaned_data["drop_table"])
     if request.method == "POST":
-        if refused := refuse(request, EDIT, "bidir.unsubscribe", f"{sub.server} <- {sub.item}"):
-            return refused
         try:
             message = bidir.do_drop_subscription(Actor.from_request(request), sub, drop_table=drop_table)
-        except PermissionDenied as exc:
-            return denied(request, exc)
         except ReplicationError as exc:
             messages.error(request, str(exc))
         else:

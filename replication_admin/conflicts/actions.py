@@ -26,6 +26,7 @@ from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.conflicts import HELD_ALERT, held_target, resolver_chain
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.jobs import do_start_job
+from replication_admin.core.permissions import EDIT, OPERATE
 from replication_admin.engine.resolvers import (
     CUSTOM,
     ResolverError,
@@ -47,8 +48,6 @@ from replication_admin.models import (
 )
 from replication_admin.transactional import actions as trx_actions
 
-EDIT = "replication_admin.edit"
-OPERATE = "replication_admin.operate"
 ORDER_STEP = 10
 
 

@@ -4,6 +4,7 @@ removing resolvers, with the same checks, and dry runs of the chain over the tab
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.contrib import messages
@@ -21,10 +22,13 @@ from replication_admin.conflicts.forms import (
     is_written,
     needs_column,
 )
+from replication_admin.conflicts.runs import DryRunResult
 from replication_admin.core import connections
-from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.audit import Actor
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.web import denied, is_htmx, refuse
+from replication_admin.core.jobs import result_of
+from replication_admin.core.permissions import EDIT, OPERATE
+from replication_admin.core.web import is_htmx, requires
 from replication_admin.engine.resolvers import CODE_NAMES, CUSTOM, DEFAULT_DECISION, ResolverError
 from replication_admin.models import (
     JobRun,
@@ -36,10 +40,6 @@ from replication_admin.models import (
 )
 from replication_admin.models.catalog import CR_TYPES
 from replication_admin.transactional import selectors as trx_selectors
-
-EDIT = "replication_admin.edit"
-OPERATE = "replication_admin.operate"
-
 
 SNAPSHOT, TRANSACTIONAL = "snapshot", "transactional"
 # URL names: the chain's pages (by publication or item id) and a resolver's (by resolver id).
@@ -159,14 +159,14 @@ def _dry_run_job(scope: Scope, job_id: str | None) -> JobRun | None:
 def _dry_run_context(job: JobRun | None, error: str = "") -> dict:
     """A dry run's job and, once it succeeded, its rows with the codes named."""
     rows = []
-    if job is not None and job.state == JobRun.State.SUCCEEDED and isinstance(job.result, dict):
-        for row in job.result.get("rows", []):
-            rows.append({
-                **row,
-                "recorded_label": CODE_NAMES.get(row.get("recorded_decision"), "?"),
-                "label": CODE_NAMES.get(row.get("decision"), "?"),
-            })  # fmt: skip
-    return {"dry_run": job, "dry_rows": rows, "dry_run_error": error}
+    result = result_of(job, DryRunResult) if job is not None and job.state == JobRun.State.SUCCEEDED else None
+    for row in result.rows if result is not None else []:
+        rows.append({
+            "row": row,
+            "recorded_label": CODE_NAMES.get(row.recorded_decision or 0, "?"),
+            "label": CODE_NAMES.get(row.decision or 0, "?"),
+        })  # fmt: skip
+    return {"dry_run": job, "dry_result": result, "dry_rows": rows, "dry_run_error": error}
 
 
 @require_GET
@@ -208,11 +208,24 @@ def _resolver_error(form, exc: Exception) -> None:
     form.add_error(_error_field(form, str(exc)), str(exc))
 
 
+def _scope_target(suffix: Callable[[HttpRequest], str]) -> Callable[..., str]:
+    """The audit target of an action on a chain: its item, then `suffix(request)`."""
+
+    def target(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> str:
+        return f"{_scope(kind, pk).item}{suffix(request)}"
+
+    return target
+
+
+def _resolver_target(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> str:
+    resolver = MODELS[kind]._default_manager.filter(pk=pk).first()
+    return f"{resolver.table_name} {resolver.proc}" if resolver is not None else f"resolver #{pk}"
+
+
 @require_POST
+@requires(EDIT, "resolver.add", _scope_target(lambda request: f" {request.POST.get('type', '')}"))
 def resolver_add(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> HttpResponse:
     scope = _scope(kind, pk)
-    if refused := refuse(request, EDIT, "resolver.add", f"{scope.item} {request.POST.get('type', '')}"):
-        return refused
     columns, columns_error = _columns(scope)
     form = _form(scope, columns, request.POST)
     if form.is_valid():
@@ -226,8 +239,6 @@ def resolver_add(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> HttpRes
                 assignments=d["assignments"] if custom else None,
                 notify=d["notify"] or "", model=scope.model,
             )  # fmt: skip
-        except PermissionDenied as exc:
-            return denied(request, exc)
         except (ResolverError, ReplicationError) as exc:
             _resolver_error(form, exc)
         else:
@@ -255,32 +266,28 @@ def _resolver(pk: int, kind: str):
 
 
 @require_http_methods(["GET", "POST"])
+@requires(EDIT, "resolver.update", _resolver_target)
 def resolver_edit(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> HttpResponse:
     resolver, scope = _resolver(pk, kind)
     columns, columns_error = _columns(scope)
     initial = {"expression": resolver.expression, "assignments": format_assignments(resolver.assignments),
                "notify": resolver.notify}  # fmt: skip
     form = ResolverEditForm(request.POST or None, initial=initial, column_names=[c.name for c in columns])
-    if request.method == "POST":
-        if refused := refuse(request, EDIT, "resolver.update", f"{resolver.table_name} {resolver.proc}"):
-            return refused
-        if form.is_valid():
-            d = form.cleaned_data
-            try:
-                resolver_actions.do_update_resolver(
-                    Actor.from_request(request), resolver, d["expression"], d["assignments"], d["notify"] or "", columns
-                )
-            except PermissionDenied as exc:
-                return denied(request, exc)
-            except (ResolverError, ReplicationError) as exc:
-                _resolver_error(form, exc)
-            else:
-                messages.success(request, f"Saved {resolver.proc}.")
-                if is_htmx(request):
-                    response = HttpResponse(status=204)
-                    response["HX-Redirect"] = scope.urls["page"]
-                    return response
-                return redirect(scope.urls["page"])
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        try:
+            resolver_actions.do_update_resolver(
+                Actor.from_request(request), resolver, d["expression"], d["assignments"], d["notify"] or "", columns
+            )
+        except (ResolverError, ReplicationError) as exc:
+            _resolver_error(form, exc)
+        else:
+            messages.success(request, f"Saved {resolver.proc}.")
+            if is_htmx(request):
+                response = HttpResponse(status=204)
+                response["HX-Redirect"] = scope.urls["page"]
+                return response
+            return redirect(scope.urls["page"])
     context = {"scope": scope, "urls": scope.urls, "resolver_urls": scope.resolver_urls(resolver.pk),
                "resolver": resolver, "form": form, "columns": columns, "columns_error": columns_error,
                "codes": sorted(CODE_NAMES.items())}  # fmt: skip
@@ -289,17 +296,14 @@ def resolver_edit(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> HttpRe
 
 
 @require_POST
+@requires(EDIT, "resolver.move", _resolver_target)
 def resolver_move(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> HttpResponse:
     resolver, scope = _resolver(pk, kind)
-    if refused := refuse(request, EDIT, "resolver.move", f"{resolver.table_name} {resolver.proc}"):
-        return refused
     direction = request.POST.get("direction", "")
     if direction not in ("up", "down"):
         return HttpResponse("direction is up or down", status=400)
     try:
         resolver_actions.do_move_resolver(Actor.from_request(request), resolver, direction)
-    except PermissionDenied as exc:
-        return denied(request, exc)
     except (ResolverError, ReplicationError) as exc:
         messages.error(request, str(exc))
     if is_htmx(request):
@@ -308,15 +312,12 @@ def resolver_move(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> HttpRe
 
 
 @require_http_methods(["GET", "POST"])
+@requires(EDIT, "resolver.remove", _resolver_target)
 def resolver_remove(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> HttpResponse:
     resolver, scope = _resolver(pk, kind)
     if request.method == "POST":
-        if refused := refuse(request, EDIT, "resolver.remove", f"{resolver.table_name} {resolver.proc}"):
-            return refused
         try:
             resolver_actions.do_remove_resolver(Actor.from_request(request), resolver)
-        except PermissionDenied as exc:
-            return denied(request, exc)
         except (ResolverError, ReplicationError) as exc:
             messages.error(request, str(exc))
         else:
@@ -333,12 +334,11 @@ def resolver_remove(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> Http
 
 
 @require_POST
+@requires(OPERATE, "job.resolver_dry_run", _scope_target(lambda request: " resolvers"))
 def resolver_dry_run(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> HttpResponse:
     """Decide the recorded conflicts again with the chain as saved (or with the expression being edited added
     at the end of its type's chain) and show which decisions would change."""
     scope = _scope(kind, pk)
-    if refused := refuse(request, OPERATE, "job.resolver_dry_run", f"{scope.item} resolvers"):
-        return refused
     form = DryRunForm(request.POST)
     proposed = None
     error = ""
@@ -359,8 +359,6 @@ def resolver_dry_run(request: HttpRequest, pk: int, kind: str = SNAPSHOT) -> Htt
                 Actor.from_request(request), scope.item, scope.server or scope.item.partition(".")[0], scope.table,
                 proposed=proposed, kind=scope.kind,
             )  # fmt: skip
-        except PermissionDenied as exc:
-            return denied(request, exc)
         except (ResolverError, ReplicationError) as exc:
             error = str(exc)
     if not is_htmx(request):

@@ -1,8 +1,9 @@
-"""The conflicts feature's job: a dry run of a resolver chain over recorded conflicts."""
+"""The conflicts feature's job: a dry run of a resolver chain over recorded conflicts, with its parameters and
+result."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.urls import reverse
@@ -17,7 +18,7 @@ from replication_admin.conflicts.chains import (
     table_columns,
 )
 from replication_admin.core.conflicts import resolver_chain
-from replication_admin.core.jobs import JobParams, JobRunner, Subject, register
+from replication_admin.core.jobs import JobParams, JobResult, JobRunner, Subject, register
 from replication_admin.core.spark import spark_session
 from replication_admin.engine.resolvers import ResolverError
 from replication_admin.models import (
@@ -40,6 +41,32 @@ class DryRunParams(JobParams):
     kind: str = "snapshot"  # or "transactional": which resolvers (SYS_SNAPSHOT_CR / SYS_REPL_CR) decide
 
 
+@dataclass(frozen=True)
+class DryRunRow(JobResult):
+    """One recorded conflict decided again: what was decided then (by which resolver) and what would be now."""
+
+    conflict: int = 0
+    type: str = ""
+    recorded_decision: int | None = None
+    recorded_resolver: str | None = None
+    decision: int | None = None
+    resolver: str | None = None
+    resolver_id: int | None = None
+    final: Any = None
+    note: str = ""
+    same: bool = False
+
+
+@dataclass(frozen=True)
+class DryRunResult(JobResult):
+    """A dry run: each recorded conflict decided again, how many decisions would change, of which item."""
+
+    rows: list[DryRunRow] = field(default_factory=list)
+    changed: int = 0
+    conflicts: int = 0
+    item: str = ""
+
+
 @register
 class ResolverDryRun(JobRunner[DryRunParams]):
     """Decide the latest recorded conflicts of an item again, as a sync would now."""
@@ -47,6 +74,7 @@ class ResolverDryRun(JobRunner[DryRunParams]):
     kind = "resolver_dry_run"
     label = "Dry run of conflict resolvers"
     params_type = DryRunParams
+    result_type = DryRunResult
 
     @classmethod
     def subject(cls, params: dict[str, Any]) -> Subject | None:
@@ -57,7 +85,7 @@ class ResolverDryRun(JobRunner[DryRunParams]):
         publication = SnapshotPublication.objects.filter(item=params["item"]).first()
         return Subject(name, reverse("publications-resolvers", args=[publication.pk]) if publication else "")
 
-    def run(self) -> dict:
+    def run(self) -> DryRunResult:
         params, reporter = self.params, self.reporter
         item = params.item
         model = TransactionalConflictResolver if params.kind == "transactional" else SnapshotConflictResolver
@@ -92,23 +120,21 @@ class ResolverDryRun(JobRunner[DryRunParams]):
                     decided = decide_rows(spark, [conflict_input(b) for b in backups], chain, columns)
                 except ResolverError as exc:
                     raise ConflictError(str(exc)) from None
-        rows = []
-        for backup, decision in zip(backups, decided, strict=True):
-            same = decision["decision"] == backup.decision
-            rows.append(
-                {
-                    "conflict": backup.pk,
-                    "type": backup.conflict_type,
-                    "recorded_decision": backup.decision,
-                    "recorded_resolver": backup.resolver,
-                    "decision": decision["decision"],
-                    "resolver": decision["resolver"],
-                    "resolver_id": decision["resolver_id"],
-                    "final": decision["final"],
-                    "note": decision["note"],
-                    "same": same,
-                }
+        rows = [
+            DryRunRow(
+                conflict=backup.pk,
+                type=backup.conflict_type,
+                recorded_decision=backup.decision,
+                recorded_resolver=backup.resolver,
+                decision=decision["decision"],
+                resolver=decision["resolver"],
+                resolver_id=decision["resolver_id"],
+                final=decision["final"],
+                note=decision["note"],
+                same=decision["decision"] == backup.decision,
             )
-        changed = sum(1 for r in rows if not r["same"])
+            for backup, decision in zip(backups, decided, strict=True)
+        ]
+        changed = sum(1 for r in rows if not r.same)
         reporter.progress(len(rows), max(len(rows), 1), f"{changed} of {len(rows)} decision(s) would change")
-        return {"rows": rows, "changed": changed, "conflicts": len(rows), "item": item}
+        return DryRunResult(rows=rows, changed=changed, conflicts=len(rows), item=item)

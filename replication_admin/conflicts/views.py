@@ -19,14 +19,13 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from replication_admin.conflicts import actions as resolver_actions
 from replication_admin.conflicts.forms import ConflictFilterForm
 from replication_admin.conflicts.selectors import conflicts_per_day_figure
-from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.audit import Actor
 from replication_admin.core.errors import ReplicationError
+from replication_admin.core.permissions import OPERATE
 from replication_admin.core.web import (
     HtmxHttpRequest,
     Listing,
     chart_table,
-    check_perm,
-    denied,
     paginate,
     render_page_or_partial,
     requires,
@@ -41,7 +40,6 @@ from replication_admin.models import (
 )
 from replication_admin.transactional import selectors as trx_selectors
 
-OPERATE = "replication_admin.operate"
 LIST_FIELDS = (
     "id", "kind", "created_at", "item", "table_name", "source", "origin", "conflict_type", "operation",
     "decision", "resolver", "primary_key", "reapplied_at", "dismissed_at", "chosen",
@@ -189,7 +187,14 @@ def _editable(conflict: ConflictBackup) -> list[tuple[str, object]]:
     return [(n, start.get(n)) for n in conflict.columns if n not in key and n.upper() != "ROWGUID"]
 
 
+def _conflict_target(request: HttpRequest, pk: int) -> str:
+    """How the audit log names a conflict: `conflict #12 (item)`."""
+    item = ConflictBackup.objects.filter(pk=pk).values_list("item", flat=True).first()
+    return f"conflict #{pk} ({item or ''})"
+
+
 @require_POST
+@requires(OPERATE, "conflict.decide", _conflict_target)
 def conflict_decide(request: HttpRequest, pk: int) -> HttpResponse:
     """A person's pick for a held conflict: the publisher's version, the subscriber's, or the edited one."""
     conflict = get_object_or_404(ConflictBackup, pk=pk)
@@ -205,8 +210,6 @@ def _acted(request: HttpRequest, conflict: ConflictBackup, call) -> HttpResponse
     """Run an inbox action as the signed-in user: its note or error as a message, back on the conflict's page."""
     try:
         message = call(Actor.from_request(request))
-    except PermissionDenied as exc:
-        return denied(request, exc)
     except ReplicationError as exc:
         messages.error(request, str(exc))
     else:
@@ -215,14 +218,11 @@ def _acted(request: HttpRequest, conflict: ConflictBackup, call) -> HttpResponse
 
 
 @require_http_methods(["GET", "POST"])
+@requires(OPERATE, "conflict.reapply", _conflict_target, says="re-apply")
 def conflict_reapply(request: HttpRequest, pk: int) -> HttpResponse:
     """Write the losing version onto the publisher as a new change; the next sync sends it everywhere."""
     conflict = get_object_or_404(ConflictBackup, pk=pk)
     if request.method == "POST":
-        if not check_perm(request, OPERATE, "conflict.reapply", f"conflict #{conflict.pk} ({conflict.item})"):
-            return denied(
-                request, PermissionDenied(f"{request.user.get_username()} may not re-apply (needs {OPERATE})")
-            )
         return _acted(request, conflict, lambda actor: resolver_actions.do_reapply_conflict(actor, conflict))
     if conflict.reapplied_at:
         messages.warning(request, f"Already re-applied by {conflict.reapplied_by or 'someone'}.")
@@ -271,8 +271,6 @@ def conflict_bulk(request: HttpRequest) -> HttpResponse:
         chosen, _ = _bulk_selection(request, source)
         try:
             outcome = resolver_actions.do_bulk_conflicts(Actor.from_request(request), action, [c.pk for c in chosen])
-        except PermissionDenied as exc:
-            return denied(request, exc)
         except ReplicationError as exc:
             messages.error(request, str(exc))
             return redirect(back)

@@ -1,6 +1,5 @@
 """Console actions: acknowledging alerts (the alert leaves the dashboard; the same trouble later opens a new
-one), starting compares of two tables or of a snapshot with its source, repairing chosen keys of a compare,
-lifting login lockouts, making and revoking the API tokens of the status API and metrics, and the scheduler's run
+one), lifting login lockouts, making and revoking the API tokens of the status API and metrics, and the scheduler's run
 now, pause, resume and interval of a SYS_SCHEDULED_EVENT."""
 
 from __future__ import annotations
@@ -12,23 +11,19 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from replication_admin.console.key_repair import RepairRefused, destination_of
-from replication_admin.console.runs import Compare, CompareParams, RepairKeys, RepairKeysParams
 from replication_admin.core import events
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.jobs import OPERATE, do_start_job
+from replication_admin.core.permissions import EDIT, OPERATE, UNLOCK_LOGINS
 from replication_admin.engine.schedule import due_at, next_run, slot_at
-from replication_admin.engine.statements import quote_name
-from replication_admin.models import Alert, ApiToken, AuditEntry, JobRun, ReplLock, ScheduledEvent, Server, Snapshot
+from replication_admin.models import Alert, ApiToken, AuditEntry, ReplLock, ScheduledEvent
 
-EDIT = "replication_admin.edit"
 MAX_INTERVAL = 525_600  # minutes: a year
 
 
 def do_acknowledge_alert(actor: Actor, alert: Alert) -> str:
     target = f"alert #{alert.pk} {alert.kind} {alert.target}"
-    require(actor, "replication_admin.operate", "alert.acknowledge", target)
+    require(actor, OPERATE, "alert.acknowledge", target)
     with transaction.atomic():
         done = Alert.objects.filter(pk=alert.pk, acknowledged_at__isnull=True).update(
             acknowledged_at=timezone.now(), acknowledged_by=actor.username
@@ -37,95 +32,11 @@ def do_acknowledge_alert(actor: Actor, alert: Alert) -> str:
     return f"acknowledged: {alert}" if done else f"{alert} was already acknowledged"
 
 
-def table_label(server: str, table: str) -> str:
-    """server.table as statements write it (the table quoted when its name needs it): demo."Order Lines"."""
-    return f"{server}.{quote_name(table)}"
-
-
-def snapshot_source_label(snapshot: Snapshot) -> str:
-    if snapshot.source_table:
-        return table_label(snapshot.source_server_id or "", snapshot.source_table)
-    return f"{snapshot.source_server_id} (query of {snapshot.name})"
-
-
-def do_start_compare(actor: Actor, left: Server, left_table: str, right: Server, right_table: str) -> JobRun:
-    target = f"{table_label(left.name, left_table)} ↔ {table_label(right.name, right_table)}"
-    params = CompareParams(
-        left_server=left.name, left_table=left_table, right_server=right.name, right_table=right_table
-    )
-    return do_start_job(actor, Compare, target, params)
-
-
-def do_compare_snapshot(actor: Actor, snapshot: Snapshot, sync: bool | None = None) -> JobRun:
-    """Compare a snapshot's destination with its source query."""
-    params = CompareParams(
-        snapshot=snapshot.name,
-        left_server=snapshot.source_server_id,
-        right_server=snapshot.dest_server_id,
-        right_table=snapshot.dest_table,
-    )
-    target = f"{snapshot_source_label(snapshot)} ↔ {table_label(snapshot.dest_server_id, snapshot.dest_table)}"
-    return do_start_job(actor, Compare, target, params, sync=sync)
-
-
-def _compare_params(job: JobRun) -> CompareParams:
-    return CompareParams.from_json(job.params)
-
-
-def do_compare_again(actor: Actor, job: JobRun, sync: bool | None = None) -> JobRun:
-    """The same compare (the same tables, or the same snapshot) as a new job: after a repair, the keys repaired are
-    gone from its differences."""
-    require(actor, OPERATE, f"job.{Compare.kind}", job.target)
-    params = _compare_params(job)  # a repair's parameters hold its compare's
-    compared = job
-    if job.kind == RepairKeys.kind:
-        compared = JobRun.objects.filter(pk=RepairKeysParams.from_json(job.params).compare_job).first() or job
-    return do_start_job(actor, Compare, compared.target, params, sync=sync)
-
-
-def compared_rows(job: JobRun, chosen: list[int]) -> list[dict]:
-    """The listed rows of a finished compare at the positions `chosen` (ValueError when one is not listed)."""
-    rows = (job.result or {}).get("rows") or []
-    if job.kind != Compare.kind or job.state != JobRun.State.SUCCEEDED:
-        raise ValueError(f"job #{job.pk} is not a finished compare")
-    if not chosen:
-        raise ValueError("choose at least one key to repair")
-    if any(i < 0 or i >= len(rows) for i in chosen):
-        raise ValueError(f"job #{job.pk} lists {len(rows)} key(s); a chosen one is not among them")
-    return [rows[i] for i in sorted(set(chosen))]
-
-
-def do_repair_keys(actor: Actor, job: JobRun, chosen: list[int], sync: bool | None = None) -> JobRun:
-    """Repair the keys of a compare's listed rows at the positions `chosen`: the destination's row of each becomes
-    the source's current row (inserted or updated), or is deleted when the source has no such key. One destination
-    transaction, run as a job; audited with the keys, a refusal too. ValueError when a chosen row is not listed."""
-    require(actor, OPERATE, f"job.{RepairKeys.kind}", f"repair keys: {job.target}")
-    rows = compared_rows(job, chosen)
-    keys = [list(row["key"].values()) for row in rows]
-    target = f"repair {len(keys)} key(s): {job.target}"
-    params = _compare_params(job)
-    right = Server.objects.filter(name=params.right_server).first()
-    try:
-        if right is None:
-            raise RepairRefused(f"server {params.right_server!r} is not registered")
-        destination_of(right, params.right_table)
-    except RepairRefused as exc:
-        detail = {"error": str(exc), "compare_job": job.pk, "keys": keys}
-        record(actor, f"job.{RepairKeys.kind}", target, AuditEntry.Outcome.ERROR, detail)
-        raise
-    # Each side's row is found by the key as that side stored it (None where it had no row).
-    repair = RepairKeysParams(
-        **params.as_json(), compare_job=job.pk, keys=keys, left_keys=[row["left_key"] for row in rows],
-        right_keys=[row["right_key"] for row in rows],
-    )  # fmt: skip
-    return do_start_job(actor, RepairKeys, target, repair, sync=sync)
-
-
 def do_unlock_login(actor: Actor, username: str, address: str | None = None) -> int:
     """Lift the login lockout of a user name (from one address, or from every address); audited. The number of
     lockout records removed (0: it was not locked out)."""
     target = f"{username} from {address}" if address else username
-    require(actor, "auth.change_user", "login.unlock", target)
+    require(actor, UNLOCK_LOGINS, "login.unlock", target)
     with transaction.atomic():
         removed = axes_reset(ip=address, username=username)  # ip None: from every address
         record(actor, "login.unlock", target, detail={"username": username, "address": address, "removed": removed})

@@ -14,16 +14,17 @@ from replication_admin.console.actions import do_acknowledge_alert
 from replication_admin.console.status_api import snapshot_rows, trx_rows
 from replication_admin.console.topology import topology
 from replication_admin.core.alerts import open_alerts
-from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.audit import Actor
+from replication_admin.core.permissions import OPERATE
 from replication_admin.core.times import duration_text
 from replication_admin.core.web import (
     Chart,
-    denied,
     is_htmx,
     line_chart,
     local_stamp,
     per_day_counts,
     render_page_or_partial,
+    requires,
     stacked_bars,
 )
 from replication_admin.engine import health
@@ -40,6 +41,7 @@ from replication_admin.models import (
     SnapshotPublication,
     SnapshotSubscription,
 )
+from replication_admin.snapshots.selectors import refresh_result
 
 OUTCOME_COLOURS = {"succeeded": "#2e7d32", "failed": "#c62828", "cancelled": "#757575"}
 ITEMS_SHOWN = 50
@@ -210,16 +212,6 @@ def _refresh_duration(timings: dict | None, started: datetime | None, finished: 
     return (finished - started).total_seconds() if started and finished else None
 
 
-def _refresh_rows(result: object) -> int | None:
-    if not isinstance(result, dict):
-        return None
-    for key in ("rows", "changes"):
-        value = result.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
-
-
 def refresh_figures(now: datetime, days: int = 7) -> tuple[dict, dict]:
     """Duration and throughput (rows/s) of the snapshot refreshes finished in the last `days`, a line per snapshot."""
     jobs = (
@@ -238,7 +230,8 @@ def refresh_figures(now: datetime, days: int = 7) -> tuple[dict, dict]:
             continue
         stamp = local_stamp(finished)
         durations.setdefault(name, []).append((stamp, round(seconds, 3)))
-        rows = _refresh_rows(result)
+        refreshed = refresh_result(result)
+        rows = refreshed.moved if refreshed is not None else None
         if rows is not None and seconds > 0:
             throughput.setdefault(name, []).append((stamp, round(rows / seconds, 1)))
 
@@ -317,14 +310,17 @@ def topology_page(request: HttpRequest) -> HttpResponse:
     return render_page_or_partial(request, "replication_admin/console/topology.html", "graph", context)
 
 
+def _alert_target(request: HttpRequest, pk: int) -> str:
+    alert = Alert.objects.filter(pk=pk).first()
+    return f"alert #{pk} {alert.kind} {alert.target}" if alert is not None else f"alert #{pk}"
+
+
 @require_POST
+@requires(OPERATE, "alert.acknowledge", _alert_target)
 def alert_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
     """Acknowledge an alert; htmx gets the refreshed overview back, a plain form the dashboard."""
     alert = get_object_or_404(Alert, pk=pk)
-    try:
-        do_acknowledge_alert(Actor.from_request(request), alert)
-    except PermissionDenied as exc:
-        return denied(request, exc)
+    do_acknowledge_alert(Actor.from_request(request), alert)
     if is_htmx(request):
         return render(request, "replication_admin/console/dashboard.html#overview", overview_context())
     return redirect("dashboard")

@@ -1,4 +1,4 @@
-"""Forms of the console's own pages: compare, the job list's filter, the statement console, a new API token."""
+"""Forms of the console's own pages: the job list's filter, the statement console, a new API token."""
 
 from __future__ import annotations
 
@@ -7,13 +7,6 @@ from typing import cast
 from django import forms
 
 from replication_admin.models import ApiToken, JobRun, Server
-
-
-class CompareForm(forms.Form):
-    left_server = forms.ModelChoiceField(queryset=Server.objects.all(), to_field_name="name")
-    left_table = forms.CharField(max_length=255)
-    right_server = forms.ModelChoiceField(queryset=Server.objects.all(), to_field_name="name")
-    right_table = forms.CharField(max_length=255)
 
 
 class JobFilterForm(forms.Form):

@@ -5,22 +5,20 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.contrib import messages
-from django.core.exceptions import ValidationError
 from django.db.models import Count, Max, Min, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from replication_admin.console import actions as console_actions
-from replication_admin.console.forms import CompareForm, JobFilterForm
+from replication_admin.console.forms import JobFilterForm
 from replication_admin.core import connections
 from replication_admin.core import jobs as job_actions
-from replication_admin.core.audit import Actor, PermissionDenied
-from replication_admin.core.introspection import source_tables
-from replication_admin.core.jobs import Subject, job_subject
-from replication_admin.core.web import SortFields, denied, listing, render_page_or_partial
-from replication_admin.models import JobRun, Server, Snapshot
+from replication_admin.core.audit import Actor
+from replication_admin.core.jobs import Subject, job_subject, result_of
+from replication_admin.core.permissions import OPERATE
+from replication_admin.core.web import SortFields, listing, render_page_or_partial, requires
+from replication_admin.models import JobRun, Server
 
 JOB_SORTS: dict[str, SortFields] = {
     "id": "id",
@@ -163,6 +161,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(JobRun.objects.select_related("rerun_of"), pk=pk)
     context = {
         "job": job,
+        "result": result_of(job),  # its kind's typed result (None until it succeeded)
         "attempts": attempt_chain(job),
         "subject": job_subject(job.kind, job.params),
         "reruns": list(job.reruns.order_by("pk").only("pk", "state")),
@@ -171,14 +170,18 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render_page_or_partial(request, "replication_admin/console/job_detail.html", "job-status", context)
 
 
+def _job_label(request: HttpRequest, pk: int) -> str:
+    job = JobRun.objects.filter(pk=pk).first()
+    return str(job) if job is not None else f"job #{pk}"
+
+
 @require_POST
+@requires(OPERATE, "job.retry", _job_label)
 def job_retry(request: HttpRequest, pk: int) -> HttpResponse:
     """Run a failed or cancelled job again with the same parameters; its page follows the new one."""
     job = get_object_or_404(JobRun, pk=pk)
     try:
         retry = job_actions.do_retry_job(Actor.from_request(request), job)
-    except PermissionDenied as exc:
-        return denied(request, exc)
     except job_actions.JobError as exc:
         messages.error(request, str(exc))
         return redirect("jobs-detail", pk=pk)
@@ -206,6 +209,7 @@ def attempt_chain(job: JobRun, limit: int = 20) -> list[JobRun]:
 
 
 @require_http_methods(["GET", "POST"])
+@requires(OPERATE, "job.cancel", _job_label)
 def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(JobRun, pk=pk)
     if request.method == "GET":
@@ -223,60 +227,10 @@ def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
             "cancel_url": reverse("jobs-detail", args=[job.pk]),
             "hidden": {},
         })  # fmt: skip
-    try:
-        cancelled = job_actions.do_cancel_job(Actor.from_request(request), job)
-    except PermissionDenied as exc:
-        return denied(request, exc)
+    cancelled = job_actions.do_cancel_job(Actor.from_request(request), job)
     if not cancelled:
         messages.warning(request, "The job had already finished.")
     return redirect("jobs-detail", pk=pk)
-
-
-def _check_table(form: CompareForm, side: str) -> None:
-    server: Server = form.cleaned_data[f"{side}_server"]
-    table = form.cleaned_data[f"{side}_table"]
-    try:
-        connections.describe_table(server, table)
-    except (connections.ConnectionFailed, connections.TableNotFound) as exc:
-        form.add_error(f"{side}_table", str(exc))
-
-
-@require_http_methods(["GET", "POST"])
-def compare_start(request: HttpRequest) -> HttpResponse:
-    form = CompareForm(request.POST or None, initial=request.GET.dict())
-    if request.method == "POST" and form.is_valid():
-        _check_table(form, "left")
-        _check_table(form, "right")
-        if form.is_valid():
-            d = form.cleaned_data
-            try:
-                job = console_actions.do_start_compare(
-                    Actor.from_request(request),
-                    d["left_server"],
-                    d["left_table"],
-                    d["right_server"],
-                    d["right_table"],
-                )
-            except PermissionDenied as exc:
-                return denied(request, exc)
-            except ValidationError as exc:
-                form.add_error(None, exc)
-            else:
-                return redirect("jobs-detail", pk=job.pk)
-    return render(
-        request, "replication_admin/console/compare_form.html", {"form": form, "servers": Server.objects.all()}
-    )
-
-
-@require_POST
-def snapshot_compare(request: HttpRequest, name: str) -> HttpResponse:
-    """Compare a snapshot's destination with its source query; the job's page follows it."""
-    snapshot = get_object_or_404(Snapshot, name=name)
-    try:
-        job = console_actions.do_compare_snapshot(Actor.from_request(request), snapshot)
-    except PermissionDenied as exc:
-        return denied(request, exc)
-    return redirect("jobs-detail", pk=job.pk)
 
 
 @require_GET
@@ -295,20 +249,4 @@ def column_options(request: HttpRequest) -> HttpResponse:
         request,
         "replication_admin/snapshots/snapshot_form.html#column-options",
         {"info": info, "error": error, "chosen": chosen},
-    )
-
-
-@require_GET
-def table_options(request: HttpRequest) -> HttpResponse:
-    """htmx: <option>s of the tables of the chosen server, for a datalist."""
-    server = Server.objects.filter(name=request.GET.get("server", "")).first()
-    tables: list[str] = []
-    error = ""
-    if server is not None:
-        try:
-            tables = source_tables(server)
-        except connections.ConnectionFailed as exc:
-            error = str(exc)
-    return render(
-        request, "replication_admin/console/compare_form.html#table-options", {"tables": tables, "error": error}
     )

@@ -15,16 +15,16 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.forms import AuthenticationForm
 from django.db.models import Sum
-from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from replication_admin.console.actions import do_unlock_login
-from replication_admin.core.audit import Actor, PermissionDenied, record, require
+from replication_admin.core.audit import Actor, record
+from replication_admin.core.permissions import UNLOCK_LOGINS
+from replication_admin.core.web import requires
 from replication_admin.models import AuditEntry
-
-UNLOCK = "auth.change_user"
 
 
 def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -170,14 +170,9 @@ def audit_locked_out(sender, request: HttpRequest | None, username: str, ip_addr
     )
 
 
-def _may_unlock(request: HttpRequest) -> bool:
-    return request.user.has_perm(UNLOCK)
-
-
 @require_GET
+@requires(UNLOCK_LOGINS, "login.list", methods=("GET",), says="see login lockouts")
 def login_list(request: HttpRequest) -> HttpResponse:
-    if not _may_unlock(request):
-        return HttpResponseForbidden("only admins (who may change users) see login lockouts")
     attempts = AccessAttempt.objects.order_by("-attempt_time")[:200]
     limit = settings.AXES_FAILURE_LIMIT
     by_address = AccessAttempt.objects.filter(attempt_time__gte=_since()).values("ip_address")
@@ -198,18 +193,14 @@ def login_list(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
+@requires(UNLOCK_LOGINS, "login.unlock", lambda request: request.POST.get("username", "").strip())
 def login_unlock(request: HttpRequest) -> HttpResponse:
     username = request.POST.get("username", "").strip()
     address = request.POST.get("address", "").strip() or None
-    actor = Actor.from_request(request)
-    try:
-        require(actor, UNLOCK, "login.unlock", username)
-        if not username:
-            messages.error(request, "name the user name to unlock")
-            return redirect("logins")
-        removed = do_unlock_login(actor, username, address)
-    except PermissionDenied as exc:
-        return HttpResponseForbidden(str(exc))
+    if not username:
+        messages.error(request, "name the user name to unlock")
+        return redirect("logins")
+    removed = do_unlock_login(Actor.from_request(request), username, address)
     where = f" from {address}" if address else ""
     messages.success(request, f"unlocked {username}{where}" if removed else f"{username}{where} was not locked out")
     return redirect("logins")

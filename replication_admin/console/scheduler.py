@@ -15,8 +15,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from replication_admin.console import actions as console_actions
-from replication_admin.core.audit import Actor, PermissionDenied
-from replication_admin.core.web import SortFields, denied, listing
+from replication_admin.core.audit import Actor
+from replication_admin.core.permissions import OPERATE
+from replication_admin.core.web import SortFields, listing, requires
 from replication_admin.engine.schedule import due_at, next_run
 from replication_admin.models import ReplLock, ScheduledEvent
 
@@ -69,8 +70,6 @@ def _event_action(request: HttpRequest, name: str, act: Callable[[Actor, Schedul
     event = get_object_or_404(ScheduledEvent, name=name)
     try:
         messages.success(request, act(Actor.from_request(request), event))
-    except PermissionDenied as exc:
-        return denied(request, exc)
     except console_actions.EventError as exc:
         messages.error(request, str(exc))
     back = request.POST.get("next", "")
@@ -78,21 +77,25 @@ def _event_action(request: HttpRequest, name: str, act: Callable[[Actor, Schedul
 
 
 @require_POST
+@requires(OPERATE, "event.run_now", lambda request, name: name)
 def event_run_now(request: HttpRequest, name: str) -> HttpResponse:
     return _event_action(request, name, console_actions.do_run_event_now)
 
 
 @require_POST
+@requires(OPERATE, "event.pause", lambda request, name: name)
 def event_pause(request: HttpRequest, name: str) -> HttpResponse:
     return _event_action(request, name, lambda actor, event: console_actions.do_pause_event(actor, event, True))
 
 
 @require_POST
+@requires(OPERATE, "event.resume", lambda request, name: name)
 def event_resume(request: HttpRequest, name: str) -> HttpResponse:
     return _event_action(request, name, lambda actor, event: console_actions.do_pause_event(actor, event, False))
 
 
 @require_POST
+@requires(OPERATE, "event.interval", lambda request, name: name)
 def event_interval(request: HttpRequest, name: str) -> HttpResponse:
     minutes = request.POST.get("interval", "")
     return _event_action(

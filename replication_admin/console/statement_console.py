@@ -10,13 +10,13 @@ from django.views.decorators.http import require_http_methods
 from sqlglot import exp
 
 from replication_admin.console.forms import StatementForm
-from replication_admin.core.audit import Actor, PermissionDenied
-from replication_admin.core.web import HtmxHttpRequest, check_perm, denied
+from replication_admin.core.audit import Actor
+from replication_admin.core.permissions import OPERATE
+from replication_admin.core.web import HtmxHttpRequest, requires
 from replication_admin.engine.statements import PlainSqlError, StatementError
 from replication_admin.models import Server, StatementRun
 from replication_admin.statements import execute
 
-OPERATE = "replication_admin.operate"
 HISTORY_SHOWN = 20
 HISTORY_KEPT = 50  # per user; older runs are deleted as new ones come
 
@@ -49,11 +49,10 @@ def table_links(text: str, server: Server | None) -> list[tuple[str, str]]:
 
 
 @require_http_methods(["GET", "POST"])
+# Running statements is an operator's work; statements that create or drop also need edit, which each statement's
+# action checks (and audits) itself.
+@requires(OPERATE, "statement", "statement console", says="run statements")
 def statement_console(request: HtmxHttpRequest) -> HttpResponse:
-    # Running statements is an operator's work; statements that create or drop also need edit, which
-    # each statement's action checks (and audits) itself.
-    if request.method == "POST" and not check_perm(request, OPERATE, "statement", "statement console"):
-        return denied(request, PermissionDenied(f"{request.user.get_username()} may not run statements"))
     form = StatementForm(request.POST or None, initial=request.GET.dict())
     outcomes, error, links = None, None, []
     if request.method == "POST" and form.is_valid():

@@ -9,7 +9,7 @@ Both read the catalog in a fixed number of queries whatever the number of items,
 (lag, pending log rows, reachability: bounded reads cached a few seconds, see core/live.py). Every item carries
 state, lag_transactions, lag_seconds, pending_rows, reachable, last_success and last_error. The item states and
 their rules are in replication_admin/engine/health.py. "components" lists the worker hosts, followers, scheduler,
-Spark service and catalog, each ok, down or unknown with its cause (console/components.py); /metrics has them as
+Spark service and catalog, each ok, down or unknown with its cause (health/selectors.py); /metrics has them as
 repladmin_component_up.
 """
 
@@ -32,9 +32,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from replication_admin.bidir.selectors import bidir_status_rows
-from replication_admin.console.components import component_rows
 from replication_admin.core.times import iso
 from replication_admin.engine import health
+from replication_admin.health.selectors import component_rows
 from replication_admin.models import (
     ApiToken,
     ConflictBackup,

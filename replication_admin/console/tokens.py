@@ -12,10 +12,11 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
-from replication_admin.console.actions import EDIT, do_create_api_token, do_revoke_api_token
+from replication_admin.console.actions import do_create_api_token, do_revoke_api_token
 from replication_admin.console.forms import ApiTokenForm
-from replication_admin.core.audit import Actor, PermissionDenied
-from replication_admin.core.web import denied, requires
+from replication_admin.core.audit import Actor
+from replication_admin.core.permissions import EDIT
+from replication_admin.core.web import requires
 from replication_admin.models import ApiToken
 
 
@@ -30,8 +31,6 @@ def token_list(request: HttpRequest) -> HttpResponse:
             created = do_create_api_token(
                 Actor.from_request(request), form.cleaned_data["name"], form.cleaned_data["scopes"]
             )
-        except PermissionDenied as exc:
-            return denied(request, exc)
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
@@ -39,7 +38,6 @@ def token_list(request: HttpRequest) -> HttpResponse:
     return render(request, "replication_admin/console/tokens.html", {
         "tokens": ApiToken.objects.all(),
         "form": form,
-        "may_edit": request.user.has_perm(EDIT),
         "created": created[0] if created else None,
         "secret": created[1] if created else "",
         "status_url": request.build_absolute_uri(reverse("api-status")),
@@ -66,10 +64,7 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
             "cancel_url": reverse("tokens"),
             "hidden": {},
         })  # fmt: skip
-    try:
-        revoked = do_revoke_api_token(Actor.from_request(request), token)
-    except PermissionDenied as exc:
-        return denied(request, exc)
+    revoked = do_revoke_api_token(Actor.from_request(request), token)
     if revoked:
         messages.success(request, f"Revoked the token {token}.")
     else:

@@ -1,17 +1,15 @@
-"""URLs of the dashboard, jobs and compare, the statement console, the publications and subscriptions pages,
+"""URLs of the dashboard, jobs, the statement console, the publications and subscriptions pages,
 the scheduler, the audit log, login lockouts, API tokens, the status API and metrics."""
 
 from django.urls import path
 
 from replication_admin.console import audit_log as audit
 from replication_admin.console import (
-    components,
     dashboard,
     favicon,
     jobs,
     lists,
     logins,
-    repairs,
     statement_console,
     tokens,
 )
@@ -23,10 +21,8 @@ urlpatterns = [
     path("favicon.ico", favicon.favicon, name="favicon"),
     path("dashboard/charts/", dashboard.dashboard_charts, name="dashboard-charts"),
     path("topology/", dashboard.topology_page, name="topology"),
-    path("health/", components.health_page, name="health"),
     path("alerts/<int:pk>/acknowledge/", dashboard.alert_acknowledge, name="alerts-acknowledge"),
     path("snapshots/new/columns/", jobs.column_options, name="snapshots-columns"),
-    path("snapshots/<path:name>/compare/", jobs.snapshot_compare, name="snapshots-compare"),
     path("statements/", statement_console.statement_console, name="statements"),
     path("publications/", lists.publication_list, name="publications"),
     path("subscriptions/", lists.subscription_list, name="subscriptions"),
@@ -36,13 +32,9 @@ urlpatterns = [
     path("scheduler/events/<path:name>/resume/", catalog.event_resume, name="scheduler-resume"),
     path("scheduler/events/<path:name>/interval/", catalog.event_interval, name="scheduler-interval"),
     path("jobs/", jobs.job_list, name="jobs"),
-    path("jobs/compare/", jobs.compare_start, name="jobs-compare"),
-    path("jobs/compare/tables/", jobs.table_options, name="jobs-compare-tables"),
     path("jobs/<int:pk>/", jobs.job_detail, name="jobs-detail"),
     path("jobs/<int:pk>/cancel/", jobs.job_cancel, name="jobs-cancel"),
     path("jobs/<int:pk>/retry/", jobs.job_retry, name="jobs-retry"),
-    path("jobs/<int:pk>/repair/", repairs.compare_repair, name="jobs-compare-repair"),
-    path("jobs/<int:pk>/compare-again/", repairs.compare_again, name="jobs-compare-again"),
     path("audit/", audit.audit_list, name="audit"),
     path("logins/", logins.login_list, name="logins"),
     path("logins/unlock/", logins.login_unlock, name="logins-unlock"),

@@ -1,5 +1,5 @@
 """Background jobs: one JobRunner lifecycle (start → run → finish) for every kind, a registry by kind,
-typed frozen parameters per kind, and queueing and cancelling.
+typed frozen parameters and results per kind, the job's log appended line by line, and queueing and cancelling.
 
 A feature declares its kinds in its `runs.py`:
 
@@ -8,10 +8,12 @@ A feature declares its kinds in its `runs.py`:
         kind = "snapshot_refresh"
         label = "Refresh a snapshot"
         params_type = RefreshParams
+        result_type = RefreshResult
 
-        def run(self) -> dict: ...
+        def run(self) -> RefreshResult: ...
 
-and starts one with `do_start_job(actor, SnapshotRefresh, target, RefreshParams(...))`. The django-q2 task
+and starts one with `do_start_job(actor, SnapshotRefresh, target, RefreshParams(...))`; its pages read the
+result back with `result_of(job)`. The django-q2 task
 (`replication_admin.tasks.run_job`) hands the job's id to `execute`, which owns the JobRun's state: a
 redelivered or cancelled job is left as it is, a failure is stored as one line (the trace goes to the
 job's log) and raises an alert.
@@ -27,12 +29,14 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any, ClassVar, Generic, Self, TypeVar, cast
+from types import UnionType
+from typing import Any, ClassVar, Generic, Self, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
 import pyodbc
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import F, Q, TextField, Value
+from django.db.models.functions import Concat
 from django.urls import reverse
 from django.utils import timezone
 from django_q.tasks import async_task
@@ -42,13 +46,12 @@ from replication_admin.core.alerts import safely_raise, safely_resolve
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import LockBusy, ReplicationError
 from replication_admin.core.leases import HEARTBEAT, HOST, expiry
+from replication_admin.core.permissions import OPERATE
 from replication_admin.core.spark import job_spark
 from replication_admin.engine.queries import QueryError
 from replication_admin.models import AuditEntry, JobRun
 
 log = logging.getLogger(__name__)
-
-OPERATE = "replication_admin.operate"
 
 
 class JobCancelled(Exception):
@@ -83,6 +86,73 @@ class JobParams:
 P = TypeVar("P", bound=JobParams)
 
 
+def _typed(hint: Any, value: Any) -> Any:
+    """`value` read from JSON as `hint` says: a JobResult (or a list, a dict's values, an optional of one) built
+    from its dict; anything else as stored."""
+    if value is None:
+        return None
+    if isinstance(hint, type) and issubclass(hint, JobResult) and isinstance(value, dict):
+        return hint.from_json(value)
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (UnionType, Union):
+        inner = [a for a in args if a is not type(None)]
+        return _typed(inner[0], value) if len(inner) == 1 else value
+    if origin is list and args and isinstance(value, list):
+        return [_typed(args[0], v) for v in value]
+    if origin is dict and len(args) == 2 and isinstance(value, dict):
+        return {k: _typed(args[1], v) for k, v in value.items()}
+    return value
+
+
+# A result field that is stored only when it holds something (a key older rows never had, such as the copy a sync
+# made after a conflict): `field(default=None, metadata=STORED_WHEN_SET)`.
+STORED_WHEN_SET = {"stored_when_set": True}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, JobResult):
+        return value.as_json()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class JobResult:
+    """A job kind's result: returned by its runner, stored as JSON on the JobRun (its fields as keys, in their
+    order), read back typed (`result_of`). Every field has a default, so rows stored before a field existed still
+    read; keys a row holds that the class does not know are left out. A kind whose result takes several shapes
+    names each by its `mode` key (`modes`: {mode: subclass}); reading picks the shape the row's mode names."""
+
+    modes: ClassVar[dict[str, type[JobResult]]] = {}
+
+    @classmethod
+    def mode_of(cls, data: dict[str, Any]) -> str:
+        """Which of `modes` a stored result is."""
+        return str(data.get("mode", ""))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Self:
+        data = data or {}
+        shape = cls.modes.get(cls.mode_of(data))
+        target = shape if shape is not None and issubclass(shape, cls) else cls
+        hints = get_type_hints(target)
+        fields = dataclasses.fields(target)
+        return target(**{f.name: _typed(hints[f.name], data[f.name]) for f in fields if f.name in data})
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            f.name: _plain(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) is not None or not f.metadata.get("stored_when_set")
+        }
+
+
+R = TypeVar("R", bound=JobResult)
+
+
 class Reporter:
     """Progress, log lines and phase timings of one JobRun, written as it goes."""
 
@@ -94,9 +164,12 @@ class Reporter:
         self._last_write = 0.0
 
     def log(self, line: str) -> None:
+        """Append one line to the job's log: one UPDATE carrying only that line (`log = log || line` in SQL), so
+        a long log costs each new line the same small write."""
         stamp = timezone.now().strftime("%H:%M:%S")
-        self.job.log += f"[{stamp}] {line}\n"
-        JobRun.objects.filter(pk=self.job.pk).update(log=self.job.log)
+        JobRun.objects.filter(pk=self.job.pk).update(
+            log=Concat(F("log"), Value(f"[{stamp}] {line}\n"), output_field=TextField())
+        )
 
     def progress(self, done: int, total: int, message: str = "") -> None:
         state = JobRun.objects.filter(pk=self.job.pk).values_list("state", flat=True).first()
@@ -150,12 +223,13 @@ class Subject:
 
 
 class JobRunner(Generic[P]):
-    """One kind of background job. Subclasses set kind, label and params_type, implement run() and say
-    which object a job works on (subject)."""
+    """One kind of background job. Subclasses set kind, label, params_type and result_type, implement run()
+    (returning a result_type) and say which object a job works on (subject)."""
 
     kind: ClassVar[str]
     label: ClassVar[str]
     params_type: ClassVar[type[JobParams]]
+    result_type: ClassVar[type[JobResult]] = JobResult
     # Whether a person may run a failed or cancelled job of this kind again with the same parameters.
     retryable: ClassVar[bool] = True
 
@@ -170,7 +244,7 @@ class JobRunner(Generic[P]):
         # params_type is the class of P (a ClassVar cannot name a type variable)
         self.params: P = cast(P, self.params_type.from_json(job.params))
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> JobResult:
         raise NotImplementedError
 
 
@@ -183,6 +257,16 @@ def register(runner: type[JobRunner[P]]) -> type[JobRunner[P]]:
         raise ValueError(f"job kind {runner.kind!r} is registered twice")
     RUNNERS[runner.kind] = runner
     return runner
+
+
+def result_of(job: JobRun, result_type: type[R] = JobResult) -> R | None:  # type: ignore[assignment]
+    """The typed result of a finished job (its kind's result_type read from the row); None when it has none, or
+    when it is not a `result_type` (a compare's page asks for a CompareResult)."""
+    runner = RUNNERS.get(job.kind)
+    if runner is None or not isinstance(job.result, dict):
+        return None
+    result = runner.result_type.from_json(job.result)
+    return result if isinstance(result, result_type) else None
 
 
 def job_subject(kind: str, params: dict[str, Any] | None) -> Subject | None:
@@ -349,7 +433,9 @@ def _run(job: JobRun, reporter: Reporter, started: float) -> str:
         _finish(job, reporter, started, state=JobRun.State.FAILED, error=message[:10000], message="failed")
         safely_raise("job_failed", f"{job.kind} {job.target}", message[:2000], reverse("jobs-detail", args=[job_id]))
         return f"job {job_id} failed"
-    _finish(job, reporter, started, state=JobRun.State.SUCCEEDED, result=result, message="done")
+    # A runner not yet declaring its result type may still return the plain JSON.
+    stored = result.as_json() if isinstance(result, JobResult) else result
+    _finish(job, reporter, started, state=JobRun.State.SUCCEEDED, result=stored, message="done")
     safely_resolve("job_failed", f"{job.kind} {job.target}", f"job #{job_id} succeeded")
     return f"job {job_id} succeeded"
 

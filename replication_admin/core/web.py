@@ -1,5 +1,5 @@
-"""Small helpers shared by the views: htmx partial rendering, permission checks, and the sorting, text filter and
-pagination every list table shares (`listing`)."""
+"""Small helpers shared by the views: htmx partial rendering, the one permission check of views (`requires`) and
+what pages may offer (`may`), and the sorting, text filter and pagination every list table shares (`listing`)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django_htmx.middleware import HtmxDetails
 
+from replication_admin.core import permissions
 from replication_admin.core.audit import Actor, PermissionDenied, record
 from replication_admin.models import AuditEntry
 
@@ -27,11 +28,6 @@ MAX_DAY_BUCKETS = 400  # past this many days per_day_counts lets the database tr
 MAX_QUERY_LENGTH = 200  # longer text filters are cut: nobody types more, and LIKE over it is wasted work
 
 ViewFunc = Callable[..., HttpResponse]
-# How a refusal names the missing permission, and the role that holds it.
-PERMISSION_NAMES = {
-    "replication_admin.edit": "the edit permission (the editor role)",
-    "replication_admin.operate": "the operate permission (the operator or editor role)",
-}
 
 # A sort key's field or fields, in the order they sort by ("-field" sorts that field the other way round).
 SortFields = str | tuple[str, ...]
@@ -149,40 +145,55 @@ def denied(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
     return HttpResponseForbidden(f"Permission denied: {exc}")
 
 
-def check_perm(request: HttpRequest, perm: str, action: str, target: str = "") -> bool:
-    """True when the user holds `perm`; otherwise records the denial in the audit log."""
-    if request.user.has_perm(perm):
-        return True
-    record(Actor.from_request(request), action, target, AuditEntry.Outcome.DENIED, {"missing_permission": perm})
-    return False
+class _May:
+    """What the signed-in user may do, as pages ask it: `{% if may.operate %}` (the names of
+    core.permissions.BY_NAME); each answered once per request."""
+
+    def __init__(self, request: HttpRequest) -> None:
+        self._request = request
+        self._known: dict[str, bool] = {}
+
+    def __getitem__(self, name: str) -> bool:
+        if name not in permissions.BY_NAME:
+            raise KeyError(name)
+        if name not in self._known:
+            user = getattr(self._request, "user", None)
+            self._known[name] = bool(user is not None and user.has_perm(permissions.BY_NAME[name]))
+        return self._known[name]
 
 
-def refuse(request: HttpRequest, perm: str, action: str, target: str = "") -> HttpResponse | None:
-    """A 403 (recorded in the audit log as denied) when the user lacks `perm`; None when they hold it."""
-    if check_perm(request, perm, action, target):
-        return None
-    needed = PERMISSION_NAMES.get(perm, perm)
-    return denied(request, PermissionDenied(f"{request.user.get_username()} may not {action}: it needs {needed}"))
+def may(request: HttpRequest) -> dict[str, Any]:
+    """Context processor: `may` in every page."""
+    return {"may": _May(request)}
 
 
 def requires(
-    perm: str,
-    action: str,
+    perm: Callable[..., str] | str,
+    action: Callable[..., str] | str,
     target: Callable[..., str] | str = "",
     methods: Iterable[str] = ("POST",),
+    says: str = "",
 ) -> Callable[[ViewFunc], ViewFunc]:
-    """The permission decorator of every view that changes something: a request of one of `methods` by a user
-    without `perm` gets a 403 and an audit row (`action` on `target`, a text or a function of the request
-    and the view's arguments); other requests (the confirmation pages a GET shows) go through."""
+    """The permission check of every view that changes something: a request of one of `methods` by a user
+    without `perm` (a name of core.permissions; or a function of the request and the view's arguments, for a
+    view whose actions need different ones) gets a 403 ("<user> may not <says, else the action> (needs <perm>:
+    <what that permission is>)", as an action's own refusal says it) and an audit row (`denied`, the missing
+    permission in its detail) of `action` on `target`, each a text or a function of the request and the view's
+    arguments; other requests (the confirmation pages a GET shows) go through."""
     checked = {m.upper() for m in methods}
 
     def decorate(view: ViewFunc) -> ViewFunc:
         @wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            if request.method in checked:
-                what = target(request, *args, **kwargs) if callable(target) else target
-                if refused := refuse(request, perm, action, what):
-                    return refused
+            needs = perm(request, *args, **kwargs) if callable(perm) else perm
+            if request.method in checked and not request.user.has_perm(needs):
+                what = action(request, *args, **kwargs) if callable(action) else action
+                on = target(request, *args, **kwargs) if callable(target) else target
+                actor = Actor.from_request(request)
+                record(actor, what, on, AuditEntry.Outcome.DENIED, {"missing_permission": needs})
+                needed = permissions.DESCRIPTIONS.get(needs, needs)
+                refusal = f"{actor.username} may not {says or what} (needs {needs}: {needed})"
+                return denied(request, PermissionDenied(refusal))
             return view(request, *args, **kwargs)
 
         return wrapper

@@ -13,6 +13,7 @@ from django.utils import timezone
 from replication_admin.core import connections, crypto, live
 from replication_admin.core.alerts import raise_alert, resolve_alerts
 from replication_admin.core.audit import Actor, record, require
+from replication_admin.core.permissions import EDIT, OPERATE
 from replication_admin.engine import dialects
 from replication_admin.engine.dialects import AddressError
 from replication_admin.models import AuditEntry, Server
@@ -124,7 +125,7 @@ def transient_server(data: ServerData, existing: Server | None = None) -> Server
 
 
 def do_register_server(actor: Actor, data: ServerData) -> Server:
-    require(actor, "replication_admin.edit", "server.register", data.name)
+    require(actor, EDIT, "server.register", data.name)
     data = validate(data)
     with transaction.atomic():
         server = Server()
@@ -143,7 +144,7 @@ def do_register_server(actor: Actor, data: ServerData) -> Server:
 
 
 def do_update_server(actor: Actor, server: Server, data: ServerData) -> Server:
-    require(actor, "replication_admin.edit", "server.update", server.name)
+    require(actor, EDIT, "server.update", server.name)
     if data.name != server.name and (server.snapshots_from.exists() or server.snapshots_to.exists()):
         raise ValidationError({"name": "This server is used by snapshots; it cannot be renamed."})
     data = validate(data, existing=server)
@@ -166,7 +167,7 @@ def do_update_server(actor: Actor, server: Server, data: ServerData) -> Server:
 
 
 def do_delete_server(actor: Actor, server: Server) -> None:
-    require(actor, "replication_admin.edit", "server.delete", server.name)
+    require(actor, EDIT, "server.delete", server.name)
     name = server.name
     try:
         with transaction.atomic():
@@ -216,7 +217,7 @@ def check_all_servers(by: str = "periodic check") -> dict[str, bool]:
 
 def do_check_server(actor: Actor, server: Server) -> connections.CheckResult:
     """Test a registered server's connection and remember the outcome (shown on the server list)."""
-    require(actor, "replication_admin.operate", "server.test", server.name)
+    require(actor, OPERATE, "server.test", server.name)
     result = connections.test_connection(server)
     with transaction.atomic():
         record_check(server, result, f"tested by {actor.username or 'an operator'}")
@@ -233,7 +234,7 @@ def do_check_server(actor: Actor, server: Server) -> connections.CheckResult:
 
 def do_rotate_passwords(actor: Actor) -> int:
     """Re-encrypt every stored password under the newest Fernet key."""
-    require(actor, "replication_admin.edit", "server.rotate_keys")
+    require(actor, EDIT, "server.rotate_keys")
     count = 0
     with transaction.atomic():
         for server in Server.objects.select_for_update().exclude(password_encrypted=""):

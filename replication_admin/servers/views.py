@@ -4,15 +4,16 @@ from dataclasses import dataclass
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from replication_admin.core import connections
-from replication_admin.core.audit import Actor, PermissionDenied, record
+from replication_admin.core.audit import Actor, record
 from replication_admin.core.introspection import COUNT_BOUND, split_tables, table_sizes
-from replication_admin.core.web import HtmxHttpRequest, SortFields, check_perm, denied, listing, render_page_or_partial
+from replication_admin.core.permissions import EDIT, OPERATE
+from replication_admin.core.web import HtmxHttpRequest, SortFields, listing, render_page_or_partial, requires
 from replication_admin.engine import dialects
 from replication_admin.models import (
     AuditEntry,
@@ -64,9 +65,8 @@ def server_list(request: HttpRequest) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
+@requires(EDIT, "server.register", methods=("GET", "POST"))
 def server_add(request: HttpRequest) -> HttpResponse:
-    if not check_perm(request, "replication_admin.edit", "server.register"):
-        return HttpResponseForbidden("You need the edit permission to register servers.")
     form = ServerForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -80,10 +80,9 @@ def server_add(request: HttpRequest) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
+@requires(EDIT, "server.update", lambda request, name: name, methods=("GET", "POST"))
 def server_edit(request: HttpRequest, name: str) -> HttpResponse:
     server = get_object_or_404(Server, name=name)
-    if not check_perm(request, "replication_admin.edit", "server.update", server.name):
-        return HttpResponseForbidden("You need the edit permission to change servers.")
     form = ServerForm(request.POST or None, instance=server)
     if request.method == "POST" and form.is_valid():
         try:
@@ -97,11 +96,10 @@ def server_edit(request: HttpRequest, name: str) -> HttpResponse:
 
 
 @require_POST
+@requires(EDIT, "server.test", lambda request: request.POST.get("name", ""))
 def server_test_form(request: HttpRequest) -> HttpResponse:
     """htmx: test the connection described by the form's current values, without saving anything."""
     existing = Server.objects.filter(name=request.GET.get("server", "")).first()
-    if not check_perm(request, "replication_admin.edit", "server.test", request.POST.get("name", "")):
-        return HttpResponseForbidden("You need the edit permission to test new connections.")
     form = ServerForm(request.POST, instance=existing)
     if not form.is_valid():
         errors = "; ".join(
@@ -123,13 +121,11 @@ def server_test_form(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
+@requires(OPERATE, "server.test", lambda request, name: name)
 def server_check(request: HtmxHttpRequest, name: str) -> HttpResponse:
     """htmx: test a registered server and store the outcome."""
     server = get_object_or_404(Server, name=name)
-    try:
-        result = server_actions.do_check_server(Actor.from_request(request), server)
-    except PermissionDenied as exc:
-        return denied(request, exc)
+    result = server_actions.do_check_server(Actor.from_request(request), server)
     if request.htmx:
         return render(
             request, "replication_admin/servers/server_detail.html#status", {"server": server, "result": result}
@@ -227,13 +223,12 @@ def server_table(request: HttpRequest, name: str, table: str) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
+@requires(EDIT, "server.delete", lambda request, name: name)
 def server_delete(request: HttpRequest, name: str) -> HttpResponse:
     server = get_object_or_404(Server, name=name)
     if request.method == "POST":
         try:
             server_actions.do_delete_server(Actor.from_request(request), server)
-        except PermissionDenied as exc:
-            return denied(request, exc)
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))
             return redirect("servers-detail", name=name)

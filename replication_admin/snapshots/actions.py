@@ -15,6 +15,7 @@ from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import find_table, lookup_table, require_table
 from replication_admin.core.jobs import do_start_job
+from replication_admin.core.permissions import EDIT, OPERATE
 from replication_admin.core.schema_follow import live_definition
 from replication_admin.core.shapes import check_destination, destination_ddl, inc_shape, noninc_shape
 from replication_admin.engine import dialects
@@ -35,8 +36,6 @@ from replication_admin.snapshots.runs import RefreshParams, RepairParams, Snapsh
 from replication_admin.snapshots.selectors import snapshot_name
 from replication_admin.snapshots.shapes import SnapshotError
 
-EDIT = "replication_admin.edit"
-OPERATE = "replication_admin.operate"
 RPLOG_PURGE_EVENT = "purge_rplogs"
 
 log = logging.getLogger(__name__)

@@ -23,6 +23,7 @@ from replication_admin.models import (
     Snapshot,
     SnapshotLog,
 )
+from replication_admin.snapshots.runs import RefreshResult
 from replication_admin.snapshots.shapes import SnapshotError, shape_of
 
 
@@ -138,3 +139,8 @@ def snapshot_states(names: Iterable[str] | None = None, now: datetime | None = N
             "last_success": iso(last_success_at), "last_error": last_error or problem,
         })  # fmt: skip
     return rows
+
+
+def refresh_result(stored: object) -> RefreshResult | None:
+    """A refresh job's stored result, typed (a FullRefresh or an IncrementalRefresh; None when it has none)."""
+    return RefreshResult.from_json(stored) if isinstance(stored, dict) else None

@@ -11,11 +11,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from replication_admin.core import connections
-from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.audit import Actor
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.forms import ScheduleForm
 from replication_admin.core.introspection import split_tables
-from replication_admin.core.web import SortFields, denied, listing
+from replication_admin.core.jobs import result_of
+from replication_admin.core.permissions import EDIT, OPERATE
+from replication_admin.core.web import SortFields, listing, requires
 from replication_admin.engine import dialects
 from replication_admin.engine.objects import SnapshotLogObjects
 from replication_admin.engine.snapshot_log import SnapshotLogError, rlog_name, snapshot_log
@@ -32,8 +34,6 @@ from replication_admin.models import (
 from replication_admin.snapshots import actions as snap
 from replication_admin.snapshots.forms import SnapshotForm
 from replication_admin.snapshots.selectors import last_refreshes, snapshot_states
-
-OPERATE = "replication_admin.operate"
 
 
 def _snapshot(name: str) -> Snapshot:
@@ -84,6 +84,11 @@ def snapshot_list(request: HttpRequest) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
+@requires(
+    EDIT,
+    "snapshot.create",
+    lambda request: f"{request.POST.get('dest_server', '')}.{request.POST.get('dest_table', '')}",
+)
 def snapshot_create(request: HttpRequest) -> HttpResponse:
     form = SnapshotForm(request.POST or None, initial=request.GET.dict())
     if request.method == "POST" and form.is_valid():
@@ -103,8 +108,6 @@ def snapshot_create(request: HttpRequest) -> HttpResponse:
                     actor, d["source_server"], d["query"], d["dest_server"], d["dest_table"]
                 )
             job = snap.do_refresh_snapshot(actor, snapshot, nonincremental=d["kind"] != "incremental")
-        except PermissionDenied as exc:
-            return denied(request, exc)
         except ReplicationError as exc:
             form.add_error(None, str(exc))
         else:
@@ -116,7 +119,8 @@ def snapshot_create(request: HttpRequest) -> HttpResponse:
 @require_GET
 def snapshot_detail(request: HttpRequest, name: str) -> HttpResponse:
     snapshot = _snapshot(name)
-    jobs = JobRun.objects.filter(params__snapshot=snapshot.name).order_by("-id")[:20]
+    # Each job with its kind's typed result (None until it succeeded).
+    jobs = [(job, result_of(job)) for job in JobRun.objects.filter(params__snapshot=snapshot.name).order_by("-id")[:20]]
     event = ScheduledEvent.objects.filter(name=snap.event_name(snapshot)).first()
     log = SnapshotLog.objects.filter(server=snapshot.source_server, table=snapshot.source_table).first()
     form = ScheduleForm(initial={"every_minutes": event.interval if event else None})
@@ -127,20 +131,19 @@ def snapshot_detail(request: HttpRequest, name: str) -> HttpResponse:
 
 def _start(request: HttpRequest, name: str, start) -> HttpResponse:
     """Start a job on a snapshot and show its page, where the progress bar follows it."""
-    try:
-        job = start(Actor.from_request(request), _snapshot(name))
-    except PermissionDenied as exc:
-        return denied(request, exc)
+    job = start(Actor.from_request(request), _snapshot(name))
     return redirect("jobs-detail", pk=job.pk)
 
 
 @require_POST
+@requires(OPERATE, "job.snapshot_refresh", lambda request, name: f"UPDATE SNAPSHOT {name}")
 def snapshot_refresh(request: HttpRequest, name: str) -> HttpResponse:
     full = request.POST.get("mode") == "full"
     return _start(request, name, lambda actor, s: snap.do_refresh_snapshot(actor, s, nonincremental=full))
 
 
 @require_http_methods(["GET", "POST"])
+@requires(OPERATE, "job.snapshot_repair", lambda request, name: f"repair {name}")
 def snapshot_repair(request: HttpRequest, name: str) -> HttpResponse:
     if request.method == "POST":
         return _start(request, name, snap.do_repair_snapshot)
@@ -161,29 +164,26 @@ def snapshot_repair(request: HttpRequest, name: str) -> HttpResponse:
 
 
 @require_POST
+@requires(OPERATE, "snapshot.schedule", lambda request, name: name)
 def snapshot_schedule(request: HttpRequest, name: str) -> HttpResponse:
     snapshot = _snapshot(name)
     form = ScheduleForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The interval is a whole number of minutes, 1 to 525600 (empty to stop).")
         return redirect("snapshots-detail", name=name)
-    try:
-        event = snap.do_schedule_snapshot(Actor.from_request(request), snapshot, form.cleaned_data["every_minutes"])
-    except PermissionDenied as exc:
-        return denied(request, exc)
+    event = snap.do_schedule_snapshot(Actor.from_request(request), snapshot, form.cleaned_data["every_minutes"])
     messages.success(request, f"Refreshing every {event.interval} minute(s)." if event else "Schedule removed.")
     return redirect("snapshots-detail", name=name)
 
 
 @require_http_methods(["GET", "POST"])
+@requires(EDIT, "snapshot.drop", lambda request, name: name)
 def snapshot_drop(request: HttpRequest, name: str) -> HttpResponse:
     snapshot = _snapshot(name)
     with_delete = request.GET.get("delete") == "1" or request.POST.get("delete") == "1"
     if request.method == "POST":
         try:
             message = snap.do_drop_snapshot(Actor.from_request(request), snapshot, with_delete)
-        except PermissionDenied as exc:
-            return denied(request, exc)
         except ReplicationError as exc:
             messages.error(request, str(exc))
             return redirect("snapshots-detail", name=name)
@@ -265,6 +265,11 @@ LOG_CONFIRMATIONS = {
 
 
 @require_http_methods(["GET", "POST"])
+@requires(
+    lambda request, server, action: OPERATE if action == "purge" else EDIT,
+    lambda request, server, action: f"snapshot_log.{action}",
+    lambda request, server, action: f"{server}.{request.POST.get('table', '')}",
+)
 def snapshot_log_action(request: HttpRequest, server: str, action: str) -> HttpResponse:
     srv = get_object_or_404(Server, name=server)
     if request.method == "GET":
@@ -282,8 +287,6 @@ def snapshot_log_action(request: HttpRequest, server: str, action: str) -> HttpR
             messages.success(request, f"Purged {deleted} log row(s) every snapshot has replayed.")
         else:
             return HttpResponse(status=404)
-    except PermissionDenied as exc:
-        return denied(request, exc)
     except ReplicationError as exc:
         messages.error(request, str(exc))
     return redirect("snapshots-logs", server=srv.name)

@@ -18,6 +18,7 @@ from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import lookup_table, with_constraints
 from replication_admin.core.jobs import do_start_job
 from replication_admin.core.locks import item_lock
+from replication_admin.core.permissions import EDIT, OPERATE
 from replication_admin.engine import dialects, levels, transactional_sql
 from replication_admin.engine.statements import string_literal
 from replication_admin.models import (
@@ -51,8 +52,6 @@ from replication_admin.transactional.runs import SubscriptionParams, TrxInit, Tr
 
 log = logging.getLogger(__name__)
 
-EDIT = "replication_admin.edit"
-OPERATE = "replication_admin.operate"
 TABLE, PROCEDURE = 2, 3
 
 

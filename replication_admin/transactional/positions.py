@@ -104,7 +104,7 @@ TIME_REASON = "oldest unapplied transaction"  # in the message of a lag alert ra
 
 def _late(target: str) -> bool:
     """Whether the open lag alert of `target` was raised for the age of its oldest unapplied transaction: a sync that
-    leaves some behind cannot tell whether that cleared; the periodic check (console/health.check_lag) can."""
+    leaves some behind cannot tell whether that cleared; the periodic check (health/checks.check_lag) can."""
     return open_alerts().filter(kind="lag", target=target, message__contains=TIME_REASON).exists()
 
 

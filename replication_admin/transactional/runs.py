@@ -1,11 +1,12 @@
-"""The transactional feature's jobs: REPL_INIT_COPY and REPL_SYNC of a subscription."""
+"""The transactional feature's jobs: REPL_INIT_COPY and REPL_SYNC of a subscription, with their parameters and
+results."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from replication_admin.core.jobs import JobParams, JobRunner, Subject, register
+from replication_admin.core.jobs import STORED_WHEN_SET, JobParams, JobResult, JobRunner, Subject, register
 from replication_admin.models import ReplSubscriber
 from replication_admin.transactional.initial_copy import init_copy, init_from_image
 from replication_admin.transactional.sync import sync_subscription
@@ -15,6 +16,56 @@ from replication_admin.transactional.sync import sync_subscription
 class SubscriptionParams(JobParams):
     subscription: int
     image: str = ""  # REPL_INIT_COPY from this publication image instead of from the publisher
+
+
+@dataclass(frozen=True)
+class InitResult(JobResult):
+    """An initial copy, from the publisher (`mode` init) or from a publication image (image), each its own shape."""
+
+    mode: str = ""
+
+
+@dataclass(frozen=True)
+class CopyInit(InitResult):
+    """Every published table copied from the publisher (rows by table), the subscriber at the publisher's level."""
+
+    mode: str = "init"
+    rows: dict[str, int] = field(default_factory=dict)
+    level: int = 0
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class ImageInit(InitResult):
+    """The subscriber loaded from a publication image (REPL_PUB_INIT_IMAGE) at the image's level."""
+
+    mode: str = "image"
+    image: str = ""
+    rows: int = 0
+    level: int = 0
+    count: int = 0
+
+
+InitResult.modes = {"init": CopyInit, "image": ImageInit}
+
+
+@dataclass(frozen=True)
+class SyncResult(JobResult):
+    """A sync: transactions applied and skipped, the levels reached on both sides, the subscriber's own
+    transactions pushed (updateable); after a conflict the publication answers with a new copy, `copy`."""
+
+    applied: int = 0
+    skipped: int = 0
+    level: int = 0
+    count: int = 0
+    publisher_level: int = 0
+    publisher_count: int = 0
+    batches: int = 0
+    pushed: int = 0
+    reinitialise: bool = False
+    discarded: int = 0  # the subscriber's unpushed changes kept as conflict backups when it re-initialises
+    waiting: str = ""  # why the subscriber stopped short of the publisher (a schema change to approve)
+    copy: InitResult | None = field(default=None, metadata=STORED_WHEN_SET)
 
 
 def subscription_subject(params: dict[str, Any]) -> Subject:
@@ -29,12 +80,14 @@ class TrxInit(JobRunner[SubscriptionParams]):
     kind = "trx_init"
     label = "Initial copy of a transactional subscription"
     params_type = SubscriptionParams
+    result_type = InitResult
     subject = staticmethod(subscription_subject)
 
-    def run(self) -> dict:
+    def run(self) -> InitResult:
         if self.params.image:
-            return init_from_image(self.job, self.reporter, self.params.subscription, self.params.image)
-        return init_copy(self.job, self.reporter, self.params.subscription)
+            loaded = init_from_image(self.job, self.reporter, self.params.subscription, self.params.image)
+            return InitResult.from_json(loaded)
+        return InitResult.from_json(init_copy(self.job, self.reporter, self.params.subscription))
 
 
 @register
@@ -42,12 +95,14 @@ class TrxSync(JobRunner[SubscriptionParams]):
     kind = "trx_sync"
     label = "Sync a transactional subscription"
     params_type = SubscriptionParams
+    result_type = SyncResult
     subject = staticmethod(subscription_subject)
 
-    def run(self) -> dict:
-        result = sync_subscription(self.job, self.reporter, self.params.subscription)
-        if result.get("reinitialise"):
+    def run(self) -> SyncResult:
+        result = SyncResult.from_json(sync_subscription(self.job, self.reporter, self.params.subscription))
+        if result.reinitialise:
             # A conflict on a publication that answers with "publisher wins, copy again": this job copies.
-            self.reporter.log(f"{result['discarded']} unpushed change(s) kept in the conflict inbox; copying again")
-            result["copy"] = init_copy(self.job, self.reporter, self.params.subscription)
+            self.reporter.log(f"{result.discarded} unpushed change(s) kept in the conflict inbox; copying again")
+            copy = InitResult.from_json(init_copy(self.job, self.reporter, self.params.subscription))
+            result = replace(result, copy=copy)
         return result

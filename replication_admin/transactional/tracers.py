@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from replication_admin.core.audit import Actor, record, require
+from replication_admin.core.permissions import OPERATE
 from replication_admin.core.transactions import error_message
 from replication_admin.core.web import local_stamp
 from replication_admin.engine.statements import string_literal
@@ -28,7 +29,6 @@ from replication_admin.transactional import lookups as trx_lookups
 
 log = logging.getLogger(__name__)
 
-OPERATE = "replication_admin.operate"
 MARKER = "K"  # the log entry's op: no row of any table
 SHOWN = 12  # tracers listed on the publication page
 CHARTED_HOURS = 24

@@ -17,10 +17,11 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from replication_admin.core.audit import Actor, PermissionDenied
+from replication_admin.core.audit import Actor
 from replication_admin.core.connections import ConnectionFailed
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.web import chart_table, denied, is_htmx, line_chart, local_stamp, refuse
+from replication_admin.core.permissions import EDIT, OPERATE
+from replication_admin.core.web import chart_table, is_htmx, line_chart, local_stamp, requires
 from replication_admin.models import (
     JobRun,
     LevelSample,
@@ -32,6 +33,7 @@ from replication_admin.models import (
     SkippedTransaction,
     TpGrant,
     TpItem,
+    subscription_label,
 )
 from replication_admin.transactional import actions as trx_actions
 from replication_admin.transactional import durability, tracers
@@ -64,8 +66,6 @@ from replication_admin.transactional.selectors import (
     subscriber_states,
 )
 
-EDIT = "replication_admin.edit"
-OPERATE = "replication_admin.operate"
 ACTION_ERRORS = (ReplicationError, ConnectionFailed, pyodbc.Error)
 SAMPLES_PER_SUBSCRIBER = 500
 PUBLICATION_TEMPLATE = "replication_admin/transactional/publication_detail.html"
@@ -79,8 +79,6 @@ def _attempt(request: HttpRequest, call: Callable[[Actor], str | None]) -> HttpR
     """Run an action as the signed-in user: its note or its error becomes a message; a 403 if refused."""
     try:
         note = call(Actor.from_request(request))
-    except PermissionDenied as exc:
-        return denied(request, exc)
     except ACTION_ERRORS as exc:
         messages.error(request, str(exc))
     else:
@@ -108,6 +106,33 @@ def _subscription(subscriber: str, server: str, account: str) -> ReplSubscriber:
 
 def _acct_target(account: ReplAccount) -> str:
     return f"{account.server}/{account.account}"
+
+
+# How a refused request names what it was for in the audit log (from the URL's arguments).
+
+
+def _acct_label(request: HttpRequest, server: str, account: str) -> str:
+    return f"{server}/{account}"
+
+
+def _sub_label(request: HttpRequest, subscriber: str, server: str, account: str) -> str:
+    return subscription_label(subscriber, server, account)
+
+
+def _schema_change_label(request: HttpRequest, pk: int) -> str:
+    return str(SchemaChange.objects.filter(pk=pk).first() or f"schema change #{pk}")
+
+
+def _removed_item_target(request: HttpRequest, server: str, account: str) -> str:
+    form = RemoveItemForm(request.POST)
+    pk = form.cleaned_data["item"] if form.is_valid() else None
+    item = TpItem.objects.filter(pk=pk, server=server, acct=account).first() if pk is not None else None
+    return f"{server}/{account}: {item.item if item else ''}"
+
+
+def _chosen(field: str, on: str, off: str) -> Callable[..., str]:
+    """The action of a switch posted as `field` = 1 (on) or 0 (off)."""
+    return lambda request, *args, **kwargs: on if request.POST.get(field) == "1" else off
 
 
 def level_figures(server: str, account: str, subscribers: Iterable[str]) -> tuple[dict, dict]:
@@ -187,26 +212,21 @@ def _subscriber_rows(account: ReplAccount, subs: list[ReplSubscriber], jobs: lis
 
 
 @require_http_methods(["GET", "POST"])
+@requires(EDIT, "trx.publish", lambda request: f"{request.POST.get('server', '')}/{request.POST.get('account', '')}")
 def publication_create(request: HttpRequest) -> HttpResponse:
     form = PublishForm(request.POST or None, initial=request.GET.dict())
-    if request.method == "POST":
-        target = f"{request.POST.get('server', '')}/{request.POST.get('account', '')}"
-        if refused := refuse(request, EDIT, "trx.publish", target):
-            return refused
-        if form.is_valid():
-            d = form.cleaned_data
-            try:
-                account = trx_actions.do_publish(
-                    Actor.from_request(request), d["server"], d["account"], d["log_file"].strip() or None,
-                    d["updateable"], d["sync_user"].strip() or None, capture=d["capture"] or "auto",
-                )  # fmt: skip
-            except PermissionDenied as exc:
-                return denied(request, exc)
-            except ACTION_ERRORS as exc:
-                form.add_error(None, str(exc))
-            else:
-                messages.success(request, f"Published {account.account} on {account.server}. Add its tables next.")
-                return redirect(account)
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        try:
+            account = trx_actions.do_publish(
+                Actor.from_request(request), d["server"], d["account"], d["log_file"].strip() or None,
+                d["updateable"], d["sync_user"].strip() or None, capture=d["capture"] or "auto",
+            )  # fmt: skip
+        except ACTION_ERRORS as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Published {account.account} on {account.server}. Add its tables next.")
+            return redirect(account)
     return render(
         request, "replication_admin/transactional/publication_form.html", {"form": form, "section": "publications"}
     )
@@ -322,10 +342,9 @@ def publication_detail(request: HttpRequest, server: str, account: str) -> HttpR
 
 
 @require_POST
+@requires(EDIT, "trx.pub_add", lambda request, server, account: f"{server}/{account}: {request.POST.get('item', '')}")
 def publication_add_item(request: HttpRequest, server: str, account: str) -> HttpResponse:
     acct = _account(server, account)
-    if refused := refuse(request, EDIT, "trx.pub_add", f"{_acct_target(acct)}: {request.POST.get('item', '')}"):
-        return refused
     form = AddTableForm(request.POST)
     if not form.is_valid():
         messages.error(request, f"Not added: {_form_errors(form)}")
@@ -340,6 +359,7 @@ def publication_add_item(request: HttpRequest, server: str, account: str) -> Htt
 
 
 @require_http_methods(["GET", "POST"])
+@requires(EDIT, "trx.pub_remove", _removed_item_target)
 def publication_remove_item(request: HttpRequest, server: str, account: str) -> HttpResponse:
     acct = _account(server, account)
     if request.method == "GET":
@@ -347,8 +367,6 @@ def publication_remove_item(request: HttpRequest, server: str, account: str) -> 
     form = RemoveItemForm(request.POST)
     pk = form.cleaned_data["item"] if form.is_valid() else None
     item = TpItem.objects.filter(pk=pk, server=acct.server, acct=acct.account).first() if pk is not None else None
-    if refused := refuse(request, EDIT, "trx.pub_remove", f"{_acct_target(acct)}: {item.item if item else ''}"):
-        return refused
     if item is None:
         messages.error(request, "That item is not part of the publication.")
         return redirect(acct)
@@ -379,10 +397,9 @@ def _remove_item_confirm(request: HttpRequest, acct: ReplAccount) -> HttpRespons
 
 
 @require_POST
+@requires(EDIT, "trx.grant", lambda request, server, account: f"{account} -> {request.POST.get('grantee', '')}")
 def publication_grant(request: HttpRequest, server: str, account: str) -> HttpResponse:
     acct = _account(server, account)
-    if refused := refuse(request, EDIT, "trx.grant", f"{account} -> {request.POST.get('grantee', '')}"):
-        return refused
     form = GrantForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Name the server or user to grant the publication to.")
@@ -391,12 +408,11 @@ def publication_grant(request: HttpRequest, server: str, account: str) -> HttpRe
 
 
 @require_http_methods(["GET", "POST"])
+@requires(EDIT, "trx.revoke", lambda request, server, account: f"{account} -> {request.POST.get('grantee', '')}")
 def publication_revoke(request: HttpRequest, server: str, account: str) -> HttpResponse:
     acct = _account(server, account)
     if request.method == "GET":
         return _revoke_confirm(request, acct)
-    if refused := refuse(request, EDIT, "trx.revoke", f"{account} -> {request.POST.get('grantee', '')}"):
-        return refused
     form = GrantForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Name the grantee to revoke.")
@@ -428,10 +444,9 @@ def _revoke_confirm(request: HttpRequest, acct: ReplAccount) -> HttpResponse:
 
 
 @require_POST
+@requires(EDIT, "trx.new_log", _acct_label)
 def publication_new_log(request: HttpRequest, server: str, account: str) -> HttpResponse:
     acct = _account(server, account)
-    if refused := refuse(request, EDIT, "trx.new_log", _acct_target(acct)):
-        return refused
     form = NewLogForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Name the new log file.")
@@ -443,17 +458,13 @@ def _publication_setting(
     request: HttpRequest,
     server: str,
     account: str,
-    action: str,
     form_class,
     what: str,
     call: Callable,
-    perm: str = EDIT,
 ) -> HttpResponse:
-    """A publication's setting saved from its form: refused without `perm` (edit unless said), the form's errors
-    as a message, else `call(actor, publication, cleaned data)`'s note or error."""
+    """A publication's setting saved from its form (the view `requires` its permission): the form's errors as a
+    message, else `call(actor, publication, cleaned data)`'s note or error."""
     acct = _account(server, account)
-    if refused := refuse(request, perm, action, _acct_target(acct)):
-        return refused
     form = form_class(request.POST)
     if not form.is_valid():
         messages.error(request, f"{what} not saved: {_form_errors(form)}")
@@ -462,28 +473,29 @@ def _publication_setting(
 
 
 @require_POST
+@requires(EDIT, "trx.ack_policy", _acct_label)
 def publication_ack(request: HttpRequest, server: str, account: str) -> HttpResponse:
     return _publication_setting(
-        request, server, account, "trx.ack_policy", AckPolicyForm, "Acknowledgement",
+        request, server, account, AckPolicyForm, "Acknowledgement",
         lambda a, acct, d: trx_actions.do_set_ack_policy(a, acct, d["ack_policy"], d["ack_timeout"]),
     )  # fmt: skip
 
 
 @require_POST
+@requires(EDIT, "trx.lag_alert", _acct_label)
 def publication_lag_alert(request: HttpRequest, server: str, account: str) -> HttpResponse:
     return _publication_setting(
-        request, server, account, "trx.lag_alert", LagAlertForm, "Lag alert",
+        request, server, account, LagAlertForm, "Lag alert",
         lambda a, acct, d: trx_actions.do_set_lag_alert(a, acct, transactions=d["alert_lag"],
                                                         seconds=d["alert_lag_seconds"]),
     )  # fmt: skip
 
 
 @require_POST
+@requires(OPERATE, "trx.tracer", _acct_label)
 def publication_tracer(request: HttpRequest, server: str, account: str) -> HttpResponse:
     """Post a tracer token now (operate)."""
     acct = _account(server, account)
-    if refused := refuse(request, OPERATE, "trx.tracer", _acct_target(acct)):
-        return refused
 
     def post(actor: Actor) -> str:
         tracer = tracers.do_post_tracer(actor, acct)
@@ -493,44 +505,45 @@ def publication_tracer(request: HttpRequest, server: str, account: str) -> HttpR
 
 
 @require_POST
+@requires(OPERATE, "trx.tracer_schedule", _acct_label)
 def publication_tracer_schedule(request: HttpRequest, server: str, account: str) -> HttpResponse:
     """A tracer token every N minutes (operate: it writes no definition)."""
     return _publication_setting(
-        request, server, account, "trx.tracer_schedule", TracerScheduleForm, "Tracer schedule",
-        lambda a, acct, d: tracers.do_schedule_tracer(a, acct, d["every_minutes"]), perm=OPERATE,
+        request, server, account, TracerScheduleForm, "Tracer schedule",
+        lambda a, acct, d: tracers.do_schedule_tracer(a, acct, d["every_minutes"]),
     )  # fmt: skip
 
 
 @require_POST
+@requires(EDIT, "trx.schema_policy", _acct_label)
 def publication_schema_policy(request: HttpRequest, server: str, account: str) -> HttpResponse:
     return _publication_setting(
-        request, server, account, "trx.schema_policy", SchemaPolicyForm, "Schema change policy",
+        request, server, account, SchemaPolicyForm, "Schema change policy",
         lambda a, acct, d: trx_actions.do_set_schema_policy(a, acct, d["schema_policy"]),
     )  # fmt: skip
 
 
 @require_POST
+@requires(EDIT, "trx.on_conflict", _acct_label)
 def publication_on_conflict(request: HttpRequest, server: str, account: str) -> HttpResponse:
     return _publication_setting(
-        request, server, account, "trx.on_conflict", OnConflictForm, "Answer to conflicts",
+        request, server, account, OnConflictForm, "Answer to conflicts",
         lambda a, acct, d: trx_actions.do_set_on_conflict(a, acct, d["on_conflict"]),
     )  # fmt: skip
 
 
 @require_POST
+@requires(EDIT, "trx.schema_apply", _schema_change_label)
 def schema_change_approve(request: HttpRequest, pk: int) -> HttpResponse:
     change = get_object_or_404(SchemaChange, pk=pk)
-    if refused := refuse(request, EDIT, "trx.schema_apply", str(change)):
-        return refused
     _attempt(request, lambda a: trx_actions.do_approve_schema_change(a, change))
     return redirect(change)
 
 
 @require_POST
+@requires(EDIT, "trx.purger", _acct_label)
 def publication_purger(request: HttpRequest, server: str, account: str) -> HttpResponse:
     acct = _account(server, account)
-    if refused := refuse(request, EDIT, "trx.purger", _acct_target(acct)):
-        return refused
     form = PurgerForm(request.POST)
     if not form.is_valid():
         messages.error(request, f"Purger not saved: {_form_errors(form)}")
@@ -550,6 +563,7 @@ def publication_purger(request: HttpRequest, server: str, account: str) -> HttpR
 
 
 @require_http_methods(["GET", "POST"])
+@requires(OPERATE, "trx.purge", _acct_label)
 def publication_purge(request: HttpRequest, server: str, account: str) -> HttpResponse:
     acct = _account(server, account)
     if request.method == "GET":
@@ -566,8 +580,6 @@ def publication_purge(request: HttpRequest, server: str, account: str) -> HttpRe
             "cancel_url": acct.get_absolute_url(),
             "hidden": {},
         })  # fmt: skip
-    if refused := refuse(request, OPERATE, "trx.purge", _acct_target(acct)):
-        return refused
 
     def purge(actor: Actor) -> str:
         deleted = trx_actions.do_purge(actor, acct)
@@ -577,11 +589,10 @@ def publication_purge(request: HttpRequest, server: str, account: str) -> HttpRe
 
 
 @require_http_methods(["GET", "POST"])
+@requires(EDIT, "trx.unpublish", _acct_label)
 def publication_drop(request: HttpRequest, server: str, account: str) -> HttpResponse:
     acct = _account(server, account)
     if request.method == "POST":
-        if refused := refuse(request, EDIT, "trx.unpublish", _acct_target(acct)):
-            return refused
         if response := _attempt(request, lambda actor: trx_actions.do_unpublish(actor, acct)):
             return response
         return redirect(acct) if ReplAccount.objects.filter(pk=acct.pk).exists() else redirect("publications")
@@ -606,28 +617,27 @@ def publication_drop(request: HttpRequest, server: str, account: str) -> HttpRes
 
 
 @require_http_methods(["GET", "POST"])
+@requires(
+    EDIT,
+    "trx.subscribe",
+    lambda request: (
+        f"{request.POST.get('subscriber', '')} <- {request.POST.get('publisher', '')}/{request.POST.get('account', '')}"
+    ),
+)
 def subscription_create(request: HttpRequest) -> HttpResponse:
     form = SubscribeForm(request.POST or None, initial=request.GET.dict())
-    if request.method == "POST":
-        target = f"{request.POST.get('subscriber', '')} <- {request.POST.get('publisher', '')}/" + request.POST.get(
-            "account", ""
-        )
-        if refused := refuse(request, EDIT, "trx.subscribe", target):
-            return refused
-        if form.is_valid():
-            d = form.cleaned_data
-            actor = Actor.from_request(request)
-            try:
-                trx_actions.do_declare_server(actor, d["subscriber"], d["publisher"].name, d["publisher"].name, None)
-                sub = trx_actions.do_subscribe(actor, d["subscriber"], d["publisher"].name, d["account"])
-            except PermissionDenied as exc:
-                return denied(request, exc)
-            except ACTION_ERRORS as exc:
-                form.add_error(None, str(exc))
-            else:
-                messages.success(request, f"{sub.subscriber} subscribes to {sub.server}/{sub.account}. "
-                                          "Run its initial copy next.")  # fmt: skip
-                return redirect(sub)
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        actor = Actor.from_request(request)
+        try:
+            trx_actions.do_declare_server(actor, d["subscriber"], d["publisher"].name, d["publisher"].name, None)
+            sub = trx_actions.do_subscribe(actor, d["subscriber"], d["publisher"].name, d["account"])
+        except ACTION_ERRORS as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"{sub.subscriber} subscribes to {sub.server}/{sub.account}. "
+                                      "Run its initial copy next.")  # fmt: skip
+            return redirect(sub)
     context = {"form": form, "section": "subscriptions", "accounts": ReplAccount.objects.all()}
     return render(request, "replication_admin/transactional/subscription_form.html", context)
 
@@ -686,17 +696,17 @@ def _back(request: HttpRequest, sub: ReplSubscriber) -> HttpResponse:
 
 
 @require_POST
+@requires(OPERATE, _chosen("valid", "trx.mark_valid", "trx.mark_invalid"), _sub_label)
 def subscription_valid(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
     sub = _subscription(subscriber, server, account)
     if request.POST.get("valid") not in ("0", "1"):
         return HttpResponseBadRequest("valid is 0 or 1")
     valid = request.POST["valid"] == "1"
-    if refused := refuse(request, OPERATE, "trx.mark_valid" if valid else "trx.mark_invalid", sub.label):
-        return refused
     return _attempt(request, lambda actor: trx_actions.do_mark_valid(actor, sub, valid)) or _back(request, sub)
 
 
 @require_http_methods(["GET", "POST"])
+@requires(OPERATE, "job.trx_init", _sub_label)
 def subscription_init(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
     sub = _subscription(subscriber, server, account)
     if request.method == "GET":
@@ -716,8 +726,6 @@ def subscription_init(request: HttpRequest, subscriber: str, server: str, accoun
             "cancel_url": sub.get_absolute_url(),
             "hidden": {"back": request.GET.get("back", "")},
         })  # fmt: skip
-    if refused := refuse(request, OPERATE, "job.trx_init", sub.label):
-        return refused
 
     def start(actor: Actor) -> str:
         job = trx_actions.do_init_copy(actor, sub)
@@ -727,10 +735,9 @@ def subscription_init(request: HttpRequest, subscriber: str, server: str, accoun
 
 
 @require_POST
+@requires(OPERATE, "job.trx_sync", _sub_label)
 def subscription_sync(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
     sub = _subscription(subscriber, server, account)
-    if refused := refuse(request, OPERATE, "job.trx_sync", sub.label):
-        return refused
 
     def start(actor: Actor) -> str:
         job = trx_actions.do_sync(actor, sub)
@@ -740,13 +747,12 @@ def subscription_sync(request: HttpRequest, subscriber: str, server: str, accoun
 
 
 @require_POST
+@requires(OPERATE, _chosen("follow", "trx.follow", "trx.disconnect"), _sub_label)
 def subscription_follow(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
     sub = _subscription(subscriber, server, account)
     if request.POST.get("follow") not in ("0", "1"):
         return HttpResponseBadRequest("follow is 0 or 1")
     follow = request.POST["follow"] == "1"
-    if refused := refuse(request, OPERATE, "trx.follow" if follow else "trx.disconnect", sub.label):
-        return refused
 
     def change(actor: Actor) -> str:
         trx_actions.do_follow(actor, sub, follow)
@@ -759,10 +765,9 @@ def subscription_follow(request: HttpRequest, subscriber: str, server: str, acco
 
 
 @require_POST
+@requires(OPERATE, "trx.schedule", _sub_label)
 def subscription_schedule(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
     sub = _subscription(subscriber, server, account)
-    if refused := refuse(request, OPERATE, "trx.schedule", sub.label):
-        return refused
     form = SubScheduleForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The interval is a whole number of minutes, 0 to 525600 (0 removes the schedule).")
@@ -772,11 +777,10 @@ def subscription_schedule(request: HttpRequest, subscriber: str, server: str, ac
 
 
 @require_http_methods(["GET", "POST"])
+@requires(EDIT, "trx.unsubscribe", _sub_label)
 def subscription_drop(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
     sub = _subscription(subscriber, server, account)
     if request.method == "POST":
-        if refused := refuse(request, EDIT, "trx.unsubscribe", sub.label):
-            return refused
         if response := _attempt(request, lambda actor: trx_actions.do_unsubscribe(actor, sub)):
             return response
         return redirect(sub) if ReplSubscriber.objects.filter(pk=sub.pk).exists() else redirect("subscriptions")
@@ -795,12 +799,11 @@ def subscription_drop(request: HttpRequest, subscriber: str, server: str, accoun
 
 
 @require_http_methods(["GET", "POST"])
+@requires(EDIT, "trx.skip_transaction", _sub_label)
 def subscription_skip(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
     """Skip the transaction the subscription is halted at (a person's decision, confirmed first)."""
     sub = _subscription(subscriber, server, account)
     if request.method == "POST":
-        if refused := refuse(request, EDIT, "trx.skip_transaction", sub.label):
-            return refused
         skip = trx_actions.do_skip_halted_transaction
         return _attempt(request, lambda actor: skip(sub, actor=actor)) or _back(request, sub)
     if sub.halt_count is None:
@@ -823,6 +826,7 @@ def subscription_skip(request: HttpRequest, subscriber: str, server: str, accoun
 
 
 @require_http_methods(["GET", "POST"])
+@requires(OPERATE, "trx.repair_keys", _sub_label)
 def subscription_repair(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
     """Repair these keys: of one gap (`gap`) or of all the subscription's unrepaired gaps (confirmed first)."""
     sub = _subscription(subscriber, server, account)
@@ -831,8 +835,6 @@ def subscription_repair(request: HttpRequest, subscriber: str, server: str, acco
         return HttpResponseBadRequest("gap is a gap's id")
     chosen = int(gap) if gap is not None else None
     if request.method == "POST":
-        if refused := refuse(request, OPERATE, "trx.repair_keys", sub.label):
-            return refused
         repair = trx_actions.do_repair_gaps
         return _attempt(request, lambda actor: repair(sub, actor=actor, gap=chosen)) or _back(request, sub)
     open_gaps = SkippedTransaction.objects.filter(server=sub.server, account=sub.account, subscriber=sub.subscriber,

@@ -16,6 +16,7 @@ from replication_admin.conflicts import actions as resolver_actions
 from replication_admin.core import connections, crypto
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.introspection import lookup_table
+from replication_admin.core.permissions import EDIT, OPERATE
 from replication_admin.engine import dialects
 from replication_admin.engine import statements as st
 from replication_admin.engine.queries import QueryError, check_column_list, check_condition
@@ -34,9 +35,6 @@ from replication_admin.servers.actions import ServerData, do_register_server, re
 from replication_admin.snapshots import actions as snapshot_actions
 from replication_admin.snapshots.selectors import snapshot_name
 from replication_admin.statements import execute
-
-EDIT = "replication_admin.edit"
-OPERATE = "replication_admin.operate"
 
 # (key, label, one-line explanation): the order is the one the mode step shows.
 MODES = [

@@ -15,6 +15,7 @@ from replication_admin.core import connections
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import lookup_table, source_tables
+from replication_admin.core.permissions import EDIT
 from replication_admin.core.web import denied, is_htmx, requires
 from replication_admin.models import JobRun, ReplSubscriber, Server, Snapshot, SnapshotPublication
 from replication_admin.snapshots.selectors import snapshot_name
@@ -46,7 +47,6 @@ from replication_admin.wizard.plan import (
 
 PLAN_KEY = "setup_wizard"
 RESULT_KEY = "setup_wizard_result"
-EDIT = "replication_admin.edit"
 WIZARD_METHODS = ("GET", "POST")  # nothing of the wizard is shown to a user who may not set up replication
 # What a step may fail with besides PlanError: servers that went away, tables that can't be read.
 STEP_ERRORS = (PlanError, connections.ConnectionFailed, connections.TableNotFound, ReplicationError)

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from replication_admin.console.actions import do_compare_snapshot
+from replication_admin.compare.actions import do_compare_snapshot
 from replication_admin.core.audit import Actor
 from replication_admin.models import JobRun, Snapshot
 from replication_admin.snapshots.actions import do_refresh_snapshot

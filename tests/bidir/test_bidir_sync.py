@@ -13,9 +13,9 @@ import pytest
 from jobs import jdbc
 from replication_admin.bidir import sync as bidir_sync
 from replication_admin.bidir.actions import do_schedule_publication, publication_for
+from replication_admin.compare.actions import do_start_compare
 from replication_admin.conflicts.actions import do_add_resolver, do_start_dry_run
 from replication_admin.conflicts.chains import table_columns
-from replication_admin.console.actions import do_start_compare
 from replication_admin.core.audit import Actor
 from replication_admin.core.connections import list_tables
 from replication_admin.engine import dialects

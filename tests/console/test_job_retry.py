@@ -8,7 +8,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from replication_admin.console.actions import do_start_compare
+from replication_admin.compare.actions import do_start_compare
 from replication_admin.core.audit import Actor
 from replication_admin.core.jobs import RUNNERS, job_subject
 from replication_admin.engine.types import LogicalType

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from replication_admin.console.actions import do_start_compare
+from replication_admin.compare.actions import do_start_compare
 from replication_admin.core import reaper
 from replication_admin.core.audit import Actor
 from replication_admin.core.jobs import RUNNERS, do_cancel_job, do_start_job

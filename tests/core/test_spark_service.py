@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from jobs.service import fair_pools, job_pool
 from jobs.session import connect
-from replication_admin.console.actions import do_compare_snapshot
+from replication_admin.compare.actions import do_compare_snapshot
 from replication_admin.core.audit import Actor
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.reaper import take_back

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from replication_admin.console.actions import do_compare_snapshot
+from replication_admin.compare.actions import do_compare_snapshot
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor
 from replication_admin.engine import dialects

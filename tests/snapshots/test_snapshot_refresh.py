@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from jobs import jdbc
 from jobs.jdbc import read_query
-from replication_admin.console.actions import do_compare_snapshot
+from replication_admin.compare.actions import do_compare_snapshot
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor
 from replication_admin.engine import dialects

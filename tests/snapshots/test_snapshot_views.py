@@ -129,7 +129,7 @@ def test_the_statement_console_reports_parse_errors_with_their_position(editor_c
     assert not SnapshotLog.objects.exists()  # nothing ran
 
 
-def test_the_statement_console_runs_statements_in_order_and_links_jobs(editor_client, servers, jobs_sync, spark):
+def test_the_statement_compare_runs_statements_in_order_and_links_jobs(editor_client, servers, jobs_sync, spark):
     text = "create snapshot log for orders; create nonincremental snapshot wh.big as 'select id, total from orders where id > 9'"
     body = editor_client.post(
         reverse("statements"), {"server": "shop", "text": text}, HTTP_HX_REQUEST="true"

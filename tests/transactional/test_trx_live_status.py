@@ -11,7 +11,7 @@ import pytest
 from django.core.cache import cache
 from django.urls import reverse
 
-from replication_admin.console.health import check_health
+from replication_admin.health.checks import check_health
 from replication_admin.models import Alert, ReplSubscriber, Server
 from tests.transactional.test_trx_replication import run, sql
 

@@ -13,9 +13,9 @@ from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
 
-from replication_admin.console.health import check_lag
 from replication_admin.console.status_api import trx_rows
 from replication_admin.core import connections
+from replication_admin.health.checks import check_lag
 from replication_admin.models import Alert, AuditEntry, ReplAccount, Server
 from replication_admin.tasks import scheduler_loop
 from replication_admin.transactional import capture as trx_capture

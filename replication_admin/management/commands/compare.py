@@ -5,7 +5,8 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 from django.test.utils import override_settings
 
-from replication_admin.console.actions import do_start_compare
+from replication_admin.compare.actions import do_start_compare
+from replication_admin.compare.selectors import compare_result
 from replication_admin.core.audit import Actor
 from replication_admin.models import JobRun, Server
 
@@ -39,8 +40,9 @@ class Command(BaseCommand):
             return
         if job.state != JobRun.State.SUCCEEDED:
             raise CommandError(f"job #{job.pk} {job.state}: {job.error}")
-        r = job.result
-        assert r is not None  # a succeeded compare stores its result
-        self.stdout.write(json.dumps({k: v for k, v in r.items() if k != "rows"}, indent=2))
-        if not r["equal"]:
-            self.stdout.write(json.dumps(r["rows"], indent=2, ensure_ascii=False))
+        result = compare_result(job)
+        assert result is not None  # a succeeded compare stores its result
+        stored = result.as_json()
+        self.stdout.write(json.dumps({k: v for k, v in stored.items() if k != "rows"}, indent=2))
+        if not result.equal:
+            self.stdout.write(json.dumps(stored["rows"], indent=2, ensure_ascii=False))

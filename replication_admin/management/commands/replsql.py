@@ -9,11 +9,10 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from replication_admin.core.audit import Actor, record
+from replication_admin.core.permissions import OPERATE
 from replication_admin.engine.statements import StatementError
 from replication_admin.models import AuditEntry, Server
 from replication_admin.statements import execute
-
-OPERATE = "replication_admin.operate"
 
 
 def format_table(rows: list[list[str]], headers: list[str]) -> str:

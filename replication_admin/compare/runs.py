@@ -1,5 +1,5 @@
-"""The console's jobs: compare two tables (or a snapshot's destination with its source query) by content, and
-repair chosen keys of a compare."""
+"""The compare feature's jobs: compare two tables (or a snapshot's destination with its source query) by content,
+and repair chosen keys of a compare; each with its frozen parameters and result."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 from django.urls import reverse
 
 from jobs import compare
-from replication_admin.console.key_repair import ChosenKey, RepairRefused, repair_keys
+from replication_admin.compare.key_repair import ChosenKey, RepairKeysResult, RepairRefused, repair_keys
 from replication_admin.core import connections, spark_sizing
-from replication_admin.core.jobs import JobError, JobParams, JobRunner, Subject, register
+from replication_admin.core.jobs import JobError, JobParams, JobResult, JobRunner, Subject, register
 from replication_admin.core.spark import spark_session
 from replication_admin.engine import dialects
 from replication_admin.engine.compare import ComparePlan, ComparePlanError, plan_compare
@@ -26,6 +26,41 @@ class CompareParams(JobParams):
     left_server: str | None = None
     left_table: str | None = None
     snapshot: str | None = None  # compare the snapshot's source query (on left_server) with its destination
+
+
+@dataclass(frozen=True)
+class DifferingRow(JobResult):
+    """One key listed among a compare's differences: how it differs, its key (canonical text by key column), each
+    side's key as that side stores it (None where it has no row), the columns shown and each side's values of them
+    (a value cut at the listing limit is {"text", "length"})."""
+
+    kind: str = ""  # different, missing_in_right, missing_in_left
+    key: dict[str, Any] = field(default_factory=dict)
+    left_key: list[Any] | None = None
+    right_key: list[Any] | None = None
+    columns: list[str] = field(default_factory=list)
+    left: dict[str, Any] | None = None
+    right: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class CompareResult(JobResult):
+    """A compare's counts, the differing keys it lists (the first `rows` of `rows_total`) and the columns compared."""
+
+    left_count: int = 0
+    right_count: int = 0
+    missing_in_right: int = 0
+    missing_in_left: int = 0
+    different: int = 0
+    duplicate_keys_right: int = 0
+    rows: list[DifferingRow] = field(default_factory=list)
+    rows_total: int = 0
+    equal: bool = False
+    key_columns: list[str] = field(default_factory=list)
+    compared_columns: list[str] = field(default_factory=list)
+    only_left_columns: list[str] = field(default_factory=list)
+    only_right_columns: list[str] = field(default_factory=list)
+    families: dict[str, str] = field(default_factory=dict)  # how each listed column's values are written
 
 
 def _server(name: str | None) -> Server:
@@ -59,6 +94,7 @@ class Compare(JobRunner[CompareParams]):
     kind = "compare"
     label = "Compare tables"
     params_type = CompareParams
+    result_type = CompareResult
 
     @classmethod
     def subject(cls, params: dict[str, Any]) -> Subject | None:
@@ -67,7 +103,7 @@ class Compare(JobRunner[CompareParams]):
         server, table = params["right_server"], params["right_table"]
         return Subject(f"table {server}.{table}", reverse("servers-table", args=[server, table]))
 
-    def run(self) -> dict:
+    def run(self) -> CompareResult:
         params, reporter = self.params, self.reporter
         with reporter.phase("introspect"):
             left, right, plan = compared_pair(params)
@@ -77,7 +113,7 @@ class Compare(JobRunner[CompareParams]):
         with reporter.phase("spark_session"):
             spark = spark_session()
         with reporter.phase("spark_job"):
-            return compare.run(
+            counted = compare.run(
                 spark,
                 plan,
                 left_endpoint,
@@ -85,6 +121,7 @@ class Compare(JobRunner[CompareParams]):
                 progress=reporter.progress,
                 parallelism=spark_sizing.parallelism(),
             )
+        return CompareResult.from_json(counted)  # the Spark job's pure dict, typed at the job's edge
 
 
 @dataclass(frozen=True)
@@ -101,12 +138,13 @@ class RepairKeys(JobRunner[RepairKeysParams]):
     kind = "compare_repair"
     label = "Repair chosen keys"
     params_type = RepairKeysParams
+    result_type = RepairKeysResult
 
     @classmethod
     def subject(cls, params: dict[str, Any]) -> Subject | None:
         return Compare.subject(params)  # the destination the keys are written to
 
-    def run(self) -> dict:
+    def run(self) -> RepairKeysResult:
         params, reporter = self.params, self.reporter
         with reporter.phase("introspect"):
             left, right, plan = compared_pair(params)

@@ -20,10 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
 from django.utils import timezone
-from django.views.decorators.http import require_GET
 
 from replication_admin.core import heartbeats
 from replication_admin.core.heartbeats import Kind
@@ -193,7 +190,7 @@ def catalog_row(answered: float) -> dict:
     return _row("catalog", f"catalog ({vendor})", OK, f"answers in {answered * 1000:.0f} ms")
 
 
-def _components(now: datetime | None = None) -> tuple[list[dict], list[str]]:
+def components(now: datetime | None = None) -> tuple[list[dict], list[str]]:
     """Every component (the worker hosts, followers and scheduler, the Spark service and the catalog), and the
     in-sync subscriptions no live follower serves."""
     processes, uncovered, answered = process_rows(now)
@@ -201,19 +198,4 @@ def _components(now: datetime | None = None) -> tuple[list[dict], list[str]]:
 
 
 def component_rows(now: datetime | None = None) -> list[dict]:
-    return _components(now)[0]
-
-
-@require_GET
-def health_page(request: HttpRequest) -> HttpResponse:
-    components, uncovered = _components(timezone.now())
-    for c in components:
-        c["badge"] = BADGES[c["state"]]
-    context = {
-        "components": components,
-        "uncovered": uncovered,
-        "down": sum(c["state"] == DOWN for c in components),
-        "stale_seconds": heartbeats.stale_seconds(Kind.WORKER),
-        "scheduler_stale_seconds": heartbeats.stale_seconds(Kind.SCHEDULER),
-    }
-    return render(request, "replication_admin/console/health.html", context)
+    return components(now)[0]

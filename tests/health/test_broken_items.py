@@ -8,7 +8,7 @@ import pytest
 from django.core.cache import cache
 from django.urls import reverse
 
-from replication_admin.console.state_alerts import check_items
+from replication_admin.health.state_alerts import check_items
 from replication_admin.models import Alert, JobRun, Snapshot
 from tests.console.test_same_state_words import BADGE
 from tests.snapshots.test_snapshot_refresh import run as run_snapshot

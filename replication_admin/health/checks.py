@@ -1,5 +1,5 @@
-"""The periodic health check (a django-q2 schedule, every 2 minutes, created by migration 0011_status): every
-registered server is tested with a short timeout (its last_check_* and its server_unreachable alert follow the
+"""The periodic health check (a django-q2 schedule, every 2 minutes: migrations 0012_status and 0029_health_checks):
+every registered server is tested with a short timeout (its last_check_* and its server_unreachable alert follow the
 outcome), and open alerts whose cause has cleared are resolved: a failed scheduled event that has completed since,
 a job that failed while a later job of the same kind and target succeeded, a lag alert whose subscriber is back
 under its publication's limits (live lag).

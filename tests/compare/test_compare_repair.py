@@ -10,8 +10,8 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from replication_admin.console.actions import do_compare_again, do_compare_snapshot, do_repair_keys, do_start_compare
-from replication_admin.console.key_repair import RepairRefused
+from replication_admin.compare.actions import do_compare_again, do_compare_snapshot, do_repair_keys, do_start_compare
+from replication_admin.compare.key_repair import RepairRefused
 from replication_admin.core.audit import Actor
 from replication_admin.engine import dialects, transactional_sql
 from replication_admin.engine.types import LogicalType

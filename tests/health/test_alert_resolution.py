@@ -15,10 +15,10 @@ from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
 
-from replication_admin.console.health import check_health, resolve_cleared_alerts
 from replication_admin.core import jobs
 from replication_admin.core.alerts import raise_alert
 from replication_admin.core.audit import Actor
+from replication_admin.health.checks import check_health, resolve_cleared_alerts
 from replication_admin.models import Alert, JobRun, ReplAccount, ReplSubscriber, ScheduledEvent
 from replication_admin.tasks import run_event, run_job
 from replication_admin.transactional import actions as trx_actions

@@ -19,6 +19,7 @@ from typing import Any
 
 from replication_admin.core import connections
 from replication_admin.core.errors import ReplicationError
+from replication_admin.core.jobs import JobResult
 from replication_admin.core.locks import item_lock
 from replication_admin.core.transactions import with_retries
 from replication_admin.engine import key_repair as sql
@@ -73,6 +74,18 @@ def destination_of(server: Server, table: str) -> Destination:
     return Destination("a table no replication writes: a plain copy")
 
 
+@dataclass(frozen=True)
+class RepairKeysResult(JobResult):
+    """A repair of chosen keys: how many keys, what the destination is, and the rows written in its transaction."""
+
+    mode: str = "repair_keys"
+    keys: int = 0
+    destination: str = ""
+    updated: int = 0
+    inserted: int = 0
+    deleted: int = 0
+
+
 @contextlib.contextmanager
 def _held(destination: Destination, job: JobRun) -> Iterator[None]:
     if destination.lock is None:
@@ -92,7 +105,7 @@ class ChosenKey:
 
 def repair_keys(
     job: JobRun, reporter: Any, plan: ComparePlan, source: Server, dest: Server, keys: list[ChosenKey]
-) -> dict[str, Any]:
+) -> RepairKeysResult:
     """Make the destination's row of each key the source's current row, in one destination transaction: update or
     insert it, or delete it when the source no longer has the key."""
     destination = destination_of(dest, plan.right.table.name)
@@ -114,7 +127,7 @@ def repair_keys(
         update, insert, delete = sql.update_sql(plan.right), sql.insert_sql(plan.right), sql.delete_sql(plan.right)
         count = sql.count_sql(plan.right)
 
-        def work(cursor: Any) -> dict[str, int]:
+        def work(cursor: Any) -> RepairKeysResult:
             done = {"updated": 0, "inserted": 0, "deleted": 0}
             if destination.nolog:
                 for statement in transactional_sql.replay_context_sql(d, True, None, schema):
@@ -138,8 +151,11 @@ def repair_keys(
             if destination.nolog:
                 for statement in transactional_sql.reset_context_sql(d, schema):
                     cursor.execute(statement)
-            return done
+            return RepairKeysResult(
+                keys=len(keys), destination=destination.description, updated=done["updated"],
+                inserted=done["inserted"], deleted=done["deleted"],
+            )  # fmt: skip
 
         done = with_retries(dest, work)
-    reporter.progress(2, 2, "{updated} updated, {inserted} inserted, {deleted} deleted".format(**done))
-    return {"mode": "repair_keys", "keys": len(keys), "destination": destination.description, **done}
+    reporter.progress(2, 2, f"{done.updated} updated, {done.inserted} inserted, {done.deleted} deleted")
+    return done

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from replication_admin.console.actions import do_start_compare
+from replication_admin.compare.actions import do_start_compare
 from replication_admin.core.audit import Actor
 from replication_admin.engine import dialects
 from replication_admin.engine.types import LogicalType

@@ -1,0 +1,85 @@
+"""Compare actions: start a compare of two tables or of a snapshot's destination with its source query, compare
+again, and repair the keys chosen among a compare's listed differences (audited, a refusal too)."""
+
+from __future__ import annotations
+
+from replication_admin.compare.key_repair import RepairRefused, destination_of
+from replication_admin.compare.runs import Compare, CompareParams, RepairKeys, RepairKeysParams
+from replication_admin.compare.selectors import compared_rows
+from replication_admin.core.audit import Actor, record, require
+from replication_admin.core.jobs import do_start_job
+from replication_admin.core.permissions import OPERATE
+from replication_admin.engine.statements import quote_name
+from replication_admin.models import AuditEntry, JobRun, Server, Snapshot
+
+
+def table_label(server: str, table: str) -> str:
+    """server.table as statements write it (the table quoted when its name needs it): demo."Order Lines"."""
+    return f"{server}.{quote_name(table)}"
+
+
+def snapshot_source_label(snapshot: Snapshot) -> str:
+    if snapshot.source_table:
+        return table_label(snapshot.source_server_id or "", snapshot.source_table)
+    return f"{snapshot.source_server_id} (query of {snapshot.name})"
+
+
+def do_start_compare(actor: Actor, left: Server, left_table: str, right: Server, right_table: str) -> JobRun:
+    target = f"{table_label(left.name, left_table)} ↔ {table_label(right.name, right_table)}"
+    params = CompareParams(
+        left_server=left.name, left_table=left_table, right_server=right.name, right_table=right_table
+    )
+    return do_start_job(actor, Compare, target, params)
+
+
+def do_compare_snapshot(actor: Actor, snapshot: Snapshot, sync: bool | None = None) -> JobRun:
+    """Compare a snapshot's destination with its source query."""
+    params = CompareParams(
+        snapshot=snapshot.name,
+        left_server=snapshot.source_server_id,
+        right_server=snapshot.dest_server_id,
+        right_table=snapshot.dest_table,
+    )
+    target = f"{snapshot_source_label(snapshot)} ↔ {table_label(snapshot.dest_server_id, snapshot.dest_table)}"
+    return do_start_job(actor, Compare, target, params, sync=sync)
+
+
+def _compare_params(job: JobRun) -> CompareParams:
+    return CompareParams.from_json(job.params)
+
+
+def do_compare_again(actor: Actor, job: JobRun, sync: bool | None = None) -> JobRun:
+    """The same compare (the same tables, or the same snapshot) as a new job: after a repair, the keys repaired are
+    gone from its differences."""
+    require(actor, OPERATE, f"job.{Compare.kind}", job.target)
+    params = _compare_params(job)  # a repair's parameters hold its compare's
+    compared = job
+    if job.kind == RepairKeys.kind:
+        compared = JobRun.objects.filter(pk=RepairKeysParams.from_json(job.params).compare_job).first() or job
+    return do_start_job(actor, Compare, compared.target, params, sync=sync)
+
+
+def do_repair_keys(actor: Actor, job: JobRun, chosen: list[int], sync: bool | None = None) -> JobRun:
+    """Repair the keys of a compare's listed rows at the positions `chosen`: the destination's row of each becomes
+    the source's current row (inserted or updated), or is deleted when the source has no such key. One destination
+    transaction, run as a job; audited with the keys, a refusal too. ValueError when a chosen row is not listed."""
+    require(actor, OPERATE, f"job.{RepairKeys.kind}", f"repair keys: {job.target}")
+    rows = compared_rows(job, chosen)
+    keys = [list(row.key.values()) for row in rows]
+    target = f"repair {len(keys)} key(s): {job.target}"
+    params = _compare_params(job)
+    right = Server.objects.filter(name=params.right_server).first()
+    try:
+        if right is None:
+            raise RepairRefused(f"server {params.right_server!r} is not registered")
+        destination_of(right, params.right_table)
+    except RepairRefused as exc:
+        detail = {"error": str(exc), "compare_job": job.pk, "keys": keys}
+        record(actor, f"job.{RepairKeys.kind}", target, AuditEntry.Outcome.ERROR, detail)
+        raise
+    # Each side's row is found by the key as that side stored it (None where it had no row).
+    repair = RepairKeysParams(
+        **params.as_json(), compare_job=job.pk, keys=keys, left_keys=[row.left_key for row in rows],
+        right_keys=[row.right_key for row in rows],
+    )  # fmt: skip
+    return do_start_job(actor, RepairKeys, target, repair, sync=sync)

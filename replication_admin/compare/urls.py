@@ -1,0 +1,14 @@
+"""URLs of compares: start one, the tables of a server, a snapshot's compare, and on a finished compare the repair
+of chosen keys and compare again."""
+
+from django.urls import path
+
+from replication_admin.compare import views
+
+urlpatterns = [
+    path("snapshots/<path:name>/compare/", views.snapshot_compare, name="snapshots-compare"),
+    path("jobs/compare/", views.compare_start, name="jobs-compare"),
+    path("jobs/compare/tables/", views.table_options, name="jobs-compare-tables"),
+    path("jobs/<int:pk>/repair/", views.compare_repair, name="jobs-compare-repair"),
+    path("jobs/<int:pk>/compare-again/", views.compare_again, name="jobs-compare-again"),
+]
