@@ -4,7 +4,7 @@ what pages may offer (`may`), and the sorting, text filter and pagination every 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from functools import wraps
@@ -45,13 +45,15 @@ def is_htmx(request: HttpRequest) -> bool:
     return htmx is not None and bool(htmx) and not htmx.history_restore_request
 
 
-def render_page_or_partial(request: HttpRequest, template: str, partial: str, context: dict) -> HttpResponse:
+def render_page_or_partial(request: HttpRequest, template: str, partial: str, context: dict[str, Any]) -> HttpResponse:
     """The whole page for a normal request, only `template#partial` for an htmx refresh."""
     name = f"{template}#{partial}" if is_htmx(request) else template
     return render(request, name, context)
 
 
-def paginate(request: HttpRequest, queryset, per_page: int = PAGE_SIZE, param: str = "page") -> Page:
+def paginate(
+    request: HttpRequest, queryset: QuerySet[Any] | Sequence[Any], per_page: int = PAGE_SIZE, param: str = "page"
+) -> Page[Any]:
     return Paginator(queryset, per_page).get_page(request.GET.get(param))
 
 
@@ -61,11 +63,11 @@ def _flip(field: str) -> str:
 
 def sort_queryset(
     request: HttpRequest,
-    queryset: QuerySet,
+    queryset: QuerySet[Any],
     allowed: Mapping[str, SortFields],
     default: str,
     param: str = "sort",
-) -> tuple[QuerySet, str]:
+) -> tuple[QuerySet[Any], str]:
     """`queryset` ordered by `?sort=key` (ascending) or `?sort=-key` (descending), and the sort applied.
 
     `allowed` maps each public key to its field(s); a key it lacks falls back to `default`. The request only picks
@@ -89,8 +91,8 @@ def _nulls_lowest(field: str) -> OrderBy:
 
 
 def text_filter(
-    request: HttpRequest, queryset: QuerySet, fields: Iterable[str], param: str = "q"
-) -> tuple[QuerySet, str]:
+    request: HttpRequest, queryset: QuerySet[Any], fields: Iterable[str], param: str = "q"
+) -> tuple[QuerySet[Any], str]:
     """The rows where any of `fields` contains `?q=` (case-insensitive), and the text searched for."""
     text = request.GET.get(param, "").strip()[:MAX_QUERY_LENGTH]
     if not text:
@@ -107,7 +109,7 @@ class Listing:
     A page with two tables gives the second a prefix (`trx_sort`, `trx_q`, `trx_page`), so each sorts, filters
     and pages on its own while the links keep the other's state."""
 
-    page: Page
+    page: Page[Any]
     sort: str
     q: str
     prefix: str = ""
@@ -127,7 +129,7 @@ class Listing:
 
 def listing(
     request: HttpRequest,
-    queryset: QuerySet,
+    queryset: QuerySet[Any],
     *,
     sorts: Mapping[str, SortFields],
     default: str,
@@ -211,7 +213,7 @@ def _day_of(field: str, ends: list[tuple[date, datetime]]) -> Case | Value:
     return Case(before, default=_day_of(field, ends[half:]), output_field=DateField())
 
 
-def per_day_counts(queryset: QuerySet, field: str, by: str) -> list[tuple[date, Any, int]]:
+def per_day_counts(queryset: QuerySet[Any], field: str, by: str) -> list[tuple[date, Any, int]]:
     """(local day, value of `by`, rows) for the rows of `queryset`, by day in the console's time zone then `by`.
 
     The day of each row is found by comparing `field` with the midnights of the days spanned, in SQL: TruncDate
@@ -249,7 +251,7 @@ def local_stamp(at: datetime) -> str:
     return timezone.localtime(at).strftime(STAMP)
 
 
-def _day_axis(first: date, last: date) -> dict:
+def _day_axis(first: date, last: date) -> dict[str, Any]:
     """A date axis of whole days from `first` to `last`, each bar centred on its day (plotly otherwise zooms a
     single day down to milliseconds)."""
     axis: dict[str, Any] = {
@@ -277,7 +279,7 @@ def fitted_days(days: list[date], first: date | None, last: date | None) -> tupl
     return (max(start, first) if first else start), last
 
 
-def stacked_bars(traces: list[dict], first: date | None = None, last: date | None = None) -> dict:
+def stacked_bars(traces: list[dict[str, Any]], first: date | None = None, last: date | None = None) -> dict[str, Any]:
     """A plotly figure of stacked bars per day (the job outcome and conflict charts) in the window from `first` to
     `last`, its axis fitted to the days with bars (fitted_days). Its legend always shows, even for one trace: it
     says what the bars count."""
@@ -316,11 +318,13 @@ def _line_range(stamps: list[str], since: datetime | None, until: datetime | Non
     return [start.strftime(STAMP), end.strftime(STAMP)]
 
 
-def line_chart(traces: list[dict], y_title: str, since: datetime | None = None, until: datetime | None = None) -> dict:
+def line_chart(
+    traces: list[dict[str, Any]], y_title: str, since: datetime | None = None, until: datetime | None = None
+) -> dict[str, Any]:
     """A plotly figure of lines over time (levels, lag, refresh durations). Its x axis starts at the first point (a
     window from `since` to `until` squashes points that start late against the right edge) and ends at `until`,
     or at the last point when no window is given (_line_range)."""
-    xaxis: dict = {"type": "date"}
+    xaxis: dict[str, Any] = {"type": "date"}
     shown = _line_range([x for trace in traces for x in trace["x"]], since, until)
     if shown:
         xaxis["range"] = shown
@@ -372,7 +376,7 @@ def chart_table(figure: Mapping[str, Any], x_title: str = "Time") -> ChartTable:
 class Chart:
     """A figure as a page draws it (`json`, for plotly) and reads it (`table`, the table view)."""
 
-    figure: dict
+    figure: dict[str, Any]
     x_title: str = "Time"
 
     @property

@@ -6,10 +6,12 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
+from replication_admin.core.jobs import result_of
 from replication_admin.core.statement_handlers import Caller, Outcome, handles
 from replication_admin.engine import statements as st
 from replication_admin.models import JobRun, Snapshot
 from replication_admin.snapshots import actions as snap
+from replication_admin.snapshots.runs import FullRefresh, IncrementalRefresh, RefreshResult
 
 
 def query_server(query: str) -> str | None:
@@ -24,12 +26,12 @@ def query_server(query: str) -> str | None:
 
 def _refresh_outcome(job: JobRun) -> Outcome:
     if job.state == JobRun.State.SUCCEEDED:
-        result = job.result or {}
-        if result.get("mode") == "incremental":
-            message = f"applied {result['changes']} change(s) incrementally"
+        result = result_of(job, RefreshResult)
+        if isinstance(result, IncrementalRefresh):
+            message = f"applied {result.changes} change(s) incrementally"
         else:
-            message = f"copied {result.get('rows', 0)} row(s)"
-        return Outcome(True, message, job.pk, result)
+            message = f"copied {result.rows if isinstance(result, FullRefresh) else 0} row(s)"
+        return Outcome(True, message, job.pk, job.result or {})
     if job.state == JobRun.State.SKIPPED:  # a scheduled run while another job applied the item
         return Outcome(True, f"refresh {job.message}", job.pk)
     if job.state in JobRun.FINISHED:
