@@ -22,6 +22,7 @@ from replication_admin.core.locks import item_lock
 from replication_admin.core.spark import endpoint, spark_session
 from replication_admin.core.times import aware
 from replication_admin.core.transactions import (
+    is_retryable,
     run_each,
     run_in_transaction,
     scalar,
@@ -116,20 +117,29 @@ def _stage_init_copy(subscription, pub: Side, sub: Side, staging: str, per_commi
     with reporter.phase("spark_copy"):
         rows = spark_bidir.stage_copy(spark, plan, progress=reporter.spark_progress(0, 1, 2))
     # The subscriber's copy starts from the publisher's rows: its own pending changes are discarded.
-    _empty_copy(sub)
+    _empty_copy(sub, reporter)
     SnapshotSubscription.objects.filter(pk=subscription.pk).update(init_state="copying", init_rows_total=rows)
     subscription.init_bookmark = -1
     return rows
 
 
-def _empty_copy(sub: Side) -> None:
+def _empty_copy(sub: Side, reporter) -> None:
     """Empty the subscriber's copy and its log together, without a log row per deleted row (TRUNCATE, or
     a DELETE with the capture triggers set aside in the same transaction); by DELETE when other tables'
-    foreign keys reference the copy."""
+    foreign keys reference the copy, or when the server refuses the first way (a missing privilege)."""
     incoming = sub.d.incoming_keys_sql(sub.table.name, sub.table.schema)
-    if incoming is not None and int(scalar(sub.server, *incoming) or 0):
-        run_in_transaction(sub.server, list(sql.init_delete_sql(sub.d, sub.table)))
-        return
+    if incoming is None or not int(scalar(sub.server, *incoming) or 0):
+        try:
+            _truncate_copy(sub)
+            return
+        except pyodbc.Error as exc:
+            if is_retryable(exc):
+                raise
+            reporter.log(f"emptying {sub.table.name} at once was refused ({connections.driver_message(exc)}): deleting")
+    run_in_transaction(sub.server, list(sql.init_delete_sql(sub.d, sub.table)))
+
+
+def _truncate_copy(sub: Side) -> None:
     plan = sql.init_empty_sql(sub.d, sub.table, sub.server.name)
 
     def work(cursor) -> None:
