@@ -1,5 +1,7 @@
 """REPL_INIT_SNAPSHOT: the publisher's rows staged on the subscriber by Spark and committed in chunks of the
-given rows per commit, with a bookmark, so a killed copy resumes where it stopped."""
+given rows per commit, with a bookmark, so a killed copy resumes where it stopped. Before the first chunk the
+subscriber's copy and its log are emptied at once (a re-copy discards the rows and the pending changes it
+replaces, and its capture triggers log none of the deleted rows)."""
 
 from __future__ import annotations
 
