@@ -1,12 +1,17 @@
 """REPL_INIT_SNAPSHOT: the publisher's rows staged on the subscriber by Spark and committed in chunks of the
-given rows per commit, with a bookmark, so a killed copy resumes where it stopped."""
+given rows per commit, with a bookmark, so a killed copy resumes where it stopped. Before the first chunk the
+subscriber's copy and its log are emptied at once (a re-copy discards the rows and the pending changes it
+replaces, and its capture triggers log none of the deleted rows)."""
 
 from __future__ import annotations
 
+import contextlib
+
+import pyodbc
 from django.utils import timezone
 
 from jobs import bidir_sync as spark_bidir
-from replication_admin.bidir.apply import Side, _fetch, run_apply
+from replication_admin.bidir.apply import Side, _fetch
 from replication_admin.bidir.objects import (
     lock_name,
     publisher_table,
@@ -19,10 +24,13 @@ from replication_admin.core.locks import item_lock
 from replication_admin.core.spark import endpoint, spark_session
 from replication_admin.core.times import aware
 from replication_admin.core.transactions import (
+    is_retryable,
     run_each,
+    run_in_transaction,
+    scalar,
+    with_retries,
 )
 from replication_admin.engine import bidir_sql as sql
-from replication_admin.engine.snapshot_log import rlog_name
 from replication_admin.models import (
     JobRun,
     Server,
@@ -111,21 +119,44 @@ def _stage_init_copy(subscription, pub: Side, sub: Side, staging: str, per_commi
     with reporter.phase("spark_copy"):
         rows = spark_bidir.stage_copy(spark, plan, progress=reporter.spark_progress(0, 1, 2))
     # The subscriber's copy starts from the publisher's rows: its own pending changes are discarded.
-    run_apply(
-        sub.server,
-        sql.ApplyPlan(
-            prelude=f"DELETE FROM {sub.qualify(rlog_name(sub.table.name))}",
-            lock=None,
-            stale=None,
-            statements=(
-                f"DELETE FROM {sub.qualify(sub.table.name)}",
-                f"DELETE FROM {sub.qualify(rlog_name(sub.table.name))}",
-            ),
-        ),
-    )
+    _empty_copy(sub, reporter)
     SnapshotSubscription.objects.filter(pk=subscription.pk).update(init_state="copying", init_rows_total=rows)
     subscription.init_bookmark = -1
     return rows
+
+
+def _empty_copy(sub: Side, reporter) -> None:
+    """Empty the subscriber's copy and its log together, without a log row per deleted row (TRUNCATE, or
+    a DELETE with the capture triggers set aside in the same transaction); by DELETE when other tables'
+    foreign keys reference the copy, or when the server refuses the first way (a missing privilege)."""
+    incoming = sub.d.incoming_keys_sql(sub.table.name, sub.table.schema)
+    if incoming is None or not int(scalar(sub.server, *incoming) or 0):
+        try:
+            _truncate_copy(sub)
+            return
+        except pyodbc.Error as exc:
+            if is_retryable(exc):
+                raise
+            reporter.log(f"emptying {sub.table.name} at once was refused ({connections.driver_message(exc)}): deleting")
+    run_in_transaction(sub.server, list(sql.init_delete_sql(sub.d, sub.table)))
+
+
+def _truncate_copy(sub: Side) -> None:
+    plan = sql.init_empty_sql(sub.d, sub.table, sub.server.name)
+
+    def work(cursor) -> None:
+        try:
+            for statement in plan.statements:
+                cursor.execute(statement)
+        except pyodbc.Error:
+            with contextlib.suppress(pyodbc.Error):
+                for statement in plan.finally_:
+                    cursor.execute(statement)
+            raise
+        for statement in plan.finally_:
+            cursor.execute(statement)
+
+    with_retries(sub.server, work)
 
 
 def _copy_chunks(subscription, sub: Side, staging: str, per_commit: int, total: int, reporter) -> int:

@@ -33,7 +33,7 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 
-from replication_admin.engine.dialects import Dialect
+from replication_admin.engine.dialects import Dialect, EmptyTable
 from replication_admin.engine.objects import (
     DELETE_MARK,
     DMLTYPE,
@@ -597,6 +597,23 @@ def init_staging_ddl(d: Dialect, name: str, schema: str, layout: Layout) -> str:
     cols += [f"{m.alias} {d.render_type(m.logical)}" for m in layout.moved]
     cols.append("PRIMARY KEY (rn)")
     return f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)})"
+
+
+def init_empty_sql(d: Dialect, table: TableInfo, local: str) -> EmptyTable:
+    """Empty a subscriber's copy and its log before a (re-)copy, at once: its pending changes are discarded
+    with the rows they were made on, and no deleted row is logged (the capture triggers do not run row by
+    row; where they are dropped for it, they are made again as `local`'s subscriber triggers in the same
+    transaction)."""
+    triggers = d.bidir_triggers(table, trigger_names(d, table.name), UpdateableLog(d, table, False), local, False)
+    rlog = d.qualify(rlog_name(table.name), table.schema)
+    return d.empty_logged_table(d.qualify(table.name, table.schema), rlog, triggers)
+
+
+def init_delete_sql(d: Dialect, table: TableInfo) -> tuple[str, ...]:
+    """The same by DELETE, for a copy other tables' foreign keys reference (TRUNCATE is refused there): the
+    deleted rows are logged, then the log is emptied, in one transaction."""
+    rlog = d.qualify(rlog_name(table.name), table.schema)
+    return (f"DELETE FROM {rlog}", f"DELETE FROM {d.qualify(table.name, table.schema)}", f"DELETE FROM {rlog}")
 
 
 def init_chunk_sql(d: Dialect, table: TableInfo, layout: Layout, staging: str, rows: int) -> tuple[str, str]:

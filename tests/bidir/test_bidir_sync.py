@@ -510,3 +510,112 @@ def test_an_initial_copy_read_in_several_spark_partitions_finishes_on_sqlite(mak
     )
     assert same(pub, sub)["equal"] and len(rows(sub)) == 2000
     assert SnapshotSubscription.objects.get(server="lite6").init_bookmark < 2**31
+
+
+# --- re-copies ---------------------------------------------------------------------------------------------
+
+
+def pending(server) -> int:
+    return fetch_all(server, f"SELECT COUNT(*) FROM {dialects.get(server.dialect).quote('RLOG_items')}")[0][0]
+
+
+def count_log_writes(server) -> None:
+    """Record every row written into the subscriber's log from now on (the change type of each insert or
+    update of RLOG_items) in the table log_writes."""
+    run_sql(server, "CREATE TABLE log_writes (op varchar(1))")
+    if server.dialect == "postgresql":
+        run_sql(
+            server,
+            "CREATE FUNCTION count_log_write() RETURNS trigger LANGUAGE plpgsql AS "
+            '$$ BEGIN INSERT INTO log_writes VALUES (NEW."DMLTYPE"); RETURN NULL; END $$',
+        )
+        run_sql(
+            server,
+            'CREATE TRIGGER count_log_write AFTER INSERT OR UPDATE ON "RLOG_items" '
+            "FOR EACH ROW EXECUTE FUNCTION count_log_write()",
+        )
+        return
+    for when in ("INSERT", "UPDATE"):
+        if server.dialect == "mysql":
+            body = "FOR EACH ROW INSERT INTO log_writes VALUES (NEW.`DMLTYPE`)"
+            run_sql(server, f"CREATE TRIGGER count_log_{when.lower()} AFTER {when} ON `RLOG_items` {body}")
+        else:
+            body = 'BEGIN INSERT INTO log_writes VALUES (NEW."DMLTYPE"); END'
+            run_sql(server, f'CREATE TRIGGER count_log_{when.lower()} AFTER {when} ON "RLOG_items" {body}')
+
+
+def change_locally(sub, first_key: int) -> None:
+    """Three local changes the subscriber's log holds until a sync sends them: an update, an insert, a delete."""
+    sql(sub, 'UPDATE "items" SET name = ? WHERE id = 1', [f"{sub.name} before"])
+    sql(sub, 'INSERT INTO "items" (id, name, price) VALUES (?, ?, 1.5)', [first_key, "local before"])
+    sql(sub, 'DELETE FROM "items" WHERE id = 2')
+    assert pending(sub) == 3
+
+
+def assert_recopied(pub, *subs) -> None:
+    """Every subscriber holds the publisher's rows (ROWGUIDs included) and nothing in its log, and the
+    re-copy logged no row: the replaced rows were not deleted through the capture triggers."""
+    assert_same_rows(pub, *subs)
+    for sub in subs:
+        assert pending(sub) == 0, sub.name
+        assert fetch_all(sub, "SELECT op FROM log_writes") == [], sub.name
+
+
+def test_a_re_copy_discards_pending_changes_without_logging_the_rows_it_replaces(nodes):
+    pub, sub_my, sub_lite = nodes
+    change_locally(sub_my, 200)
+    change_locally(sub_lite, 300)
+    sql(pub, 'UPDATE "items" SET name = ? WHERE id = 4', ["pub before"])
+    for sub in (sub_my, sub_lite):
+        count_log_writes(sub)
+    run("REPL_INIT_SNAPSHOT ('my2', 'pg1.items', 2, 7); REPL_INIT_SNAPSHOT ('lite3', 'pg1.items', 2)")
+    assert_recopied(pub, sub_my, sub_lite)
+    published = rows(pub)
+    assert published[1][0] == "item 1" and published[4][0] == "pub before" and 2 in published
+    assert 200 not in published and 300 not in published
+    # Nothing logged before the re-copy flows back to the publisher.
+    summary = sync()
+    assert all(s["pulled"] == 0 for s in summary["subscribers"].values()), summary
+    assert rows(pub) == published and ConflictBackup.objects.count() == 0
+    assert_same_rows(pub, sub_my, sub_lite)
+    # The ROWGUID columns and the capture triggers are intact: changes flow both ways again.
+    sql(sub_my, 'UPDATE "items" SET name = ? WHERE id = 3', ["my after"])
+    sql(sub_lite, 'DELETE FROM "items" WHERE id = 6')
+    sql(sub_lite, 'INSERT INTO "items" (id, name, price) VALUES (301, ?, 3)', ["lite after"])
+    sql(pub, 'INSERT INTO "items" (id, name, price) VALUES (500, ?, 5)', ["pub after"])
+    assert (pending(sub_my), pending(sub_lite)) == (1, 2)
+    summary = sync()
+    assert {n: s["pulled"] for n, s in summary["subscribers"].items()} == {"my2": 1, "lite3": 2}, summary
+    assert_converged(pub, sub_my, sub_lite)
+    data = rows(pub)
+    assert data[3][0] == "my after" and data[3][2].startswith("my2@") and 6 not in data
+    assert data[301][2].startswith("lite3@") and rows(sub_my)[500][0] == "pub after"
+
+
+def test_a_re_copy_of_a_postgresql_subscriber_truncates_it_or_deletes_when_foreign_keys_reference_it(
+    make_server, jobs_sync, spark
+):
+    pub = make_server("mysql", "my11")
+    sub = make_server("postgresql", "pg12")
+    create_table(pub, "items", COLUMNS, ["id"])
+    insert_rows(pub, "items", ["id", "name", "price"], [(i, f"item {i}", Decimal(i)) for i in range(1, 31)])
+    copy = "REPL_INIT_SNAPSHOT ('pg12', 'my11.items', 2, 10)"
+    run(f"REPL_CREATE_SNAPSHOT_PUB ('my11.items', 2); REPL_CREATE_SNAPSHOT_SUB ('pg12', 'my11.items', 2); {copy}")
+    change_locally(sub, 200)
+    count_log_writes(sub)
+    run(copy)
+    assert_recopied(pub, sub)
+    # A table referencing the copy refuses TRUNCATE: the re-copy deletes the rows instead, logging none
+    # that stays behind.
+    run_sql(sub, "CREATE TABLE refs (id integer PRIMARY KEY, item integer REFERENCES items (id))")
+    change_locally(sub, 201)
+    run(copy)
+    assert_same_rows(pub, sub)
+    assert pending(sub) == 0
+    published = rows(pub)
+    run("REPL_UPDATE_SNAPSHOT ('my11.items', 2)")
+    assert rows(pub) == published
+    sql(sub, 'UPDATE "items" SET name = ? WHERE id = 5', ["pg after"])
+    run("REPL_UPDATE_SNAPSHOT ('my11.items', 2)")
+    assert rows(pub)[5][0] == "pg after" and rows(pub)[5][2].startswith("pg12@")
+    assert_same_rows(pub, sub)

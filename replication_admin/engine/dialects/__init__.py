@@ -9,6 +9,7 @@ from replication_admin.engine.dialects.base import (
     Address,
     AddressError,
     Dialect,
+    EmptyTable,
     IdentifierError,
     JdbcEndpoint,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "Address",
     "AddressError",
     "Dialect",
+    "EmptyTable",
     "IdentifierError",
     "JdbcEndpoint",
     "get",

@@ -148,6 +148,16 @@ class RowLog(Protocol):
     def upsert(self, ref: str, op: str, guid: str, old: str) -> str: ...
 
 
+@dataclass(frozen=True)
+class EmptyTable:
+    """How a table with row triggers and its log are emptied without running the triggers row by row:
+    `statements` in one transaction (where one of them commits on its own, the ones before it lock both
+    tables), then `finally_`, whatever happened (it releases those locks)."""
+
+    statements: tuple[str, ...]
+    finally_: tuple[str, ...] = ()
+
+
 # (statement, parameters) pairs, and (trigger names, create, drop) of BEFORE triggers.
 EntryStatements = list[tuple[str, list[str]]]
 TriggerObjects = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
@@ -562,6 +572,20 @@ class Dialect:
 
         `log` writes a row into the updateable log (engine.bidir_sql.UpdateableLog)."""
         raise NotImplementedError(f"{self.label} has no bi-directional triggers")
+
+    def empty_logged_table(self, table: str, log: str, triggers: tuple[Sequence[str], Sequence[str]]) -> EmptyTable:
+        """Remove every row of `table` and of its log `log` (both qualified) at once, without the table's
+        row triggers logging each deleted row (`triggers`: (create, drop) of them). Here: the triggers
+        are dropped, the rows deleted (a DELETE without a WHERE on a table without delete triggers
+        empties it without visiting the rows where the server can) and the triggers made again, in one
+        transaction (the DDL of servers whose DDL is transactional)."""
+        create, drop = triggers
+        return EmptyTable((*drop, f"DELETE FROM {table}", f"DELETE FROM {log}", *create))
+
+    def incoming_keys_sql(self, table: str, schema: str) -> tuple[str, list[str]] | None:
+        """Count of other tables' foreign keys that reference `table`: with any, `empty_logged_table`'s
+        TRUNCATE would be refused and the rows are deleted instead. None: emptying does not mind them."""
+        return None
 
     # --- transactional replication -----------------------------------------------------------------
     def numbering_ddl(self, names: LogTableNames, schema: str) -> list[str]:

@@ -8,6 +8,7 @@ from replication_admin.engine.dialects.base import (
     AddressError,
     CaptureTables,
     Dialect,
+    EmptyTable,
     EntryStatements,
     JdbcEndpoint,
     RowLog,
@@ -405,6 +406,21 @@ class MySQL(Dialect):
             " + (SELECT count(*) FROM information_schema.REFERENTIAL_CONSTRAINTS"
             "  WHERE CONSTRAINT_SCHEMA = DATABASE() AND REFERENCED_TABLE_NAME = ?)",
             [table, table],
+        )
+
+    def empty_logged_table(self, table: str, log: str, triggers: tuple[Sequence[str], Sequence[str]]) -> EmptyTable:
+        # TRUNCATE runs no delete triggers but commits on its own: the table locks keep other sessions from
+        # writing either table until the log is emptied too (a TRUNCATE under LOCK TABLES keeps its lock).
+        return EmptyTable(
+            (f"LOCK TABLES {table} WRITE, {log} WRITE", f"TRUNCATE TABLE {table}", f"DELETE FROM {log}"),
+            finally_=("UNLOCK TABLES",),
+        )
+
+    def incoming_keys_sql(self, table: str, schema: str) -> tuple[str, list[str]] | None:
+        return (
+            "SELECT count(*) FROM information_schema.REFERENTIAL_CONSTRAINTS "
+            "WHERE CONSTRAINT_SCHEMA = DATABASE() AND REFERENCED_TABLE_NAME = ?",
+            [table],
         )
 
     # --- snapshot logs -----------------------------------------------------------------------------

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 
 from replication_admin.engine.dialects.base import (
     IDLE_TRANSACTION_SECONDS,
@@ -9,6 +10,7 @@ from replication_admin.engine.dialects.base import (
     AddressError,
     CaptureTables,
     Dialect,
+    EmptyTable,
     EntryStatements,
     JdbcEndpoint,
     LogTableNames,
@@ -440,6 +442,17 @@ class PostgreSQL(Dialect):
             drop.append(f"DROP TRIGGER IF EXISTS {d.quote(name)} ON {src}")
             drop.append(f"DROP FUNCTION IF EXISTS {function}()")
         return create, drop
+
+    def empty_logged_table(self, table: str, log: str, triggers: tuple[Sequence[str], Sequence[str]]) -> EmptyTable:
+        # TRUNCATE runs no row triggers and is transactional: the table and its log are emptied together.
+        return EmptyTable((f"TRUNCATE TABLE {table}, {log}",))
+
+    def incoming_keys_sql(self, table: str, schema: str) -> tuple[str, list[str]] | None:
+        return (
+            "SELECT count(*) FROM pg_constraint f JOIN pg_class c ON c.oid = f.confrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE f.contype = 'f' AND n.nspname = ? AND c.relname = ?",
+            [schema or "public", table],
+        )
 
     # --- transactional replication -----------------------------------------------------------------
     # The first entry of a transaction inserts its RTTX row (TXID = pg_current_xact_id()); readers number
