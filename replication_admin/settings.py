@@ -347,6 +347,10 @@ SHUTDOWN_GRACE = env_int("REPLADMIN_SHUTDOWN_GRACE", 6)
 # one not renewed for HEARTBEAT_STALE_SECONDS is down (the scheduler's limit is at least 90 s), and the in-sync
 # subscriptions no live follower serves read "follower down".
 HEARTBEAT_STALE_SECONDS = env_int("REPLADMIN_HEARTBEAT_STALE_SECONDS", 15)
+# The in-sync follower (manage.py replfollow, transactional/sync.py) applies each subscription on its own: up to
+# FOLLOW_THREADS subscriptions' steps at once, so a subscriber that stops answering holds only its own (0: one
+# after another in the follower's loop, where one stalled subscriber holds them all).
+FOLLOW_THREADS = env_int("REPLADMIN_FOLLOW_THREADS", 8)
 # Network faults: lost connections, failed connects, deadlocks and serialisation failures are retried (a step
 # again on a new connection, then the whole job from its start) with exponential backoff and jitter, for at
 # most RETRY_SECONDS in all per job; a pooled connection idle longer than CONNECTION_CHECK_AFTER seconds is

@@ -3,10 +3,11 @@
 Each worker host (qcluster), follower (replfollow) and scheduler renews its REPL_PROCESS row (kind, host, pid) every
 BEAT_EVERY seconds: one UPDATE, an INSERT on its first beat. One not renewed for HEARTBEAT_STALE_SECONDS (the
 scheduler: SCHEDULER_STALE_SECONDS, as it may tick once a minute) or stopped cleanly is down. A follower says which
-part of the in-sync subscriptions it serves, so an in-sync subscription no live follower serves reads "follower
-down" everywhere (engine/health.py decides; this module gives the fact). `watch()` raises and resolves the
-follower-down and component-down alerts in a fixed number of queries; it runs in every worker host and in the
-follower that reaps, so either notices the other gone. Rows dead for PRUNE_AFTER are deleted.
+part of the in-sync subscriptions it serves (and which of them wait on a silent subscriber: `slow`), so an in-sync
+subscription no live follower serves reads "follower down" everywhere (engine/health.py decides; this module gives
+the fact). `watch()` raises and resolves the follower-down and component-down alerts in a fixed number of queries;
+it runs in every worker host and in the follower that reaps, so either notices the other gone. Rows dead for
+PRUNE_AFTER are deleted.
 """
 
 from __future__ import annotations

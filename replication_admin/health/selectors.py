@@ -60,7 +60,10 @@ def _held(row: ProcessHeartbeat, names: dict[int, str], now: datetime) -> tuple[
         subs = [names.get(pk, f"subscription #{pk}") for pk in details.get("subscriptions", [])]
         part = heartbeats.part_of(row)
         which = f"part {part[0]}/{part[1]} of " if part else ""
-        return subs, f"serves {which}the in-sync subscriptions: {len(subs)} now, {details.get('applied', 0)} applied"
+        cause = f"serves {which}the in-sync subscriptions: {len(subs)} now, {details.get('applied', 0)} applied"
+        if slow := [names.get(pk, f"subscription #{pk}") for pk in details.get("slow", [])]:
+            cause += f"; waiting on the subscriber of {', '.join(slow)} (the others go on)"
+        return subs, cause
     tick = details.get("tick")
     try:
         ago = duration_text((now - datetime.fromisoformat(tick)).total_seconds()) if tick else ""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 
 import pyodbc
@@ -44,6 +45,9 @@ log = logging.getLogger(__name__)
 ALERT = "schema_change"
 CHECK_EVERY = 2.0  # seconds between two looks of a follower at a publication's tables
 _last_check: dict[tuple[str, str], float] = {}
+# The follower's threads and its loop look at a publication's tables: one throttled look at a time per publication.
+_looking: set[tuple[str, str]] = set()
+_looking_guard = threading.Lock()
 
 
 # --- the publisher's side --------------------------------------------------------------------------------------
@@ -88,11 +92,25 @@ def definition_now(server: Server, account: str, table: str) -> tuple[list[list]
 def detect(account: ReplAccount, throttle: bool = False) -> list[SchemaChange]:
     """Look at every published table of `account` for a change of shape: record it (one pending change per
     table, widened while it waits), and apply it at once under the automatic policy. With `throttle`, at
-    most once per CHECK_EVERY seconds per publication (the follower calls this every round)."""
+    most once per CHECK_EVERY seconds per publication and never twice at once (the follower calls this every round,
+    from its loop and its threads)."""
     key = (account.server, account.account)
-    if throttle and time.monotonic() - _last_check.get(key, 0.0) < CHECK_EVERY:
-        return []
-    _last_check[key] = time.monotonic()
+    if not throttle:
+        _last_check[key] = time.monotonic()
+        return _detect(account)
+    with _looking_guard:
+        if key in _looking or time.monotonic() - _last_check.get(key, 0.0) < CHECK_EVERY:
+            return []
+        _last_check[key] = time.monotonic()
+        _looking.add(key)
+    try:
+        return _detect(account)
+    finally:
+        with _looking_guard:
+            _looking.discard(key)
+
+
+def _detect(account: ReplAccount) -> list[SchemaChange]:
     server = lookups.server_named(account.server)
     seen: list[SchemaChange] = []
     for item in lookups.table_items(account):

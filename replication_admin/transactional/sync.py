@@ -22,7 +22,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import queue
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -92,6 +94,13 @@ FOLLOW_BUSY_SECONDS = 1.0
 # tried again this many seconds after its last failure; one cut for its backlog waits for a sync instead.
 FOLLOW_RETRY_SECONDS = 5.0
 FEED_CUT = "the feed is cut until it syncs again"
+# How long, once told to stop, the follower waits for the steps it handed out; one still stuck then (a subscriber that
+# stopped answering) is left to its thread, which ends with the process: its open transaction is rolled back.
+FOLLOW_STOP_WAIT = 5.0
+# A step running longer than this is named in the follower's heartbeat (details "slow").
+FOLLOW_SLOW_STEP = 10.0
+# While its steps run and no other subscription has news, the follower looks again when a step ends, or after this.
+FOLLOW_STEP_WAIT = 0.02
 # How long a backlog over the threshold may stay without shrinking before the follower cuts the feed.
 CUT_GRACE_SECONDS = 30.0
 # A halted subscription is tried again after 5 s, doubling up to 5 minutes (with jitter).
@@ -613,64 +622,154 @@ class WalStreams:
         self.open.clear()
 
 
+class FollowSteps:
+    """The follower's steps, each subscription on its own: `follow_step` runs on one of `threads` worker threads, at
+    most one step of a subscription at a time, so a subscriber that stops answering mid-apply holds its own step
+    (and one thread) while the others go on. A subscription whose step has not ended (busy, or stuck on a stalled
+    link) is not handed out again, nor one whose row was read before its last step ended (the row would be stale: a
+    halt's retry_at, a state set meanwhile). Each thread has its own catalog connection and its own pooled server
+    connections (`connections.reuse`), closed when it ends: no connection is shared between threads. The threads
+    are daemons: a step stuck when the follower stops ends with the process, its subscriber transaction rolled back.
+
+    With `threads` = 0, or for a caller inside a catalog transaction (whose rows no other connection sees), the
+    steps run in the caller's thread, one after another."""
+
+    def __init__(self, threads: int, watch: BacklogWatch) -> None:
+        self.size = max(0, threads)
+        self.watch = watch
+        self.inline = self.size == 0 or connection.in_atomic_block
+        self.tasks: queue.SimpleQueue[ReplSubscriber | None] = queue.SimpleQueue()
+        self.guard = threading.Lock()
+        self.running: dict[int, float] = {}  # subscription -> when its step was handed out (time.monotonic())
+        self.ended: dict[int, float] = {}  # subscription -> when its last step ended
+        self.applied = 0
+        self.last_applied = float("-inf")  # when a step last applied something
+        self.threads: list[threading.Thread] = []
+        self.ending = threading.Event()  # set when a step ends
+
+    def hand_out(self, subs: list[ReplSubscriber], read_at: float, between: Callable[[], None]) -> int:
+        """Start a step for each subscription that has none running and was read (at `read_at`) after its last step
+        ended; `between` runs before each step taken inline (the heartbeat). Returns how many were started."""
+        started = 0
+        for sub in subs:
+            if self.inline:
+                between()  # a round over slow or unreachable subscribers goes on beating
+                self._step(sub)
+                started += 1
+                continue
+            with self.guard:
+                if sub.pk in self.running or self.ended.get(sub.pk, float("-inf")) >= read_at:
+                    continue
+                self.running[sub.pk] = time.monotonic()
+                more = len(self.threads) < min(self.size, len(self.running))
+            if more:
+                thread = threading.Thread(target=self._work, name=f"follower-{len(self.threads)}", daemon=True)
+                self.threads.append(thread)
+                thread.start()
+            self.tasks.put(sub)
+            started += 1
+        return started
+
+    def busy(self) -> bool:
+        with self.guard:
+            return bool(self.running)
+
+    def slow(self, seconds: float = FOLLOW_SLOW_STEP) -> list[int]:
+        """The subscriptions whose step has been running for more than `seconds`."""
+        now = time.monotonic()
+        with self.guard:
+            return sorted(pk for pk, since in self.running.items() if now - since > seconds)
+
+    def _step(self, sub: ReplSubscriber) -> None:
+        outcome = None
+        try:
+            outcome = follow_step(sub, self.watch)
+        except Exception:
+            log.exception("in-sync apply for %s failed", sub)
+            _reconnect_catalog()
+        finally:
+            with self.guard:
+                self.running.pop(sub.pk, None)
+                self.ended[sub.pk] = time.monotonic()
+                if outcome is not None and outcome.applied:
+                    self.applied += outcome.applied
+                    self.last_applied = time.monotonic()
+            self.ending.set()
+
+    def _work(self) -> None:
+        try:
+            with connections.reuse():
+                while (sub := self.tasks.get()) is not None:
+                    self._step(sub)
+        finally:
+            connection.close()  # this thread's catalog connection
+
+    def close(self, wait: float = FOLLOW_STOP_WAIT) -> None:
+        """Let the steps handed out end, for at most `wait` seconds in all; the threads then end."""
+        for _ in self.threads:
+            self.tasks.put(None)
+        ends = time.monotonic() + wait
+        for thread in self.threads:
+            thread.join(max(0.0, ends - time.monotonic()))
+        if stuck := self.slow(0.0):
+            log.warning("stopping with the steps of subscriptions %s still running (their subscribers do not answer); "
+                        "what they had not committed is rolled back", stuck)  # fmt: skip
+
+
 def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int, int] | None = None) -> int:
     """Serve every in-sync subscription (or, with `part` = (i, n), those whose id % n == i) until `stop()`
     says so; returns how many transactions it applied. The reaper runs in the loop serving part 0 (or all).
 
-    Between steps it polls adaptively: a cheap read-only probe of each publication's count, every
-    FOLLOW_MIN_POLL seconds for a second after something arrived, backing off to `interval` while nothing does. (No
-    LISTEN/NOTIFY: a notifying transaction takes a database-wide lock at commit, which would make the
-    publication's writers commit one at a time again.)"""
-    applied = 0
+    The loop reads which subscriptions have news and hands each one's step to its threads (FollowSteps,
+    settings.FOLLOW_THREADS of them): a subscriber that stops answering holds only its own subscription, and the loop
+    goes on beating the follower's heartbeat. Between rounds it polls adaptively: a cheap read-only probe of each
+    publication's count, every FOLLOW_MIN_POLL seconds for a second after something arrived, backing off to
+    `interval` while nothing does. (No LISTEN/NOTIFY: a notifying transaction takes a database-wide lock at commit,
+    which would make the publication's writers commit one at a time again.)"""
     reaped = 0.0
     reaps = part is None or part[0] == 0
-    watch = BacklogWatch()
     servers: dict[str, Server] = {}
     streams = WalStreams()
+    steps = FollowSteps(settings.FOLLOW_THREADS, BacklogWatch())
     pause = FOLLOW_MIN_POLL
-    last_busy = 0.0
     held: list[int] = []  # the subscriptions served this round, in the follower's heartbeat (core/heartbeats.py)
 
     def details() -> dict:
-        return {"subscriptions": held, "part": list(part) if part else None, "applied": applied}
+        return {"subscriptions": held, "part": list(part) if part else None, "applied": steps.applied,
+                "threads": steps.size, "slow": steps.slow()}  # fmt: skip
 
     kind = heartbeats.Kind.FOLLOWER
     with connections.reuse(), contextlib.closing(streams), heartbeats.beating(kind, watches=reaps) as pulse:
-        while not stop():
-            started = time.monotonic()
-            if reaps and started - reaped >= settings.REAP_INTERVAL:
-                reaper.safely_reap()
-                reaped = started
-                servers.clear()  # registrations may have changed
-            try:
-                subs = followed(part)
-                held = [s.pk for s in subs]
-                _look_at_schemas(subs)
-                streams.pump(subs, servers)
-                subs = with_news(subs, servers, streams)
-            except Exception:  # the catalog is unreachable: look again next round, on a new connection
-                log.exception("reading the in-sync subscriptions failed")
-                _reconnect_catalog()
-                subs = []
-            pulse(details)
-            busy = False
-            for sub in subs:
-                pulse(details)  # a round over slow or unreachable subscribers goes on beating
+        try:
+            while not stop():
+                started = time.monotonic()
+                steps.ending.clear()
+                if reaps and started - reaped >= settings.REAP_INTERVAL:
+                    reaper.safely_reap()
+                    reaped = started
+                    servers.clear()  # registrations may have changed
                 try:
-                    outcome = follow_step(sub, watch)
-                except Exception:
-                    log.exception("in-sync apply for %s failed", sub)
+                    subs = followed(part)
+                    held = [s.pk for s in subs]
+                    _look_at_schemas(subs)
+                    streams.pump(subs, servers)
+                    subs = with_news(subs, servers, streams)
+                except Exception:  # the catalog is unreachable: look again next round, on a new connection
+                    log.exception("reading the in-sync subscriptions failed")
                     _reconnect_catalog()
-                    continue
-                if outcome is not None:
-                    applied += outcome.applied
-                    busy = busy or outcome.applied > 0
-            if busy:
-                last_busy = time.monotonic()
-            recent = time.monotonic() - last_busy < FOLLOW_BUSY_SECONDS
-            pause = FOLLOW_MIN_POLL if recent else min(interval, pause * 2)
-            time.sleep(max(0.0, pause - (time.monotonic() - started)))
-    return applied
+                    subs = []
+                pulse(details)
+                handed = steps.hand_out(subs, started, lambda: pulse(details))
+                recent = time.monotonic() - steps.last_applied < FOLLOW_BUSY_SECONDS
+                pause = FOLLOW_MIN_POLL if recent else min(interval, pause * 2)
+                left = max(0.0, pause - (time.monotonic() - started))
+                if handed or not steps.busy():
+                    time.sleep(left)
+                else:  # nothing new to hand out while steps run: look again when one ends
+                    steps.ending.wait(max(left, FOLLOW_STEP_WAIT))
+        finally:
+            steps.close()
+    return steps.applied
 
 
 # --- updateable subscriptions: the subscriber's changes go back to the publisher -----------------------------

@@ -1,5 +1,8 @@
 """manage.py replfollow: keep in-sync subscriptions in sync (transactions arrive within a second).
 
+Each subscription is applied on its own, up to REPLADMIN_FOLLOW_THREADS at once: a subscriber that stops answering
+holds only its own subscription while the others go on (transactional/sync.py, FollowSteps).
+
 With --processes N the command supervises N follower processes: process i follows the in-sync subscriptions
 whose id % N == i, each taking its subscription's item lock as a single follower does (a sync job or another
 follower holding it makes it leave that subscription alone that round). A follower process that ends
@@ -8,8 +11,9 @@ the command stops every follower within seconds.
 
 Each follower process renews its heartbeat (REPL_PROCESS, core/heartbeats.py) every few seconds with the part it
 serves; while none serves an in-sync subscription, that subscription reads "follower down" and is alerted. A clean
-stop records the end at once; a killed follower is down once its heartbeat is older than
-REPLADMIN_HEARTBEAT_STALE_SECONDS.
+stop records the end at once (a step stuck on a silent subscriber is not waited for more than a few seconds: it
+ends with the process, its uncommitted transaction rolled back); a killed follower is down once its heartbeat is
+older than REPLADMIN_HEARTBEAT_STALE_SECONDS.
 """
 
 from __future__ import annotations
@@ -36,8 +40,9 @@ class Command(BaseCommand):
     help = (
         "Serve every transactional subscription in the IN SYNC state: look at its publisher every "
         "--interval seconds and apply new transactions at once; cut a subscriber whose backlog grows over "
-        "the publication's threshold (it re-syncs with REPL_SYNC / SYNC_REPL). --processes N splits the "
-        "subscriptions across N follower processes by id."
+        "the publication's threshold (it re-syncs with REPL_SYNC / SYNC_REPL). Each subscription is applied on "
+        "its own thread (REPLADMIN_FOLLOW_THREADS at once), so a silent subscriber holds only itself. "
+        "--processes N splits the subscriptions across N follower processes by id."
     )
 
     def add_arguments(self, parser):
