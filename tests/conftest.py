@@ -6,6 +6,7 @@ that need it are skipped with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -27,7 +28,8 @@ from replication_admin.core.audit import Actor
 from replication_admin.core.spark import spark_config
 from replication_admin.models import JobRun
 from replication_admin.servers.actions import ServerData, do_register_server
-from tests.pg_cluster import own_cluster
+from tests.dev_env import free_ports, port_is_free
+from tests.pg_cluster import ClusterDidNotStart, own_cluster
 from tests.spark_service import wait_for_spark
 from tests.users import editor_client, operator_client, viewer_client  # noqa: F401 - fixtures for every feature's tests
 
@@ -184,8 +186,16 @@ def sqlite_dirs_include_tmp():
 
 @pytest.fixture(scope="session")
 def wal_postgres() -> Iterator[None]:
-    """The suite's PostgreSQL cluster with wal_level = logical, on its own port, stopped at the end."""
-    with own_cluster(WAL_PG["port"], WAL_SETTINGS):
+    """The suite's PostgreSQL cluster with wal_level = logical, on its own port, stopped at the end. The port was
+    chosen free when the run began; if something took it since, the cluster moves to another free one."""
+    if not port_is_free(WAL_PG["port"]):
+        WAL_PG["port"] = free_ports(1)
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(own_cluster(WAL_PG["port"], WAL_SETTINGS))
+        except ClusterDidNotStart:
+            WAL_PG["port"] = free_ports(1)
+            stack.enter_context(own_cluster(WAL_PG["port"], WAL_SETTINGS))
         yield
 
 

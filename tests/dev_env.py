@@ -11,15 +11,22 @@ from pathlib import Path
 os.environ.setdefault("REPLADMIN_ENV_FILE", str(Path(__file__).resolve().parent.parent / "var" / "dev.env"))
 
 
-def _free_ports(count: int) -> int:
-    """The first of `count` consecutive loopback ports nothing listens on now."""
-    for _ in range(50):
-        first = random.randint(20000, 40000)
-        free = True
-        for port in range(first, first + count):
-            with socket.socket() as probe:
-                free = free and probe.connect_ex(("127.0.0.1", port)) != 0
-        if free:
+def port_is_free(port: int) -> bool:
+    """Whether a server could bind 127.0.0.1:`port` now (nothing listens there, no connection uses it)."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive free loopback ports, below the kernel's ephemeral range (32768 and up) so
+    that no outgoing connection takes one before the cluster binds it."""
+    for _ in range(200):
+        first = random.randint(20000, 32000 - count)
+        if all(port_is_free(port) for port in range(first, first + count)):
             return first
     raise RuntimeError("no free block of loopback ports for the test WAL clusters")
 
@@ -30,4 +37,4 @@ def _free_ports(count: int) -> int:
 if "PYTEST_XDIST_WORKER" not in os.environ:
     _var = Path(__file__).resolve().parent.parent / "var"
     os.environ.setdefault("REPLADMIN_TEST_DB_PATH", str(_var / f"test-console-{os.getpid()}.sqlite3"))
-    os.environ.setdefault("REPLADMIN_TEST_WAL_PG_PORT", str(_free_ports(4)))
+    os.environ.setdefault("REPLADMIN_TEST_WAL_PG_PORT", str(free_ports(4)))

@@ -22,6 +22,10 @@ def _as_postgres(*args: str) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *args] if os.geteuid() == 0 else list(args)
 
 
+class ClusterDidNotStart(RuntimeError):
+    """pg_ctl start failed; the message carries the server's log."""
+
+
 @contextlib.contextmanager
 def own_cluster(port: int, settings: dict[str, str] | None = None) -> Iterator[str]:
     """A started cluster on 127.0.0.1:`port` (trust auth, user postgres); yields its data directory."""
@@ -49,11 +53,15 @@ def own_cluster(port: int, settings: dict[str, str] | None = None) -> Iterator[s
     with open(data / "postgresql.auto.conf", "a") as conf:
         for key, value in options.items():
             conf.write(f"{key} = '{value}'\n")
-    subprocess.run(
+    started = subprocess.run(
         _as_postgres(str(BIN / "pg_ctl"), "-D", str(data), "-l", str(base / "log"), "-w", "start"),
-        check=True,
         capture_output=True,
+        text=True,
     )
+    if started.returncode != 0:
+        log = (base / "log").read_text(errors="replace") if (base / "log").exists() else ""
+        shutil.rmtree(base, ignore_errors=True)
+        raise ClusterDidNotStart(f"PostgreSQL on port {port} did not start: {started.stderr.strip()} {log[-2000:]}")
     try:
         deadline = time.monotonic() + 30
         while True:
