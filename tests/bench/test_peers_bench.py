@@ -45,6 +45,8 @@ PUB_PORT, SUB_PORT = 5441, 5442
 SMALL = int(os.environ.get("BENCH_PEER_TXNS", "3000"))
 BULK_TXNS, BULK_ROWS = int(os.environ.get("BENCH_PEER_BULK_TXNS", "100")), 1000
 LATENCY_TXNS, RATE = int(os.environ.get("BENCH_PEER_LATENCY_TXNS", "500")), 50.0
+# BENCH_PEER_ONLY=latency measures commit → visible alone (no backlogs, write rates or sustained load).
+ONLY_LATENCY = os.environ.get("BENCH_PEER_ONLY", "") == "latency"
 TABLE = "CREATE TABLE t (id bigint PRIMARY KEY, v varchar(40), amount numeric(14, 2))"
 HAS_PGLOGICAL = Path("/usr/lib/postgresql/15/lib/pglogical.so").exists()
 
@@ -270,7 +272,7 @@ def latency(peer: Peer, first: int) -> tuple[float, float]:
 def test_replication_admin_beside_postgresql_logical_replication_and_pglogical(clusters, jobs_sync, spark):
     peers = [
         builtin_peer(),
-        *([pglogical_peer()] if HAS_PGLOGICAL else []),
+        *([pglogical_peer()] if HAS_PGLOGICAL and not ONLY_LATENCY else []),
         product_peer("wal"),
         product_peer("triggers"),
     ]
@@ -281,11 +283,12 @@ def test_replication_admin_beside_postgresql_logical_replication_and_pglogical(c
     for peer in peers:
         peer.start()
         first = 1
-        results[peer.name]["small_tx_per_s"] = backlog(peer, first, SMALL, 1)
-        first += SMALL
-        results[peer.name]["bulk_rows_per_s"] = backlog(peer, first, BULK_TXNS, BULK_ROWS)
-        first += BULK_TXNS * BULK_ROWS
-        peer.start()
+        if not ONLY_LATENCY:
+            results[peer.name]["small_tx_per_s"] = backlog(peer, first, SMALL, 1)
+            first += SMALL
+            results[peer.name]["bulk_rows_per_s"] = backlog(peer, first, BULK_TXNS, BULK_ROWS)
+            first += BULK_TXNS * BULK_ROWS
+            peer.start()
         p50, p95 = latency(peer, first)
         first += LATENCY_TXNS
         results[peer.name] |= {"latency_p50_ms": p50 * 1000, "latency_p95_ms": p95 * 1000}
@@ -295,6 +298,14 @@ def test_replication_admin_beside_postgresql_logical_replication_and_pglogical(c
         assert rows_and_sum(SUB_PORT, peer.name) == rows_and_sum(PUB_PORT, peer.name)
         peer.stop()
         starts[peer.name] = first
+    builtin = results["peer_builtin"]
+    for capture in ("triggers", "wal"):
+        product = results[f"peer_product_{capture}"]
+        for quantile in ("p50", "p95"):
+            mine, peer_ms = product[f"latency_{quantile}_ms"], builtin[f"latency_{quantile}_ms"]
+            report(f"trx_latency_{quantile}_ms", product=mine, peer=peer_ms, ratio=mine / peer_ms, capture=capture)
+    if ONLY_LATENCY:
+        return
     # The publisher's write rate: the unreplicated database and each peer with only that peer replicating,
     # alternated twice per workload (the best round counts), so they share the machine's state.
     with pg(PUB_PORT, "plain") as conn:
@@ -332,7 +343,6 @@ def test_replication_admin_beside_postgresql_logical_replication_and_pglogical(c
             figures = sustained(peer, starts[peer.name])
             assert rows_and_sum(SUB_PORT, peer.name) == rows_and_sum(PUB_PORT, peer.name)
             report(f"peers sustained {SUSTAINED_RATE:.0f} tx/s for {SUSTAINED_SECONDS:.0f} s ({peer.name})", **figures)
-    builtin = results["peer_builtin"]
     for capture in ("wal", "triggers"):
         product = results[f"peer_product_{capture}"]
         report(
