@@ -430,6 +430,12 @@ class WalStream:
             self.stream.send_feedback(flush_lsn=confirm)
         return len(txns)
 
+    def fileno(self) -> int:
+        """The replication connection's socket: readable when the server sent something (a follower waits on it)."""
+        if self.repl is None:
+            raise TrxError(f"the stream of {self.account} on {self.server.name} is not open")
+        return int(self.repl.fileno())
+
     def close(self) -> None:
         # The replication connection first: a reader that then takes the lock waits for the slot to be free.
         with contextlib.suppress(Exception):

@@ -83,6 +83,7 @@ from replication_admin.transactional.positions import (
     subscriber_position,
 )
 from replication_admin.transactional.push import Reinitialise, held_keys, push
+from replication_admin.transactional.wake import Wakeups
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,9 @@ FOLLOW_STOP_WAIT = 5.0
 FOLLOW_SLOW_STEP = 10.0
 # While its steps run and no other subscription has news, the follower looks again when a step ends, or after this.
 FOLLOW_STEP_WAIT = 0.02
+# While every followed publication wakes the follower (a notification, an open WAL stream), it still looks this
+# often: the poll is then only a fallback (and the loop's other duties: schema changes, the reaper, the heartbeat).
+FOLLOW_IDLE_WAIT = 1.0
 # How long a backlog over the threshold may stay without shrinking before the follower cuts the feed.
 CUT_GRACE_SECONDS = 30.0
 # A halted subscription is tried again after 5 s, doubling up to 5 minutes (with jitter).
@@ -616,6 +620,14 @@ class WalStreams:
                 if key in self.open:
                     self.open.pop(key).close()
 
+    def filenos(self) -> list[int]:
+        """The open streams' sockets (the follower's wait wakes when one has data)."""
+        found = []
+        for stream in self.open.values():
+            with contextlib.suppress(Exception):
+                found.append(stream.fileno())
+        return found
+
     def close(self) -> None:
         for stream in self.open.values():
             stream.close()
@@ -634,9 +646,10 @@ class FollowSteps:
     With `threads` = 0, or for a caller inside a catalog transaction (whose rows no other connection sees), the
     steps run in the caller's thread, one after another."""
 
-    def __init__(self, threads: int, watch: BacklogWatch) -> None:
+    def __init__(self, threads: int, watch: BacklogWatch, on_end: Callable[[], None] | None = None) -> None:
         self.size = max(0, threads)
         self.watch = watch
+        self.on_end = on_end  # told when a step ends (from the step's thread)
         self.inline = self.size == 0 or connection.in_atomic_block
         self.tasks: queue.SimpleQueue[ReplSubscriber | None] = queue.SimpleQueue()
         self.guard = threading.Lock()
@@ -695,6 +708,8 @@ class FollowSteps:
                     self.applied += outcome.applied
                     self.last_applied = time.monotonic()
             self.ending.set()
+            if self.on_end is not None:
+                self.on_end()
 
     def _work(self) -> None:
         try:
@@ -722,37 +737,54 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
 
     The loop reads which subscriptions have news and hands each one's step to its threads (FollowSteps,
     settings.FOLLOW_THREADS of them): a subscriber that stops answering holds only its own subscription, and the loop
-    goes on beating the follower's heartbeat. Between rounds it polls adaptively: a cheap read-only probe of each
-    publication's count, every FOLLOW_MIN_POLL seconds for a second after something arrived, backing off to
-    `interval` while nothing does. (No LISTEN/NOTIFY: a notifying transaction takes a database-wide lock at commit,
-    which would make the publication's writers commit one at a time again.)"""
+    goes on beating the follower's heartbeat. Between rounds it waits for a wake-up (transactional/wake.py): a
+    publisher's notification (PostgreSQL trigger capture, while the follower is idle), WAL arriving on an open
+    stream, or a step's end. Publications that cannot wake it are polled adaptively: a cheap read-only probe of
+    each publication's count, every FOLLOW_MIN_POLL seconds for a second after something arrived, backing off to
+    `interval` while nothing does."""
     reaped = 0.0
     reaps = part is None or part[0] == 0
     servers: dict[str, Server] = {}
     streams = WalStreams()
-    steps = FollowSteps(settings.FOLLOW_THREADS, BacklogWatch())
+    wake = Wakeups()
+    steps = FollowSteps(settings.FOLLOW_THREADS, BacklogWatch(), on_end=wake.ring)
     pause = FOLLOW_MIN_POLL
+    rounds = 0
     held: list[int] = []  # the subscriptions served this round, in the follower's heartbeat (core/heartbeats.py)
 
     def details() -> dict:
         return {"subscriptions": held, "part": list(part) if part else None, "applied": steps.applied,
-                "threads": steps.size, "slow": steps.slow()}  # fmt: skip
+                "threads": steps.size, "slow": steps.slow(), "rounds": rounds,
+                "listening": sorted(f"{name}/{account}" for name, listener in wake.listeners.items()
+                                    for account in listener.channels),
+                "wakes": dict(wake.counts.__dict__)}  # fmt: skip
 
     kind = heartbeats.Kind.FOLLOWER
-    with connections.reuse(), contextlib.closing(streams), heartbeats.beating(kind, watches=reaps) as pulse:
+    with (
+        connections.reuse(),
+        contextlib.closing(streams),
+        contextlib.closing(wake),
+        heartbeats.beating(kind, watches=reaps) as pulse,
+    ):
         try:
             while not stop():
                 started = time.monotonic()
+                rounds += 1
                 steps.ending.clear()
                 if reaps and started - reaped >= settings.REAP_INTERVAL:
                     reaper.safely_reap()
                     reaped = started
                     servers.clear()  # registrations may have changed
+                wanted: set[tuple[str, str]] = set()
+                covered: set[tuple[str, str]] = set()
                 try:
                     subs = followed(part)
                     held = [s.pk for s in subs]
+                    wanted = {(s.server, s.account) for s in subs}
                     _look_at_schemas(subs)
                     streams.pump(subs, servers)
+                    if not steps.busy():  # a busy follower polls: writers then commit without notifying
+                        covered = wake.arm(wanted - streams.wal, _servers_of(wanted, servers))
                     subs = with_news(subs, servers, streams)
                 except Exception:  # the catalog is unreachable: look again next round, on a new connection
                     log.exception("reading the in-sync subscriptions failed")
@@ -760,16 +792,35 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
                     subs = []
                 pulse(details)
                 handed = steps.hand_out(subs, started, lambda: pulse(details))
+                wake.found_news(handed > 0)
+                if handed or steps.busy():
+                    wake.disarm()
+                    covered = set()
+                covered |= set(streams.open) & wanted
                 recent = time.monotonic() - steps.last_applied < FOLLOW_BUSY_SECONDS
                 pause = FOLLOW_MIN_POLL if recent else min(interval, pause * 2)
-                left = max(0.0, pause - (time.monotonic() - started))
-                if handed or not steps.busy():
-                    time.sleep(left)
+                if wanted and wanted <= covered:
+                    wait = max(pause, FOLLOW_IDLE_WAIT)  # every publication wakes the follower: the poll is a fallback
+                elif wake.writing & wanted and not steps.busy():
+                    wait = min(pause, FOLLOW_STEP_WAIT)  # a writer under way will not notify: its commit is near
+                elif handed or not steps.busy():
+                    wait = pause
                 else:  # nothing new to hand out while steps run: look again when one ends
-                    steps.ending.wait(max(left, FOLLOW_STEP_WAIT))
+                    wait = max(pause, FOLLOW_STEP_WAIT)
+                wake.wait(max(0.0, wait - (time.monotonic() - started)), streams.filenos())
+                wake.disarm()
         finally:
             steps.close()
     return steps.applied
+
+
+def _servers_of(publications: set[tuple[str, str]], servers: dict[str, Server]) -> dict[str, Server]:
+    """The registered servers of these publications' publishers (looked up once, kept in `servers`)."""
+    for name in {n for n, _ in publications}:
+        if name not in servers:
+            with contextlib.suppress(Exception):
+                servers[name] = server_named(name)
+    return servers
 
 
 # --- updateable subscriptions: the subscriber's changes go back to the publisher -----------------------------

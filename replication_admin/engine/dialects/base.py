@@ -363,6 +363,8 @@ class Dialect:
     has_transition_tables: bool = False
     # Logical decoding of the write-ahead log (a publication may capture from it: engine.wal_capture).
     decodes_wal: bool = False
+    # Capture triggers wake a waiting follower (LISTEN/NOTIFY, gated by wake_lock_sql): wake_channel says where.
+    wakes_followers: bool = False
     # The bulk loader staging writes may use (jobs.native_load): "copy" (COPY FROM STDIN) or "load_data".
     bulk_loader: str | None = None
     # Transactions are numbered when they first change a published table, holding the publication's counter
@@ -692,6 +694,28 @@ class Dialect:
     def rowguid_triggers(self, table: TableInfo, fresh: str, rowguid: str) -> TriggerObjects:
         """(names, create, drop) of BEFORE triggers that give local inserts and updates a new ROWGUID."""
         raise NotImplementedError(f"{self.label} cannot set ROWGUID before a row is logged")
+
+    # --- waking a follower (wakes_followers) --------------------------------------------------------------
+    def wake_channel(self, tx_table: str) -> str:
+        """The notification channel of the publication whose RTTX is `tx_table` (quoted and qualified)."""
+        raise NotImplementedError(f"{self.label} does not wake followers")
+
+    def wake_lock_sql(self, tx_tables: Sequence[str]) -> str:
+        """One row: for each publication, 1 when its wake lock was free and the follower now holds it (every
+        transaction that logs into it from now on notifies), 0 when a writer is under way (no promise)."""
+        raise NotImplementedError(f"{self.label} does not wake followers")
+
+    def wake_unlock_sql(self) -> str:
+        """Give back every wake lock the follower's listening session holds."""
+        raise NotImplementedError(f"{self.label} does not wake followers")
+
+    def listen_sql(self, channel: str) -> str:
+        raise NotImplementedError(f"{self.label} does not wake followers")
+
+    def notifying_sql(self, channel: str, log_table: str) -> tuple[str, list[str]]:
+        """One row, true when every capture trigger writing `log_table` (quoted, qualified) notifies `channel`
+        (a log made before the triggers notified: false). Parameters in the listener's style (%s)."""
+        raise NotImplementedError(f"{self.label} does not wake followers")
 
     # --- session locks and time limits (readers of a publication's WAL slot take turns) ------------------
     def try_lock_sql(self) -> str:

@@ -37,6 +37,8 @@ from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.engine.types import LogicalType, split_declared
 
 XACT_ID = "pg_current_xact_id()::text::bigint"
+# The class (first key) of the wake locks: two-int advisory keys never meet the one-bigint keys used elsewhere.
+WAKE_LOCK_CLASS = 0x52414457
 
 _PARSE = {
     "smallint": "smallint",
@@ -79,6 +81,7 @@ class PostgreSQL(Dialect):
     numbers_when_read = True
     has_transition_tables = True
     decodes_wal = True
+    wakes_followers = True
     bulk_loader = "copy"
     has_ddl_triggers = True
     has_schemas = True
@@ -538,7 +541,44 @@ class PostgreSQL(Dialect):
             f"IF coalesce(current_setting({flag}, true), '') <> 'y' THEN "
             f"INSERT INTO {logs.tx} ({q('TXID')}, {q('ORIGIN')}, {q('AT')}) VALUES ({XACT_ID}, {origin}, "
             f"{self.clock_now_sql}) ON CONFLICT ({q('TXID')}) DO NOTHING; "
-            f"PERFORM set_config({flag}, 'y', true); END IF; "
+            f"PERFORM set_config({flag}, 'y', true); {self._wake_sql(logs)}END IF; "
+        )
+
+    # A follower about to wait takes the publication's wake lock (exclusive, session-level) and looks for news
+    # once more. A transaction's first entry tries the same lock shared until it commits: free, no follower waits
+    # (or one is about to look, and will see this commit), and nothing is sent; held, it notifies at commit.
+    # NOTIFY serialises the commits of notifying transactions (a database-wide lock at commit), so transactions
+    # notify only while a follower waits idle, never while one is busy applying.
+    @staticmethod
+    def _wake_hash(tx_table: str) -> str:
+        return hashlib.sha256(tx_table.encode()).hexdigest()[:16]
+
+    def wake_channel(self, tx_table: str) -> str:
+        return f"repladmin_wake_{self._wake_hash(tx_table)}"
+
+    def _wake_key(self, tx_table: str) -> str:
+        return f"{WAKE_LOCK_CLASS}, {int(self._wake_hash(tx_table)[:8], 16) - 2**31}"
+
+    def wake_lock_sql(self, tx_tables: Sequence[str]) -> str:
+        return "SELECT " + ", ".join(f"pg_try_advisory_lock({self._wake_key(t)})::int" for t in tx_tables)
+
+    def wake_unlock_sql(self) -> str:
+        return "SELECT pg_advisory_unlock_all()"
+
+    def listen_sql(self, channel: str) -> str:
+        return f"LISTEN {self.quote(channel)}"
+
+    def notifying_sql(self, channel: str, log_table: str) -> tuple[str, list[str]]:
+        return (
+            "SELECT coalesce(bool_and(prosrc LIKE %s), false) FROM pg_proc "
+            "WHERE prorettype = 'trigger'::regtype AND prosrc LIKE %s",
+            [f"%{channel}%", "%INSERT INTO " + log_table.replace("\\", "\\\\").replace("%", "\\%") + " %"],
+        )
+
+    def _wake_sql(self, logs: CaptureTables) -> str:
+        return (
+            f"IF NOT pg_try_advisory_xact_lock_shared({self._wake_key(logs.tx)}) THEN "
+            f"PERFORM pg_notify({self.literal(self.wake_channel(logs.tx))}, ''); END IF; "
         )
 
     def _entry_columns(self) -> str:
