@@ -56,22 +56,35 @@ def set_subscriber_position(sub: Server, publisher: str, account: str, count: in
 SAMPLE_EVERY = 5.0  # seconds between two level samples of one subscriber
 
 
-def record_position(sub: ReplSubscriber, count: int, pub_count: int, force: bool = False) -> None:
+def record_position(
+    sub: ReplSubscriber, count: int, pub_count: int, force: bool = False, account: ReplAccount | None = None
+) -> None:
+    """Store the subscriber's count in the catalog (and the publication's, a level sample every SAMPLE_EVERY
+    seconds, the lag alert). `account`: the publication's row as the caller read it in this sync (its alert
+    threshold and count are taken from it instead of read again)."""
     now = timezone.now()
     level = levels.level_of(count)
     pub_level = levels.level_of(max(pub_count, count))
     ReplSubscriber.objects.filter(pk=sub.pk).update(count=count, level=level, last_sync_at=now)
     sub.count, sub.level, sub.last_sync_at = count, level, now
-    ReplAccount.objects.filter(server=sub.server, account=sub.account, count__lt=pub_count).update(
-        count=pub_count, level=levels.level_of(pub_count)
-    )
+    if account is None or account.count < pub_count:
+        ReplAccount.objects.filter(server=sub.server, account=sub.account, count__lt=pub_count).update(
+            count=pub_count, level=levels.level_of(pub_count)
+        )
+        if account is not None:
+            account.count, account.level = pub_count, levels.level_of(pub_count)
     last = (
         LevelSample.objects.filter(server=sub.server, account=sub.account, subscriber=sub.subscriber)
         .order_by("-at")
         .values_list("at", flat=True)
         .first()
     )
-    threshold = ReplAccount.objects.filter(server=sub.server, account=sub.account).values_list("alert_lag", flat=True)
+    if account is not None:
+        threshold: list[int | None] = [account.alert_lag]
+    else:
+        threshold = list(
+            ReplAccount.objects.filter(server=sub.server, account=sub.account).values_list("alert_lag", flat=True)
+        )
     behind = pub_count - count
     if threshold and threshold[0] is not None and behind > threshold[0]:
         safely_raise(

@@ -220,12 +220,15 @@ def sync_once(
     max_backlog: int | None = None,
     cut: Callable[[int], bool] | None = None,
     following: bool = False,
+    account: ReplAccount | None = None,
+    batch: int | None = None,
 ) -> SyncOutcome:
     """Bring a subscriber up to the publisher's current level (or `max_transactions` further). Over
-    `max_backlog` transactions behind, the feed is cut (when `cut`, given the backlog, says so)."""
+    `max_backlog` transactions behind, the feed is cut (when `cut`, given the backlog, says so). `account` and
+    `batch`: the publication's row and repl_apply_batch as the caller read them for this sync."""
     pub_server = server_named(sub.server)
     sub_server = server_named(sub.subscriber)
-    acct = publication(sub.server, sub.account)
+    acct = account or publication(sub.server, sub.account)
     position = subscriber_position(sub_server, sub.server, sub.account)
     if position is None:
         raise TrxError(f"{sub.subscriber} has no level for {sub.server}/{sub.account} yet; run REPL_INIT_COPY first")
@@ -273,7 +276,7 @@ def sync_once(
         held=set(held_keys(sub.server, sub.subscriber)) if acct.is_updateable else set(),
         push_account=sql.push_account(sub.account) if acct.is_updateable else "",
     )  # fmt: skip
-    batch = RegistryEntry.get_int("repl_apply_batch")
+    batch = batch or RegistryEntry.get_int("repl_apply_batch")
     goal = pub_count if max_transactions is None else min(pub_count, count + max_transactions)
     while count < goal:
         upto = min(goal, count + batch)
@@ -289,13 +292,13 @@ def sync_once(
                 count = _apply_or_halt(sub, acct, target, txns, count, outcome)
             except ApplyHalted as exc:
                 if exc.count != count:
-                    record_position(sub, exc.count, pub_count)
+                    record_position(sub, exc.count, pub_count, account=acct)
                 raise
             outcome.batches += 1
             if sub.halt_count is not None and count >= sub.halt_count:
                 clear_halt(sub, f"the halted transaction applied (level {levels.level_of(count)})")
             outcome.count, outcome.level = count, levels.level_of(count)
-            record_position(sub, count, pub_count)
+            record_position(sub, count, pub_count, account=acct)
             if progress is not None:
                 progress(outcome)
         if outcome.waiting:
@@ -448,8 +451,34 @@ def sync_subscription(job: JobRun, reporter, subscription_id: int) -> dict:
 # --- in-sync mode -------------------------------------------------------------------------------------------
 
 
-def max_backlog(account: ReplAccount) -> int:
-    return account.max_backlog or RegistryEntry.get_int("repl_max_backlog")
+def max_backlog(account: ReplAccount, registry: Callable[[str], int] = RegistryEntry.get_int) -> int:
+    return account.max_backlog or registry("repl_max_backlog")
+
+
+# The follower reads the registry's tuning values (batch size, backlog threshold) at most this often: a change
+# reaches it within that long. They decide how much one step takes on, never whether a transaction applies.
+FOLLOW_REGISTRY_SECONDS = 2.0
+
+
+class RegistryInts:
+    """RegistryEntry.get_int as one follower's steps read it (from any of its threads): kept
+    FOLLOW_REGISTRY_SECONDS."""
+
+    def __init__(self, seconds: float = FOLLOW_REGISTRY_SECONDS) -> None:
+        self.seconds = seconds
+        self.values: dict[str, tuple[float, int]] = {}
+        self.guard = threading.Lock()
+
+    def __call__(self, key: str) -> int:
+        now = time.monotonic()
+        with self.guard:
+            cached = self.values.get(key)
+        if cached is not None and now - cached[0] < self.seconds:
+            return cached[1]
+        value = RegistryEntry.get_int(key)
+        with self.guard:
+            self.values[key] = (now, value)
+        return value
 
 
 class BacklogWatch:
@@ -475,18 +504,22 @@ class BacklogWatch:
         self._over.pop(sub.pk, None)
 
 
-def follow_step(sub: ReplSubscriber, watch: BacklogWatch | None = None) -> SyncOutcome | None:
+def follow_step(
+    sub: ReplSubscriber, watch: BacklogWatch | None = None, registry: Callable[[str], int] = RegistryEntry.get_int
+) -> SyncOutcome | None:
     """One look at the publisher for an in-sync subscriber: apply what is new, or cut the feed when the
     backlog is over the publication's threshold (at once, or as `watch` decides); the subscriber re-syncs
-    from its level later."""
+    from its level later. `registry` reads the registry's numbers (a follower's keeps them a moment)."""
     acct = publication(sub.server, sub.account)
     try:
         # The same item lock as a sync job: while one runs, the follower leaves the subscription to it.
         with item_lock(lock_name(sub), None, wait=0):
-            batch = RegistryEntry.get_int("repl_apply_batch")
-            limit = max_backlog(acct)
+            batch = registry("repl_apply_batch")
+            limit = max_backlog(acct, registry)
             cut = None if watch is None else (lambda backlog: watch.cut(sub, backlog))
-            outcome = sync_once(sub, max_transactions=batch, max_backlog=limit, cut=cut, following=True)
+            outcome = sync_once(
+                sub, max_transactions=batch, max_backlog=limit, cut=cut, following=True, account=acct, batch=batch
+            )
             if watch is not None and outcome.publisher_count - outcome.count <= limit:
                 watch.under(sub)
             if sub.state != ReplSubscriber.IN_SYNC and not outcome.reinitialise:  # back after an error
@@ -650,6 +683,7 @@ class FollowSteps:
         self.size = max(0, threads)
         self.watch = watch
         self.on_end = on_end  # told when a step ends (from the step's thread)
+        self.registry = RegistryInts()
         self.inline = self.size == 0 or connection.in_atomic_block
         self.tasks: queue.SimpleQueue[ReplSubscriber | None] = queue.SimpleQueue()
         self.guard = threading.Lock()
@@ -696,7 +730,7 @@ class FollowSteps:
     def _step(self, sub: ReplSubscriber) -> None:
         outcome = None
         try:
-            outcome = follow_step(sub, self.watch)
+            outcome = follow_step(sub, self.watch, self.registry)
         except Exception:
             log.exception("in-sync apply for %s failed", sub)
             _reconnect_catalog()

@@ -29,7 +29,9 @@ class FakeSteps:
         self.pools: dict[str, object] = {}
         self.guard = threading.Lock()
 
-    def __call__(self, sub: ReplSubscriber, watch: trx_sync.BacklogWatch | None = None) -> trx_sync.SyncOutcome:
+    def __call__(
+        self, sub: ReplSubscriber, watch: trx_sync.BacklogWatch | None = None, registry: object = None
+    ) -> trx_sync.SyncOutcome:
         with self.guard:
             self.calls[sub.pk] += 1
             self.running[sub.pk] += 1
