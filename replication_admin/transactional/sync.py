@@ -601,10 +601,16 @@ def with_news(
     return [s for s in subs if (seen := counts[(s.server, s.account)]) is None or seen > s.count]
 
 
-def _look_at_schemas(subs: list[ReplSubscriber]) -> None:
+def _look_at_schemas(subs: list[ReplSubscriber], looked: dict[tuple[str, str], float] | None = None) -> None:
     """A schema change shows whether or not rows arrive (on MariaDB a rename stops the writers until the
-    capture triggers are made anew): the followed publications are looked at every few seconds."""
+    capture triggers are made anew): the followed publications are looked at every few seconds (`looked`: when
+    the caller last did, so the rounds between read nothing)."""
+    now = time.monotonic()
     for key in sorted({(s.server, s.account) for s in subs}):
+        if looked is not None:
+            if now - looked.get(key, float("-inf")) < trx_schema.CHECK_EVERY:
+                continue
+            looked[key] = now
         try:
             trx_schema.detect(publication(*key), throttle=True)
         except Exception as exc:
@@ -620,17 +626,25 @@ class WalStreams:
     publication is probed and sync jobs read the slot themselves."""
 
     RETRY_SECONDS = 5.0
+    CAPTURE_SECONDS = 5.0
 
     def __init__(self) -> None:
+        self.every_wal: set[tuple[str, str]] = set()  # the WAL publications, as last read from the catalog
+        self.known: set[tuple[str, str]] = set()  # the followed publications at that read
+        self.known_at = float("-inf")
         self.open: dict[tuple[str, str], WalStream] = {}
         self.failed: dict[tuple[str, str], float] = {}  # when opening last failed
         self.wal: set[tuple[str, str]] = set()  # the followed publications that capture from the WAL
         self.counts: dict[tuple[str, str], int] = {}  # what each open stream has stored
 
     def pump(self, subs: list[ReplSubscriber], servers: dict[str, Server]) -> None:
-        """Pump every stream the subscriptions need (one catalog read for which capture from the WAL)."""
+        """Pump every stream the subscriptions need. Which publications capture from the WAL is read from the
+        catalog when a followed publication was not known at the last read, else every CAPTURE_SECONDS."""
         wanted = {(s.server, s.account) for s in subs}
-        self.wal = wanted & wal_publications()
+        now = time.monotonic()
+        if not wanted <= self.known or now - self.known_at >= self.CAPTURE_SECONDS:
+            self.every_wal, self.known, self.known_at = wal_publications(), set(wanted), now
+        self.wal = wanted & self.every_wal
         for key in [k for k in self.open if k not in self.wal]:
             self.open.pop(key).close()
         self.counts = {}
@@ -784,6 +798,7 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
     steps = FollowSteps(settings.FOLLOW_THREADS, BacklogWatch(), on_end=wake.ring)
     pause = FOLLOW_MIN_POLL
     rounds = 0
+    looked: dict[tuple[str, str], float] = {}  # publication -> when the loop last looked at its tables' shapes
     held: list[int] = []  # the subscriptions served this round, in the follower's heartbeat (core/heartbeats.py)
 
     def details() -> dict:
@@ -815,10 +830,12 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
                     subs = followed(part)
                     held = [s.pk for s in subs]
                     wanted = {(s.server, s.account) for s in subs}
-                    _look_at_schemas(subs)
+                    _look_at_schemas(subs, looked)
                     streams.pump(subs, servers)
                     if not steps.busy():  # a busy follower polls: writers then commit without notifying
                         covered = wake.arm(wanted - streams.wal, _servers_of(wanted, servers))
+                    else:
+                        wake.disarm()
                     subs = with_news(subs, servers, streams)
                 except Exception:  # the catalog is unreachable: look again next round, on a new connection
                     log.exception("reading the in-sync subscriptions failed")
@@ -842,7 +859,6 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
                 else:  # nothing new to hand out while steps run: look again when one ends
                     wait = max(pause, FOLLOW_STEP_WAIT)
                 wake.wait(max(0.0, wait - (time.monotonic() - started)), streams.filenos())
-                wake.disarm()
         finally:
             steps.close()
     return steps.applied

@@ -90,14 +90,17 @@ class Wakeups:
     def arm(self, publications: set[tuple[str, str]], servers: dict[str, Server]) -> set[tuple[str, str]]:
         """Listen to each publication's publisher (trigger capture; `publications` as (server, account)) and take
         its wake lock; returns those that will notify every commit from now on (armed, and their triggers
-        notify). Call before looking for news: a commit after this is notified, one before it is seen."""
-        self.disarm()
+        notify). Call before looking for news: a commit after this is notified, one before it is seen. A lock
+        still held from the last round (no step handed out since) is kept: nothing committed meanwhile went
+        without a notification."""
         self.writing.clear()
         wanted: dict[str, set[str]] = {}
         for name, account in publications:
             wanted.setdefault(name, set()).add(account)
         for name in [n for n in self.listeners if n not in wanted]:
             self._drop(name, lost=False)
+        if self.armed - set(publications):  # a publication no longer followed: its lock goes back
+            self.disarm()
         covered: set[tuple[str, str]] = set()
         for name, accounts in wanted.items():
             server = servers.get(name)
@@ -112,7 +115,12 @@ class Wakeups:
                     self.unlock_sql[name] = _d(server).wake_unlock_sql()
                     self.counts.listens += 1
                 self._listen(server, listener, accounts)
-                order = sorted(accounts)
+                for account in accounts:
+                    if (name, account) in self.armed and account in listener.notifying:
+                        covered.add((name, account))
+                order = sorted(a for a in accounts if (name, a) not in self.armed)
+                if not order:
+                    continue
                 tables = [_tx_table(server, a) for a in order]
                 got = listener.conn.execute(_d(server).wake_lock_sql(tables)).fetchone()
                 for account, held in zip(order, got or (), strict=False):
