@@ -583,12 +583,17 @@ def _reconnect_catalog() -> None:
 
 
 def with_news(
-    subs: list[ReplSubscriber], servers: dict[str, Server], streams: WalStreams | None = None
+    subs: list[ReplSubscriber],
+    servers: dict[str, Server],
+    streams: WalStreams | None = None,
+    notified: set[tuple[str, str]] | None = None,
 ) -> list[ReplSubscriber]:
     """The subscriptions whose publisher shows transactions past the subscriber's count: one read-only probe
     per publication, nothing locked or numbered (a publisher that cannot be read counts as news: the step
-    reports why). A publication this process streams (`streams`) needs no probe: its stored count is it."""
+    reports why). A publication this process streams (`streams`) needs no probe: its stored count is it; nor one
+    that `notified` a commit since the follower last looked (its step reads the count anyway)."""
     counts: dict[tuple[str, str], int | None] = dict(streams.counts if streams else {})
+    counts.update(dict.fromkeys(notified or (), None))
     for sub in subs:
         key = (sub.server, sub.account)
         if key not in counts:
@@ -826,6 +831,7 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
                     servers.clear()  # registrations may have changed
                 wanted: set[tuple[str, str]] = set()
                 covered: set[tuple[str, str]] = set()
+                notified = wake.take_notified()
                 try:
                     subs = followed(part)
                     held = [s.pk for s in subs]
@@ -836,7 +842,7 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
                         covered = wake.arm(wanted - streams.wal, _servers_of(wanted, servers))
                     else:
                         wake.disarm()
-                    subs = with_news(subs, servers, streams)
+                    subs = with_news(subs, servers, streams, notified)
                 except Exception:  # the catalog is unreachable: look again next round, on a new connection
                     log.exception("reading the in-sync subscriptions failed")
                     _reconnect_catalog()

@@ -78,6 +78,7 @@ class Wakeups:
         self.writing: set[tuple[str, str]] = set()
         self.unlock_sql: dict[str, str] = {}  # server -> its dialect's statement that gives the wake locks back
         self.counts = WakeCounts()
+        self.notified: set[tuple[str, str]] = set()  # publications that notified since take_notified()
         self.last_wake = "timer"
 
     # --- a step that ended --------------------------------------------------------------------------------
@@ -216,13 +217,21 @@ class Wakeups:
             if listener is None:
                 continue
             try:
-                if list(listener.conn.notifies(timeout=0)):
+                channels = {n.channel for n in listener.conn.notifies(timeout=0)}
+                if channels:
                     notified = True
+                    self.notified |= {(name, a) for a, c in listener.channels.items() if c in channels}
                 elif listener.conn.closed or listener.conn.pgconn.status != psycopg.pq.ConnStatus.OK:
                     raise psycopg.OperationalError("the listener's session ended")
             except Exception as exc:
                 log.info("the listener of %s was lost (%s); polling it meanwhile", name, exc)
                 self._drop(name, lost=True)
+        return notified
+
+    def take_notified(self) -> set[tuple[str, str]]:
+        """The publications that notified since the last call: each committed something after the follower armed
+        its wake lock, so its subscriptions have news without a probe."""
+        notified, self.notified = self.notified, set()
         return notified
 
     def found_news(self, news: bool) -> None:

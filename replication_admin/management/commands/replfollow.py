@@ -3,6 +3,10 @@
 Each subscription is applied on its own, up to REPLADMIN_FOLLOW_THREADS at once: a subscriber that stops answering
 holds only its own subscription while the others go on (transactional/sync.py, FollowSteps).
 
+The follower reacts to commits rather than to a clock (transactional/wake.py): a PostgreSQL publisher with trigger
+capture notifies its listening session, an open WAL stream brings the changes themselves; --interval is the poll of
+the publications that cannot wake it (MariaDB, SQLite, a lost listener) and backs off while nothing arrives.
+
 With --processes N the command supervises N follower processes: process i follows the in-sync subscriptions
 whose id % N == i, each taking its subscription's item lock as a single follower does (a sync job or another
 follower holding it makes it leave that subscription alone that round). A follower process that ends
@@ -38,15 +42,18 @@ RESTART_PAUSE = 1.0
 
 class Command(BaseCommand):
     help = (
-        "Serve every transactional subscription in the IN SYNC state: look at its publisher every "
-        "--interval seconds and apply new transactions at once; cut a subscriber whose backlog grows over "
-        "the publication's threshold (it re-syncs with REPL_SYNC / SYNC_REPL). Each subscription is applied on "
-        "its own thread (REPLADMIN_FOLLOW_THREADS at once), so a silent subscriber holds only itself. "
-        "--processes N splits the subscriptions across N follower processes by id."
+        "Serve every transactional subscription in the IN SYNC state: woken by its publisher's notification or "
+        "WAL stream (else looking every --interval seconds), apply new transactions at once; cut a subscriber "
+        "whose backlog grows over the publication's threshold (it re-syncs with REPL_SYNC / SYNC_REPL). Each "
+        "subscription is applied on its own thread (REPLADMIN_FOLLOW_THREADS at once), so a silent subscriber "
+        "holds only itself. --processes N splits the subscriptions across N follower processes by id."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--interval", type=float, default=0.1, help="seconds between two looks (default 0.1)")
+        parser.add_argument(
+            "--interval", type=float, default=0.1,
+            help="seconds between two looks at publications that cannot wake the follower (default 0.1)",
+        )  # fmt: skip
         parser.add_argument("--seconds", type=float, default=0, help="stop after this long (0: until SIGTERM)")
         parser.add_argument(
             "--processes", type=int, default=1, help="follower processes, each serving the subscriptions whose "
