@@ -411,6 +411,10 @@ JDBC_JARS = env_list("REPLADMIN_JDBC_JARS", list(dict.fromkeys(j for d in DIALEC
 # without Spark (a Spark job's fixed cost dominates small windows); 0 sends every window to Spark.
 REFRESH_SMALL_WINDOW = env_int("REPLADMIN_REFRESH_SMALL_WINDOW", 20000)
 
+# How full copies (a snapshot's full refresh, initial copies) move rows: "auto" streams them natively between
+# PostgreSQL and MariaDB when nothing needs Spark (core.native_copy.copy_path), "spark" always through Spark,
+# "stream" always natively (a copy that cannot stream then fails, saying why).
+FULL_COPY_PATH = env_str("REPLADMIN_FULL_COPY_PATH", "auto")
 # How many connections one Spark job holds at once on one server, reading or writing (its partitions are
 # capped to it; SQLite is written by one writer whatever it says).
 MAX_CONNECTIONS_PER_SERVER = env_int("REPLADMIN_MAX_CONNECTIONS_PER_SERVER", 4)

@@ -18,7 +18,7 @@ from replication_admin.bidir.objects import (
     server_now,
     subscriber_table,
 )
-from replication_admin.core import connections, spark_sizing
+from replication_admin.core import connections, native_copy, spark_sizing
 from replication_admin.core.introspection import find_table
 from replication_admin.core.locks import item_lock
 from replication_admin.core.spark import endpoint, spark_session
@@ -56,8 +56,9 @@ def init_subscription(job: JobRun, reporter, subscription_id: int, rows_per_comm
         sub = Side.of(sub_server, subscriber_table(publication, sub_server), layout)
         staging = sub.work("BSIC")
         resume = subscription.init_state == "copying" and find_table(sub_server, staging) is not None
+        path = ""
         if not resume:
-            rows = _stage_init_copy(subscription, pub, sub, staging, per_commit, reporter)
+            rows, path = _stage_init_copy(subscription, pub, sub, staging, per_commit, reporter)
         else:
             rows = int(subscription.init_rows_total or 0)
             reporter.log(f"resuming the initial copy after row number {subscription.init_bookmark}")
@@ -82,10 +83,17 @@ def init_subscription(job: JobRun, reporter, subscription_id: int, rows_per_comm
         )
         SnapshotPublication.objects.filter(pk=publication.pk).update(last_ts=timezone.now())
         reporter.progress(rows, max(rows, 1), f"copied {rows} row(s) to {sub_server.name}")
-        return {"mode": "init", "rows": rows, "inserted": copied, "rows_per_commit": per_commit, "resumed": resume}
+        return {
+            "mode": "init",
+            "rows": rows,
+            "inserted": copied,
+            "rows_per_commit": per_commit,
+            "resumed": resume,
+            "path": path,
+        }
 
 
-def _stage_init_copy(subscription, pub: Side, sub: Side, staging: str, per_commit: int, reporter) -> int:
+def _stage_init_copy(subscription, pub: Side, sub: Side, staging: str, per_commit: int, reporter) -> tuple[int, str]:
     started = server_now(pub.server)
     SnapshotSubscription.objects.filter(pk=subscription.pk).update(
         init_state="staging",
@@ -102,27 +110,44 @@ def _stage_init_copy(subscription, pub: Side, sub: Side, staging: str, per_commi
     select_sql = f"SELECT {items} FROM {pub.qualify(pub.table.name)} t"
     key = pub.layout.keys[0].alias
     partition = key if len(pub.layout.keys) == 1 and pub.read_types[key] == "BIGINT" else None
-    plan = spark_bidir.InitCopy(
-        source=endpoint(pub.server, readonly=True),
+    stream = native_copy.StreamPlan(
+        source=pub.server,
         select_sql=select_sql,
-        custom_schema=", ".join(f"{m.alias} {pub.read_types[m.alias]}" for m in pub.layout.moved),
-        partition_alias=partition,
-        moved=sub.layout.moved,
-        read_types=pub.read_types,
-        dest=endpoint(sub.server),
+        columns=tuple(
+            native_copy.StreamColumn(p.alias, s.alias, p.logical, s.logical)
+            for p, s in zip(pub.layout.moved, sub.layout.moved, strict=True)
+        ),
+        dest=sub.server,
         staging_sql=sub.qualify(staging),
-        parallelism=spark_sizing.parallelism(),
+        split_alias=partition,
+        row_number="rn",
     )
-    with reporter.phase("spark_session"):
-        spark = spark_session()
-    reporter.progress(0, 1, f"reading {pub.server.name}.{pub.table.name} into {staging} on {sub.server.name}")
-    with reporter.phase("spark_copy"):
-        rows = spark_bidir.stage_copy(spark, plan, progress=reporter.spark_progress(0, 1, 2))
+    path = native_copy.copy_path(pub.server, sub.server, stream.columns)
+    reporter.progress(0, 1, f"reading {pub.server.name}.{pub.table.name} into {staging} on {sub.server.name} ({path})")
+    if path == native_copy.STREAM:
+        with reporter.phase("stream_copy"):
+            rows = native_copy.stream_copy(stream, progress=reporter.spark_progress(0, 1, 2))
+    else:
+        plan = spark_bidir.InitCopy(
+            source=endpoint(pub.server, readonly=True),
+            select_sql=select_sql,
+            custom_schema=", ".join(f"{m.alias} {pub.read_types[m.alias]}" for m in pub.layout.moved),
+            partition_alias=partition,
+            moved=sub.layout.moved,
+            read_types=pub.read_types,
+            dest=endpoint(sub.server),
+            staging_sql=sub.qualify(staging),
+            parallelism=spark_sizing.parallelism(),
+        )
+        with reporter.phase("spark_session"):
+            spark = spark_session()
+        with reporter.phase("spark_copy"):
+            rows = spark_bidir.stage_copy(spark, plan, progress=reporter.spark_progress(0, 1, 2))
     # The subscriber's copy starts from the publisher's rows: its own pending changes are discarded.
     _empty_copy(sub, reporter)
     SnapshotSubscription.objects.filter(pk=subscription.pk).update(init_state="copying", init_rows_total=rows)
     subscription.init_bookmark = -1
-    return rows
+    return rows, path
 
 
 def _empty_copy(sub: Side, reporter) -> None:

@@ -33,6 +33,7 @@ class InitResult(JobResult):
     inserted: int = 0
     rows_per_commit: int | None = None
     resumed: bool = False
+    path: str = ""  # how the rows were staged: "stream" or "spark" ("" when a staged copy was resumed)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from jobs import snapshot_refresh as spark_refresh
 from jobs.repair import stage_repair
-from replication_admin.core import connections, spark_sizing
+from replication_admin.core import connections, native_copy, spark_sizing
 from replication_admin.core.introspection import find_table, lookup_table
 from replication_admin.core.locks import item_lock
 from replication_admin.core.shapes import SourceShape, moved_columns
@@ -152,25 +152,42 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter) -> dict:
     read_types = {m.alias: read_type(src_d, source_types[m.source]) for m in moved}
     key_moves = [m for m in moved if m.is_key]
     partition = key_moves[0].alias if len(key_moves) == 1 and read_types[key_moves[0].alias] == "BIGINT" else None
-    plan = spark_refresh.FullCopy(
-        source=endpoint(shape.server, readonly=True),
+    stream = native_copy.StreamPlan(
+        source=shape.server,
         select_sql=select_sql,
-        custom_schema=", ".join(f"{m.alias} {read_types[m.alias]}" for m in moved),
-        partition_alias=partition,
-        moved=moved,
-        read_types=read_types,
-        dest=endpoint(dest),
+        columns=tuple(
+            native_copy.StreamColumn(m.alias, target, source_types[m.source], m.logical)
+            for m, target in zip(moved, staging_columns, strict=True)
+        ),
+        dest=dest,
         staging_sql=d.qualify(staging, schema),
-        staging_columns=staging_columns,
-        parallelism=spark_sizing.parallelism(),
+        split_alias=partition,
     )
+    path = native_copy.SPARK
     try:
-        if spark is None:
-            with reporter.phase("spark_session"):
-                spark = spark_session()
-        with reporter.phase("spark_copy"):
-            rows = spark_refresh.full_copy(spark, plan, progress=reporter.spark_progress(1, 3, 4))
-        reporter.progress(3, 4, f"{rows} rows staged; replacing the content of {real}")
+        path = native_copy.copy_path(stream.source, stream.dest, stream.columns)
+        if path == native_copy.STREAM:
+            with reporter.phase("stream_copy"):
+                rows = native_copy.stream_copy(stream, progress=reporter.spark_progress(1, 3, 4))
+        else:
+            plan = spark_refresh.FullCopy(
+                source=endpoint(shape.server, readonly=True),
+                select_sql=select_sql,
+                custom_schema=", ".join(f"{m.alias} {read_types[m.alias]}" for m in moved),
+                partition_alias=partition,
+                moved=moved,
+                read_types=read_types,
+                dest=endpoint(dest),
+                staging_sql=d.qualify(staging, schema),
+                staging_columns=staging_columns,
+                parallelism=spark_sizing.parallelism(),
+            )
+            if spark is None:
+                with reporter.phase("spark_session"):
+                    spark = spark_session()
+            with reporter.phase("spark_copy"):
+                rows = spark_refresh.full_copy(spark, plan, progress=reporter.spark_progress(1, 3, 4))
+        reporter.progress(3, 4, f"{rows} rows staged ({path}); replacing the content of {real}")
         if rebuild:
             with reporter.phase("index"):
                 run_each(dest, rebuild)
@@ -202,6 +219,7 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter) -> dict:
         "rows": rows,
         "swap": swap,
         "last_ts": new_last_ts.isoformat() if new_last_ts else None,
+        "path": path,
     }
 
 

@@ -49,6 +49,7 @@ class FullRefresh(RefreshResult):
     rows: int = 0
     swap: bool = False
     last_ts: str | None = None  # the newest source timestamp copied (ISO), for the next incremental refresh
+    path: str = ""  # how the rows were copied: "stream" (native export into native load) or "spark"
 
     @property
     def moved(self) -> int | None:

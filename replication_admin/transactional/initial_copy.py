@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from jobs import snapshot_refresh as spark_refresh
-from replication_admin.core import connections, spark_sizing
+from replication_admin.core import connections, native_copy, spark_sizing
 from replication_admin.core.introspection import with_constraints
 from replication_admin.core.locks import item_lock
 from replication_admin.core.shapes import ensure_copy, inc_shape, moved_columns
@@ -89,6 +89,7 @@ def init_copy(job, reporter, subscription_id: int) -> dict:
         staged: list[tuple[TableInfo, str, tuple]] = []
         spark = None
         copied = {}
+        paths: set[str] = set()
         try:
             for done, item in enumerate(items):
                 name = item_table(item.item)
@@ -105,26 +106,44 @@ def init_copy(job, reporter, subscription_id: int) -> dict:
                     ],
                 )
                 staged.append((dest, staging, moved))
-                read_types = {m.alias: read_type(src_d, dict(shape.output)[m.source]) for m in moved}
+                source_types = dict(shape.output)
+                read_types = {m.alias: read_type(src_d, source_types[m.source]) for m in moved}
                 keys = [m for m in moved if m.is_key]
                 partition = keys[0].alias if len(keys) == 1 and read_types[keys[0].alias] == "BIGINT" else None
-                plan = spark_refresh.FullCopy(
-                    source=endpoint(pub_server, readonly=True),
-                    select_sql=refresh_sql.noninc_select(src_d, shape.sql, moved),
-                    custom_schema=", ".join(f"{m.alias} {read_types[m.alias]}" for m in moved),
-                    partition_alias=partition,
-                    moved=moved,
-                    read_types=read_types,
-                    dest=endpoint(sub_server),
+                select_sql = refresh_sql.noninc_select(src_d, shape.sql, moved)
+                stream = native_copy.StreamPlan(
+                    source=pub_server,
+                    select_sql=select_sql,
+                    columns=tuple(
+                        native_copy.StreamColumn(m.alias, m.alias, source_types[m.source], m.logical) for m in moved
+                    ),
+                    dest=sub_server,
                     staging_sql=d.qualify(staging, schema),
-                    staging_columns=tuple(m.alias for m in moved),
-                    parallelism=spark_sizing.parallelism(),
+                    split_alias=partition,
                 )
-                if spark is None:
-                    with reporter.phase("spark_session"):
-                        spark = spark_session()
-                with reporter.phase("spark_copy"):
-                    copied[dest.name] = spark_refresh.full_copy(spark, plan)
+                if native_copy.copy_path(pub_server, sub_server, stream.columns) == native_copy.STREAM:
+                    with reporter.phase("stream_copy"):
+                        copied[dest.name] = native_copy.stream_copy(stream)
+                    paths.add(native_copy.STREAM)
+                else:
+                    plan = spark_refresh.FullCopy(
+                        source=endpoint(pub_server, readonly=True),
+                        select_sql=select_sql,
+                        custom_schema=", ".join(f"{m.alias} {read_types[m.alias]}" for m in moved),
+                        partition_alias=partition,
+                        moved=moved,
+                        read_types=read_types,
+                        dest=endpoint(sub_server),
+                        staging_sql=d.qualify(staging, schema),
+                        staging_columns=tuple(m.alias for m in moved),
+                        parallelism=spark_sizing.parallelism(),
+                    )
+                    if spark is None:
+                        with reporter.phase("spark_session"):
+                            spark = spark_session()
+                    with reporter.phase("spark_copy"):
+                        copied[dest.name] = spark_refresh.full_copy(spark, plan)
+                    paths.add(native_copy.SPARK)
                 reporter.progress(done + 1, len(items) + 1, f"staged {copied[dest.name]} row(s) of {dest.name}")
             definitions = procedure_definitions(pub_server, sub.account)
             if definitions and not d.has_ddl_triggers:
@@ -152,7 +171,13 @@ def init_copy(job, reporter, subscription_id: int) -> dict:
         reporter.progress(
             len(items) + 1, len(items) + 1, f"copied {sum(copied.values())} row(s) at level {levels.level_of(count)}"
         )
-        return {"mode": "init", "rows": copied, "level": levels.level_of(count), "count": count}
+        return {
+            "mode": "init",
+            "rows": copied,
+            "level": levels.level_of(count),
+            "count": count,
+            "path": " + ".join(sorted(paths)),
+        }
 
 
 def init_from_image(job, reporter, subscription_id: int, image_name: str) -> dict:

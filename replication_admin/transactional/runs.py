@@ -33,6 +33,7 @@ class CopyInit(InitResult):
     rows: dict[str, int] = field(default_factory=dict)
     level: int = 0
     count: int = 0
+    path: str = ""  # how the tables were copied: "stream", "spark" or both ("spark + stream")
 
 
 @dataclass(frozen=True)

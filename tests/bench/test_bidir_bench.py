@@ -10,7 +10,11 @@ SQLite server through the statement language:
   subscriber (updates, inserts and deletes), 1,000 of whose keys (10%) are changed on the publisher and
   on a subscriber, so they conflict (update/update, insert/insert, update/delete and delete/update);
   median of 3 runs, each on a fresh change set, with the job's phase timings;
-- the ratio of the re-copy's time (both subscribers) to the sync's.
+- the ratio of the re-copy's time (both subscribers) to the sync's;
+- `BENCH bidir_initial_copy_1m`: product = a MariaDB subscriber's initial copy of a PostgreSQL publisher's
+  1,000,000 rows, peer = a full refresh of the same rows (a snapshot, PostgreSQL -> MariaDB) in the same run;
+  `BENCH bidir_recopy_1m`: product = the re-copy of the filled subscriber, peer = the initial copy. Ratios are
+  peer / product: higher is better. BENCH_BIDIR_COPY_ROWS sets the rows while iterating.
 """
 
 from __future__ import annotations
@@ -261,3 +265,30 @@ def test_sync_of_10000_changed_rows_against_a_full_copy_of_the_subscribers(make_
         ratio=full / median,
         ratio_initial_copy=sum(copies["initial copy"].values()) / median,
     )
+
+
+def test_bidir_initial_copy_and_recopy_against_a_full_refresh(make_server, jobs_sync, spark):
+    rows = int(os.environ.get("BENCH_BIDIR_COPY_ROWS", "1000000"))
+    pub, sub = make_server("postgresql", "cpg"), make_server("mysql", "cmy")
+    run_sql(pub, "CREATE TABLE items (id bigint PRIMARY KEY, name varchar(40), price numeric(12,2), at timestamp(6))")
+    run_sql(
+        pub,
+        "INSERT INTO items SELECT g, 'item ' || g, (g % 100000) / 100.0, "
+        "TIMESTAMP '2024-01-01' + g * INTERVAL '1 second' FROM generate_series(1, ?) g",
+        [rows],
+    )
+    run("REPL_CREATE_SNAPSHOT_PUB ('cpg.items', 2); REPL_CREATE_SNAPSHOT_SUB ('cmy', 'cpg.items', 2)")
+    run_sql(pub, "ANALYZE items")
+    run("create nonincremental snapshot cmy.items_full as 'select * from cpg.items'")
+    refresh, outcome = run("update snapshot cmy.items_full")
+    assert outcome.details["rows"] == rows
+    initial, outcome = run("REPL_INIT_SNAPSHOT ('cmy', 'cpg.items', 2, 50000)")
+    assert outcome.details["rows"] == rows, outcome.details
+    recopy, outcome = run("REPL_INIT_SNAPSHOT ('cmy', 'cpg.items', 2, 50000)")
+    assert outcome.details["rows"] == rows, outcome.details
+    assert fetch_all(sub, "SELECT COUNT(*) FROM items") == [(rows,)]
+    print(
+        f"\n  {rows} rows: path {outcome.details.get('path')}, phases {JobRun.objects.get(pk=outcome.job_id).timings}"
+    )
+    print(f"BENCH bidir_initial_copy_1m: product={initial:.3f} peer={refresh:.3f} ratio={refresh / initial:.3f}")
+    print(f"BENCH bidir_recopy_1m: product={recopy:.3f} peer={initial:.3f} ratio={initial / recopy:.3f}")

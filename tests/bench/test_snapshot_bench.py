@@ -7,7 +7,12 @@ the same run; they assert nothing about speed.
   larger at most 1.5x slower, and at least 20x faster than the full refresh of 1,000,000 rows);
 - a refresh queued to a warm django-q2 worker: time from queueing to its Spark work starting (< 1 s);
 - full refreshes of 1,000,000 and 300,000 rows with the old fixed partitioning (250,000 rows a
-  partition) against the sizing from the cluster's cores and the rows, and fixed counts around it.
+  partition) against the sizing from the cluster's cores and the rows, and fixed counts around it;
+- full copies (`BENCH full_copy_100k_pg_mariadb`, `full_copy_1m_pg_mariadb`, `full_copy_1m_pg_pg`): product =
+  seconds of the product's full refresh (the path REPLADMIN_FULL_COPY_PATH picks: a native stream by default,
+  `spark` for Spark's JDBC path), peer = seconds of a native pipe (psql COPY TO STDOUT | LOAD DATA or COPY
+  FROM STDIN) in the same run, ratio = peer / product: higher is better, 1.0 is as fast as the pipe.
+  BENCH_FULL_COPY_SCALE (default 1) scales the rows while iterating.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ def fill_source(server, rows: int) -> None:
     run_sql(server, "ANALYZE bench")
 
 
-def native_pipe(pg, my) -> float:
+def native_pipe(pg, my, rows: int = ROWS) -> float:
     """psql COPY TO STDOUT piped into MariaDB's LOAD DATA (or, for a PostgreSQL destination, psql COPY FROM)."""
     if my.dialect == "postgresql":
         run_sql(my, "CREATE TABLE native (id int PRIMARY KEY, name varchar(40), amount numeric(12,2), at timestamp(6))")
@@ -68,7 +73,7 @@ def native_pipe(pg, my) -> float:
     subprocess.run(load, stdin=producer.stdout, check=True)
     producer.wait()
     elapsed = time.perf_counter() - started
-    assert fetch_all(my, "SELECT count(*) FROM native") == [(ROWS,)]
+    assert fetch_all(my, "SELECT count(*) FROM native") == [(rows,)]
     return elapsed
 
 
@@ -230,3 +235,35 @@ def test_full_refresh_partitions_sized_to_the_cluster_against_the_fixed_sizing(m
             **{label.split(" (")[0].replace(" ", "_") + "_s": m for label, m in medians.items()},
             fixed_vs_sized=fixed / sized,
         )
+
+
+FULL_COPY_SCALE = float(os.environ.get("BENCH_FULL_COPY_SCALE", "1"))
+
+
+@pytest.mark.parametrize(
+    ("name", "rows", "dest"),
+    [
+        ("full_copy_100k_pg_mariadb", 100_000, "mysql"),
+        ("full_copy_1m_pg_mariadb", 1_000_000, "mysql"),
+        ("full_copy_1m_pg_pg", 1_000_000, "postgresql"),
+    ],
+)
+def test_full_copy_against_a_native_pipe(make_server, spark, name, rows, dest):
+    """The product's full refresh of a 4-column table against a native pipe moving the same rows, alternated,
+    median of 3: product = our seconds, peer = the pipe's, ratio = peer / product (higher is better)."""
+    rows = max(int(rows * FULL_COPY_SCALE), 1)
+    pg = make_server("postgresql", "fpg")
+    target = make_server(dest, "fdst")
+    fill_source(pg, rows)
+    execute(Actor.command(), "create nonincremental snapshot fdst.copied as 'select * from fpg.bench'")
+    peers, ours, paths = [], [], set()
+    for _ in range(3):
+        run_sql(target, "DROP TABLE IF EXISTS native")
+        peers.append(native_pipe(pg, target, rows))
+        elapsed, details = timed("update snapshot fdst.copied")
+        assert details["rows"] == rows
+        ours.append(elapsed)
+        paths.add(details.get("path", "spark"))
+    product, peer = sorted(ours)[1], sorted(peers)[1]
+    print(f"\n  {name}: {rows} rows, path {'/'.join(sorted(paths))}, ours {ours}, pipe {peers}")
+    print(f"BENCH {name}: product={product:.3f} peer={peer:.3f} ratio={peer / product:.3f}")

@@ -12,6 +12,7 @@ from replication_admin.engine.dialects.base import (
     EmptyTable,
     IdentifierError,
     JdbcEndpoint,
+    StreamWire,
 )
 from replication_admin.engine.dialects.mysql import MySQL
 from replication_admin.engine.dialects.postgresql import PostgreSQL
@@ -65,6 +66,7 @@ __all__ = [
     "EmptyTable",
     "IdentifierError",
     "JdbcEndpoint",
+    "StreamWire",
     "get",
     "live_names",
     "register",

@@ -158,6 +158,17 @@ class EmptyTable:
     finally_: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class StreamWire:
+    """The CSV a full copy streams from a source's native export into a destination's native load
+    (core.native_copy): ',' between fields, '"' around them (doubled inside), one row per line; a NULL is the
+    unquoted `null` token, bytes are hex after `hex_prefix`, booleans 1 / 0, timestamps UTC wall time."""
+
+    null: str
+    hex_prefix: str
+    quote_all: bool  # every non-NULL value quoted (the NULL token could be a value otherwise)
+
+
 # (statement, parameters) pairs, and (trigger names, create, drop) of BEFORE triggers.
 EntryStatements = list[tuple[str, list[str]]]
 TriggerObjects = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
@@ -367,6 +378,11 @@ class Dialect:
     wakes_followers: bool = False
     # The bulk loader staging writes may use (jobs.native_load): "copy" (COPY FROM STDIN) or "load_data".
     bulk_loader: str | None = None
+    # Full copies stream this dialect's rows out natively (core.native_copy): "copy" (COPY … TO STDOUT) or
+    # "select" (an unbuffered SELECT of lines the server formats); None: Spark reads it.
+    bulk_export: str | None = None
+    # The CSV its bulk loader reads when a full copy streams into it (None: it takes no stream).
+    stream_wire: StreamWire | None = None
     # Transactions are numbered when they first change a published table, holding the publication's counter
     # row until they commit (a reader counts only what is before the holder).
     numbers_at_first_change: bool = False
@@ -523,6 +539,31 @@ class Dialect:
         staging table) giving (statement that drops one, statement that builds it again) per index or key.
         None: load with them (InnoDB stores rows in key order: loading in it beats building the key after)."""
         return None
+
+    # --- full copies as native streams (core.native_copy) ----------------------------------------------
+    def stream_value_sql(self, expr: str, source: LogicalType, family: str, wire: StreamWire) -> str:
+        """One value of a streamed copy as the text `wire` carries it (see StreamWire), as Spark's read would
+        deliver it: doubles as doubles (a real widened exactly), booleans as 1 / 0, instants in UTC."""
+        raise NotImplementedError(f"{self.label} has no native export")
+
+    def stream_export_sql(self, select_sql: str, values: Sequence[str], where: str, wire: StreamWire) -> str:
+        """The statement that streams `values` (stream_value_sql of the aliases of `select_sql`, read as q) of
+        the rows matching `where` (empty: every row) in `wire`'s CSV; for "select" exports, one line per row."""
+        raise NotImplementedError(f"{self.label} has no native export")
+
+    def stream_load_sql(self, table_sql: str, columns: Sequence[str], binary: Sequence[bool], path: str) -> str:
+        """The bulk load of a stream in its stream_wire CSV into `columns` of a staging table (`path`: the pipe
+        a client-side file load reads; a load from the session's own input ignores it)."""
+        raise NotImplementedError(f"{self.label} takes no stream")
+
+    def stream_session_sql(self) -> list[str]:
+        """What a streaming session (export or load) runs first: the session setup, and the text forms
+        stream_value_sql relies on."""
+        return self.session_setup_sql(False)
+
+    def row_number_sql(self) -> str | None:
+        """A row's number within a streamed read (increasing from 1); None: the client numbers the rows."""
+        return "ROW_NUMBER() OVER ()"
 
     def dependents_sql(self, table: str, schema: str) -> tuple[str, list[str]]:
         """Count of objects a rename swap would break: triggers, incoming foreign keys, views."""

@@ -12,6 +12,7 @@ from replication_admin.engine.dialects.base import (
     EntryStatements,
     JdbcEndpoint,
     RowLog,
+    StreamWire,
     TriggerObjects,
     check_host,
     check_port,
@@ -107,6 +108,8 @@ class MySQL(Dialect):
     jdbc_driver = "org.mariadb.jdbc.Driver"
     max_identifier = 64
     bulk_loader = "load_data"
+    bulk_export = "select"
+    stream_wire = StreamWire(null="NULL", hex_prefix="", quote_all=True)
     quote_char = "`"
     bmp_only_names = True
     # Tables the console creates hold any Unicode text (4-byte UTF-8 too) and compare it as the sources do.
@@ -126,6 +129,39 @@ class MySQL(Dialect):
     json_object_function = "JSON_OBJECT"
     json_merge_function = "JSON_MERGE_PATCH"
     hex_function = "HEX"
+
+    # --- full copies as native streams ------------------------------------------------------------------
+    # The server formats each row as one CSV line (the exporting session runs with time_zone '+00:00').
+    def stream_value_sql(self, expr: str, source: LogicalType, family: str, wire: StreamWire) -> str:
+        if family == "float":
+            return f"CAST({expr} AS DOUBLE)"  # a FLOAT's text has 6 digits; its double value is exact
+        if family == "boolean":
+            return f"({expr} <> 0)"  # tinyint(1): any non-zero value is true, as Spark reads it
+        if family in {"text", "json"}:
+            return f"CONVERT({expr} USING utf8mb4)"
+        if family == "binary":
+            return f"CONCAT({self.literal(wire.hex_prefix)}, HEX({expr}))" if wire.hex_prefix else f"HEX({expr})"
+        return expr
+
+    def stream_export_sql(self, select_sql: str, values: Sequence[str], where: str, wire: StreamWire) -> str:
+        # Every value quoted, quotes doubled; a line longer than max_allowed_packet comes back NULL (refused).
+        fields = [f"IFNULL(CONCAT('\"', REPLACE({v}, '\"', '\"\"'), '\"'), {self.literal(wire.null)})" for v in values]
+        condition = f" WHERE {where}" if where else ""
+        return f"SELECT CONCAT_WS(',', {', '.join(fields)}) FROM ({select_sql}) q{condition}"
+
+    def row_number_sql(self) -> str | None:
+        return None  # numbered by the client as the lines arrive (a window function makes MariaDB read it all first)
+
+    def stream_load_sql(self, table_sql: str, columns: Sequence[str], binary: Sequence[bool], path: str) -> str:
+        """LOAD DATA of the file (or pipe) at `path`; bytes arrive as hex into a variable and are UNHEXed."""
+        pairs = list(enumerate(zip(columns, binary, strict=True)))
+        targets = [f"@v{i}" if is_bytes else self.quote(c) for i, (c, is_bytes) in pairs]
+        sets = [f"{self.quote(c)} = UNHEX(@v{i})" for i, (c, is_bytes) in pairs if is_bytes]
+        return (
+            f"LOAD DATA LOCAL INFILE {self.literal(path)} INTO TABLE {table_sql} CHARACTER SET utf8mb4 "
+            "FIELDS TERMINATED BY ',' OPTIONALLY ENCLOSED BY '\"' ESCAPED BY '' LINES TERMINATED BY '\\n' "
+            f"({', '.join(targets)})" + (f" SET {', '.join(sets)}" if sets else "")
+        )
 
     def literal(self, value: str) -> str:
         # Backslash is an escape character in MariaDB string literals unless NO_BACKSLASH_ESCAPES.

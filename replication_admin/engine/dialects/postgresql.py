@@ -15,6 +15,7 @@ from replication_admin.engine.dialects.base import (
     JdbcEndpoint,
     LogTableNames,
     RowLog,
+    StreamWire,
     TriggerObjects,
     check_host,
     check_port,
@@ -83,6 +84,8 @@ class PostgreSQL(Dialect):
     decodes_wal = True
     wakes_followers = True
     bulk_loader = "copy"
+    bulk_export = "copy"
+    stream_wire = StreamWire(null="", hex_prefix="\\x", quote_all=False)
     has_ddl_triggers = True
     has_schemas = True
     default_schema = "public"
@@ -322,6 +325,36 @@ class PostgreSQL(Dialect):
 
     def copy_structure_sql(self, dest: str, schema: str, staging: str) -> str | None:
         return f"CREATE TABLE {self.qualify(staging, schema)} (LIKE {self.qualify(dest, schema)} INCLUDING ALL)"
+
+    # --- full copies as native streams ------------------------------------------------------------------
+    # The exporting session runs with TimeZone UTC, DateStyle ISO, bytea_output hex and extra_float_digits 1
+    # (stream_session_sql), so the text forms below are the ones the destinations parse back exactly.
+    def stream_value_sql(self, expr: str, source: LogicalType, family: str, wire: StreamWire) -> str:
+        if family == "float":
+            return f"{expr}::double precision"  # a real widened exactly, as Spark reads it
+        if family == "boolean":
+            return f"{expr}::int"
+        if family == "timestamp" and source.kind == "timestamptz":
+            return f"({expr} AT TIME ZONE 'UTC')"
+        if family == "binary" and wire.hex_prefix != "\\x":
+            return f"({self.literal(wire.hex_prefix)} || encode({expr}, 'hex'))"
+        return expr
+
+    def stream_session_sql(self) -> list[str]:
+        return [
+            *self.session_setup_sql(False),
+            "SET DateStyle = ISO",
+            "SET bytea_output = hex",
+            "SET extra_float_digits = 1",
+        ]
+
+    def stream_export_sql(self, select_sql: str, values: Sequence[str], where: str, wire: StreamWire) -> str:
+        options = ["FORMAT csv", f"NULL {self.literal(wire.null)}", *(["FORCE_QUOTE *"] if wire.quote_all else [])]
+        condition = f" WHERE {where}" if where else ""
+        return f"COPY (SELECT {', '.join(values)} FROM ({select_sql}) q{condition}) TO STDOUT ({', '.join(options)})"
+
+    def stream_load_sql(self, table_sql: str, columns: Sequence[str], binary: Sequence[bool], path: str) -> str:
+        return f"COPY {table_sql} ({', '.join(self.quote(c) for c in columns)}) FROM STDIN (FORMAT csv)"
 
     def deferred_indexes_sql(self) -> str | None:
         # The staging copy's own definitions, exactly as PostgreSQL prints them: keys and unique / exclusion
