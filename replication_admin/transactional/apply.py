@@ -83,28 +83,58 @@ def create_table_from(target: Target, definition: dict) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class _Shape:
+    """A table's images of one shape (the columns they carry), as the apply writes them: the subscriber's table as
+    far as the images carry columns, its codec, and the set-based statements (None: that run goes value by value)."""
+
+    table: TableInfo
+    codec: sql.RowCodec
+    names: tuple[str, ...]  # each column's name in the images
+    key_names: tuple[str, ...]  # the key columns' names in the images, in key order
+    upsert: str | None
+    delete: str | None
+
+
+# Images sent in one JSON array at most (a window bounded by rows sends fewer).
+IMAGES_PER_STATEMENT = 5000
+
+
 class _Replay:
     """Replays a batch's transactions in order inside one subscriber transaction.
 
-    Consecutive row writes (inserts and updates) of one table are sent as multi-row upserts, and
-    consecutive deletes of one table as one delete, across the transactions of the batch: the batch
-    commits as a whole, so only the order of the changes matters, not their grouping. A key written twice
-    keeps its last image (an upsert may touch a row once); anything else (a delete after writes, a key
-    change, a call, another table) sends what is pending first."""
+    Consecutive row writes (inserts and updates) of one table are sent together, and consecutive deletes of one
+    table too, across the transactions of the batch: the batch commits as a whole, so only the order of the changes
+    matters, not their grouping. Set-based where the subscriber's dialect can read every column from JSON exactly as
+    RowCodec decodes it: the run's images go as one JSON array parameter that the server expands (an upsert keeping
+    the last image of each key, a delete joined to the keys), with no Python per value. Otherwise (a column of a type
+    of its own, a dialect without the statements) the run is decoded value by value and sent as multi-row
+    parameterised upserts and deletes, a key written twice keeping its last image. Anything else (a delete after
+    writes, a key change, a call, another table or shape) sends what is pending first."""
 
     def __init__(self, cursor, target: Target) -> None:
         self.cursor, self.target = cursor, target
         self.d, self.dialect = target.d, target.server.dialect
-        self.table: TableInfo | None = None
-        self.deleting = False  # what is pending: deletes, or writes
+        self.run: tuple | None = None  # what is pending: ("json", statement) or ("rows", table, deleting)
         self.rows: dict[tuple, list] = {}  # key -> the row's last image (or its key), in first-change order
+        self.images: list[dict] = []  # the pending images of a set-based run, in order
         # By table name and the image's column names (hashing a TableInfo per entry costs).
-        self.codecs: dict[tuple[str, tuple[str, ...]], tuple[TableInfo, sql.RowCodec]] = {}
+        self.shapes: dict[tuple[str, tuple[str, ...]], _Shape] = {}
+        self.statements = 0  # statements sent for rows (what set-based saves)
 
     def flush(self) -> None:
-        table, rows, deleting = self.table, list(self.rows.values()), self.deleting
-        self.table, self.rows = None, {}
-        if table is None or not rows:
+        run, rows, images = self.run, list(self.rows.values()), self.images
+        self.run, self.rows, self.images = None, {}, []
+        if run is None:
+            return
+        if run[0] == "json":
+            for start in range(0, len(images), IMAGES_PER_STATEMENT):
+                window = images[start : start + IMAGES_PER_STATEMENT]
+                self.cursor.execute(run[1], [sql.images_parameter(window)])
+                self.statements += 1
+            return
+        _kind, table, deleting = run
+        if not rows:
             return
         width = len(rows[0])
         per = max(1, 900 // max(1, width))
@@ -112,15 +142,34 @@ class _Replay:
             chunk = rows[start : start + per]
             statement = (sql.delete_many_sql if deleting else sql.upsert_sql)(self.d, table, len(chunk))
             self.cursor.execute(statement, [v for row in chunk for v in row])
+            self.statements += 1
 
     def _pend(self, table: TableInfo, deleting: bool, key: list, row: list) -> None:
-        if self.table is not None and (self.table is not table or self.deleting != deleting):
+        run = ("rows", table, deleting)
+        if self.run is not None and (self.run[0] != "rows" or self.run[1] is not table or self.run[2] != deleting):
             self.flush()
-        self.table, self.deleting = table, deleting
+        self.run = run
         self.rows[tuple(key)] = row
+
+    def _pend_image(self, statement: str, image: dict) -> None:
+        if self.run is not None and (self.run[0] != "json" or self.run[1] != statement):
+            self.flush()
+        self.run = ("json", statement)
+        self.images.append(image)
 
     def delete(self, table: TableInfo, key: list) -> None:
         self._pend(table, True, key, key)
+
+    def _delete_image(self, shape: _Shape, image: dict) -> None:
+        """Delete the row of `image`'s key (set-based where the shape has a delete statement)."""
+        if shape.delete is not None:
+            self._pend_image(shape.delete, image)
+        else:
+            self.delete(self.target.table(shape.table.name), shape.codec.key(image))
+
+    def _held(self, entry_table: str, shape: _Shape, image: dict) -> bool:
+        # Only an updateable subscription holds keys: decoding the key costs nothing elsewhere.
+        return bool(self.target.held) and self.target.is_held(entry_table, shape.codec.key(image))
 
     def transaction(self, txn: sql.Transaction) -> None:
         if txn.origin == self.target.server.name:
@@ -154,28 +203,46 @@ class _Replay:
                 continue  # a tracer token: timed by the apply once committed, nothing to write here
             if entry.op in ("I", "U"):
                 assert entry.new is not None
-                table, codec = self.codec(entry.table, entry.new)
-                row = codec.row(entry.new)
-                key = codec.key_of(row)
-                if self.target.is_held(entry.table, key):
+                shape = self.shape(entry.table, entry.new)
+                if shape.upsert is None:
+                    self._write_row(entry, shape)
+                    continue
+                if self._held(entry.table, shape, entry.new):
                     continue
                 if entry.op == "U" and entry.old is not None:
-                    old_key = codec.key(entry.old)
-                    if old_key != key:
-                        self.delete(self.target.table(entry.table), old_key)
-                self._pend(table, False, key, row)
+                    old = entry.old
+                    old_names = self.shape(entry.table, old).key_names
+                    if [old.get(n) for n in old_names] != [entry.new.get(n) for n in shape.key_names]:
+                        self._delete_image(self.shape(entry.table, old), old)
+                self._pend_image(shape.upsert, entry.new)
                 continue
             assert entry.old is not None
-            key = self.codec(entry.table, entry.old)[1].key(entry.old)
-            if not self.target.is_held(entry.table, key):
-                self.delete(self.target.table(entry.table), key)
+            shape = self.shape(entry.table, entry.old)
+            if not self._held(entry.table, shape, entry.old):
+                self._delete_image(shape, entry.old)
+
+    def _write_row(self, entry: sql.Entry, shape: _Shape) -> None:
+        """An insert or update decoded value by value (its shape cannot go set-based)."""
+        assert entry.new is not None
+        row = shape.codec.row(entry.new)
+        key = shape.codec.key_of(row)
+        if self.target.is_held(entry.table, key):
+            return
+        if entry.op == "U" and entry.old is not None:
+            old_key = shape.codec.key(entry.old)
+            if old_key != key:
+                self.delete(self.target.table(entry.table), old_key)
+        self._pend(shape.table, False, key, row)
 
     def codec(self, name: str, image: dict) -> tuple[TableInfo, sql.RowCodec]:
-        """The subscriber's table as far as `image` carries columns, and its codec: a row is written with the
-        columns its image has (the subscriber's own columns, and those of another shape of the publisher's
-        table around a schema change, are left as they are)."""
-        shape = (name, tuple(image))
-        found = self.codecs.get(shape)
+        shape = self.shape(name, image)
+        return shape.table, shape.codec
+
+    def shape(self, name: str, image: dict) -> _Shape:
+        """The subscriber's table as far as `image` carries columns, its codec and set-based statements: a row is
+        written with the columns its image has (the subscriber's own columns, and those of another shape of the
+        publisher's table around a schema change, are left as they are)."""
+        found = self.shapes.get((name, tuple(image)))
         if found is None:
             whole = self.target.table(name)
             table = sql.image_table(whole, image)
@@ -183,7 +250,17 @@ class _Replay:
                 raise TrxError(
                     f"a change of {name} carries no value for a key column of {self.target.server.name}'s copy"
                 )
-            found = self.codecs[shape] = (table, sql.RowCodec.of(table, self.dialect))
+            names = sql.image_names(table, image)
+            by_column = dict(zip((c.name for c in table.columns), names, strict=True))
+            key_names = tuple(by_column[k.name] for k in table.primary_key)
+            found = self.shapes[(name, tuple(image))] = _Shape(
+                table=table,
+                codec=sql.RowCodec.of(table, self.dialect),
+                names=names,
+                key_names=key_names,
+                upsert=sql.images_upsert_sql(self.d, table, names),
+                delete=sql.images_delete_sql(self.d, whole, key_names),
+            )
         return found
 
     def schema_change(self, payload: dict) -> None:
@@ -206,8 +283,8 @@ class _Replay:
             objects = sql.capture_objects(self.d, self.target.push_account, changed, self.target.server.name)
             for statement in self.d.replace_objects_sql(objects.drop, objects.create):
                 self.cursor.execute(statement)
-        for shape in [s for s in self.codecs if s[0] == name]:
-            del self.codecs[shape]
+        for shape in [s for s in self.shapes if s[0] == name]:
+            del self.shapes[shape]
         if statements:
             log.info(
                 "%s: %s follows %s: %s",
@@ -218,17 +295,27 @@ class _Replay:
             )
 
 
+def replay(cursor, target: Target, txns: Iterable[sql.Transaction]) -> int:
+    """Replay transactions in order on `cursor`'s open transaction (the context and the level are the caller's).
+    Returns how many statements wrote their rows."""
+    replaying = _Replay(cursor, target)
+    for txn in txns:
+        replaying.transaction(txn)
+    replaying.flush()
+    return replaying.statements
+
+
 def replay_rows(cursor, target: Target, rows: Iterable[tuple[str, dict]]) -> int:
     """Rows given as (table, row image) written as inserts-or-updates in the apply's batches, on `cursor`'s
     open transaction (REPL_INIT_COPY from an image). Returns how many."""
-    replay = _Replay(cursor, target)
+    replaying = _Replay(cursor, target)
     n = 0
     for table, image in rows:
         n += 1
-        replay.transaction(
+        replaying.transaction(
             sql.Transaction(count=n, origin=None, at=None, entries=[sql.Entry(n, table, "I", image, None)])
         )
-    replay.flush()
+    replaying.flush()
     return n
 
 
@@ -252,10 +339,7 @@ def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, 
     def work(cursor) -> int:
         for statement in [*sql.replay_context_sql(d, nolog, None, schema), *assume]:
             cursor.execute(statement)
-        replay = _Replay(cursor, target)
-        for txn in txns:
-            replay.transaction(txn)
-        replay.flush()
+        replay(cursor, target, txns)
         for statement in release:
             cursor.execute(statement)
         cursor.execute(
@@ -384,11 +468,11 @@ def repair_keys(publisher: Server, published: dict[str, TableInfo], target: Targ
     def work(cursor) -> dict:
         for statement in [*sql.replay_context_sql(d, True, None, schema), *assume]:
             cursor.execute(statement)
-        replay = _Replay(cursor, target)
+        replaying = _Replay(cursor, target)
         for n, (name, op, image) in enumerate(images, 1):
             entry = sql.Entry(n, name, op, image if op == "I" else None, image if op == "D" else None)
-            replay.transaction(sql.Transaction(count=n, origin=None, at=None, entries=[entry]))
-        replay.flush()
+            replaying.transaction(sql.Transaction(count=n, origin=None, at=None, entries=[entry]))
+        replaying.flush()
         for statement in [*release, *sql.reset_context_sql(d, schema)]:
             cursor.execute(statement)
         return done

@@ -11,6 +11,7 @@ from replication_admin.engine.dialects.base import (
     Dialect,
     EmptyTable,
     IdentifierError,
+    ImageColumn,
     JdbcEndpoint,
 )
 from replication_admin.engine.dialects.mysql import MySQL
@@ -64,6 +65,7 @@ __all__ = [
     "Dialect",
     "EmptyTable",
     "IdentifierError",
+    "ImageColumn",
     "JdbcEndpoint",
     "get",
     "live_names",
