@@ -5,13 +5,19 @@ its changes came in."""
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
+from decimal import Decimal
 
 import pytest
 
+from replication_admin.core import connections
 from replication_admin.core.transactions import with_retries
 from replication_admin.engine import dialects
 from replication_admin.engine import transactional_sql as sql
+from replication_admin.engine.compare import family_of
+from replication_admin.engine.dialects import ImageColumn
+from replication_admin.engine.types import LogicalType
 from replication_admin.models import Server
 from replication_admin.transactional import capture as trx_capture
 from replication_admin.transactional import lookups as trx_lookups
@@ -150,3 +156,67 @@ def test_a_batch_is_cut_between_whole_transactions_by_rows_and_bytes(make_server
     assert [t.count for t in trx_capture.read_transactions(source, "tbl", 0, count, max_rows=3)] == [1, 2, 3]
     assert [t.count for t in trx_capture.read_transactions(source, "tbl", 0, count, max_bytes=1)] == [1]
     assert len(trx_capture.read_transactions(source, "tbl", 0, count, max_rows=100)) == 10
+
+
+# Values as the publishers' captures log them (PostgreSQL's row_to_json and WAL text, MariaDB's JSON_OBJECT, SQLite's
+# json_object), and odd ones: each must come out of the server's expression as RowCodec's decoding, bound, stores it.
+LOGGED = [
+    ("integer", "bigint", ["12", "-9223372036854775808", "1.9", "-1.9", "1E+2", True]),
+    ("double", "double precision", ["1.0000000000000002", "-2.2250738585072014e-308", '"NaN"', '"Infinity"', "1E+10"]),
+    ("real", "real", ["0.1", "3.4028234663852886e38", "1"]),
+    ("numeric", "numeric(20,6)", ["18.00", "1E+2", "-0.000001", '"NaN"', "12", "1.0000005"]),
+    ("boolean", "boolean", ["true", "false", "1", "0", "2", '"t"', '"yes"', '" True "', '"no"', "0.0", "0.5"]),
+    ("date", "date", ['"2024-02-29"', '"2024-02-29T00:00:00"', '" 0001-01-01 "', '"infinity"']),
+    ("time", "time", ['"12:34:56"', '"12:34:56.1234567"', '"00:00:00.5"', '"23:59:59.999999"']),
+    (
+        "timestamp",
+        "timestamp without time zone",
+        [
+            '"2024-02-29T23:59:59.999999"',
+            '"2024-06-30 22:30:00.123456+02"',
+            '"2024-06-30T22:30:00+02:00"',
+            '"2024-01-01 00:00:00Z"',
+            '"2024-01-01"',
+            '"infinity"',
+            '"2024-06-30 22:30:00-0530"',
+        ],
+    ),
+    (
+        "timestamptz",
+        "timestamp with time zone",
+        [
+            '"2024-06-30T22:30:00.123456+02:00"',
+            '"2024-01-01 00:00:00"',
+            '"2024-01-01T00:00:00Z"',
+        ],
+    ),
+    ("varchar", "character varying(40)", ['"it\'s \\"q\\" \\\\ ✓ 表😀"', "12", "1.50", "true", '""']),
+    ("long_varbinary", "bytea", ['"\\\\x00ff"', '"00FF"', '"\\\\x"', '""', '"0a 0b"']),
+    ("json", "jsonb", ['"{\\"a\\": [1, 2.5]}"', '"\\"just a string\\""']),
+    ("uuid", "uuid", ['"F47AC10B-58CC-4372-A567-0E02B2C3D479"']),
+]
+
+
+@pytest.mark.parametrize(("kind", "declared", "values"), LOGGED, ids=[k for k, _, _ in LOGGED])
+def test_each_family_reads_from_json_on_postgresql_as_rowcodec_decodes_it(make_server, kind, declared, values):
+    server = make_server("postgresql")
+    d = dialects.get("postgresql")
+    logical = LogicalType(kind)
+    column = ImageColumn("c", 'ab "cd', family_of(logical), kind, declared)
+    expression = d._image_value(column)
+    assert expression is not None
+    images = [json.loads('{"ab \\"cd": ' + (v if isinstance(v, str) else json.dumps(v)) + "}", parse_float=Decimal)
+              for v in values]  # fmt: skip
+    decode = sql.RowCodec.of(
+        sql.TableInfo("t", (sql.Column('ab "cd', declared, logical, pk_position=1),)), "postgresql"
+    ).row
+    with connections.connect(server) as conn:
+        cursor = conn.cursor()
+        got = cursor.execute(
+            f"SELECT CAST({expression} AS text) FROM jsonb_array_elements(CAST(? AS jsonb)) WITH ORDINALITY AS e(v, o) "
+            "ORDER BY e.o",
+            [sql.images_parameter(images)],
+        ).fetchall()
+        for image, (server_side,) in zip(images, got, strict=True):
+            (bound,) = cursor.execute(f"SELECT CAST(CAST(? AS {declared}) AS text)", decode(image)).fetchone()
+            assert server_side == bound, image

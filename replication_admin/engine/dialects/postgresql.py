@@ -38,6 +38,8 @@ from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.engine.types import LogicalType, split_declared
 
 XACT_ID = "pg_current_xact_id()::text::bigint"
+# A Decimal's text (a JSON number with a fraction or an exponent, sent as a string): digits with '.' or 'E'.
+DECIMAL_TEXT = "'^-{0,1}[0-9]+([.][0-9]+){0,1}(E[-+]{0,1}[0-9]+){0,1}$'"
 
 _PARSE = {
     "smallint": "smallint",
@@ -531,7 +533,8 @@ class PostgreSQL(Dialect):
 
     # --- set-based apply ----------------------------------------------------------------------------------
     def _image_value(self, c: ImageColumn) -> str | None:
-        """The column's value of the image `e.v` (jsonb) as RowCodec decodes it and binding it would store."""
+        """The column's value of the image `e.v` (jsonb) as RowCodec decodes it and binding it would store (no '?'
+        in the expressions: the statement's one parameter marker is the images')."""
         j = f"(e.v -> {self.literal(c.key)})"
         t = f"(e.v ->> {self.literal(c.key)})"
         declared = c.declared.strip()
@@ -555,7 +558,7 @@ class PostgreSQL(Dialect):
             expr = (
                 f"CASE jsonb_typeof({j}) WHEN 'boolean' THEN CAST({j} AS boolean) "
                 f"WHEN 'number' THEN CAST({t} AS numeric) <> 0 "
-                f"WHEN 'string' THEN CASE WHEN {t} ~ '^-?[0-9]+([.][0-9]+)?(E[-+]?[0-9]+)?$' AND {t} ~ '[.E]' "
+                f"WHEN 'string' THEN CASE WHEN {t} ~ {DECIMAL_TEXT} AND {t} ~ '[.E]' "
                 f"THEN CAST({t} AS numeric) <> 0 "
                 rf"ELSE lower(btrim({t}, E' \t\n\r\f\x0b\x1c\x1d\x1e\x1f')) IN ('1', 't', 'true', 'y', 'yes') END END"
             )
@@ -572,7 +575,9 @@ class PostgreSQL(Dialect):
                 expr = f"CAST({t} AS timestamptz)"  # the session's zone is UTC, as for the UTC text bound
             else:
                 # An instant with a zone is its UTC time (_timestamp_text); a time without one stays as it is.
-                zoned = r"'[0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]+)?)?\s*(Z|[+-][0-9]{2}(:?[0-9]{2}){0,2})\s*$'"
+                zoned = (
+                    r"'[0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]+){0,1}){0,1}\s*(Z|[+-][0-9]{2}(:{0,1}[0-9]{2}){0,2})\s*$'"
+                )
                 expr = (
                     f"CASE WHEN {t} ~ {zoned} THEN CAST({t} AS timestamptz) AT TIME ZONE 'UTC' "
                     f"ELSE CAST({t} AS timestamp) END"
