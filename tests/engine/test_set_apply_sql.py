@@ -60,9 +60,13 @@ def test_images_are_found_by_their_own_spelling_of_a_column():
 def test_a_column_of_a_type_of_its_own_or_a_dialect_without_the_statements_goes_value_by_value():
     other = table(("id", "integer", "integer"), ("tags", "other", "integer[]"))
     assert sql.images_upsert_sql(PG, other, ("id", "tags")) is None
-    plain = table(("id", "integer", "int"), ("v", "varchar", "varchar(10)"))
-    assert sql.images_upsert_sql(dialects.get("mysql"), plain, ("id", "v")) is None
-    assert sql.images_delete_sql(dialects.get("sqlite"), plain, ("id",)) is None
+    assert sql.images_upsert_sql(dialects.get("mysql"), other, ("id", "tags")) is None
+    blob = table(("id", "integer", "INTEGER"), ("b", "long_varbinary", "BLOB"))
+    assert sql.images_upsert_sql(dialects.get("sqlite"), blob, ("id", "b")) is None  # SQLite 3.40: no unhex()
+    quoted = table(("id", "integer", "INTEGER"), ('a "b', "varchar", "TEXT"))
+    assert sql.images_upsert_sql(dialects.get("sqlite"), quoted, ("id", 'a "b')) is None  # no path spells it
+    assert sql.images_delete_sql(dialects.get("sqlite"), quoted, ("id",)) is not None
+    assert sql.images_upsert_sql(dialects.get("oracle"), quoted, ("id", 'a "b')) is None  # no live server
 
 
 def test_the_parameter_keeps_decimals_exact_and_text_as_it_is():

@@ -672,6 +672,9 @@ class Dialect:
         return self.json_merge_function + f"({', '.join(objects)})"
 
     # --- set-based apply: a run of row images sent as one JSON array parameter -----------------------------
+    # A text read from JSON keeps a NUL (\u0000) whole; where not, a run holding one goes value by value.
+    json_text_holds_nul: bool = True
+
     def images_upsert_sql(self, target: str, columns: Sequence[ImageColumn], keys: Sequence[ImageColumn]) -> str | None:
         """One statement that writes every image of the JSON array bound as its parameter into `target` (qualified):
         inserted, or overwriting the row of its key; of images with the same key, the last one counts. Each value
