@@ -8,6 +8,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from replication_admin.core import connections
 from replication_admin.core.conflicts import key_text
@@ -121,6 +122,7 @@ class _Replay:
         self.images: list[dict] = []  # the pending images of a set-based run, in order
         # By table name and the image's column names (hashing a TableInfo per entry costs).
         self.shapes: dict[tuple[str, tuple[str, ...]], _Shape] = {}
+        self.last_shape: tuple[str, Any, _Shape] | None = None  # the last one found: (table, its image's keys, shape)
         self.statements = 0  # statements sent for rows (what set-based saves)
 
     def flush(self) -> None:
@@ -170,7 +172,11 @@ class _Replay:
         self.rows[tuple(key)] = row
 
     def _pend_image(self, statement: str, image: dict, shape: _Shape, deleting: bool) -> None:
-        if self.run is not None and (self.run[0] != "json" or self.run[1] != statement):
+        run = self.run
+        if run is not None and run[1] is statement:  # the run goes on (one statement object per shape)
+            self.images.append(image)
+            return
+        if run is not None and (run[0] != "json" or run[1] != statement):
             self.flush()
         if self.run is None:
             self.run = ("json", statement, shape, deleting)
@@ -195,6 +201,21 @@ class _Replay:
             return  # the subscriber's own change, pushed earlier: it has it already
         d, cursor = self.d, self.cursor
         for entry in txn.entries:
+            if entry.op in ("I", "U"):
+                assert entry.new is not None
+                shape = self.shape(entry.table, entry.new)
+                if shape.upsert is None:
+                    self._write_row(entry, shape)
+                    continue
+                if self._held(entry.table, shape, entry.new):
+                    continue
+                if entry.op == "U" and entry.old is not None:
+                    old = entry.old
+                    old_names = self.shape(entry.table, old).key_names
+                    if [old.get(n) for n in old_names] != [entry.new.get(n) for n in shape.key_names]:
+                        self._delete_image(self.shape(entry.table, old), old)
+                self._pend_image(shape.upsert, entry.new, shape, False)
+                continue
             if entry.op == "C":
                 continue  # created before the transaction (create_table_from)
             if entry.op == "P":
@@ -220,21 +241,6 @@ class _Replay:
                 continue
             if entry.op == tracers.MARKER:
                 continue  # a tracer token: timed by the apply once committed, nothing to write here
-            if entry.op in ("I", "U"):
-                assert entry.new is not None
-                shape = self.shape(entry.table, entry.new)
-                if shape.upsert is None:
-                    self._write_row(entry, shape)
-                    continue
-                if self._held(entry.table, shape, entry.new):
-                    continue
-                if entry.op == "U" and entry.old is not None:
-                    old = entry.old
-                    old_names = self.shape(entry.table, old).key_names
-                    if [old.get(n) for n in old_names] != [entry.new.get(n) for n in shape.key_names]:
-                        self._delete_image(self.shape(entry.table, old), old)
-                self._pend_image(shape.upsert, entry.new, shape, False)
-                continue
             assert entry.old is not None
             shape = self.shape(entry.table, entry.old)
             if not self._held(entry.table, shape, entry.old):
@@ -261,6 +267,9 @@ class _Replay:
         """The subscriber's table as far as `image` carries columns, its codec and set-based statements: a row is
         written with the columns its image has (the subscriber's own columns, and those of another shape of the
         publisher's table around a schema change, are left as they are)."""
+        last = self.last_shape
+        if last is not None and last[0] == name and last[1] == image.keys():
+            return last[2]  # the same columns as the entry before (a run's images): no key tuple made
         found = self.shapes.get((name, tuple(image)))
         if found is None:
             whole = self.target.table(name)
@@ -280,6 +289,7 @@ class _Replay:
                 upsert=sql.images_upsert_sql(self.d, table, names),
                 delete=sql.images_delete_sql(self.d, whole, key_names),
             )
+        self.last_shape = (name, image.keys(), found)
         return found
 
     def schema_change(self, payload: dict) -> None:
@@ -304,6 +314,7 @@ class _Replay:
                 self.cursor.execute(statement)
         for shape in [s for s in self.shapes if s[0] == name]:
             del self.shapes[shape]
+        self.last_shape = None
         if statements:
             log.info(
                 "%s: %s follows %s: %s",
