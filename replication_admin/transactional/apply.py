@@ -97,8 +97,10 @@ class _Shape:
     delete: str | None
 
 
-# Images sent in one JSON array at most (a window bounded by rows sends fewer).
+# Images sent in one JSON array at most (a window bounded by rows sends fewer), and its characters at most (MariaDB
+# takes a statement of up to max_allowed_packet, 16 MiB by default, in UTF-8): a larger array is sent in halves.
 IMAGES_PER_STATEMENT = 5000
+PARAMETER_CHARS = 4 * 1024 * 1024
 
 
 class _Replay:
@@ -133,14 +135,7 @@ class _Replay:
         if run[0] == "json":
             _kind, statement, shape, deleting = run
             for start in range(0, len(images), IMAGES_PER_STATEMENT):
-                window = images[start : start + IMAGES_PER_STATEMENT]
-                parameter = sql.images_parameter(window)
-                if not self.d.json_text_holds_nul and "\\u0000" in parameter:
-                    # A text with NUL, which this server's JSON functions cut there: this window goes value by value.
-                    self._by_value(shape, deleting, window)
-                    continue
-                self.cursor.execute(statement, [parameter])
-                self.statements += 1
+                self._send(statement, shape, deleting, images[start : start + IMAGES_PER_STATEMENT])
             return
         _kind, table, deleting = run
         if not rows:
@@ -152,6 +147,22 @@ class _Replay:
             statement = (sql.delete_many_sql if deleting else sql.upsert_sql)(self.d, table, len(chunk))
             self.cursor.execute(statement, [v for row in chunk for v in row])
             self.statements += 1
+
+    def _send(self, statement: str, shape: _Shape, deleting: bool, window: list[dict]) -> None:
+        """One set-based statement for `window`, halved while its JSON is over PARAMETER_CHARS (in order: of the
+        images of one key, the last is still written last)."""
+        parameter = sql.images_parameter(window)
+        if len(parameter) > PARAMETER_CHARS and len(window) > 1:
+            half = len(window) // 2
+            self._send(statement, shape, deleting, window[:half])
+            self._send(statement, shape, deleting, window[half:])
+            return
+        if not self.d.json_text_holds_nul and "\\u0000" in parameter:
+            # A text with NUL, which this server's JSON functions cut there: this window goes value by value.
+            self._by_value(shape, deleting, window)
+            return
+        self.cursor.execute(statement, [parameter])
+        self.statements += 1
 
     def _by_value(self, shape: _Shape, deleting: bool, images: list[dict]) -> None:
         """Images of a set-based run written as the value-by-value apply writes them."""

@@ -18,6 +18,7 @@ from replication_admin.engine import dialects
 from replication_admin.engine import transactional_sql as sql
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import Server
+from replication_admin.transactional import apply
 from replication_admin.transactional import capture as trx_capture
 from replication_admin.transactional import lookups as trx_lookups
 from replication_admin.transactional.apply import Target, replay
@@ -142,6 +143,21 @@ def test_a_thousand_row_window_is_written_by_a_handful_of_statements(make_server
     assert statements <= 3
     assert len(raw_rows(dest)) == 1000
     assert differences(expected(rows), stored(dest)) == []
+
+
+def test_a_window_over_the_parameter_size_is_sent_in_parts_that_end_as_the_publisher(make_server, monkeypatch):
+    monkeypatch.setattr(apply, "PARAMETER_CHARS", 300)
+    source = make_server("postgresql")
+    run_sql(source, SIMPLE["postgresql"])
+    trx_capture.create_log(source, "tbl")
+    trx_capture.add_capture(source, "tbl", trx_lookups.describe(source, "w"))
+    run_sql(source, "INSERT INTO w SELECT g, 'v' || g FROM generate_series(1, 40) g")
+    run_sql(source, "UPDATE w SET v = 'last' WHERE id < 20")
+    run_sql(source, "INSERT INTO w SELECT g, 'w' || g FROM generate_series(41, 60) g")
+    dest = make_server("postgresql")
+    run_sql(dest, SIMPLE["postgresql"])
+    assert replayed(source, dest, the_log(source)) > 3
+    assert raw_rows(dest, "w") == raw_rows(source, "w")
 
 
 def test_a_batch_is_cut_between_whole_transactions_by_rows_and_bytes(make_server):
