@@ -351,6 +351,11 @@ HEARTBEAT_STALE_SECONDS = env_int("REPLADMIN_HEARTBEAT_STALE_SECONDS", 15)
 # FOLLOW_THREADS subscriptions' steps at once, so a subscriber that stops answering holds only its own (0: one
 # after another in the follower's loop, where one stalled subscriber holds them all).
 FOLLOW_THREADS = env_int("REPLADMIN_FOLLOW_THREADS", 8)
+# A transactional apply batch (repl_apply_batch transactions) is cut, between whole transactions, once it holds
+# more than TRX_BATCH_ROWS log entries or TRX_BATCH_BYTES of row images (a transaction larger than that is read
+# alone): a large backlog is read and applied in bounded windows, not held in memory at once.
+TRX_BATCH_ROWS = env_int("REPLADMIN_TRX_BATCH_ROWS", 50000)
+TRX_BATCH_BYTES = env_int("REPLADMIN_TRX_BATCH_BYTES", 64 * 1024 * 1024)
 # Network faults: lost connections, failed connects, deadlocks and serialisation failures are retried (a step
 # again on a new connection, then the whole job from its start) with exponential backoff and jitter, for at
 # most RETRY_SECONDS in all per job; a pooled connection idle longer than CONNECTION_CHECK_AFTER seconds is

@@ -56,7 +56,7 @@ from typing import Any
 
 from replication_admin.engine import levels, wal_capture
 from replication_admin.engine.compare import family_of
-from replication_admin.engine.dialects import Dialect
+from replication_admin.engine.dialects import Dialect, ImageColumn
 from replication_admin.engine.objects import (
     NOLOG_SETTING,
     ORIGIN_SETTING,
@@ -332,8 +332,8 @@ def counter_sql(d: Dialect, account: str, schema: str = "") -> str:
     return f"SELECT {q('N')}, {q('CONN')} FROM {d.qualify(names.seq, schema)} WHERE {q('ID')} = 1"
 
 
-def entries_sql(d: Dialect, account: str, after: int, upto: int, schema: str = "") -> str:
-    """Entries of the transactions with after < N <= upto, in replay order.
+def entries_sql(d: Dialect, account: str, after: int, upto: int, schema: str = "", limit: int | None = None) -> str:
+    """Entries of the transactions with after < N <= upto, in replay order (at most `limit` of them).
 
     The bounds are literals (integers), not parameters: a plan made for unknown bounds (a server-side
     prepared statement's generic plan) hash-joins a full scan of the log instead of looking the window's
@@ -345,7 +345,37 @@ def entries_sql(d: Dialect, account: str, after: int, upto: int, schema: str = "
         f"SELECT t.{q('N')}, t.{q('ORIGIN')}, t.{q('AT')}, l.{q('SEQ')}, l.{q('TBL')}, l.{q('OP')}, "
         f"l.{q('NEW')}, l.{q('OLD')} FROM {tx} t JOIN {log} l ON l.{q('TXID')} = t.{q('TXID')} "
         f"WHERE t.{q('N')} > {int(after)} AND t.{q('N')} <= {int(upto)} ORDER BY t.{q('N')}, l.{q('SEQ')}"
+        + (f" LIMIT {int(limit)}" if limit is not None else "")
     )
+
+
+def bounded_window(
+    rows: Sequence[Sequence[Any]], max_rows: int | None, max_bytes: int | None, truncated: bool
+) -> tuple[list[Sequence[Any]], bool]:
+    """Rows of entries_sql cut before the first transaction that takes the window past `max_rows` entries or
+    `max_bytes` of image text (whole transactions only; `truncated`: the read stopped at its limit, so the last
+    transaction may be incomplete). Returns (the rows kept, whether the first transaction alone is over the bounds
+    and incomplete: it is to be read whole)."""
+    size = 0
+    first_of_txn = 0
+    for i, row in enumerate(rows):
+        if i and row[0] != rows[i - 1][0]:
+            first_of_txn = i
+        size += len(row[6] or "") + len(row[7] or "")
+        if (max_rows is not None and i + 1 > max_rows) or (max_bytes is not None and size > max_bytes):
+            if first_of_txn:
+                return list(rows[:first_of_txn]), False
+            break  # the first transaction alone is over the bounds: it is applied whole
+    else:
+        if not truncated:
+            return list(rows), False
+        # Read up to the limit: the last transaction may go on past it.
+        last = rows[-1][0] if rows else None
+        keep = [r for r in rows if r[0] != last]
+        return (keep, False) if keep else ([], True)
+    last = rows[0][0]
+    whole = [r for r in rows if r[0] == last]
+    return whole, truncated and len(whole) == len(rows)
 
 
 def first_unnumbered_sql(d: Dialect, account: str, schema: str = "") -> str:
@@ -594,6 +624,47 @@ def upsert_sql(d: Dialect, table: TableInfo, rows: int) -> str:
     values = ", ".join(one for _ in range(rows))
     others = [n for n in names if n not in keys]
     return d.upsert_sql(f"{head}{values}", [q(k) for k in keys], [q(n) for n in others])
+
+
+def image_names(table: TableInfo, image: dict[str, Any]) -> tuple[str, ...]:
+    """For each of `table`'s columns, its name in `image` (the exact name, else the first that matches
+    case-insensitively, as RowCodec reads it)."""
+    names = []
+    for column in table.columns:
+        if column.name in image:
+            names.append(column.name)
+        else:
+            names.append(next((k for k in image if k.lower() == column.name.lower()), column.name))
+    return tuple(names)
+
+
+def _image_columns(table: TableInfo, columns: Sequence[Column], names: dict[str, str]) -> list[ImageColumn]:
+    return [
+        ImageColumn(c.name, names.get(c.name, c.name), family_of(c.logical), c.logical.kind, c.declared)
+        for c in columns
+    ]
+
+
+def images_upsert_sql(d: Dialect, table: TableInfo, names: Sequence[str]) -> str | None:
+    """The set-based upsert of a run of images that carry `table`'s columns under `names` (image_names): one JSON
+    array parameter. None where the dialect cannot decode a column exactly as RowCodec does."""
+    by_column = dict(zip((c.name for c in table.columns), names, strict=True))
+    columns = _image_columns(table, table.columns, by_column)
+    keys = _image_columns(table, key_columns(table), by_column)
+    return d.images_upsert_sql(d.qualify(table.name, table.schema), columns, keys)
+
+
+def images_delete_sql(d: Dialect, table: TableInfo, key_names: Sequence[str]) -> str | None:
+    """The set-based delete of a run of images whose key columns are named `key_names` (in key order)."""
+    keys = key_columns(table)
+    by_column = dict(zip((k.name for k in keys), key_names, strict=True))
+    return d.images_delete_sql(d.qualify(table.name, table.schema), _image_columns(table, keys, by_column))
+
+
+def images_parameter(images: Sequence[dict[str, Any]]) -> str:
+    """A run of decoded row images as the one JSON array a set-based statement reads: re-serialised in C, the
+    decimals (decoded as Decimal) as their exact text."""
+    return json.dumps(images, default=str, ensure_ascii=False, check_circular=False)
 
 
 def delete_sql(d: Dialect, table: TableInfo) -> str:

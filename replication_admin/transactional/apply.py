@@ -8,6 +8,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from replication_admin.core import connections
 from replication_admin.core.conflicts import key_text
@@ -83,28 +84,61 @@ def create_table_from(target: Target, definition: dict) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class _Shape:
+    """A table's images of one shape (the columns they carry), as the apply writes them: the subscriber's table as
+    far as the images carry columns, its codec, and the set-based statements (None: that run goes value by value)."""
+
+    table: TableInfo
+    codec: sql.RowCodec
+    names: tuple[str, ...]  # each column's name in the images
+    key_names: tuple[str, ...]  # the key columns' names in the images, in key order
+    upsert: str | None
+    delete: str | None
+
+
+# Images sent in one JSON array at most (a window bounded by rows sends fewer), and its characters at most (MariaDB
+# takes a statement of up to max_allowed_packet, 16 MiB by default, in UTF-8): a larger array is sent in halves.
+IMAGES_PER_STATEMENT = 5000
+PARAMETER_CHARS = 4 * 1024 * 1024
+
+
 class _Replay:
     """Replays a batch's transactions in order inside one subscriber transaction.
 
-    Consecutive row writes (inserts and updates) of one table are sent as multi-row upserts, and
-    consecutive deletes of one table as one delete, across the transactions of the batch: the batch
-    commits as a whole, so only the order of the changes matters, not their grouping. A key written twice
-    keeps its last image (an upsert may touch a row once); anything else (a delete after writes, a key
-    change, a call, another table) sends what is pending first."""
+    Consecutive row writes (inserts and updates) of one table are sent together, and consecutive deletes of one
+    table too, across the transactions of the batch: the batch commits as a whole, so only the order of the changes
+    matters, not their grouping. Set-based where the subscriber's dialect can read every column from JSON exactly as
+    RowCodec decodes it: the run's images go as one JSON array parameter that the server expands (an upsert keeping
+    the last image of each key, a delete joined to the keys), with no Python per value. Otherwise (a column of a type
+    of its own, a dialect without the statements) the run is decoded value by value and sent as multi-row
+    parameterised upserts and deletes, a key written twice keeping its last image. Anything else (a delete after
+    writes, a key change, a call, another table or shape) sends what is pending first."""
 
     def __init__(self, cursor, target: Target) -> None:
         self.cursor, self.target = cursor, target
         self.d, self.dialect = target.d, target.server.dialect
-        self.table: TableInfo | None = None
-        self.deleting = False  # what is pending: deletes, or writes
+        # What is pending: ("json", statement, shape, deleting) or ("rows", table, deleting).
+        self.run: tuple | None = None
         self.rows: dict[tuple, list] = {}  # key -> the row's last image (or its key), in first-change order
+        self.images: list[dict] = []  # the pending images of a set-based run, in order
         # By table name and the image's column names (hashing a TableInfo per entry costs).
-        self.codecs: dict[tuple[str, tuple[str, ...]], tuple[TableInfo, sql.RowCodec]] = {}
+        self.shapes: dict[tuple[str, tuple[str, ...]], _Shape] = {}
+        self.last_shape: tuple[str, Any, _Shape] | None = None  # the last one found: (table, its image's keys, shape)
+        self.statements = 0  # statements sent for rows (what set-based saves)
 
     def flush(self) -> None:
-        table, rows, deleting = self.table, list(self.rows.values()), self.deleting
-        self.table, self.rows = None, {}
-        if table is None or not rows:
+        run, rows, images = self.run, list(self.rows.values()), self.images
+        self.run, self.rows, self.images = None, {}, []
+        if run is None:
+            return
+        if run[0] == "json":
+            _kind, statement, shape, deleting = run
+            for start in range(0, len(images), IMAGES_PER_STATEMENT):
+                self._send(statement, shape, deleting, images[start : start + IMAGES_PER_STATEMENT])
+            return
+        _kind, table, deleting = run
+        if not rows:
             return
         width = len(rows[0])
         per = max(1, 900 // max(1, width))
@@ -112,21 +146,87 @@ class _Replay:
             chunk = rows[start : start + per]
             statement = (sql.delete_many_sql if deleting else sql.upsert_sql)(self.d, table, len(chunk))
             self.cursor.execute(statement, [v for row in chunk for v in row])
+            self.statements += 1
+
+    def _send(self, statement: str, shape: _Shape, deleting: bool, window: list[dict]) -> None:
+        """One set-based statement for `window`, halved while its JSON is over PARAMETER_CHARS (in order: of the
+        images of one key, the last is still written last)."""
+        parameter = sql.images_parameter(window)
+        if len(parameter) > PARAMETER_CHARS and len(window) > 1:
+            half = len(window) // 2
+            self._send(statement, shape, deleting, window[:half])
+            self._send(statement, shape, deleting, window[half:])
+            return
+        if not self.d.json_text_holds_nul and "\\u0000" in parameter:
+            # A text with NUL, which this server's JSON functions cut there: this window goes value by value.
+            self._by_value(shape, deleting, window)
+            return
+        self.cursor.execute(statement, [parameter])
+        self.statements += 1
+
+    def _by_value(self, shape: _Shape, deleting: bool, images: list[dict]) -> None:
+        """Images of a set-based run written as the value-by-value apply writes them."""
+        whole = self.target.table(shape.table.name)
+        for image in images:
+            if deleting:
+                self._pend(whole, True, shape.codec.key(image), shape.codec.key(image))
+            else:
+                row = shape.codec.row(image)
+                self._pend(shape.table, False, shape.codec.key_of(row), row)
+        self.flush()
 
     def _pend(self, table: TableInfo, deleting: bool, key: list, row: list) -> None:
-        if self.table is not None and (self.table is not table or self.deleting != deleting):
+        run = ("rows", table, deleting)
+        if self.run is not None and (self.run[0] != "rows" or self.run[1] is not table or self.run[2] != deleting):
             self.flush()
-        self.table, self.deleting = table, deleting
+        self.run = run
         self.rows[tuple(key)] = row
+
+    def _pend_image(self, statement: str, image: dict, shape: _Shape, deleting: bool) -> None:
+        run = self.run
+        if run is not None and run[1] is statement:  # the run goes on (one statement object per shape)
+            self.images.append(image)
+            return
+        if run is not None and (run[0] != "json" or run[1] != statement):
+            self.flush()
+        if self.run is None:
+            self.run = ("json", statement, shape, deleting)
+        self.images.append(image)
 
     def delete(self, table: TableInfo, key: list) -> None:
         self._pend(table, True, key, key)
+
+    def _delete_image(self, shape: _Shape, image: dict) -> None:
+        """Delete the row of `image`'s key (set-based where the shape has a delete statement)."""
+        if shape.delete is not None:
+            self._pend_image(shape.delete, image, shape, True)
+        else:
+            self.delete(self.target.table(shape.table.name), shape.codec.key(image))
+
+    def _held(self, entry_table: str, shape: _Shape, image: dict) -> bool:
+        # Only an updateable subscription holds keys: decoding the key costs nothing elsewhere.
+        return bool(self.target.held) and self.target.is_held(entry_table, shape.codec.key(image))
 
     def transaction(self, txn: sql.Transaction) -> None:
         if txn.origin == self.target.server.name:
             return  # the subscriber's own change, pushed earlier: it has it already
         d, cursor = self.d, self.cursor
         for entry in txn.entries:
+            if entry.op in ("I", "U"):
+                assert entry.new is not None
+                shape = self.shape(entry.table, entry.new)
+                if shape.upsert is None:
+                    self._write_row(entry, shape)
+                    continue
+                if self._held(entry.table, shape, entry.new):
+                    continue
+                if entry.op == "U" and entry.old is not None:
+                    old = entry.old
+                    old_names = self.shape(entry.table, old).key_names
+                    if [old.get(n) for n in old_names] != [entry.new.get(n) for n in shape.key_names]:
+                        self._delete_image(self.shape(entry.table, old), old)
+                self._pend_image(shape.upsert, entry.new, shape, False)
+                continue
             if entry.op == "C":
                 continue  # created before the transaction (create_table_from)
             if entry.op == "P":
@@ -152,30 +252,36 @@ class _Replay:
                 continue
             if entry.op == tracers.MARKER:
                 continue  # a tracer token: timed by the apply once committed, nothing to write here
-            if entry.op in ("I", "U"):
-                assert entry.new is not None
-                table, codec = self.codec(entry.table, entry.new)
-                row = codec.row(entry.new)
-                key = codec.key_of(row)
-                if self.target.is_held(entry.table, key):
-                    continue
-                if entry.op == "U" and entry.old is not None:
-                    old_key = codec.key(entry.old)
-                    if old_key != key:
-                        self.delete(self.target.table(entry.table), old_key)
-                self._pend(table, False, key, row)
-                continue
             assert entry.old is not None
-            key = self.codec(entry.table, entry.old)[1].key(entry.old)
-            if not self.target.is_held(entry.table, key):
-                self.delete(self.target.table(entry.table), key)
+            shape = self.shape(entry.table, entry.old)
+            if not self._held(entry.table, shape, entry.old):
+                self._delete_image(shape, entry.old)
+
+    def _write_row(self, entry: sql.Entry, shape: _Shape) -> None:
+        """An insert or update decoded value by value (its shape cannot go set-based)."""
+        assert entry.new is not None
+        row = shape.codec.row(entry.new)
+        key = shape.codec.key_of(row)
+        if self.target.is_held(entry.table, key):
+            return
+        if entry.op == "U" and entry.old is not None:
+            old_key = shape.codec.key(entry.old)
+            if old_key != key:
+                self.delete(self.target.table(entry.table), old_key)
+        self._pend(shape.table, False, key, row)
 
     def codec(self, name: str, image: dict) -> tuple[TableInfo, sql.RowCodec]:
-        """The subscriber's table as far as `image` carries columns, and its codec: a row is written with the
-        columns its image has (the subscriber's own columns, and those of another shape of the publisher's
-        table around a schema change, are left as they are)."""
-        shape = (name, tuple(image))
-        found = self.codecs.get(shape)
+        shape = self.shape(name, image)
+        return shape.table, shape.codec
+
+    def shape(self, name: str, image: dict) -> _Shape:
+        """The subscriber's table as far as `image` carries columns, its codec and set-based statements: a row is
+        written with the columns its image has (the subscriber's own columns, and those of another shape of the
+        publisher's table around a schema change, are left as they are)."""
+        last = self.last_shape
+        if last is not None and last[0] == name and last[1] == image.keys():
+            return last[2]  # the same columns as the entry before (a run's images): no key tuple made
+        found = self.shapes.get((name, tuple(image)))
         if found is None:
             whole = self.target.table(name)
             table = sql.image_table(whole, image)
@@ -183,7 +289,18 @@ class _Replay:
                 raise TrxError(
                     f"a change of {name} carries no value for a key column of {self.target.server.name}'s copy"
                 )
-            found = self.codecs[shape] = (table, sql.RowCodec.of(table, self.dialect))
+            names = sql.image_names(table, image)
+            by_column = dict(zip((c.name for c in table.columns), names, strict=True))
+            key_names = tuple(by_column[k.name] for k in table.primary_key)
+            found = self.shapes[(name, tuple(image))] = _Shape(
+                table=table,
+                codec=sql.RowCodec.of(table, self.dialect),
+                names=names,
+                key_names=key_names,
+                upsert=sql.images_upsert_sql(self.d, table, names),
+                delete=sql.images_delete_sql(self.d, whole, key_names),
+            )
+        self.last_shape = (name, image.keys(), found)
         return found
 
     def schema_change(self, payload: dict) -> None:
@@ -206,8 +323,9 @@ class _Replay:
             objects = sql.capture_objects(self.d, self.target.push_account, changed, self.target.server.name)
             for statement in self.d.replace_objects_sql(objects.drop, objects.create):
                 self.cursor.execute(statement)
-        for shape in [s for s in self.codecs if s[0] == name]:
-            del self.codecs[shape]
+        for shape in [s for s in self.shapes if s[0] == name]:
+            del self.shapes[shape]
+        self.last_shape = None
         if statements:
             log.info(
                 "%s: %s follows %s: %s",
@@ -218,17 +336,27 @@ class _Replay:
             )
 
 
+def replay(cursor, target: Target, txns: Iterable[sql.Transaction]) -> int:
+    """Replay transactions in order on `cursor`'s open transaction (the context and the level are the caller's).
+    Returns how many statements wrote their rows."""
+    replaying = _Replay(cursor, target)
+    for txn in txns:
+        replaying.transaction(txn)
+    replaying.flush()
+    return replaying.statements
+
+
 def replay_rows(cursor, target: Target, rows: Iterable[tuple[str, dict]]) -> int:
     """Rows given as (table, row image) written as inserts-or-updates in the apply's batches, on `cursor`'s
     open transaction (REPL_INIT_COPY from an image). Returns how many."""
-    replay = _Replay(cursor, target)
+    replaying = _Replay(cursor, target)
     n = 0
     for table, image in rows:
         n += 1
-        replay.transaction(
+        replaying.transaction(
             sql.Transaction(count=n, origin=None, at=None, entries=[sql.Entry(n, table, "I", image, None)])
         )
-    replay.flush()
+    replaying.flush()
     return n
 
 
@@ -252,10 +380,7 @@ def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, 
     def work(cursor) -> int:
         for statement in [*sql.replay_context_sql(d, nolog, None, schema), *assume]:
             cursor.execute(statement)
-        replay = _Replay(cursor, target)
-        for txn in txns:
-            replay.transaction(txn)
-        replay.flush()
+        replay(cursor, target, txns)
         for statement in release:
             cursor.execute(statement)
         cursor.execute(
@@ -384,11 +509,11 @@ def repair_keys(publisher: Server, published: dict[str, TableInfo], target: Targ
     def work(cursor) -> dict:
         for statement in [*sql.replay_context_sql(d, True, None, schema), *assume]:
             cursor.execute(statement)
-        replay = _Replay(cursor, target)
+        replaying = _Replay(cursor, target)
         for n, (name, op, image) in enumerate(images, 1):
             entry = sql.Entry(n, name, op, image if op == "I" else None, image if op == "D" else None)
-            replay.transaction(sql.Transaction(count=n, origin=None, at=None, entries=[entry]))
-        replay.flush()
+            replaying.transaction(sql.Transaction(count=n, origin=None, at=None, entries=[entry]))
+        replaying.flush()
         for statement in [*release, *sql.reset_context_sql(d, schema)]:
             cursor.execute(statement)
         return done

@@ -7,8 +7,10 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import pyodbc
 
@@ -587,11 +589,30 @@ def oldest_count(server: Server, account: str) -> int | None:
     return None if value is None else int(value)
 
 
-def read_transactions(server: Server, account: str, after: int, upto: int) -> list[sql.Transaction]:
+def read_transactions(
+    server: Server,
+    account: str,
+    after: int,
+    upto: int,
+    max_rows: int | None = None,
+    max_bytes: int | None = None,
+) -> list[sql.Transaction]:
+    """The transactions after < N <= upto, in order; with bounds, only the whole transactions that fit within
+    `max_rows` log entries and `max_bytes` of row images (at least the first one, however large)."""
     d = _d(server)
+    schema = schema_of(server)
+    limit = None if max_rows is None else max_rows + 1
     with connections.connect(server, readonly=True) as conn:
-        rows = conn.cursor().execute(sql.entries_sql(d, account, after, upto, schema_of(server))).fetchall()
-    return sql.group_transactions([tuple(r) for r in rows])
+        cursor = conn.cursor()
+        read = cursor.execute(sql.entries_sql(d, account, after, upto, schema, limit)).fetchall()
+        rows: list[Sequence[Any]] = [tuple(r) for r in read]
+        if max_rows is not None or max_bytes is not None:
+            truncated = limit is not None and len(rows) >= limit
+            rows, read_whole = sql.bounded_window(rows, max_rows, max_bytes, truncated)
+            if read_whole:  # one transaction larger than the bounds: it is applied whole, alone
+                first = after + 1
+                rows = [tuple(r) for r in cursor.execute(sql.entries_sql(d, account, after, first, schema)).fetchall()]
+    return sql.group_transactions(rows)
 
 
 def purge_log(server: Server, account: str, upto: int) -> int:

@@ -280,7 +280,9 @@ def sync_once(
     goal = pub_count if max_transactions is None else min(pub_count, count + max_transactions)
     while count < goal:
         upto = min(goal, count + batch)
-        txns = read_transactions(pub_server, sub.account, count, upto)
+        txns = read_transactions(
+            pub_server, sub.account, count, upto, settings.TRX_BATCH_ROWS, settings.TRX_BATCH_BYTES
+        )
         if not txns or txns[0].count != count + 1:
             raise TrxError(
                 f"{sub.server}/{sub.account} has no transaction after level {levels.level_of(count)} "

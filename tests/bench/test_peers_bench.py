@@ -41,12 +41,16 @@ from tests.transactional.test_trx_replication import run
 
 pytestmark = [pytest.mark.bench, pytest.mark.live_db]
 
-PUB_PORT, SUB_PORT = 5441, 5442
+# The benchmark's two clusters (BENCH_PEER_PORT and the next one: another run on the machine may hold the default).
+PUB_PORT = int(os.environ.get("BENCH_PEER_PORT", "5441"))
+SUB_PORT = PUB_PORT + 1
 SMALL = int(os.environ.get("BENCH_PEER_TXNS", "3000"))
 BULK_TXNS, BULK_ROWS = int(os.environ.get("BENCH_PEER_BULK_TXNS", "100")), 1000
 LATENCY_TXNS, RATE = int(os.environ.get("BENCH_PEER_LATENCY_TXNS", "500")), 50.0
 # BENCH_PEER_ONLY=latency measures commit → visible alone (no backlogs, write rates or sustained load).
 ONLY_LATENCY = os.environ.get("BENCH_PEER_ONLY", "") == "latency"
+# Only the backlog figures (the latency, write-rate and sustained parts left out): a quick comparison of applies.
+BACKLOG_ONLY = os.environ.get("BENCH_PEER_BACKLOG_ONLY", "") not in ("", "0")
 TABLE = "CREATE TABLE t (id bigint PRIMARY KEY, v varchar(40), amount numeric(14, 2))"
 HAS_PGLOGICAL = Path("/usr/lib/postgresql/15/lib/pglogical.so").exists()
 
@@ -288,7 +292,13 @@ def test_replication_admin_beside_postgresql_logical_replication_and_pglogical(c
             first += SMALL
             results[peer.name]["bulk_rows_per_s"] = backlog(peer, first, BULK_TXNS, BULK_ROWS)
             first += BULK_TXNS * BULK_ROWS
+        if BACKLOG_ONLY:
             peer.start()
+            wait_until(SUB_PORT, peer.name, rows_and_sum(PUB_PORT, peer.name)[0])
+            assert rows_and_sum(SUB_PORT, peer.name) == rows_and_sum(PUB_PORT, peer.name)
+            peer.stop()
+            continue
+        peer.start()
         p50, p95 = latency(peer, first)
         first += LATENCY_TXNS
         results[peer.name] |= {"latency_p50_ms": p50 * 1000, "latency_p95_ms": p95 * 1000}
@@ -298,6 +308,9 @@ def test_replication_admin_beside_postgresql_logical_replication_and_pglogical(c
         assert rows_and_sum(SUB_PORT, peer.name) == rows_and_sum(PUB_PORT, peer.name)
         peer.stop()
         starts[peer.name] = first
+    if BACKLOG_ONLY:
+        backlog_lines(results)
+        return
     builtin = results["peer_builtin"]
     for capture in ("triggers", "wal"):
         product = results[f"peer_product_{capture}"]
@@ -306,6 +319,7 @@ def test_replication_admin_beside_postgresql_logical_replication_and_pglogical(c
             report(f"trx_latency_{quantile}_ms", product=mine, peer=peer_ms, ratio=mine / peer_ms, capture=capture)
     if ONLY_LATENCY:
         return
+    backlog_lines(results)
     # The publisher's write rate: the unreplicated database and each peer with only that peer replicating,
     # alternated twice per workload (the best round counts), so they share the machine's state.
     with pg(PUB_PORT, "plain") as conn:
@@ -351,6 +365,22 @@ def test_replication_admin_beside_postgresql_logical_replication_and_pglogical(c
             bulk_backlog=product["bulk_rows_per_s"] / builtin["bulk_rows_per_s"],
             latency_p50=product["latency_p50_ms"] / builtin["latency_p50_ms"],
         )
+
+
+def backlog_lines(results: dict[str, dict[str, float]]) -> None:
+    """The backlog figures of each capture mode beside PostgreSQL's logical replication applying the same backlog:
+    one-row transactions per second and rows of 1,000-row transactions per second."""
+    builtin = results["peer_builtin"]
+    for capture in ("wal", "triggers"):
+        product = results[f"peer_product_{capture}"]
+        for name, key in (
+            ("trx_backlog_1row_pg_pg", "small_tx_per_s"),
+            ("trx_backlog_1000row_pg_pg", "bulk_rows_per_s"),
+        ):
+            print(
+                f"\nBENCH {name}_{capture}: product={product[key]:.1f} peer={builtin[key]:.1f} "
+                f"ratio={product[key] / builtin[key]:.3f}"
+            )
 
 
 SUSTAINED_RATE = float(os.environ.get("BENCH_SUSTAINED_RATE", "1000"))

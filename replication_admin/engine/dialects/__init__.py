@@ -11,6 +11,7 @@ from replication_admin.engine.dialects.base import (
     Dialect,
     EmptyTable,
     IdentifierError,
+    ImageColumn,
     JdbcEndpoint,
     StreamWire,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "Dialect",
     "EmptyTable",
     "IdentifierError",
+    "ImageColumn",
     "JdbcEndpoint",
     "StreamWire",
     "get",

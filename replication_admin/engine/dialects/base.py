@@ -169,6 +169,17 @@ class StreamWire:
     quote_all: bool  # every non-NULL value quoted (the NULL token could be a value otherwise)
 
 
+@dataclass(frozen=True)
+class ImageColumn:
+    """A subscriber's column as a set-based apply reads it from a JSON array of row images."""
+
+    column: str  # the subscriber's column
+    key: str  # its name in the images (the publisher's spelling; MariaDB and SQLite fold case)
+    family: str  # the value family (engine.compare.family_of), which says how the image holds the value
+    kind: str  # the logical kind
+    declared: str  # the subscriber's declared type (what the value is cast to)
+
+
 # (statement, parameters) pairs, and (trigger names, create, drop) of BEFORE triggers.
 EntryStatements = list[tuple[str, list[str]]]
 TriggerObjects = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
@@ -702,6 +713,21 @@ class Dialect:
         if len(objects) == 1:
             return objects[0]
         return self.json_merge_function + f"({', '.join(objects)})"
+
+    # --- set-based apply: a run of row images sent as one JSON array parameter -----------------------------
+    # A text read from JSON keeps a NUL (\u0000) whole; where not, a run holding one goes value by value.
+    json_text_holds_nul: bool = True
+
+    def images_upsert_sql(self, target: str, columns: Sequence[ImageColumn], keys: Sequence[ImageColumn]) -> str | None:
+        """One statement that writes every image of the JSON array bound as its parameter into `target` (qualified):
+        inserted, or overwriting the row of its key; of images with the same key, the last one counts. Each value
+        must become exactly what engine.transactional_sql.RowCodec makes of it. None: not expressible here (the
+        apply binds the values one by one)."""
+        return None
+
+    def images_delete_sql(self, target: str, keys: Sequence[ImageColumn]) -> str | None:
+        """One statement that deletes from `target` the rows whose key an image of the bound JSON array holds."""
+        return None
 
     def text_image_sql(self, stmt: str, args: str) -> str:
         """A REPL_TEXT row (statement, JSON array of arguments) as the JSON of a 'T' entry."""

@@ -10,6 +10,7 @@ from replication_admin.engine.dialects.base import (
     Dialect,
     EmptyTable,
     EntryStatements,
+    ImageColumn,
     JdbcEndpoint,
     RowLog,
     StreamWire,
@@ -31,6 +32,11 @@ from replication_admin.engine.schema import Column, Default, TableInfo
 from replication_admin.engine.types import BINARY_KINDS, TEXT_KINDS, LogicalType, split_declared
 
 KEY_BYTES = 3072
+# A Decimal's text (a JSON number with a fraction or an exponent, sent as a string): digits with '.' or 'E'.
+DECIMAL_TEXT = "'^-{0,1}[0-9]+([.][0-9]+){0,1}(E[-+]{0,1}[0-9]+){0,1}$'"
+# A zone at the end of a time ("Z", "+02", "+0530", "+05:30") and the time before it.
+ZONE = "(Z|[+-][0-9]{2}(:{0,1}[0-9]{2}){0,1})[[:space:]]*$"
+ZONED = "'[0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]+){0,1}){0,1}[[:space:]]*" + ZONE + "'"
 # A key InnoDB cannot index whole (over KEY_BYTES, or unbounded text or bytes) is kept whole under a unique
 # constraint MariaDB checks by a hash of the values (its "long unique", 10.4+), beside an index of the values'
 # first bytes that lookups and joins use; a primary key can be neither a hash nor a prefix. Introspection
@@ -543,6 +549,100 @@ class MySQL(Dialect):
 
     def text_image_sql(self, stmt: str, args: str) -> str:
         return f"JSON_OBJECT('stmt', {stmt}, 'args', JSON_EXTRACT(COALESCE({args}, '[]'), '$'))"
+
+    # --- set-based apply (JSON_TABLE: each column's scalar as text, and as its JSON where the type tells) --------
+    def _image_value(self, c: ImageColumn, v: str, j: str) -> str | None:
+        """The column's value from `v` (its scalar as text, NULL for null) and `j` (its JSON) as RowCodec decodes it
+        and binding it would store (no '?' in the expressions: the statement's one parameter is the images')."""
+        if c.family == "text":
+            if c.kind == "other":
+                return None  # a type of its own: the image may embed a document for it
+            return (
+                f"CASE WHEN {j} IN ('true', 'false') THEN CONCAT(UPPER(LEFT({v}, 1)), SUBSTRING({v}, 2)) ELSE {v} END"
+            )
+        if c.family == "integer":
+            return (
+                f"CASE WHEN {j} = 'true' THEN 1 WHEN {j} = 'false' THEN 0 "
+                f"ELSE TRUNCATE(CAST({v} AS DECIMAL(65, 30)), 0) END"
+            )
+        if c.family == "float":
+            return f"CAST({v} AS DOUBLE)"
+        if c.family in ("decimal", "json"):
+            return v  # the exact text, converted as a bound text is
+        if c.family == "boolean":
+            return (
+                f"CASE WHEN {j} = 'true' THEN 1 WHEN {j} = 'false' THEN 0 WHEN LEFT({j}, 1) = '\"' THEN "
+                f"CASE WHEN {v} REGEXP {DECIMAL_TEXT} AND {v} REGEXP '[.E]' THEN CAST({v} AS DECIMAL(65, 30)) <> 0 "
+                f"ELSE LOWER(TRIM({v})) IN ('1', 't', 'true', 'y', 'yes') END "
+                f"ELSE CAST({v} AS DECIMAL(65, 30)) <> 0 END"
+            )
+        if c.family == "date":
+            return f"LEFT(TRIM({v}), 10)"
+        if c.family == "time":
+            dot = f"LOCATE('.', {v})"
+            return (
+                f"CASE WHEN {dot} > 0 THEN CONCAT(LEFT({v}, {dot} - 1), '.', "
+                f"RPAD(SUBSTRING({v}, {dot} + 1, 6), 6, '0')) ELSE CONCAT({v}, '.000000') END"
+            )
+        if c.family == "timestamp":
+            # An instant with a zone becomes its UTC time (_timestamp_text); MariaDB reads no zone in a time.
+            zone = f"TRIM(REGEXP_SUBSTR({v}, '{ZONE}'))"
+            digits = f"REPLACE({zone}, ':', '')"
+            offset = (
+                f"CASE WHEN UPPER({zone}) = 'Z' THEN '+00:00' ELSE CONCAT(LEFT({digits}, 3), ':', "
+                f"IF(LENGTH({digits}) >= 5, SUBSTRING({digits}, 4, 2), '00')) END"
+            )
+            local = f"CAST(REPLACE(REGEXP_REPLACE({v}, '[[:space:]]*{ZONE}', ''), 'T', ' ') AS DATETIME(6))"
+            return (
+                f"CASE WHEN {v} REGEXP {ZONED} THEN CONVERT_TZ({local}, {offset}, '+00:00') "
+                f"ELSE REPLACE({v}, 'T', ' ') END"
+            )
+        if c.family == "binary":
+            return f"UNHEX(CASE WHEN LEFT({v}, 2) = {self.literal(chr(92) + 'x')} THEN SUBSTRING({v}, 3) ELSE {v} END)"
+        return None
+
+    def _images_table(self, columns: Sequence[ImageColumn]) -> tuple[str, list[str]] | None:
+        """JSON_TABLE over the bound array (alias j: o its ordinality, v<i> and j<i> each column's text and JSON),
+        and each column's value; None when a column has no exact reading."""
+        items = ["o FOR ORDINALITY"]
+        values = []
+        for i, c in enumerate(columns):
+            key = c.key.replace("\\", "\\\\").replace('"', '\\"')
+            path = self.literal(f'$."{key}"')
+            items.append(f"v{i} LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH {path}")
+            items.append(f"j{i} JSON PATH {path}")
+            value = self._image_value(c, f"j.v{i}", f"j.j{i}")
+            if value is None:
+                return None
+            values.append(value)
+        return f"JSON_TABLE(?, '$[*]' COLUMNS ({', '.join(items)})) AS j", values
+
+    def images_upsert_sql(self, target: str, columns: Sequence[ImageColumn], keys: Sequence[ImageColumn]) -> str | None:
+        found = self._images_table(columns)
+        if found is None or not keys:
+            return None
+        source, values = found
+        q = self.quote
+        picked = ", ".join(f"{v} AS c{i}" for i, v in enumerate(values))
+        names = ", ".join(q(c.column) for c in columns)
+        key_names = {k.column for k in keys}
+        others = [q(c.column) for c in columns if c.column not in key_names]
+        # In the images' order: of the images of one key, the last one's update is the one that stays.
+        insert = (
+            f"INSERT INTO {target} ({names}) SELECT {', '.join(f's.c{i}' for i in range(len(columns)))} "
+            f"FROM (SELECT {picked}, j.o FROM {source}) AS s ORDER BY s.o"
+        )
+        return self.upsert_sql(insert, [q(k.column) for k in keys], others)
+
+    def images_delete_sql(self, target: str, keys: Sequence[ImageColumn]) -> str | None:
+        found = self._images_table(keys)
+        if found is None or not keys:
+            return None
+        source, values = found
+        q = self.quote
+        picked = ", ".join(f"{v} AS k{i}" for i, v in enumerate(values))
+        match = " AND ".join(f"t.{q(k.column)} = k.k{i}" for i, k in enumerate(keys))
+        return f"DELETE t FROM {target} AS t JOIN (SELECT {picked} FROM {source}) AS k ON {match}"
 
     def capture_entry_sql(self, logs: CaptureTables, table: str, op: str, new: str, old: str, local: str) -> str:
         q = self.quote

@@ -12,6 +12,7 @@ from replication_admin.engine.dialects.base import (
     Dialect,
     EmptyTable,
     EntryStatements,
+    ImageColumn,
     JdbcEndpoint,
     LogTableNames,
     RowLog,
@@ -40,6 +41,8 @@ from replication_admin.engine.types import LogicalType, split_declared
 XACT_ID = "pg_current_xact_id()::text::bigint"
 # The class (first key) of the wake locks: two-int advisory keys never meet the one-bigint keys used elsewhere.
 WAKE_LOCK_CLASS = 0x52414457
+# A Decimal's text (a JSON number with a fraction or an exponent, sent as a string): digits with '.' or 'E'.
+DECIMAL_TEXT = "'^-{0,1}[0-9]+([.][0-9]+){0,1}(E[-+]{0,1}[0-9]+){0,1}$'"
 
 _PARSE = {
     "smallint": "smallint",
@@ -563,6 +566,99 @@ class PostgreSQL(Dialect):
 
     def text_image_sql(self, stmt: str, args: str) -> str:
         return f"jsonb_build_object('stmt', {stmt}, 'args', coalesce({args}, '[]')::jsonb)::text"
+
+    # --- set-based apply ----------------------------------------------------------------------------------
+    def _image_value(self, c: ImageColumn) -> str | None:
+        """The column's value of the image `e.v` (jsonb) as RowCodec decodes it and binding it would store (no '?'
+        in the expressions: the statement's one parameter marker is the images')."""
+        j = f"(e.v -> {self.literal(c.key)})"
+        t = f"(e.v ->> {self.literal(c.key)})"
+        declared = c.declared.strip()
+        if not declared or c.kind == "other":
+            return None  # a type of its own (array, range, enum ...): the image may embed a document for it
+        if c.family == "text":
+            # A JSON true/false reaches a text column as Python's str(): True / False.
+            expr = f"CASE WHEN jsonb_typeof({j}) = 'boolean' THEN initcap({t}) ELSE {t} END"
+        elif c.family == "integer":
+            # int(): a fractional number (a Decimal, sent as its text) is truncated; true/false are 1/0.
+            expr = (
+                f"CASE WHEN jsonb_typeof({j}) = 'boolean' THEN CAST(CAST({j} AS boolean) AS integer) "
+                f"ELSE trunc(CAST({t} AS numeric)) END"
+            )
+        elif c.family == "float":
+            expr = f"CAST({t} AS double precision)"  # float(), then the column's precision (real: rounded once more)
+        elif c.family == "decimal":
+            expr = t  # the exact text: the column's input rounds it to its scale, as a bound text is
+        elif c.family == "boolean":
+            # _truthy for text; a number's truth (a fractional one arrives as its text: digits with '.' or 'E').
+            expr = (
+                f"CASE jsonb_typeof({j}) WHEN 'boolean' THEN CAST({j} AS boolean) "
+                f"WHEN 'number' THEN CAST({t} AS numeric) <> 0 "
+                f"WHEN 'string' THEN CASE WHEN {t} ~ {DECIMAL_TEXT} AND {t} ~ '[.E]' "
+                f"THEN CAST({t} AS numeric) <> 0 "
+                rf"ELSE lower(btrim({t}, E' \t\n\r\f\x0b\x1c\x1d\x1e\x1f')) IN ('1', 't', 'true', 'y', 'yes') END END"
+            )
+        elif c.family == "date":
+            expr = rf"left(btrim({t}, E' \t\n\r\f\x0b\x1c\x1d\x1e\x1f'), 10)"
+        elif c.family == "time":
+            # Six fraction digits, the extra ones cut (not rounded), as _time_text.
+            expr = (
+                f"CASE WHEN strpos({t}, '.') > 0 THEN left({t}, strpos({t}, '.') - 1) || '.' || "
+                f"rpad(substr({t}, strpos({t}, '.') + 1, 6), 6, '0') ELSE {t} || '.000000' END"
+            )
+        elif c.family == "timestamp":
+            if "with time zone" in declared.lower():
+                expr = f"CAST({t} AS timestamptz)"  # the session's zone is UTC, as for the UTC text bound
+            else:
+                # An instant with a zone is its UTC time (_timestamp_text); a time without one stays as it is.
+                zoned = (
+                    r"'[0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]+){0,1}){0,1}\s*(Z|[+-][0-9]{2}(:{0,1}[0-9]{2}){0,2})\s*$'"
+                )
+                expr = (
+                    f"CASE WHEN {t} ~ {zoned} THEN CAST({t} AS timestamptz) AT TIME ZONE 'UTC' "
+                    f"ELSE CAST({t} AS timestamp) END"
+                )
+        elif c.family == "binary":
+            expr = rf"decode(CASE WHEN left({t}, 2) = '\x' THEN substr({t}, 3) ELSE {t} END, 'hex')"
+        elif c.family == "json":
+            expr = t
+        else:
+            return None
+        lowered = declared.lower()
+        if "char" in lowered or lowered.startswith("bit"):
+            return expr  # assigned as a bound text is: too long is an error (an explicit cast would cut it)
+        return f"CAST({expr} AS {declared})"
+
+    def images_upsert_sql(self, target: str, columns: Sequence[ImageColumn], keys: Sequence[ImageColumn]) -> str | None:
+        values = [self._image_value(c) for c in columns]
+        if any(v is None for v in values) or not keys:
+            return None
+        q = self.quote
+        alias = {c.column: f"c{i}" for i, c in enumerate(columns)}
+        firsts = ", ".join(alias[k.column] for k in keys)
+        # An upsert may touch a row once: of the images of one key, the last (highest ordinality) is written.
+        picked = ", ".join(f"{v} AS {alias[c.column]}" for v, c in zip(values, columns, strict=True))
+        rows = (
+            f"SELECT DISTINCT ON ({firsts}) {picked} "
+            f"FROM jsonb_array_elements(CAST(? AS jsonb)) WITH ORDINALITY AS e(v, o) ORDER BY {firsts}, e.o DESC"
+        )
+        names = ", ".join(q(c.column) for c in columns)
+        key_names = {k.column for k in keys}
+        others = [q(c.column) for c in columns if c.column not in key_names]
+        insert = f"INSERT INTO {target} ({names}) SELECT {', '.join(alias.values())} FROM ({rows}) s"
+        return self.upsert_sql(insert, [q(k.column) for k in keys], others)
+
+    def images_delete_sql(self, target: str, keys: Sequence[ImageColumn]) -> str | None:
+        values = [self._image_value(k) for k in keys]
+        if any(v is None for v in values) or not keys:
+            return None
+        q = self.quote
+        picked = ", ".join(f"{v} AS k{i}" for i, v in enumerate(values))
+        match = " AND ".join(f"t.{q(k.column)} = k.k{i}" for i, k in enumerate(keys))
+        return (
+            f"DELETE FROM {target} AS t USING (SELECT {picked} FROM jsonb_array_elements(CAST(? AS jsonb)) AS e(v)) k "
+            f"WHERE {match}"
+        )
 
     def _open_transaction_sql(self, logs: CaptureTables, local: str) -> str:
         """The transaction's one RTTX row, written by its first entry: a transaction-local setting (named after

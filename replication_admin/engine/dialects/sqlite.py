@@ -12,6 +12,7 @@ Storage formats chosen for values SQLite has no type for (see docs/sqlite-storag
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from replication_admin.engine.dialects.base import (
     Address,
@@ -19,6 +20,7 @@ from replication_admin.engine.dialects.base import (
     CaptureTables,
     Dialect,
     EntryStatements,
+    ImageColumn,
     JdbcEndpoint,
     RowLog,
     odbc_value,
@@ -356,6 +358,112 @@ class SQLite(Dialect):
     def reset_context_sql(self, context_table: str) -> list[str]:
         q = self.quote
         return [f"UPDATE {context_table} SET {q('NOLOG')} = 0, {q('ORIGIN')} = NULL"]
+
+    # --- set-based apply (json_each over the bound array; each column by its path in the image) --------------
+    json_text_holds_nul = False  # json_extract ends a text at its NUL
+
+    def _image_value(self, c: ImageColumn) -> str | None:
+        """The column's value of the image `e.value` as RowCodec decodes it and binding it would store (no '?' in the
+        expressions: the statement's one parameter is the images'). SQLite keeps what it is given, so the text forms
+        (times) are rebuilt to the character."""
+        if '"' in c.key:
+            return None  # a name no JSON path of SQLite's (3.40) can spell
+        path = self.literal(f'$."{c.key}"')
+        x = f"json_extract(e.value, {path})"
+        kind = f"json_type(e.value, {path})"
+        text = f"CAST({x} AS TEXT)"
+        # An image value no decoding takes is refused, as decoding it refuses it (json() of no JSON fails).
+        refuse = "json('refused')"
+        decimal = f"({x} GLOB '*[.E]*' AND NOT {x} GLOB '*[^0-9.E+-]*')"
+        if c.family == "text":
+            if c.kind == "other":
+                return None  # a type of its own: the image may embed a document for it
+            return f"CASE {kind} WHEN 'true' THEN 'True' WHEN 'false' THEN 'False' WHEN 'text' THEN {x} ELSE {text} END"
+        if c.family == "integer":
+            return (
+                f"CASE {kind} WHEN 'integer' THEN {x} WHEN 'real' THEN CAST({x} AS INTEGER) WHEN 'true' THEN 1 "
+                f"WHEN 'false' THEN 0 WHEN 'text' THEN CASE WHEN {decimal} THEN CAST(CAST({x} AS REAL) AS INTEGER) "
+                f"WHEN trim({x}) <> '' AND NOT trim({x}) GLOB '*[^0-9+-]*' THEN CAST(trim({x}) AS INTEGER) "
+                f"ELSE {refuse} END END"
+            )
+        if c.family == "float":
+            special = f"lower(trim({x}))"
+            return (
+                f"CASE WHEN {kind} <> 'text' THEN CAST({x} AS REAL) "
+                f"WHEN {special} IN ('nan', '+nan', '-nan') THEN NULL "
+                f"WHEN {special} IN ('inf', '+inf', 'infinity', '+infinity') THEN 9e999 "
+                f"WHEN {special} IN ('-inf', '-infinity') THEN -9e999 ELSE CAST({x} AS REAL) END"
+            )
+        if c.family == "decimal":
+            # The number's text as the image has it (a Decimal arrives as its text).
+            return f"CASE {kind} WHEN 'text' THEN {x} ELSE e.value -> {path} END"
+        if c.family == "boolean":
+            return (
+                f"CASE {kind} WHEN 'true' THEN 1 WHEN 'false' THEN 0 WHEN 'text' THEN CASE WHEN {decimal} "
+                f"THEN CAST({x} AS REAL) <> 0 ELSE lower(trim({x})) IN ('1', 't', 'true', 'y', 'yes') END "
+                f"ELSE {x} <> 0 END"
+            )
+        if c.family == "date":
+            return f"substr(trim({text}), 1, 10)"
+        if c.family == "time":
+            dot = f"instr({text}, '.')"
+            return (
+                f"CASE WHEN {dot} > 0 THEN substr({text}, 1, {dot} - 1) || '.' || "
+                f"substr(substr({text}, {dot} + 1, 6) || '000000', 1, 6) ELSE {text} || '.000000' END"
+            )
+        if c.family == "timestamp":
+            return self._timestamp_value(x)
+        if c.family == "json":
+            return f"CASE {kind} WHEN 'text' THEN {x} ELSE e.value -> {path} END"
+        return None  # bytes: SQLite 3.40 has no unhex()
+
+    def _timestamp_value(self, x: str) -> str:
+        """_timestamp_text: an ISO time as 'YYYY-MM-DD HH:MM:SS.ffffff' in UTC (its zone applied), anything else as
+        it is with T as a space. SQLite's time functions read a zone written +HH:MM: +HH and +HHMM are made so."""
+        t = f"replace(trim({x}), 'T', ' ')"
+        zoned = (
+            f"CASE WHEN {t} GLOB '*[0-9]:[0-9][0-9]*[+-][0-9][0-9]' THEN {t} || ':00' "
+            f"WHEN {t} GLOB '*[0-9]:[0-9][0-9]*[+-][0-9][0-9][0-9][0-9]' "
+            f"THEN substr({t}, 1, length({t}) - 2) || ':' || substr({t}, -2) ELSE {t} END"
+        )
+        fraction = f"substr({t}, 21, 6)"
+        cut = ", ".join(f"coalesce(nullif(instr({fraction}, '{ch}'), 0), 7)" for ch in ("+", "-", "Z", " "))
+        micro = (
+            f"CASE WHEN substr({t}, 20, 1) = '.' THEN substr(substr({fraction}, 1, min({cut}) - 1) || '000000', 1, 6) "
+            "ELSE '000000' END"
+        )
+        iso = f"{t} GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*'"
+        return (
+            f"CASE WHEN {iso} AND strftime('%Y-%m-%d %H:%M:%S', {zoned}) IS NOT NULL "
+            f"THEN strftime('%Y-%m-%d %H:%M:%S', {zoned}) || '.' || {micro} ELSE {t} END"
+        )
+
+    def images_upsert_sql(self, target: str, columns: Sequence[ImageColumn], keys: Sequence[ImageColumn]) -> str | None:
+        values = [self._image_value(c) for c in columns]
+        if any(v is None for v in values) or not keys:
+            return None
+        q = self.quote
+        picked = ", ".join(f"{v} AS c{i}" for i, v in enumerate(values))
+        names = ", ".join(q(c.column) for c in columns)
+        key_names = {k.column for k in keys}
+        others = [q(c.column) for c in columns if c.column not in key_names]
+        # Row by row in the images' order: of the images of one key, the last one's update stays. WHERE true: an
+        # upsert's SELECT needs a WHERE (SQLite's grammar).
+        insert = (
+            f"INSERT INTO {target} ({names}) SELECT {', '.join(f's.c{i}' for i in range(len(columns)))} "
+            f"FROM (SELECT {picked}, e.key AS o FROM json_each(?) AS e) AS s WHERE true ORDER BY s.o"
+        )
+        return self.upsert_sql(insert, [q(k.column) for k in keys], others)
+
+    def images_delete_sql(self, target: str, keys: Sequence[ImageColumn]) -> str | None:
+        values = [self._image_value(k) for k in keys]
+        if any(v is None for v in values) or not keys:
+            return None
+        q = self.quote
+        columns = ", ".join(q(k.column) for k in keys)
+        picked = ", ".join(values)  # type: ignore[arg-type]
+        left = columns if len(keys) == 1 else f"({columns})"
+        return f"DELETE FROM {target} WHERE {left} IN (SELECT {picked} FROM json_each(?) AS e)"
 
     def text_image_sql(self, stmt: str, args: str) -> str:
         return f"json_object('stmt', {stmt}, 'args', json(coalesce({args}, '[]')))"
