@@ -209,8 +209,19 @@ NO_NUL = {"postgresql"}
 HOSTILE = {"postgresql": 'ab "cd 表😀', "mysql": 'ab "cd 表', "sqlite": "表😀 a.b"}
 
 
-@pytest.mark.parametrize("dest_dialect", ["postgresql", "mysql", "sqlite"])
-@pytest.mark.parametrize(("kind", "values"), LOGGED, ids=[k for k, _ in LOGGED])
+# SQLite has no unhex(): its binary columns are written value by value (tests/engine/test_set_apply_sql.py).
+VALUE_BY_VALUE = {("sqlite", "long_varbinary")}
+
+
+@pytest.mark.parametrize(
+    ("dest_dialect", "kind", "values"),
+    [
+        pytest.param(dest, kind, values, id=f"{kind}-{dest}")
+        for kind, values in LOGGED
+        for dest in ("postgresql", "mysql", "sqlite")
+        if (dest, kind) not in VALUE_BY_VALUE
+    ],
+)
 def test_each_family_is_stored_from_json_as_the_value_by_value_apply_stores_it(make_server, dest_dialect, kind, values):
     dest = make_server(dest_dialect)
     d = dialects.get(dest_dialect)
@@ -225,8 +236,7 @@ def test_each_family_is_stored_from_json_as_the_value_by_value_apply_stores_it(m
     by_value, set_based = lookup_table(dest, "by_value"), lookup_table(dest, "set_based")
     assert by_value is not None and set_based is not None
     upsert = sql.images_upsert_sql(d, set_based, sql.image_names(set_based, images[0]))
-    if upsert is None:
-        pytest.skip(f"{d.label} writes {kind} value by value")
+    assert upsert is not None, f"{d.label} would write {kind} value by value"
     codec = sql.RowCodec.of(by_value, dest_dialect)
     with connections.connect(dest, autocommit=False) as conn:
         cursor = conn.cursor()
