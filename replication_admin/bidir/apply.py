@@ -107,9 +107,14 @@ def run_apply(
         measured = None
         if plan.lock:
             cursor.execute(plan.lock).fetchall()
+        else:
+            # A single writer's lock is taken by a write, before anything is read: a transaction that read
+            # first cannot take it once another writer has committed ("database is locked" at once, round
+            # after round while an application keeps writing).
+            cursor.execute(plan.prelude)
         if measure:
             measured = tuple(cursor.execute(measure).fetchone())
-        for statement in [*before, plan.prelude]:
+        for statement in [*before, *([plan.prelude] if plan.lock else [])]:
             cursor.execute(statement)
         left: list[str] = []
         redecided: list[Any] = []
