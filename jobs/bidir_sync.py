@@ -132,7 +132,7 @@ class PullPlan:
     changes_sql: str  # engine.bidir.pull_select on the subscriber
     changes_schema: str
     replayed_sql: str  # engine.bidir.rplog_guids_select on the publisher
-    keys_staging_sql: str  # BSIN_ on the publisher
+    keys_staging_sql: str  # BSIN_ on the publisher: the pending changes, whole
     pub_rows_sql: str  # engine.bidir.publisher_rows_select
     pub_rows_schema: str
     apply_staging_sql: str  # BSAP_ on the publisher
@@ -244,7 +244,16 @@ def _pull_pending(
     one connection at a time)."""
     key_aliases = [k.alias for k in plan.keys]
     keys_out = _values_out(plan.keys, plan.sub_read_types, plan.pub.dialect)
-    staged_keys = pending.select(*keys_out, "change_id")
+    # Each change is staged whole: the apply decides it again, under its locks, if the row moves meanwhile.
+    staged_keys = pending.select(
+        *keys_out,
+        "change_id",
+        "op",
+        "old_guid",
+        _snaptime_out(plan.pub.dialect).alias("snaptime"),
+        "present",
+        *_values_out(plan.values, plan.sub_read_types, plan.pub.dialect),
+    )
     rows = result.staged
     if rows == 0:
         write_staging(replayed, plan.sub_stage, plan.pulled_staging_sql, plan.parallelism)

@@ -3,8 +3,9 @@ sides (server, table, layout) it moves rows between."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyodbc
 
@@ -66,11 +67,21 @@ class StaleDecisions(BidirError):
 class Applied:
     measured: tuple | None  # the row of `measure`, read inside the transaction
     left: tuple[str, ...]  # change ids left for the next sync: their row moved since it was decided on
+    redecided: tuple[Any, ...] = ()  # what `redecide` answered, round by round, in the committed attempt
 
+
+# Decides staged changes (by change id) again on their rows' current versions, inside the apply's
+# transaction (`cursor`), and restages them; what it answers is handed back in `Applied.redecided`.
+Redecide = Callable[[Any, list[str]], Any]
 
 # Rounds of "a row appeared between the re-check and the write": each round re-checks, so this only ends a
 # pathological stream of inserts on exactly the keys being applied.
 APPLY_ROUNDS = 8
+
+# Rounds of deciding again, within one apply, the changes whose row moved: the first round's rows are
+# locked, so a later round only sees rows that appeared (a lock cannot hold a row that is not there yet)
+# and were locked by the round before; what still moved after the last round waits for the next sync.
+REDECIDE_ROUNDS = 3
 
 
 def run_apply(
@@ -79,10 +90,13 @@ def run_apply(
     before: Sequence[str] = (),
     measure: str | None = None,
     staging: tuple[str, str] | None = None,
+    redecide: Redecide | None = None,
 ) -> Applied:
     """One apply transaction, under the retry policy. `measure` is run after the locks, before `before`.
 
-    Staged changes whose row changed or appeared since their decision was made (`plan.stale`) are dropped
+    Staged changes whose row changed or appeared since their decision was made (`plan.stale`) are decided
+    again by `redecide` on the rows as they are now, under the locks (the rows cannot move again before
+    the write), and restaged; without it, or when rows still moved after REDECIDE_ROUNDS, they are dropped
     from the staging table (`staging`: its name and schema) inside the transaction and reported in
     `left`: the apply goes on with the others, and those stay in their log for the next sync. A row
     inserted between the re-check and the write (a duplicate key) runs the whole transaction again,
@@ -93,20 +107,35 @@ def run_apply(
         measured = None
         if plan.lock:
             cursor.execute(plan.lock).fetchall()
+        else:
+            # A single writer's lock is taken by a write, before anything is read: a transaction that read
+            # first cannot take it once another writer has committed ("database is locked" at once, round
+            # after round while an application keeps writing).
+            cursor.execute(plan.prelude)
         if measure:
             measured = tuple(cursor.execute(measure).fetchone())
-        for statement in [*before, plan.prelude]:
+        for statement in [*before, *([plan.prelude] if plan.lock else [])]:
             cursor.execute(statement)
         left: list[str] = []
+        redecided: list[Any] = []
         if plan.stale:
             assert staging is not None, "a guarded apply names its staging table"
-            left = [r[0] for r in cursor.execute(plan.stale).fetchall()]
-            for start in range(0, len(left), 500):
-                chunk = left[start : start + 500]
-                cursor.execute(sql.leave_staged_sql(d, staging[0], staging[1], len(chunk)), chunk)
+            for round_ in range(REDECIDE_ROUNDS + 1):
+                stale = [r[0] for r in cursor.execute(plan.stale).fetchall()]
+                if not stale:
+                    break
+                if redecide is None or round_ == REDECIDE_ROUNDS:
+                    left = stale
+                    for start in range(0, len(left), 500):
+                        chunk = left[start : start + 500]
+                        cursor.execute(sql.leave_staged_sql(d, staging[0], staging[1], len(chunk)), chunk)
+                    break
+                redecided.append(redecide(cursor, stale))
+                if plan.lock:  # rows that appeared since the first lock are locked too
+                    cursor.execute(plan.lock).fetchall()
         for statement in plan.statements:
             cursor.execute(statement)
-        return Applied(measured, tuple(left))
+        return Applied(measured, tuple(left), tuple(redecided))
 
     for _ in range(APPLY_ROUNDS):
         try:

@@ -38,11 +38,19 @@ class InitResult(JobResult):
 
 @dataclass(frozen=True)
 class SubscriberSync(JobResult):
-    """One subscriber's part of a sync: what was pulled from it and pushed to it."""
+    """One subscriber's part of a sync: what was pulled from it and pushed to it. Of the changes `read`
+    from its log, `applied` were settled by this sync (`pulled` onto the publisher, conflicts decided
+    among them, or `already_applied`); `decided_again` of them were decided again under the apply's locks
+    because their publisher row moved meanwhile; `held` conflicts wait for a person and
+    `left_for_next_sync` changes for the next sync."""
 
+    read: int = 0
+    applied: int = 0
     pulled: int = 0
     conflicts: int = 0
     already_applied: int = 0
+    decided_again: int = 0
+    held: int = 0
     left_for_next_sync: int = 0
     pushed: int = 0
     waiting: int = 0

@@ -8,6 +8,10 @@ pulled rows are consumed from the subscriber's log), then PUSH to every subscrib
 changes of the window that did not come from it). A pulled change applied on the publisher is logged
 there under its own origin, so PUSH sends it to the other subscribers and never back.
 
+The publisher's rows keep moving while Spark decides (its applications write on): the apply locks the
+rows, and the changes whose row moved since their decision are classified and decided again there, on
+the locked rows, so each sync applies what it read instead of handing it to the next one.
+
 Decisions and what they write on the publisher (`W` write a version, `D` delete, `N` nothing):
 1 subscriber wins: the incoming version (or its delete); 2 subscriber wins and the origin changes: the
 incoming row after the resolver's assignments, under a new publisher ROWGUID, so it reaches the
@@ -17,6 +21,7 @@ publisher ROWGUID, so every subscriber, the originator included, converges on it
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -36,7 +41,14 @@ from replication_admin.bidir.objects import (
     subscriber_table,
 )
 from replication_admin.core import connections, spark_sizing
-from replication_admin.core.conflicts import alert_held, key_label, key_text, new_guid, resolver_chain
+from replication_admin.core.conflicts import (
+    alert_held,
+    decide,
+    key_label,
+    key_text,
+    new_guid,
+    resolver_chain,
+)
 from replication_admin.core.locks import item_lock
 from replication_admin.core.schema_follow import bring_copy, changed_since, record_followed
 from replication_admin.core.spark import endpoint, spark_session
@@ -47,7 +59,8 @@ from replication_admin.core.transactions import (
     run_each,
 )
 from replication_admin.engine import bidir_sql as sql
-from replication_admin.engine.resolvers import spark_type
+from replication_admin.engine.refresh_sql import insert_rows_sql, rows_per_statement
+from replication_admin.engine.resolvers import ResolverColumn, spark_type, to_json_value
 from replication_admin.engine.snapshot_log import rlog_name
 from replication_admin.engine.values import bind_value
 from replication_admin.models import (
@@ -85,10 +98,29 @@ def _from_json(value):
 
 @dataclass
 class PullOutcome:
-    pulled: int = 0
+    read: int = 0  # changes read from the subscriber's log
+    pulled: int = 0  # of them, applied on the publisher (written, or decided to need no write)
     conflicts: int = 0
-    replayed: int = 0
-    left: int = 0  # changes whose publisher row moved while the sync decided: pulled by the next sync
+    replayed: int = 0  # of them, found already applied (an earlier sync stopped before consuming them)
+    left: int = 0  # changes whose publisher row kept moving while the sync applied: pulled by the next sync
+    held: int = 0  # conflicts held for a person: they stay in the subscriber's log
+    redecided: int = 0  # changes decided again under the apply's locks: their publisher row moved meanwhile
+
+    @property
+    def applied(self) -> int:
+        """Changes read that this sync settled: applied, or found already applied."""
+        return self.pulled + self.replayed
+
+
+@dataclass(frozen=True)
+class Redecision:
+    """One round of deciding again, under the apply's locks, the changes whose publisher row moved."""
+
+    changes: tuple[str, ...]  # the change ids decided again
+    conflicts: tuple[str, ...]  # of them, conflicts staged for the apply (their backups pending)
+    held: tuple[str, ...]  # of them, conflicts held for a person
+    taken: tuple[str, ...]  # of them, those whose version the publisher takes as it was
+    left: tuple[str, ...]  # of them, left for the next sync: a person's pick waits for the next sync
 
 
 # The backup columns a re-run of the same decision rewrites (the row of a change is unique per item and source).
@@ -199,6 +231,85 @@ def _backup_fields(
     }  # fmt: skip
 
 
+def _redecide(
+    cursor, publication, pub: Side, source: Server, stages: tuple[str, str], stale: list[str], chain, job: JobRun
+) -> Redecision:
+    """Decide again, on the publisher's rows as they are now (locked by the apply running on `cursor`), the
+    staged changes `stale` whose row moved since they were decided: their staged apply rows are replaced
+    (`stages`: the incoming changes, the apply's staging table). The same detection as the pull's and the
+    same resolver chain; a conflict's backup is the change's one backup, rewritten (still pending)."""
+    d, schema, layout = pub.d, pub.table.schema, pub.layout
+    incoming_stage, apply_stage = stages
+    guid = layout.guid.alias
+    picked = set(
+        ConflictBackup.with_pending.filter(
+            kind="snapshot", item=publication.item, source=source.name, change_guid__in=stale, pending=True
+        )
+        .exclude(chosen=None)
+        .values_list("change_guid", flat=True)
+    )
+    rows: list[dict] = []
+    for start in range(0, len(stale), 500):
+        chunk = stale[start : start + 500]
+        cursor.execute(sql.redecide_select(d, pub.table, layout, incoming_stage, len(chunk)), chunk)
+        names = [column[0].lower() for column in cursor.description]
+        rows.extend(dict(zip(names, r, strict=True)) for r in cursor.fetchall())
+        cursor.execute(sql.leave_staged_sql(d, apply_stage, schema, len(chunk)), chunk)
+    # The earlier decisions' backups go (a person's pick stays: its change waits for the next sync).
+    ConflictBackup.with_pending.filter(
+        kind="snapshot", item=publication.item, source=source.name, change_guid__in=stale, pending=True, chosen=None
+    ).delete()
+    clean: list[str] = []
+    conflicts: list[tuple[dict, dict]] = []
+    for r in rows:
+        if r["change_id"] in picked:
+            continue
+        present, pub_present = bool(r["present"]), bool(r["pub_present"])
+        kind = sql.classify(r["op"], present, r["old_guid"], r["change_id"], pub_present, r["p" + guid])
+        if kind.conflict is None:
+            restage = [kind.action, int(pub_present), r["p" + guid], r["change_id"]]
+            cursor.execute(sql.stage_incoming_sql(d, layout, apply_stage, incoming_stage, schema), restage)
+            clean.append(r["change_id"])
+            continue
+        new_row = {m.dest: to_json_value(r[m.alias if m.is_key else "n" + m.alias]) for m in layout.moved}
+        if kind.eff_op == "D":
+            new_row = {k.dest: new_row[k.dest] for k in layout.keys}
+        published = None
+        if pub_present:
+            published = {k.dest: to_json_value(r[k.alias]) for k in layout.keys}
+            published.update({v.dest: to_json_value(r["p" + v.alias]) for v in layout.values})
+        change = {
+            "change_id": r["change_id"], "eff_op": kind.eff_op, "pub_present": int(pub_present),
+            "old_guid": r["old_guid"], "snaptime": r["snaptime"], "conflict": kind.conflict,
+        }  # fmt: skip
+        conflict = {
+            "key": r["change_id"], "type": kind.conflict, "pub": published, "new": new_row,
+            "old": {sql.ROWGUID_COLUMN: r["old_guid"]},
+        }  # fmt: skip
+        conflicts.append((change, conflict))
+    columns = [ResolverColumn(m.dest, spark_type(m.logical), m.is_key) for m in layout.moved]
+    decided = decide([conflict for _, conflict in conflicts], chain, columns)
+    decided_chunk = [
+        (change, {**conflict, **decision}) for (change, conflict), decision in zip(conflicts, decided, strict=True)
+    ]
+    apply_rows, held = _conflict_actions(publication, pub, source, decided_chunk, job)
+    staging_columns = sql.staging_columns(layout)
+    per = rows_per_statement(len(staging_columns))
+    for start in range(0, len(apply_rows), per):
+        part = apply_rows[start : start + per]
+        cursor.execute(
+            insert_rows_sql(d, apply_stage, schema, staging_columns, len(part)), [v for row in part for v in row]
+        )
+    won = [change["change_id"] for change, decision in decided_chunk if int(decision["decision"]) == 1]
+    return Redecision(
+        changes=tuple(r["change_id"] for r in rows if r["change_id"] not in picked),
+        conflicts=tuple(change["change_id"] for change, _ in decided_chunk if change["change_id"] not in set(held)),
+        held=tuple(held),
+        taken=tuple(clean + won),
+        left=tuple(sorted(picked)),
+    )
+
+
 def _integer_key(*sides: Side) -> str | None:
     """The alias of the only key column when every side reads it as an integer (reads are split on it)."""
     keys = sides[0].layout.keys
@@ -211,8 +322,12 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
     """Apply a subscriber's pending changes on the publisher, in one transaction.
 
     Decisions are made on the publisher's rows as read; the apply re-checks them under row locks. A change
-    whose publisher row moved meanwhile is left out of the apply and stays in the subscriber's log, so the
-    next sync reads it (and the row's new version) again; its conflict backup, if any, is dropped."""
+    whose publisher row moved meanwhile (its application kept writing) is decided again under those locks,
+    on the row as it now is, and applied with the others: the row cannot move between that decision and
+    the write. Only a change whose row still moved after a few such rounds (rows inserted on its key
+    meanwhile), or whose held conflict a person has just decided, is left out of the apply and stays in the
+    subscriber's log, so the next sync reads it (and the row's new version) again; its conflict backup, if
+    any, is dropped."""
     outcome = PullOutcome()
     d_pub, d_sub = pub.d, sub.d
     replay = rplog(publication, d_pub)
@@ -263,18 +378,25 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
     subscriber_won: list[str] = []  # conflicts decided "subscriber wins": the publisher took their version
 
     held: list[str] = []  # changes held for a person: they stay in the subscriber's log
+    conflicted: set[str] = set()  # conflicts staged for the apply, their backups pending
 
     def on_conflicts(chunk: list[tuple[dict, dict]]) -> None:
         rows, held_here = _conflict_actions(publication, pub, sub.server, chunk, job)
         held.extend(held_here)
         _insert_rows(pub.server, apply_stage, pub.table.schema, d_pub, sql.staging_columns(pub.layout), rows)
         subscriber_won.extend(c["change_id"] for c, decision in chunk if int(decision["decision"]) == 1)
+        conflicted.update(c["change_id"] for c, _ in chunk if c["change_id"] not in set(held_here))
+
+    def redecide(cursor, stale: list[str]) -> Redecision:
+        stages = (keys_stage, apply_stage)
+        return _redecide(cursor, publication, pub, sub.server, stages, stale, plan.chain, job)
 
     # Keys are staged with the publisher's aliases: both layouts share them. Conflicts are decided on
     # Spark and come back chunk by chunk, their backups and apply rows written as they come.
     result = spark_bidir.pull_changes(spark, plan, on_conflicts)
     left: set[str] = set()
-    dropped = 0
+    taken_again: set[str] = set()  # decided again: the publisher takes their version as it was
+    not_taken: set[str] = set()  # decided again: it does not
     outcome.replayed = result.replayed
     if result.staged:
         apply = sql.apply_sql(
@@ -288,20 +410,39 @@ def pull(spark, publication, subscription, pub: Side, sub: Side, job: JobRun, re
             guarded=True,
             decided=True,
         )
-        left = set(run_apply(pub.server, apply, staging=(apply_stage, pub.table.schema)).left)
-        if result.conflicts:
-            dropped = _settle(publication, sub.server.name, left)
+        applied = run_apply(pub.server, apply, staging=(apply_stage, pub.table.schema), redecide=redecide)
+        left = set(applied.left)
+        redecided: set[str] = set()
+        for round_ in applied.redecided:  # in order: a later round's decision of a change is its last
+            changes = set(round_.changes)
+            redecided |= changes
+            conflicted.difference_update(changes)
+            conflicted.update(round_.conflicts)
+            taken_again.difference_update(changes)
+            taken_again.update(round_.taken)
+            not_taken.update(changes)
+            not_taken.difference_update(round_.taken)
+            held.extend(round_.held)
+            left.update(round_.left)
+        conflicted.difference_update(left)
+        if result.conflicts or redecided:
+            _settle(publication, sub.server.name, left)
+        outcome.redecided = len(redecided)
+        if redecided:
+            reporter.log(
+                f"pull from {sub.server.name}: {len(redecided)} change(s) whose row changed on "
+                f"{pub.server.name} while the sync decided were decided again under the apply's locks"
+            )
         if left:
             reporter.log(
-                f"pull from {sub.server.name}: {len(left)} change(s) whose row changed on {pub.server.name} "
-                "while the sync decided wait for the next sync"
+                f"pull from {sub.server.name}: {len(left)} change(s) whose row kept changing on "
+                f"{pub.server.name} while the sync applied wait for the next sync"
             )
-    outcome.pulled, outcome.conflicts, outcome.left = (
-        result.staged - len(left),
-        result.conflicts - dropped,
-        len(left),
-    )
-    _consume(sub, pulled_stage, sorted(left | set(held)), subscriber_won)
+    outcome.read = result.staged + result.replayed
+    outcome.pulled = result.staged - len(left) - len(set(held))
+    outcome.conflicts, outcome.left, outcome.held = len(conflicted), len(left), len(set(held))
+    taken = (set(subscriber_won) - not_taken) | taken_again
+    _consume(sub, pulled_stage, sorted(left | set(held)), sorted(taken), sorted(not_taken - taken_again))
     _forget(pub, replay, sub.server.name, (keys_stage, consumed_stage))
     pub.drop(keys_stage, apply_stage, consumed_stage)
     sub.drop(pulled_stage)
@@ -346,7 +487,7 @@ def _settle_pending(publication, pub: Side, replay: str, source: str) -> None:
     _settle(publication, source, set(changes) - applied)
 
 
-def _consume(sub: Side, pulled: str, left: list[str], subscriber_won: list[str]) -> None:
+def _consume(sub: Side, pulled: str, left: list[str], taken: list[str], not_taken: Sequence[str] = ()) -> None:
     """Remove the pulled changes (staged in `pulled`, on the subscriber) from the subscriber's log, in one
     transaction; the ones the apply left for the next sync stay, and a row changed again since has a new
     id and stays.
@@ -361,8 +502,11 @@ def _consume(sub: Side, pulled: str, left: list[str], subscriber_won: list[str])
         for start in range(0, len(left), 1000):
             chunk = left[start : start + 1000]
             cursor.execute(sql.pulled_unstage_sql(d, pulled, schema, len(chunk)), chunk)
-        for start in range(0, len(subscriber_won), 1000):
-            chunk = subscriber_won[start : start + 1000]
+        for start in range(0, len(not_taken), 1000):
+            chunk = list(not_taken[start : start + 1000])
+            cursor.execute(sql.pulled_taken_sql(d, pulled, schema, len(chunk), taken=0), chunk)
+        for start in range(0, len(taken), 1000):
+            chunk = taken[start : start + 1000]
             cursor.execute(sql.pulled_taken_sql(d, pulled, schema, len(chunk)), chunk)
         cursor.execute(sql.consume_sql(d, sub.table, pulled))
         for statement in sql.rebase_sql(d, sub.table, sub.layout, pulled):
@@ -512,9 +656,13 @@ def sync_publication(job: JobRun, reporter, publication_id: int) -> dict:
                 with reporter.phase(f"pull {subscription.server}"):
                     got = pull(spark, publication, subscription, pub, sides[subscription.pk], job, reporter)
                 summary["subscribers"][subscription.server] = {
+                    "read": got.read,
+                    "applied": got.applied,
                     "pulled": got.pulled,
                     "conflicts": got.conflicts,
                     "already_applied": got.replayed,
+                    "decided_again": got.redecided,
+                    "held": got.held,
                     "left_for_next_sync": got.left,
                 }
             except (BidirError, pyodbc.Error, Server.DoesNotExist) as exc:

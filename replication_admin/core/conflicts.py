@@ -1,6 +1,9 @@
 """The conflict decision step shared by bi-directional and transactional replication: a batch of
 conflicts is decided by the item's resolver chain (SYS_SNAPSHOT_CR or SYS_REPL_CR rows) in ONE Spark job,
-and never while a transaction on a replicated database is open."""
+before the apply's transaction on a replicated database opens. The one exception is a bi-directional
+pull's apply: the few changes whose publisher row moved while their batch was decided are decided again
+inside it, under its row locks (`decide`: no Spark at all when no resolver of their types exists), so
+that changes keep landing while applications keep writing the same rows."""
 
 from __future__ import annotations
 

@@ -397,13 +397,62 @@ def rplog_purge_sql(d: Dialect, rplog: str, schema: str, source: str, target: st
 
 
 def incoming_staging_ddl(d: Dialect, name: str, schema: str, layout: Layout) -> str:
-    """Changes pulled from a subscriber, staged on the publisher to be looked up against its rows."""
+    """Changes pulled from a subscriber, staged on the publisher to be looked up against its rows: each with
+    what it takes to decide it again under the apply's locks when the publisher's row moved meanwhile (its
+    type, the version it was made on, whether the subscriber still has the row, and its values)."""
     cols = [f"{k.alias} {t} NOT NULL" for k, t in zip(layout.keys, key_types(d, layout), strict=True)]
     cols += [
         f"change_id {d.render_type(ROWGUID)} NOT NULL UNIQUE",  # the replay log forgets by it
+        f"op {d.render_type(ACTION)} NOT NULL",
+        f"old_guid {d.render_type(ROWGUID)}",
+        f"snaptime {d.render_type(TIMESTAMP)} NOT NULL",
+        f"present {d.render_type(FLAG)} NOT NULL",
+        *(f"{v.alias} {d.render_type(v.logical)}" for v in layout.values),
         *d.key_constraints_sql([(k.alias, k.logical) for k in layout.keys]),
     ]
     return f"CREATE TABLE {d.qualify(name, schema)} ({', '.join(cols)})"
+
+
+def incoming_columns(layout: Layout) -> list[str]:
+    """The columns Spark writes into the incoming staging table, in its order."""
+    return [
+        *(k.alias for k in layout.keys),
+        "change_id",
+        "op",
+        "old_guid",
+        "snaptime",
+        "present",
+        *(v.alias for v in layout.values),
+    ]
+
+
+def redecide_select(d: Dialect, table: TableInfo, layout: Layout, incoming: str, rows: int) -> str:
+    """Staged incoming changes (by change id, parameters) with the publisher's current row, read under the
+    apply's locks: keys, change_id, op, old_guid, snaptime, present, n<alias> values, pub_present,
+    p<alias> values."""
+    src = d.qualify(table.name, table.schema)
+    stg = d.qualify(incoming, table.schema)
+    join = " AND ".join(f"t.{d.quote(k.dest)} = s.{k.alias}" for k in layout.keys)
+    items = [f"s.{k.alias} AS {k.alias}" for k in layout.keys]
+    items += ["s.change_id AS change_id", "s.op AS op", "s.old_guid AS old_guid", "s.snaptime AS snaptime"]
+    items += ["s.present AS present", *(f"s.{v.alias} AS n{v.alias}" for v in layout.values)]
+    items.append(f"CASE WHEN t.{d.quote(layout.keys[0].dest)} IS NULL THEN 0 ELSE 1 END AS pub_present")
+    items += [f"t.{d.quote(v.dest)} AS p{v.alias}" for v in layout.values]
+    marks = ", ".join(["?"] * rows)
+    return f"SELECT {', '.join(items)} FROM {stg} s LEFT JOIN {src} t ON {join} WHERE s.change_id IN ({marks})"
+
+
+def stage_incoming_sql(d: Dialect, layout: Layout, apply_staging: str, incoming: str, schema: str) -> str:
+    """Stage an incoming change (change id: the last parameter) for the apply as it came, with its action,
+    exp_present and exp_guid (the first three parameters): its values are copied on the server."""
+    keys = ", ".join(k.alias for k in layout.keys)
+    values = ", ".join(v.alias for v in layout.values)
+    columns = ", ".join(staging_columns(layout))
+    return (
+        f"INSERT INTO {d.qualify(apply_staging, schema)} ({columns}) "
+        f"SELECT {keys}, ?, ?, ?, change_id, snaptime, {values} FROM {d.qualify(incoming, schema)} "
+        "WHERE change_id = ?"
+    )
 
 
 def publisher_rows_select(d: Dialect, table: TableInfo, layout: Layout, staging: str) -> str:
@@ -558,9 +607,11 @@ def pulled_unstage_sql(d: Dialect, name: str, schema: str, rows: int) -> str:
     return f"DELETE FROM {d.qualify(name, schema)} WHERE change_id IN ({', '.join(['?'] * rows)})"
 
 
-def pulled_taken_sql(d: Dialect, name: str, schema: str, rows: int) -> str:
-    """Conflicts decided "subscriber wins": the publisher took the version as it was."""
-    return f"UPDATE {d.qualify(name, schema)} SET taken = 1 WHERE change_id IN ({', '.join(['?'] * rows)})"
+def pulled_taken_sql(d: Dialect, name: str, schema: str, rows: int, taken: int = 1) -> str:
+    """Changes the publisher took as they were (taken 1: conflicts decided "subscriber wins"), or, decided
+    again under the apply's locks, did not (taken 0)."""
+    marks = ", ".join(["?"] * rows)
+    return f"UPDATE {d.qualify(name, schema)} SET taken = {int(taken)} WHERE change_id IN ({marks})"
 
 
 def consume_sql(d: Dialect, table: TableInfo, pulled: str) -> str:
@@ -667,3 +718,36 @@ def table_with_rowguid(table: TableInfo, rowguid: LogicalType = ROWGUID) -> Tabl
     if table.column(ROWGUID_COLUMN) is not None:
         return table
     return dataclasses.replace(table, columns=(*table.columns, Column(ROWGUID_COLUMN, "varchar(255)", rowguid)))
+
+
+@dataclass(frozen=True)
+class Classified:
+    """A pulled change against the publisher's row: its effective type, its conflict type (None: no
+    conflict) and, without conflict, its action (W write, D delete, N nothing)."""
+
+    eff_op: str
+    conflict: str | None
+    action: str
+
+
+def classify(
+    op: str, present: bool, old_guid: str | None, change_id: str, pub_here: bool, pub_guid: str | None
+) -> Classified:
+    """The reference's conflict detection for one change (`present`: the subscriber still has the row;
+    `pub_here`, `pub_guid`: the publisher has it, under that ROWGUID); the same rules as
+    jobs.bidir_sync's classification of a pull, row by row."""
+    eff_op = "D" if op in ("I", "U") and not present else op
+    same_version = pub_here and pub_guid == old_guid
+    if pub_here and pub_guid == change_id and eff_op in ("I", "U"):
+        return Classified(eff_op, None, "N")  # the publisher already has this very version
+    conflict = None
+    if eff_op == "I" and pub_here:
+        conflict = "I"
+    elif eff_op == "U" and not pub_here:
+        conflict = "D"
+    elif eff_op == "U" and not same_version:
+        conflict = "U"
+    elif eff_op == "D" and (not same_version if pub_here else old_guid is not None):
+        conflict = "D"  # a delete of a changed row, or of one the publisher no longer has
+    action = "W" if eff_op in ("I", "U") else "D" if pub_here else "N"
+    return Classified(eff_op, conflict, action)

@@ -619,3 +619,61 @@ def test_a_re_copy_of_a_postgresql_subscriber_truncates_it_or_deletes_when_forei
     run("REPL_UPDATE_SNAPSHOT ('my11.items', 2)")
     assert rows(pub)[5][0] == "pg after" and rows(pub)[5][2].startswith("pg12@")
     assert_same_rows(pub, sub)
+
+
+# The subscriber's dialect beside each publisher's.
+SUBSCRIBER_OF = {"postgresql": "mysql", "mysql": "sqlite", "sqlite": "postgresql"}
+
+
+@pytest.mark.parametrize("pub_dialect", sorted(SUBSCRIBER_OF))
+def test_changes_whose_publisher_row_moves_after_their_decision_are_decided_again_under_the_locks_and_applied(
+    make_server, jobs_sync, spark, monkeypatch, pub_dialect
+):
+    pub = make_server(pub_dialect, "pub1")
+    sub = make_server(SUBSCRIBER_OF[pub_dialect], "sub2")
+    create_table(pub, "items", COLUMNS, ["id"])
+    insert_rows(pub, "items", ["id", "name", "price"], [(i, f"item {i}", Decimal(i)) for i in range(1, 11)])
+    run(
+        "REPL_CREATE_SNAPSHOT_PUB ('pub1.items', 2);"
+        "REPL_CREATE_SNAPSHOT_SUB ('sub2', 'pub1.items', 2);"
+        "REPL_INIT_SNAPSHOT ('sub2', 'pub1.items', 2)"
+    )
+    for key in (1, 2, 3, 4):
+        sql(sub, 'UPDATE "items" SET name = ? WHERE id = ?', [f"sub {key}", key])
+    sql(sub, 'DELETE FROM "items" WHERE id = 5')
+    sql(sub, 'UPDATE "items" SET name = ? WHERE id = 6', ["sub 6"])
+    sql(pub, 'UPDATE "items" SET name = ? WHERE id = 6', ["pub 6 before"])  # a conflict when decided
+    plain = bidir_sync.run_apply
+    moved: list[str] = []
+
+    def application_writes_after_the_decision(server, plan, *args, **kwargs):
+        if server.name == "pub1" and not moved:
+            # Decided on the rows as they were; the publisher's application changes some of them now.
+            for key in (1, 2, 5, 6):
+                sql(pub, 'UPDATE "items" SET name = ? WHERE id = ?', [f"pub {key} after", key])
+            moved.append(server.name)
+        return plain(server, plan, *args, **kwargs)
+
+    monkeypatch.setattr(bidir_sync, "run_apply", application_writes_after_the_decision)
+    details = run("REPL_UPDATE_SNAPSHOT ('pub1.items', 2)")[0].details
+    monkeypatch.setattr(bidir_sync, "run_apply", plain)
+    assert moved
+    pulled = details["subscribers"]["sub2"]
+    # Every change read is applied by this sync: the four whose row moved were decided again.
+    assert (pulled["read"], pulled["applied"], pulled["left_for_next_sync"]) == (6, 6, 0), pulled
+    assert (pulled["decided_again"], pulled["conflicts"]) == (4, 4), pulled
+    data = rows(pub)
+    # Decided on the rows as they now are: the publisher's later versions win (the defaults), none is lost.
+    assert [data[k][0] for k in (1, 2, 3, 4, 5, 6)] == [
+        "pub 1 after", "pub 2 after", "sub 3", "sub 4", "pub 5 after", "pub 6 after"
+    ]  # fmt: skip
+    backups = {b.primary_key["id"]: b for b in ConflictBackup.with_pending.all()}
+    assert sorted(backups) == [1, 2, 5, 6] and not [b for b in backups.values() if b.pending]
+    assert [backups[k].publisher_row["name"] for k in (1, 2, 5, 6)] == [
+        "pub 1 after", "pub 2 after", "pub 5 after", "pub 6 after"
+    ]  # fmt: skip
+    assert [backups[k].losing_row and backups[k].losing_row["name"] for k in (1, 2, 6)] == ["sub 1", "sub 2", "sub 6"]
+    # The next sync brings the subscriber to the same rows and decides nothing again.
+    assert run("REPL_UPDATE_SNAPSHOT ('pub1.items', 2)")[0].details["conflicts"] == 0
+    assert_same_rows(pub, sub)
+    assert ConflictBackup.with_pending.count() == 4
