@@ -157,7 +157,10 @@ class _Export:
 
     def chunks(self) -> Iterator[bytes]:
         export = dialects.get(self.server.dialect).bulk_export
-        yield from (self._copy() if export == "copy" else self._select())
+        try:
+            yield from (self._copy() if export == "copy" else self._select())
+        except Exception as exc:
+            raise _lost(self.server, exc) from exc
 
     def _copy(self) -> Iterator[bytes]:
         with _postgresql(self.server) as conn:
@@ -197,12 +200,23 @@ class _Export:
         self.rows = rows
 
 
+def _lost(server: Server, exc: Exception) -> Exception:
+    """A broken connection to `server` as the retry policy knows it (the job runs again from its start, as a
+    Spark copy cut by a blip does); any other error as it is."""
+    if isinstance(exc, connections.ConnectionLost | _Stopped | ReplicationError):
+        return exc
+    return connections.ConnectionLost(server, exc) if connections.is_connection_fault(exc) else exc
+
+
 def _load(dest: Server, statement_for: Callable[[str], str], export: _Export) -> int:
     """Load one export into the staging table in one transaction; the rows loaded, checked against the rows
     the source sent before the load commits."""
-    if dialects.get(dest.dialect).bulk_loader == "copy":
-        return _load_copy(dest, statement_for(""), export)
-    return _load_file(dest, statement_for, export)
+    try:
+        if dialects.get(dest.dialect).bulk_loader == "copy":
+            return _load_copy(dest, statement_for(""), export)
+        return _load_file(dest, statement_for, export)
+    except Exception as exc:
+        raise _lost(dest, exc) from exc
 
 
 def _load_copy(dest: Server, statement: str, export: _Export) -> int:
@@ -346,8 +360,8 @@ def stream_copy(plan: StreamPlan, progress: Progress | None = None) -> int:
     errors = [e for e in (f.exception() for f in futures) if e is not None]
     if errors:
         first_error = next((e for e in errors if not isinstance(e, _Stopped)), errors[0])
-        if isinstance(first_error, ReplicationError):
-            raise first_error
+        if isinstance(first_error, ReplicationError | connections.ConnectionLost):
+            raise first_error  # a lost connection: retryable, the copy runs again from its start
         said = (str(first_error).strip().splitlines() or [type(first_error).__name__])[0]
         raise StreamCopyError(f"streaming {plan.source.name} into {plan.dest.name} failed: {said}") from first_error
     return sum(f.result() for f in futures)

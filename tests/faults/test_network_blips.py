@@ -13,7 +13,7 @@ from decimal import Decimal
 import pytest
 
 from jobs.jdbc import read_query
-from replication_admin.core import connections, transactions
+from replication_admin.core import connections, native_copy, transactions
 from replication_admin.core.audit import Actor
 from replication_admin.core.spark import endpoint
 from replication_admin.models import JobRun, SkippedTransaction
@@ -115,15 +115,17 @@ def test_a_spark_jdbc_failure_is_one_line_naming_the_server(proxied_server, spar
 # --- blips in the middle of jobs --------------------------------------------------------------------------
 
 
-def test_an_outage_mid_full_refresh_through_spark_is_retried_and_the_copy_is_whole(
-    proxied_server, make_server, jobs_sync, spark
+@pytest.mark.parametrize("path", [native_copy.SPARK, native_copy.STREAM])
+def test_an_outage_mid_full_refresh_is_retried_and_the_copy_is_whole(
+    proxied_server, make_server, jobs_sync, spark, settings, path
 ):
+    settings.FULL_COPY_PATH = path  # through Spark's JDBC read, or the native stream
     source, proxy = proxied_server("postgresql", "pg_src")
     dest = make_server("mysql", "my_dest")
     create_table(source, "items", COLUMNS, ["id"])
     insert_rows(source, "items", ["id", "name", "price"], [(i, f"item {i}", Decimal(i) / 4) for i in range(1, 40_001)])
     run("create nonincremental snapshot my_dest.items_copy as 'select * from pg_src.items'")
-    proxy.outage_after(300_000, 2.0)  # inside Spark's read of about 1.5 MB
+    proxy.outage_after(300_000, 2.0)  # inside the read of about 1.5 MB
     run("update snapshot my_dest.items_copy")
     job = last_job()
     assert job.state == JobRun.State.SUCCEEDED, job.error
@@ -165,9 +167,11 @@ def test_outages_mid_bidir_pull_and_push_are_retried_and_the_nodes_converge(
     assert same(pub, sub)["equal"]
 
 
+@pytest.mark.parametrize("path", [native_copy.SPARK, native_copy.STREAM])
 def test_an_outage_mid_transactional_copy_and_sync_applies_every_transaction_once(
-    proxied_server, make_server, jobs_sync, spark
+    proxied_server, make_server, jobs_sync, spark, settings, path
 ):
+    settings.FULL_COPY_PATH = path
     pub, proxy = proxied_server("postgresql", "pg_trx")
     sub = make_server("mysql", "my_trx")
     with connections.connect(pub) as conn:
@@ -179,7 +183,7 @@ def test_an_outage_mid_transactional_copy_and_sync_applies_every_transaction_onc
         conn.cursor().execute(BUMP)
     run("REPL_PUBLISH ('acct', 'acct.log'); REPL_PUB_ADD ('acct', 'items', 2, 0, null)", pub)
     run("REPL_SERVER ('pg_trx', 'pg_trx'); REPL_SUBSCRIBE ('pg_trx', 'acct')", sub)
-    proxy.outage_after(200_000, 2.0)  # inside Spark's read of the published table
+    proxy.outage_after(200_000, 2.0)  # inside the read of the published table
     run("REPL_INIT_COPY ('pg_trx', 'acct')", sub)
     copied = last_job()
     assert copied.state == JobRun.State.SUCCEEDED, copied.error
