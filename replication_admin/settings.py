@@ -17,29 +17,19 @@ from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 from replication_admin.engine.dialects import DIALECTS
+from replication_admin.env_file import load_env_file, named_env_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("REPLADMIN_VAR_DIR", BASE_DIR / "var"))
 
 
-def _load_env_file(path: Path) -> None:
-    """Fill os.environ from KEY=VALUE lines, without overriding what is already set."""
-    if not path.is_file():
-        return
-    for raw in path.read_text().splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        os.environ.setdefault(key.strip(), value.strip().strip("'\""))
-
-
 # --- development env file: read only when REPLADMIN_ENV_FILE names it ------------------------------------------
-ENV_FILE = os.environ.get("REPLADMIN_ENV_FILE", "").strip()
+try:
+    ENV_FILE = str(named_env_file() or "")
+except FileNotFoundError as missing:
+    raise ImproperlyConfigured(str(missing)) from None
 if ENV_FILE:
-    if not Path(ENV_FILE).is_file():
-        raise ImproperlyConfigured(f"REPLADMIN_ENV_FILE names {ENV_FILE}, which is not a file")
-    _load_env_file(Path(ENV_FILE))
+    load_env_file(Path(ENV_FILE))
 # --- end of the development env file ---------------------------------------------------------------------------
 
 

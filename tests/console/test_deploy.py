@@ -87,8 +87,12 @@ def fetch(url: str, **headers: str) -> tuple[int, dict[str, str], bytes]:
 @pytest.fixture
 def production_server(tmp_path) -> Iterator[str]:
     """`make serve` with production settings from the environment (DEBUG off, keys, allowed hosts, behind a TLS
-    proxy), a fresh SQLite catalog and static root in tmp_path, on a free port; stopped however the test ends."""
+    proxy), gunicorn's bind address and workers from the file REPLADMIN_ENV_FILE names, a fresh SQLite catalog and
+    static root in tmp_path, on a free port; stopped however the test ends."""
     port = free_port()
+    # gunicorn's own settings come from the environment file, as an operator writes them there.
+    env_file = tmp_path / "console.env"
+    env_file.write_text(f"REPLADMIN_WEB_BIND=127.0.0.1:{port}\nREPLADMIN_WEB_WORKERS=1\nREPLADMIN_WEB_THREADS=2\n")
     environ = {
         k: v for k, v in os.environ.items() if not k.startswith("REPLADMIN_") and k != "DJANGO_ALLOW_ASYNC_UNSAFE"
     }
@@ -100,9 +104,7 @@ def production_server(tmp_path) -> Iterator[str]:
         "REPLADMIN_DB_PATH": str(tmp_path / "console.sqlite3"),
         "REPLADMIN_STATIC_ROOT": str(tmp_path / "static"),
         "REPLADMIN_PYTHON": sys.executable,
-        "REPLADMIN_WEB_BIND": f"127.0.0.1:{port}",
-        "REPLADMIN_WEB_WORKERS": "1",
-        "REPLADMIN_WEB_THREADS": "2",
+        "REPLADMIN_ENV_FILE": str(env_file),
     })  # fmt: skip
     migrate = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=environ,
                              capture_output=True, text=True, timeout=300)  # fmt: skip
