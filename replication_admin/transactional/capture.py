@@ -328,7 +328,7 @@ def read_wal(server: Server, account: str, direct: DirectApply | None = None) ->
                 rows = cursor.execute(
                     wal_capture.peek_sql(), [slot, flushed, wal_capture.PEEK_CHANGES, slot]
                 ).fetchall()
-                txns = decoder.feed([r[1] for r in rows], after=stored)
+                txns = decoder.feed([r[0] for r in rows], after=stored)
                 complete = len(rows) < wal_capture.PEEK_CHANGES
                 upto = flushed if complete else decoder.last_end
                 base = count
