@@ -286,8 +286,8 @@ class _WalLog:
 
 
 # Applies transactions read from the slot straight to a publication's only subscriber before they are stored: given
-# the log's count and the rows (as rows_of gives them, numbered after it), it returns the count that subscriber
-# has durably reached (the count itself when it applied nothing). What lies past it is stored as usual.
+# the log's count and the rows (as _WalLog.rows gives them, numbered after it), it returns the count that
+# subscriber has durably reached (the count itself when it applied nothing). What lies past it is stored as usual.
 DirectApply = Callable[[int, list[tuple]], int]
 
 
