@@ -16,6 +16,20 @@ purging, wraparound, updateable subscriptions — is the same in both modes:
 A crash between 3 and 4 peeks the same changes again: transactions ending at or before RTSEQ.LSN are
 skipped, so nothing is stored twice; nothing is lost because the slot moves only after the commit.
 
+What it costs. The server decodes the WAL into pgoutput messages; this module turns them into row images in
+one pass over each row's bytes: an insert's or a delete's image is written as JSON text straight from the
+tuple (the relation's template, each value quoted or copied as it is), exactly what json.dumps of the decoded
+values gives, with no dict and no converter call per value (updates, whose unchanged TOASTed values come from
+the old row, still go through a dict). The transactions are numbered in the order read, deterministically, so
+a reader that reads the same changes again gives them the same numbers. A sync of the publication's only
+subscriber, current with the log, uses that (transactional.capture.read_wal, transactional.sync.WalDirect):
+between 2 and 3 it applies the decoded transactions to that subscriber straight from memory, each batch with
+the subscriber's level in its own transaction, and step 3 then moves the count over what the subscriber
+committed without writing those transactions into the log, storing only what it did not apply (a halt, a
+schema change that may wait for approval). The slot's position never passes what the log holds or the
+subscriber applied: a crash after the subscriber's commit and before 3 reads the same transactions again
+under the same numbers; they are stored, and the subscriber's level already covers them.
+
 What the triggers learn from transaction-local settings (the replay context: a subscriber's own apply is
 not logged; a publisher replaying an updateable subscriber logs it with that subscriber as origin) travels
 in the WAL as transactional logical messages (prefix `repladmin`), written by the same statements that set
@@ -32,6 +46,7 @@ import json
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii  # json.dumps's own (C) quoting of a string
 from typing import Any
 
 from replication_admin.engine.dialects.postgresql import PostgreSQL
@@ -118,10 +133,10 @@ def append_function_body(account: str) -> str:
 
 
 def peek_sql() -> str:
-    """Parameters: slot, up to where (a number), how many changes, publication. Rows: (LSN as a number, message);
-    a commit's row has the LSN just past its commit record."""
+    """Parameters: slot, up to where (a number), how many changes, publication. Rows: (message,). The messages
+    alone: a commit's message carries its end LSN, and a numeric LSN per row cost the driver a Decimal each."""
     return (
-        "SELECT lsn - '0/0'::pg_lsn, data FROM pg_logical_slot_peek_binary_changes(?, '0/0'::pg_lsn + ?::numeric, "
+        "SELECT data FROM pg_logical_slot_peek_binary_changes(?, '0/0'::pg_lsn + ?::numeric, "
         "?, 'proto_version', '1', 'publication_names', ?, 'messages', 'true')"
     )
 
@@ -274,10 +289,37 @@ def converter(oid: int) -> Callable[[str], Any] | None:
     return None  # JSON documents too: they travel as their text (see PostgreSQL.row_image_sql)
 
 
+# How a column's text is written into the image's JSON: as a JSON string, as it is (integers: PostgreSQL's text of
+# an integer is its JSON number), as a float (repr of float(): json.dumps's), as true/false.
+_STRING, _INTEGER, _FLOAT, _BOOLEAN = 0, 1, 2, 3
+
+
+def _kind(oid: int) -> int:
+    if oid == _BOOL:
+        return _BOOLEAN
+    if oid in _INTEGERS:
+        return _INTEGER
+    return _FLOAT if oid in _FLOATS else _STRING
+
+
 @dataclass(frozen=True)
 class Relation:
     name: str
     columns: tuple[tuple[str, Callable[[str], Any] | None], ...]  # (name, converter)
+    kinds: tuple[int, ...] = ()  # per column: _STRING, _INTEGER, _FLOAT or _BOOLEAN
+    # The image's JSON text with a %s per value: '{"id": %s, "name": %s}', as json.dumps separates them.
+    template: str = "{}"
+
+    @staticmethod
+    def of(name: str, columns: Sequence[tuple[str, int]]) -> Relation:
+        """A relation from its (column, type oid) pairs."""
+        keys = [json.dumps(c).replace("%", "%%") + ": %s" for c, _oid in columns]
+        return Relation(
+            name,
+            tuple((c, converter(oid)) for c, oid in columns),
+            tuple(_kind(oid) for _c, oid in columns),
+            "{" + ", ".join(keys) + "}",
+        )
 
 
 @dataclass
@@ -290,66 +332,87 @@ class Decoded:
     entries: list[tuple[str, str, str | None, str | None]] = field(default_factory=list)
 
 
-_STRUCTS: dict[str, struct.Struct] = {}
-_COUNT, _SIZE = struct.Struct(">h"), struct.Struct(">i")
+_COUNT, _SIZE, _RELID = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">I")
+_BEGIN, _COMMIT, _FLAGS_LSN = struct.Struct(">qqI"), struct.Struct(">bqqq"), struct.Struct(">bq")
+_TYPE = struct.Struct(">Ii")
 _TEXT, _NULL, _UNCHANGED = ord("t"), ord("n"), ord("u")
+_B, _C, _R, _M, _I, _U, _D = (ord(k) for k in "BCRMIUD")
+_SKIPPED = {ord(k) for k in "OYT"}  # origins (not used), types (oids suffice), truncations (not published)
+_OLD_MARKERS = (ord("K"), ord("O"))
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.at = 0
+def _string(data: bytes, at: int) -> tuple[str, int]:
+    end = data.index(b"\0", at)
+    return data[at:end].decode(), end + 1
 
-    def take(self, fmt: str) -> Any:
-        layout = _STRUCTS.get(fmt) or _STRUCTS.setdefault(fmt, struct.Struct(fmt))
-        value = layout.unpack_from(self.data, self.at)
-        self.at += layout.size
-        return value[0] if len(value) == 1 else value
 
-    def string(self) -> str:
-        end = self.data.index(b"\0", self.at)
-        text = self.data[self.at : end].decode()
-        self.at = end + 1
-        return text
+def _image(data: bytes, at: int, relation: Relation, old: dict[str, Any] | None) -> tuple[dict[str, Any], int]:
+    """A TupleData as a row image: per column 'n' (NULL), 'u' (an unchanged TOASTed value: the full old row,
+    REPLICA IDENTITY FULL, has it) or 't' and the text."""
+    (count,) = _COUNT.unpack_from(data, at)
+    at += 2
+    if count != len(relation.columns):
+        raise WalError(f"a row of {relation.name} with {count} columns, its relation has {len(relation.columns)}")
+    image: dict[str, Any] = {}
+    for name, convert in relation.columns:
+        kind = data[at]
+        at += 1
+        if kind == _TEXT:
+            (size,) = _SIZE.unpack_from(data, at)
+            at += 4
+            text = data[at : at + size].decode()
+            at += size
+            image[name] = text if convert is None else convert(text)
+        elif kind == _NULL:
+            image[name] = None
+        elif kind == _UNCHANGED:
+            image[name] = (old or {}).get(name)
+        else:
+            raise WalError(f"a column sent as {chr(kind)!r}; only text columns are read")
+    return image, at
 
-    def raw(self, size: int) -> bytes:
-        chunk = self.data[self.at : self.at + size]
-        self.at += size
-        return chunk
 
-    def image(self, relation: Relation, old: dict[str, Any] | None) -> dict[str, Any]:
-        """A TupleData as a row image: per column 'n' (NULL), 'u' (an unchanged TOASTed value: the full old
-        row, REPLICA IDENTITY FULL, has it) or 't' and the text. Inlined: every value of a backlog passes here."""
-        data, at = self.data, self.at
-        (count,) = _COUNT.unpack_from(data, at)
-        at += 2
-        if count != len(relation.columns):
-            raise WalError(f"a row of {relation.name} with {count} columns, its relation has {len(relation.columns)}")
-        image: dict[str, Any] = {}
-        for name, convert in relation.columns:
-            kind = data[at]
-            at += 1
-            if kind == _TEXT:
-                (size,) = _SIZE.unpack_from(data, at)
-                at += 4
-                text = data[at : at + size].decode()
-                at += size
-                image[name] = text if convert is None else convert(text)
-            elif kind == _NULL:
-                image[name] = None
-            elif kind == _UNCHANGED:
-                image[name] = (old or {}).get(name)
+def _image_text(data: bytes, at: int, relation: Relation) -> str:
+    """A TupleData as its row image's JSON text, written straight from the bytes: exactly what json.dumps of
+    `_image` gives, without a dict or a converter call per value. Every value of a backlog's inserts and
+    deletes passes here: one pass with local names, the values put into the relation's template at once."""
+    (count,) = _COUNT.unpack_from(data, at)
+    at += 2
+    kinds = relation.kinds
+    if count != len(kinds):
+        raise WalError(f"a row of {relation.name} with {count} columns, its relation has {len(kinds)}")
+    values: list[str] = []
+    append, size_of, quote = values.append, _SIZE.unpack_from, encode_basestring_ascii
+    for kind in kinds:
+        marker = data[at]
+        if marker == _TEXT:
+            (size,) = size_of(data, at + 1)
+            at += 5
+            raw = data[at : at + size]
+            at += size
+            if kind == _STRING:
+                append(quote(raw.decode()))
+            elif kind == _INTEGER:
+                append(raw.decode())
+            elif kind == _BOOLEAN:
+                append("true" if raw == b"t" else "false")
             else:
-                raise WalError(f"a column sent as {chr(kind)!r}; only text columns are read")
-        self.at = at
-        return image
+                append(json.dumps(_float(raw.decode())))
+        elif marker in (_NULL, _UNCHANGED):  # unchanged: no old row to take it from (no insert or delete has one)
+            append("null")
+            at += 1
+        else:
+            raise WalError(f"a column sent as {chr(marker)!r}; only text columns are read")
+    return relation.template % tuple(values)
 
 
 class PgOutputDecoder:
     """Turns pgoutput messages (protocol 1, text values) into the publication's transactions.
 
     Relations are remembered across calls (a peek re-sends those it needs, so a fresh decoder works too).
-    Entries a replay context marks `nolog` are dropped; a transaction without entries is dropped."""
+    Entries a replay context marks `nolog` are dropped; a transaction without entries is dropped. The images of
+    inserts and deletes (a backlog's bulk) are written as JSON text straight from the message bytes; updates
+    (whose unchanged TOASTed values come from the old row) and REPL_TEXT rows go through a dict."""
 
     def __init__(self, account: str, text_table: str) -> None:
         self.account = account
@@ -357,8 +420,8 @@ class PgOutputDecoder:
         self.relations: dict[int, Relation] = {}
         self._txn: Decoded | None = None
         self._nolog = False
-        self._group: tuple[str, str] | None = None  # (table, op) of the open bulk entry
-        self._rows: list[dict[str, Any]] = []
+        self._group: tuple[str, int] | None = None  # (table, op) of the open bulk entry
+        self._rows: list[str] = []  # the open bulk entry's images (JSON text)
         self.last_end = 0  # the LSN past the last commit read
 
     @property
@@ -369,48 +432,65 @@ class PgOutputDecoder:
     def feed(self, messages: Sequence[bytes], after: int = 0) -> list[Decoded]:
         """The transactions the messages commit, skipping those ending at or before `after` (already stored)."""
         out: list[Decoded] = []
+        rows = self._rows
+        relations = self.relations
         for message in messages:
-            done = self._message(bytes(message))
+            data = bytes(message)
+            kind = data[0]
+            if kind in (_I, _D):
+                # The bulk of a backlog, inlined: a run of one table's inserts (or deletes) is one entry.
+                relation = relations[_RELID.unpack_from(data, 1)[0]]
+                if self._nolog:
+                    continue
+                if relation.name == self.text_table:
+                    self._on_row(kind, relation, data)
+                    continue
+                if self._group != (relation.name, kind):
+                    self._close_group()
+                    self._current()
+                    self._group = (relation.name, kind)
+                rows.append(_image_text(data, 6, relation))  # after the relation id and the 'N', 'K' or 'O' byte
+                continue
+            done = self._message(kind, data)
             if done is not None and done.end > after and done.entries:
                 out.append(done)
         return out
 
-    def _message(self, data: bytes) -> Decoded | None:
-        r = _Reader(data)
-        kind = chr(r.take(">B"))
-        if kind == "B":
-            _final, micros, _xid = r.take(">qqI")
+    def _message(self, kind: int, data: bytes) -> Decoded | None:
+        if kind == _B:
+            _final, micros, _xid = _BEGIN.unpack_from(data, 1)
             self._txn = Decoded(end=0, at=_EPOCH + dt.timedelta(microseconds=micros))
             self._nolog = False
-        elif kind == "C":
-            _flags, _commit, end, _micros = r.take(">bqqq")
+        elif kind == _C:
+            _flags, _commit, end, _micros = _COMMIT.unpack_from(data, 1)
             self._close_group()
             txn, self._txn = self._current(), None
             txn.end = self.last_end = end
             return txn
-        elif kind == "R":
-            relid = r.take(">I")
-            _namespace, name = r.string(), r.string()
-            _identity, count = r.take(">bh")
+        elif kind == _R:
+            (relid,) = _RELID.unpack_from(data, 1)
+            _namespace, at = _string(data, 5)
+            name, at = _string(data, at)
+            (count,) = _COUNT.unpack_from(data, at + 1)  # after the replica identity setting
+            at += 3
             columns = []
             for _ in range(count):
-                _flags = r.take(">b")
-                column = r.string()
-                oid, _typmod = r.take(">Ii")
-                columns.append((column, converter(oid)))
-            self.relations[relid] = Relation(name, tuple(columns))
-        elif kind == "M":
-            flags, _lsn = r.take(">bq")
-            prefix = r.string()
-            content = r.raw(r.take(">i")).decode()
+                column, at = _string(data, at + 1)  # after the column's flags
+                oid, _typmod = _TYPE.unpack_from(data, at)
+                at += 8
+                columns.append((column, oid))
+            self.relations[relid] = Relation.of(name, columns)
+        elif kind == _M:
+            flags, _lsn = _FLAGS_LSN.unpack_from(data, 1)
+            prefix, at = _string(data, 10)
+            (size,) = _SIZE.unpack_from(data, at)
+            content = data[at + 4 : at + 4 + size].decode()
             if flags & 1:
                 self._on_message(prefix, content)
-        elif kind in ("I", "U", "D"):
-            self._on_row(kind, r)
-        elif kind in ("O", "Y", "T"):
-            pass  # origins (replication origins are not used), types (oids suffice), truncations (not published)
-        else:
-            raise WalError(f"pgoutput message {kind!r} is not one this reader knows")
+        elif kind == _U:
+            self._on_row(kind, self.relations[_RELID.unpack_from(data, 1)[0]], data)
+        elif kind not in _SKIPPED:
+            raise WalError(f"pgoutput message {chr(kind)!r} is not one this reader knows")
         return None
 
     def _current(self) -> Decoded:
@@ -428,29 +508,23 @@ class PgOutputDecoder:
             entry = json.loads(content)
             self._add(entry["tbl"], entry["op"], entry["new"], None)
 
-    def _on_row(self, kind: str, r: _Reader) -> None:
-        relation = self.relations[r.take(">I")]
+    def _on_row(self, kind: int, relation: Relation, data: bytes) -> None:
+        """An update, or a row of the REPL_TEXT table, decoded into dicts."""
         old: dict[str, Any] | None = None
-        marker = chr(r.take(">B"))
-        if marker in ("K", "O"):
-            old = r.image(relation, None)
-            marker = chr(r.take(">B")) if kind == "U" else "N"
-        new = r.image(relation, old) if kind != "D" else None
+        at = 5
+        marker = data[at]
+        if marker in _OLD_MARKERS:
+            old, at = _image(data, at + 1, relation, None)  # an update's new tuple follows its own 'N'
+        new = _image(data, at + 1, relation, old)[0] if kind != _D else None
         if self._nolog:
             return
         if relation.name == self.text_table:
-            if kind == "I" and new is not None and new.get("ACCOUNT") == self.account:
+            if kind == _I and new is not None and new.get("ACCOUNT") == self.account:
                 args = new.get("ARGS")
                 image = {"stmt": new.get("STMT"), "args": json.loads(args) if args else []}
                 self._add("", "T", json.dumps(image), None)
             return
-        if kind == "U":
-            self._add(relation.name, "U", json.dumps(new), json.dumps(old) if old is not None else None)
-        else:  # inserts and deletes in a row of one table are one entry holding the list of their images
-            if self._group != (relation.name, kind):
-                self._close_group()
-                self._group = (relation.name, kind)
-            self._rows.append(new if kind == "I" else old)  # type: ignore[arg-type]
+        self._add(relation.name, "U", json.dumps(new), json.dumps(old) if old is not None else None)
 
     def _add(self, table: str, op: str, new: str | None, old: str | None) -> None:
         self._close_group()
@@ -459,10 +533,11 @@ class PgOutputDecoder:
     def _close_group(self) -> None:
         if self._group is None:
             return
-        table, op = self._group
-        images = json.dumps(self._rows)
-        self._current().entries.append((table, op, images, None) if op == "I" else (table, op, None, images))
-        self._group, self._rows = None, []
+        table, kind = self._group
+        images = "[" + ", ".join(self._rows) + "]"
+        self._current().entries.append((table, "I", images, None) if kind == _I else (table, "D", None, images))
+        self._group = None
+        self._rows.clear()
 
 
 def store_parameters(txns: Sequence[Decoded], base: int, local: str) -> tuple[str, str, int]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -200,14 +200,15 @@ def sequence(server: Server, account: str) -> None:
             raise
 
 
-def publisher_count(server: Server, account: str) -> int:
-    """How many transactions of the publication a reader may take: committed, numbered and closed."""
+def publisher_count(server: Server, account: str, direct: DirectApply | None = None) -> int:
+    """How many transactions of the publication a reader may take: committed, numbered and closed. `direct`: see
+    read_wal (a publication that captures from the WAL; ignored elsewhere)."""
     d = _d(server)
     schema = schema_of(server)
     if d.single_writer:
         sequence(server, account)
     if d.decodes_wal and uses_wal(server, account):
-        return read_wal(server, account)
+        return read_wal(server, account, direct)
     if d.numbers_when_read:
         for attempt in range(2):
             try:
@@ -257,16 +258,37 @@ class _WalLog:
         count, stored = cursor.execute(wal_capture.position_sql(self.seq)).fetchone()
         return int(count), int(stored)
 
-    def store(self, cursor, txns: list[wal_capture.Decoded], count: int, upto: int) -> int:
-        """Store `txns` after `count` (in the caller's transaction); returns the new count."""
-        if not txns:
+    def store(self, cursor, txns: list[wal_capture.Decoded], count: int, upto: int, base: int | None = None) -> int:
+        """Store `txns` after `count` (in the caller's transaction); returns the new count. `base`: the count they
+        are numbered after when the transactions up to it were applied straight to the only subscriber (they are
+        counted, not stored)."""
+        base = count if base is None else base
+        if not txns and base == count:
             return count
         add_tx, add_entries, set_seq = self.statements
-        tx_rows, entries, new_count = wal_capture.store_parameters(txns, count, self.local)
-        cursor.execute(add_tx, [tx_rows])
-        cursor.execute(add_entries, [entries])
+        tx_rows, entries, new_count = wal_capture.store_parameters(txns, base, self.local)
+        if txns:
+            cursor.execute(add_tx, [tx_rows])
+            cursor.execute(add_entries, [entries])
         cursor.execute(set_seq, [new_count, upto, count])
+        if cursor.rowcount != 1:
+            raise TrxError(f"the log's count moved from {count} while its slot was read")
         return new_count
+
+    def rows(self, txns: Sequence[wal_capture.Decoded], count: int) -> list[tuple]:
+        """`txns` numbered after `count` as the rows entries_sql would read once they are stored (N, ORIGIN, AT,
+        SEQ, TBL, OP, NEW, OLD; SEQ: the entry's place among them)."""
+        out: list[tuple] = []
+        for n, txn in enumerate(txns, count + 1):
+            origin = txn.origin or self.local
+            out.extend((n, origin, txn.at, len(out) + 1, *entry) for entry in txn.entries)
+        return out
+
+
+# Applies transactions read from the slot straight to a publication's only subscriber before they are stored: given
+# the log's count and the rows (as _WalLog.rows gives them, numbered after it), it returns the count that
+# subscriber has durably reached (the count itself when it applied nothing). What lies past it is stored as usual.
+DirectApply = Callable[[int, list[tuple]], int]
 
 
 def _slot_gone(server: Server, account: str, slot: str) -> TrxError:
@@ -276,12 +298,17 @@ def _slot_gone(server: Server, account: str, slot: str) -> TrxError:
     )
 
 
-def read_wal(server: Server, account: str) -> int:
+def read_wal(server: Server, account: str, direct: DirectApply | None = None) -> int:
     """Move what the publication's slot decoded into its log; returns the publication's count.
 
     The order that keeps it exact (engine.wal_capture): store and commit, then advance the slot; changes
     a crash left stored but not advanced over are recognised by their position and skipped. While a
-    follower streams the slot (WalStream), it stores as changes arrive: the count stored is the answer."""
+    follower streams the slot (WalStream), it stores as changes arrive: the count stored is the answer.
+
+    `direct`: a sync of the publication's only subscriber, current with the log, applies what was decoded
+    straight from memory first (its level committed on the subscriber); the log then counts those transactions
+    without storing them and stores only the rest. A crash before the log's count moved reads the same
+    transactions again with the same numbers: they are stored, and the subscriber's level already covers them."""
     slot = _slot(server, account)
     log = _WalLog(server, account)
     decoder = wal_capture.PgOutputDecoder(account, sql.TEXT_TABLE)
@@ -301,10 +328,14 @@ def read_wal(server: Server, account: str) -> int:
                 rows = cursor.execute(
                     wal_capture.peek_sql(), [slot, flushed, wal_capture.PEEK_CHANGES, slot]
                 ).fetchall()
-                txns = decoder.feed([r[1] for r in rows], after=stored)
+                txns = decoder.feed([r[0] for r in rows], after=stored)
                 complete = len(rows) < wal_capture.PEEK_CHANGES
                 upto = flushed if complete else decoder.last_end
-                count = log.store(cursor, txns, count, upto)
+                base = count
+                if direct is not None and txns:
+                    conn.rollback()  # no snapshot held while the subscriber applies (the advisory lock stays)
+                    base = max(count, min(count + len(txns), direct(count, log.rows(txns, count))))
+                count = log.store(cursor, txns[base - count :], count, upto, base)
                 conn.commit()
                 if upto > confirmed:
                     cursor.execute(wal_capture.advance_sql(), [slot, upto]).fetchall()

@@ -234,7 +234,13 @@ def sync_once(
         raise TrxError(f"{sub.subscriber} has no level for {sub.server}/{sub.account} yet; run REPL_INIT_COPY first")
     level, _own_count = position
     trx_schema.detect(acct, throttle=following)  # a follower looks every few seconds, a sync every time
-    pub_count = publisher_count(pub_server, sub.account)
+    direct = WalDirect.offer(sub, acct, pub_server, sub_server, position, batch) if max_transactions is None else None
+    pub_count = publisher_count(pub_server, sub.account, direct)
+    if direct is not None and direct.reached != _own_count:
+        level, _own_count = levels.level_of(direct.reached), direct.reached
+        record_position(sub, direct.reached, pub_count, account=acct)
+    if direct is not None and direct.halted is not None:
+        raise direct.halted
     pub_level = levels.level_of(pub_count)
     check_request(sub, level, pub_level, pub_count, oldest_count(pub_server, sub.account))
     count = levels.count_of(level, pub_level, pub_count)
@@ -250,6 +256,12 @@ def sync_once(
             ],
         )
     outcome = SyncOutcome(level=level, count=count, publisher_level=pub_level, publisher_count=pub_count)
+    if direct is not None:
+        outcome.applied, outcome.skipped, outcome.batches = (
+            direct.outcome.applied,
+            direct.outcome.skipped,
+            direct.outcome.batches,
+        )
     if sub.halt_count is not None and count >= sub.halt_count:
         clear_halt(sub, f"{sub.subscriber} is past the halted transaction (level {levels.level_of(count)})")
     if max_backlog is not None and pub_count - count > max_backlog and (cut is None or cut(pub_count - count)):
@@ -306,6 +318,73 @@ def sync_once(
         if outcome.waiting:
             break
     return outcome
+
+
+class WalDirect:
+    """A sync of a WAL publication's only subscriber applying what the slot decoded straight from memory, before it
+    is stored (capture.read_wal calls it with the log's count and the decoded transactions' rows): the log then
+    only counts what the subscriber committed, and the transactions are not written into the log and read back.
+
+    Offered only where nothing else needs those transactions in the log: no other subscription of the publication
+    (as do_purge, which would drop them once this subscriber applied them), the subscriber valid, not halted,
+    not updateable, and current with the log (else it reads the log first, as usual). It stops before a schema
+    change (which may wait for approval): that one and what follows are stored and applied from the log."""
+
+    def __init__(self, sub: ReplSubscriber, acct: ReplAccount, target: Target, count: int, batch: int) -> None:
+        self.sub, self.acct, self.target, self.batch = sub, acct, target, batch
+        self.reached = count  # the subscriber's count
+        self.outcome = SyncOutcome()
+        self.halted: ApplyHalted | None = None  # raised by the sync once the log stored what follows
+
+    @classmethod
+    def offer(
+        cls,
+        sub: ReplSubscriber,
+        acct: ReplAccount,
+        pub_server: Server,
+        sub_server: Server,
+        position: tuple[int, int],
+        batch: int | None,
+    ) -> WalDirect | None:
+        level, count = position
+        if not (_d(pub_server).decodes_wal and acct.capture == ReplAccount.Capture.WAL) or acct.is_updateable:
+            return None
+        if not sub.valid or sub.halt_count is not None or level != levels.level_of(count):
+            return None
+        others = ReplSubscriber.objects.filter(server=sub.server, account=sub.account, subscribed=True)
+        if others.exclude(pk=sub.pk).exists():
+            return None
+        target = Target(sub_server, sub.server, sub.account, source_dialect=pub_server.dialect,
+                        replay_user=sub.replay_user)  # fmt: skip
+        return cls(sub, acct, target, count, batch or RegistryEntry.get_int("repl_apply_batch"))
+
+    def __call__(self, count: int, rows: list[tuple]) -> int:
+        if count != self.reached:
+            return count  # behind the log (or ahead of it after a crash): the log is read as usual
+        done = 0
+        while done < len(rows):
+            end, last = done, self.reached + self.batch
+            while end < len(rows) and rows[end][0] <= last:
+                end += 1
+            # Whole transactions within the bounds a read of the log keeps to (the first one whole, however large).
+            window = sql.bounded_window(rows[done:end], settings.TRX_BATCH_ROWS, settings.TRX_BATCH_BYTES, False)[0]
+            if not window:
+                break
+            txns = sql.group_transactions(window)
+            schema = next((i for i, t in enumerate(txns) if any(e.op == "S" for e in t.entries)), None)
+            if schema is not None:
+                txns = txns[:schema]
+            if txns:
+                try:
+                    self.reached = _apply_or_halt(self.sub, self.acct, self.target, txns, self.reached, self.outcome)
+                except ApplyHalted as exc:
+                    self.halted, self.reached = exc, exc.count
+                    return self.reached
+                self.outcome.batches += 1
+            if schema is not None:
+                break
+            done += len(window)
+        return self.reached
 
 
 def _until_held(acct: ReplAccount, txns: list[sql.Transaction]) -> tuple[list[sql.Transaction], str]:
