@@ -37,8 +37,9 @@ be commit order:
   order of their last entry, by key, so they neither wait for writers under way nor make them wait. Not the
   order of the server's registry of commits (mysql.transaction_registry): a transaction that met a duplicate
   key after it logged is missing from it. RTLOG rows are never updated; a purge's deletes become history rows,
-  which the purge then deletes (DELETE HISTORY), with the registry rows of the purged transactions where the
-  account may. A log made by an earlier version (RTLOG not versioned) keeps working as it was made
+  which the purge then deletes (DELETE HISTORY). The server registers each versioning transaction in
+  mysql.transaction_registry, a log table no statement may delete from: one row per captured transaction
+  stays there. A log made by an earlier version (RTLOG not versioned) keeps working as it was made
   (dialects.mysql.EarlierLog, chosen per log by transactional.capture): the first entry of a transaction locks
   the RTSEQ row and takes the next number, so its writers commit one at a time, and a reader closes the
   current number before it reads (close_sql). Publishing it again makes a versioned log.
@@ -446,10 +447,9 @@ def purge_sql(d: Dialect, account: str, schema: str = "") -> list[str]:
     return [delete_log, f"DELETE FROM {tx} WHERE {q('N')} <= ?"]
 
 
-def purge_history_sql(d: Dialect, account: str, schema: str = "") -> tuple[list[str], list[str]]:
-    """What purging a versioned log adds (Dialect.purge_history_sql): before the purge (parameter: the count), after."""
-    names = log_names(d, account)
-    return d.purge_history_sql(d.qualify(names.tx, schema), d.qualify(names.log, schema))
+def purge_history_sql(d: Dialect, account: str, schema: str = "") -> list[str]:
+    """What purging a versioned log adds, run after the purge (Dialect.purge_history_sql)."""
+    return d.purge_history_sql(d.qualify(log_names(d, account).log, schema))
 
 
 # --- the subscriber's level ---------------------------------------------------------------------------------

@@ -683,9 +683,6 @@ def purge_log(server: Server, account: str, upto: int) -> int:
             .execute(f"SELECT COUNT(*) FROM {d.qualify(names.tx, schema)} WHERE {q('N')} <= ?", [upto])
             .fetchone()[0]
         )
-    before_purge, after_purge = sql.purge_history_sql(_log_d(server, account), account, schema)
-    with contextlib.suppress(pyodbc.Error):  # the account may not touch the server's own tables: they stay
-        run_in_transaction(server, [(text, [upto]) for text in before_purge])
     run_in_transaction(server, [(text, [upto]) for text in sql.purge_sql(d, account, schema)])
-    run_each(server, after_purge)
+    run_each(server, sql.purge_history_sql(_log_d(server, account), account, schema))
     return int(before)

@@ -287,6 +287,17 @@ def test_on_mariadb_transactions_committed_between_two_reads_keep_their_commit_o
     assert [[e.new["id"] for e in t.entries] for t in transactions(server)] == [[2], [1], [3]]
 
 
+def test_purging_a_mariadb_log_leaves_no_history_of_the_purged_entries(make_server):
+    server = published(make_server, "mysql")
+    for i in (1, 2, 3):
+        committed(server, f"INSERT INTO items (id, name) VALUES ({i}, 'x')")
+    assert trx_capture.purge_log(server, "tbl", 2) == 2
+    with connections.connect(server) as conn:
+        kept = conn.cursor().execute("SELECT COUNT(*) FROM `RTLOG_tbl` FOR SYSTEM_TIME ALL").fetchone()[0]
+    assert kept == 1  # the third transaction's entry, no history rows
+    assert [[e.new["id"] for e in t.entries] for t in transactions(server)] == [[3]]
+
+
 def test_a_mariadb_log_made_before_versioning_keeps_its_writers_numbering(make_server):
     """A log made by an earlier version (RTLOG's TXID a plain column) goes on working as it was made: its
     writers number at their first change, one at a time, and readers close the current number."""

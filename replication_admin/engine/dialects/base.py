@@ -677,10 +677,9 @@ class Dialect:
         """RTLOG's TXID column, the columns that follow the log's own (", …"), and the table's options."""
         return f"{self.quote('TXID')} {self.render_type(LogicalType('bigint'))}", "", ""
 
-    def purge_history_sql(self, tx: str, log: str) -> tuple[list[str], list[str]]:
-        """Where versioned_log: (statements run before the purge, parameter: the count; statements run after it)
-        that drop what the server keeps of the purged entries; both may be refused (the purge stands)."""
-        return [], []
+    def purge_history_sql(self, log: str) -> list[str]:
+        """Where versioned_log: statements run after a purge that drop what the server keeps of the purged entries."""
+        return []
 
     def capture_rows_sql(
         self, logs: CaptureTables, table: str, op: str, rows: str, local: str, columns: list[tuple[str, str]]

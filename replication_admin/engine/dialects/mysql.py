@@ -567,18 +567,11 @@ class MySQL(Dialect):
         # By key only: the rows of transactions under way are neither read nor waited for.
         return f"UPDATE {tx} SET {q('N')} = {int(count)} + FIELD({q('TXID')}, {listed}) WHERE {q('TXID')} IN ({listed})"
 
-    def purge_history_sql(self, tx: str, log: str) -> tuple[list[str], list[str]]:
-        q = self.quote
-        return (
-            # The server's registry of versioning transactions keeps a row per captured transaction; those of
-            # purged transactions go where the account may delete them (mysql.transaction_registry).
-            [
-                f"DELETE FROM mysql.transaction_registry WHERE transaction_id IN "
-                f"(SELECT {q('TXID')} FROM {tx} WHERE {q('N')} <= ?)"
-            ],
-            # A deleted entry of a versioned table stays as history until deleted from there too.
-            [f"DELETE HISTORY FROM {log}"],
-        )
+    def purge_history_sql(self, log: str) -> list[str]:
+        # A deleted entry of a versioned table stays as history until deleted from there too. (The server's
+        # registry of versioning transactions, mysql.transaction_registry, is a log table no statement may
+        # delete from: its rows stay.)
+        return [f"DELETE HISTORY FROM {log}"]
 
     def replay_context_sql(self, nolog: bool, origin: str | None, context_table: str) -> list[str]:
         # @repladmin_tx / @repladmin_n: the apply transaction's log row once a trigger logs (retag_origin_sql).
@@ -701,6 +694,8 @@ class MySQL(Dialect):
         origin = f"COALESCE(@repladmin_origin, {self.literal(local)})"
         # The entry's TXID is its transaction's id; every entry makes sure of the transaction's RTTX row (a
         # session variable could not tell: a failed statement takes back the row it added, not the variable).
+        # Not a probe first: a SELECT in a trigger of an INSERT is a locking read, whose gap lock on RTTX's key
+        # would make the next writer's first entry wait.
         return (
             "IF @repladmin_nolog IS NULL THEN "
             f"INSERT INTO {logs.log} ({entry_cols}) VALUES ({self.literal(table)}, '{op}', {new}, {old}); "
@@ -783,8 +778,8 @@ class EarlierLog(MySQL):
     def number_steps_sql(self, names: LogTableNames, schema: str) -> list[str]:
         return []
 
-    def purge_history_sql(self, tx: str, log: str) -> tuple[list[str], list[str]]:
-        return [], []
+    def purge_history_sql(self, log: str) -> list[str]:
+        return []
 
     def capture_entry_sql(self, logs: CaptureTables, table: str, op: str, new: str, old: str, local: str) -> str:
         q = self.quote
