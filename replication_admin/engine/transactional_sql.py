@@ -6,7 +6,7 @@ A publication (an account of SYS_REPL_ACCOUNTS) keeps its log in the publisher's
   level a subscriber sees is levels.level_of(N) (1 .. 0x7fffffff, then 1 again).
 - `RTTX_<account>`: one row per replicated transaction: TXID (the database's id of the writing
   transaction), N (its place in the publication), ORIGIN (the server that made the change) and AT
-  (UTC, when it was numbered; on PostgreSQL when it first changed a published table).
+  (UTC, when it was numbered; on PostgreSQL and MariaDB when it first changed a published table).
 - `RTLOG_<account>`: the transaction's entries in the order they were made: SEQ, TXID, TBL, OP and
   the row images NEW / OLD as JSON. OP is I/U/D for a row, T for a REPL_TEXT call (NEW = the
   statement and its arguments) and C for a published table's creating statement (NEW = its
@@ -25,15 +25,24 @@ be commit order:
   after it: every row's changes replay in the order they were made, with no gaps (a rolled-back
   transaction leaves no row). Inserts and deletes are logged by statement triggers over the
   statement's transition table (one INSERT … SELECT per statement), updates by row triggers.
-- MariaDB has no deferred triggers, and no transaction id a trigger can read reliably
-  (information_schema.INNODB_TRX is a cache refreshed at most every 0.1 s). The first entry of a
-  transaction locks the RTSEQ row and takes the next number, recording its connection (and origin)
-  there; later entries of the same connection join that number while it is still open. The lock
-  makes other writers to the publication wait until this transaction ends, so numbers follow commit
-  order. A reader closes the current number (NOWAIT: only when no writer holds the counter) before
-  it reads it; a writer that finds the number closed, or taken by another connection, takes a new
-  one. Transactions that one connection commits back to back, with no read of the log between them,
-  therefore share a number: they are replayed together, in order, atomically.
+- MariaDB: RTLOG is versioned with transaction precision (`TXID bigint unsigned GENERATED ALWAYS AS ROW
+  START`, `WITH SYSTEM VERSIONING`), so the server itself stores the writing transaction's id in each entry:
+  the id a trigger could not otherwise read (information_schema.INNODB_TRX is a cache refreshed at most every
+  0.1 s). Each entry then makes sure of its transaction's RTTX row (N NULL) by reading its own TXID back
+  (LAST_INSERT_ID(), one key lookup) and an INSERT … ON DUPLICATE KEY UPDATE that changes nothing when the row
+  is there: not once per transaction, as a session variable could not tell a transaction's first entry from
+  one whose statement failed and took back the row it added. Writers touch no row another writer touches.
+  Readers number as on PostgreSQL, in statements of their own (Dialect.number_steps_sql): read committed,
+  holding the RTSEQ row, they give the committed transactions with no number yet the next numbers in the
+  order of their last entry, by key, so they neither wait for writers under way nor make them wait. Not the
+  order of the server's registry of commits (mysql.transaction_registry): a transaction that met a duplicate
+  key after it logged is missing from it. RTLOG rows are never updated; a purge's deletes become history rows,
+  which the purge then deletes (DELETE HISTORY). The server registers each versioning transaction in
+  mysql.transaction_registry, a log table no statement may delete from: one row per captured transaction
+  stays there. A log made by an earlier version (RTLOG not versioned) keeps working as it was made
+  (dialects.mysql.EarlierLog, chosen per log by transactional.capture): the first entry of a transaction locks
+  the RTSEQ row and takes the next number, so its writers commit one at a time, and a reader closes the
+  current number before it reads (close_sql). Publishing it again makes a versioned log.
 - SQLite has one writer at a time. Entries are written without a number; the sequencer (run by the
   console under BEGIN IMMEDIATE, i.e. holding the write lock) numbers everything written since its
   last pass in SEQ order, one transaction per run of entries with the same origin. Transactions
@@ -123,6 +132,7 @@ def log_ddl(d: Dialect, account: str, schema: str = "") -> list[str]:
     q = d.quote
     seq, tx, log = (d.qualify(n, schema) for n in (names.seq, names.tx, names.log))
     tx_n = "" if d.numbers_when_read else " NOT NULL"
+    txid, log_columns, log_options = d.log_txid_ddl()
     ddl = [
         f"CREATE TABLE {seq} ({q('ID')} integer NOT NULL PRIMARY KEY, {_col(d, 'N', COUNT, ' NOT NULL')}, "
         f"{_col(d, 'CONN', COUNT)}, {_col(d, 'ORIGIN', SERVER)})",
@@ -131,9 +141,9 @@ def log_ddl(d: Dialect, account: str, schema: str = "") -> list[str]:
         f"{_col(d, 'ORIGIN', SERVER)}, {_col(d, 'AT', TIMESTAMP)})",
         f"CREATE UNIQUE INDEX {q(bounded_name(names.tx + '_N', d.max_identifier))} ON {tx} ({q('N')})",
         # Entries are found by (TXID, SEQ) only; a key of SEQ alone would be a second index for every entry.
-        f"CREATE TABLE {log} ({d.serial_column_ddl('SEQ')}, {_col(d, 'TXID', COUNT)}, "
+        f"CREATE TABLE {log} ({d.serial_column_ddl('SEQ')}, {txid}, "
         f"{_col(d, 'TBL', TABLE, ' NOT NULL')}, {_col(d, 'OP', OP, ' NOT NULL')}, "
-        f"{_col(d, 'NEW', IMAGE)}, {_col(d, 'OLD', IMAGE)}, {_col(d, 'ORIGIN', SERVER)})",
+        f"{_col(d, 'NEW', IMAGE)}, {_col(d, 'OLD', IMAGE)}, {_col(d, 'ORIGIN', SERVER)}{log_columns}){log_options}",
         # (TXID, SEQ): a transaction's entries in order, and its last entry in one probe (the reader's numbering).
         f"CREATE INDEX {q(bounded_name(names.log + '_TXID', d.max_identifier))} ON {log} ({q('TXID')}, {q('SEQ')})",
     ]
@@ -304,6 +314,20 @@ def number_sql(d: Dialect, account: str, schema: str = "") -> str:
     return d.number_sql(log_names(d, account), schema)
 
 
+def number_steps_sql(d: Dialect, account: str, schema: str = "") -> list[str]:
+    """Where readers number in statements of their own (MariaDB): Dialect.number_steps_sql; empty elsewhere."""
+    return d.number_steps_sql(log_names(d, account), schema)
+
+
+def log_versioned_sql(d: Dialect, schema: str = "") -> str:
+    """Whether a log table (the parameter) is versioned by the server (MariaDB: TXID is the writer's id)."""
+    where = "TABLE_SCHEMA = DATABASE()" if not schema else f"TABLE_SCHEMA = {d.literal(schema)}"
+    return (
+        "SELECT CASE WHEN TABLE_TYPE = 'SYSTEM VERSIONED' THEN 1 ELSE 0 END FROM information_schema.TABLES "
+        f"WHERE {where} AND TABLE_NAME = ?"
+    )
+
+
 def visible_count_sql(d: Dialect, account: str, schema: str = "") -> str:
     """How many transactions a reader would count now, without numbering them (read-only: the console's lag)."""
     if not d.numbers_when_read:
@@ -421,6 +445,11 @@ def purge_sql(d: Dialect, account: str, schema: str = "") -> list[str]:
         f"{q('TXID')} IN (SELECT {q('TXID')} FROM {tx} WHERE {q('N')} <= ?)",
     )
     return [delete_log, f"DELETE FROM {tx} WHERE {q('N')} <= ?"]
+
+
+def purge_history_sql(d: Dialect, account: str, schema: str = "") -> list[str]:
+    """What purging a versioned log adds, run after the purge (Dialect.purge_history_sql)."""
+    return d.purge_history_sql(d.qualify(log_names(d, account).log, schema))
 
 
 # --- the subscriber's level ---------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from replication_admin.core.transactions import (
 )
 from replication_admin.engine import bidir_sql, wal_capture
 from replication_admin.engine import transactional_sql as sql
+from replication_admin.engine.dialects import Dialect
 from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.models import (
     ReplAccount,
@@ -60,6 +61,30 @@ def wal_unavailable(server: Server) -> str | None:
 
 def _slot(server: Server, account: str) -> str:
     return wal_capture.slot_name(server.database, schema_of(server), account)
+
+
+_VERSIONED_LOGS: set[tuple[str, str, str, str]] = set()  # (server, database, schema, account) seen versioned
+
+
+def _log_d(server: Server, account: str) -> Dialect:
+    """The dialect as it captures into this publication's log: where the dialect versions the log (MariaDB), a
+    log made by an earlier version (RTLOG not versioned) keeps its writers' numbering (Dialect.earlier_log).
+
+    A log once seen versioned stays so (the product makes no other), so only earlier logs are looked at again."""
+    d = _d(server)
+    if not d.versioned_log:
+        return d
+    schema = schema_of(server)
+    key = (server.name, server.database, schema, account)
+    if key in _VERSIONED_LOGS:
+        return d
+    names = sql.log_names(d, account)
+    with connections.connect(server, readonly=True) as conn:
+        found = conn.cursor().execute(sql.log_versioned_sql(d, schema), [names.log]).fetchone()
+    if found is None or not found[0]:
+        return d.earlier_log
+    _VERSIONED_LOGS.add(key)
+    return d
 
 
 def create_log(server: Server, account: str, wal: bool = False) -> None:
@@ -145,7 +170,7 @@ def add_capture(
         made, dropped = wal_capture.add_table_ddl(_slot(server, account), d.qualify(table.name, table.schema))
         run_with_undo(server, [*statements, *made], [*dropped, *undo])
         return
-    objects = sql.capture_objects(d, account, table, local)
+    objects = sql.capture_objects(_log_d(server, account), account, table, local)
     run_with_undo(server, [*statements, *objects.create], [*objects.drop, *undo])
 
 
@@ -171,6 +196,7 @@ def append_entry(server: Server, account: str, op: str, table: str, payload: str
             server, [(wal_capture.emit_entry_sql(), wal_capture.entry_message(account, op, table, payload))]
         )
         return
+    d = _log_d(server, account)
     run_in_transaction(server, sql.append_entry_sql(d, account, op, table, payload, server.name, schema_of(server)))
     sequence(server, account)
 
@@ -209,6 +235,10 @@ def publisher_count(server: Server, account: str, direct: DirectApply | None = N
         sequence(server, account)
     if d.decodes_wal and uses_wal(server, account):
         return read_wal(server, account, direct)
+    d = _log_d(server, account)
+    steps = sql.number_steps_sql(d, account, schema)
+    if steps:
+        return _number(server, account, steps)
     if d.numbers_when_read:
         for attempt in range(2):
             try:
@@ -238,6 +268,32 @@ def publisher_count(server: Server, account: str, direct: DirectApply | None = N
     with connections.connect(server) as conn:
         count, open_conn = conn.cursor().execute(sql.counter_sql(d, account, schema)).fetchone()
     return int(count) - (0 if open_conn is None else 1)
+
+
+NUMBER_BATCH = 1000  # transactions numbered per statement
+
+
+def _number(server: Server, account: str, steps: list[str]) -> int:
+    """Number the committed transactions not numbered yet (Dialect.number_steps_sql); returns the count."""
+    d = _d(server)
+    tx = d.qualify(sql.log_names(d, account).tx, schema_of(server))
+    begin, lock, order, store = steps
+    with connections.connect(server, autocommit=False) as conn:
+        cursor = conn.cursor()
+        try:
+            cursor.execute(begin)
+            count = int(cursor.execute(lock).fetchone()[0])
+            txids = [int(r[0]) for r in cursor.execute(order).fetchall()]
+            if txids:
+                for first in range(0, len(txids), NUMBER_BATCH):
+                    cursor.execute(d.number_assign_sql(tx, count + first, txids[first : first + NUMBER_BATCH]))
+                count += len(txids)
+                cursor.execute(store, [count])
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+    return count
 
 
 STREAM_LOCK_WAIT = "5s"  # how long a reader waits for the slot's advisory lock before looking again
@@ -659,4 +715,5 @@ def purge_log(server: Server, account: str, upto: int) -> int:
             .fetchone()[0]
         )
     run_in_transaction(server, [(text, [upto]) for text in sql.purge_sql(d, account, schema)])
+    run_each(server, sql.purge_history_sql(_log_d(server, account), account, schema))
     return int(before)

@@ -54,6 +54,12 @@ def capture_summary(account: ReplAccount) -> str:
         )
     note = account.capture_note
     why = f"; not the WAL: {note}" if note and note != "chosen at publication" else ""
+    if d.numbers_when_read and d.versioned_log:
+        return (
+            "triggers; readers number committed transactions, so the publication's writers never wait for each "
+            "other (the log is versioned: the server stores each entry's transaction id; a publication made by an "
+            "earlier version numbers at the first change, its writers one at a time, until published again)"
+        )
     if d.numbers_when_read:
         return (
             "triggers; readers number committed transactions, so the publication's writers never wait for each "

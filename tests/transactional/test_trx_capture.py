@@ -15,6 +15,7 @@ from replication_admin.core import connections
 from replication_admin.core.audit import Actor
 from replication_admin.engine import dialects, levels
 from replication_admin.engine import transactional_sql as sql
+from replication_admin.engine.dialects.mysql import EarlierLog
 from replication_admin.models import ReplAccount
 from replication_admin.servers.actions import do_register_server
 from replication_admin.transactional import capture as trx_capture
@@ -110,17 +111,14 @@ def test_a_transaction_of_several_statements_is_one_level_and_binary_survives(ma
 
 @pytest.mark.parametrize("dialect", ["postgresql", "pgwal", "mysql"])
 def test_a_transaction_that_began_first_and_commits_last_gets_the_later_level(make_server, dialect):
-    """PostgreSQL's readers number committed transactions in the order of their last entry; MariaDB numbers at
-    the first published change and makes later writers wait: the transaction that began first but wrote last is
+    """Readers number committed transactions: PostgreSQL's in the order of their last entry, MariaDB's in the
+    order of their commits. The transaction that logged first but changed a row after the other committed it is
     numbered last."""
     server = published(make_server, dialect)
     first = connections.open_connection(server, autocommit=False)
     second = connections.open_connection(server, autocommit=False)
     try:
-        if base(dialect) == "postgresql":
-            first.cursor().execute("INSERT INTO items (id, name) VALUES (1, 'began first')")
-        else:
-            first.cursor().execute("INSERT INTO other (id) VALUES (1)")  # its transaction is under way
+        first.cursor().execute("INSERT INTO items (id, name) VALUES (1, 'began first')")
         second.cursor().execute("INSERT INTO items (id, name) VALUES (2, 'began second')")
         second.commit()
         first.cursor().execute("UPDATE items SET name = 'committed last' WHERE id = 2")
@@ -250,28 +248,82 @@ def test_a_bulk_insert_and_delete_log_every_row_in_one_transaction_and_an_empty_
     assert sorted(int(e.old["id"]) for e in txns[1].entries) == list(range(251, 501))
 
 
-def test_on_mariadb_a_second_writer_waits_for_the_first_to_commit(make_server):
+def test_on_mariadb_writers_of_one_publication_log_at_once_and_are_numbered_as_they_commit(make_server):
+    server = published(make_server, "mysql")
+    writers = [connections.open_connection(server, autocommit=False) for _ in range(3)]
+    try:
+        for n, writer in enumerate(writers, start=1):
+            cursor = writer.cursor()
+            # A writer that had to wait for another's lock would fail here rather than wait (the least MariaDB
+            # allows is a second): all three hold logged changes at once.
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+            cursor.execute("INSERT INTO items (id, name) VALUES (?, ?)", n, f"w{n}")
+            cursor.execute("INSERT INTO items (id, name) VALUES (?, ?)", 10 + n, f"w{n}")
+        with connections.connect(server) as conn:  # nothing committed: nothing to number, and no reader waits
+            assert trx_capture.publisher_count(server, "tbl") == 0
+            assert tuple(conn.cursor().execute("SELECT COUNT(*) FROM `RTTX_tbl`").fetchone()) == (0,)
+        for writer in (writers[1], writers[2], writers[0]):  # each commit read before the next
+            writer.commit()
+            trx_capture.publisher_count(server, "tbl")
+    finally:
+        for writer in writers:
+            writer.close()
+    txns = transactions(server)
+    assert [sorted(e.new["id"] for e in t.entries) for t in txns] == [[2, 12], [3, 13], [1, 11]]
+    assert [t.count for t in txns] == [1, 2, 3]
+    assert transactions(server) == txns  # numbered once: a second read numbers nothing again
+
+
+def test_on_mariadb_transactions_committed_between_two_reads_keep_their_commit_order(make_server):
     server = published(make_server, "mysql")
     first = connections.open_connection(server, autocommit=False)
-    first.cursor().execute("INSERT INTO items (id, name) VALUES (1, 'first')")
-    finished = []
+    try:
+        first.cursor().execute("INSERT INTO items (id, name) VALUES (1, 'first')")
+        committed(server, "INSERT INTO items (id, name) VALUES (2, 'second')")  # a read numbers it alone
+        first.commit()
+    finally:
+        first.close()
+    committed(server, "INSERT INTO items (id, name) VALUES (3, 'third')")
+    assert [[e.new["id"] for e in t.entries] for t in transactions(server)] == [[2], [1], [3]]
 
-    def second_writer():
-        with connections.connect(server, autocommit=False) as conn:
-            conn.cursor().execute("INSERT INTO items (id, name) VALUES (2, 'second')")
+
+def test_purging_a_mariadb_log_leaves_no_history_of_the_purged_entries(make_server):
+    server = published(make_server, "mysql")
+    for i in (1, 2, 3):
+        committed(server, f"INSERT INTO items (id, name) VALUES ({i}, 'x')")
+    assert trx_capture.purge_log(server, "tbl", 2) == 2
+    with connections.connect(server) as conn:
+        kept = conn.cursor().execute("SELECT COUNT(*) FROM `RTLOG_tbl` FOR SYSTEM_TIME ALL").fetchone()[0]
+    assert kept == 1  # the third transaction's entry, no history rows
+    assert [[e.new["id"] for e in t.entries] for t in transactions(server)] == [[3]]
+
+
+def test_a_mariadb_log_made_before_versioning_keeps_its_writers_numbering(make_server):
+    """A log made by an earlier version (RTLOG's TXID a plain column) goes on working as it was made: its
+    writers number at their first change, one at a time, and readers close the current number."""
+    server = make_server("mysql")
+    execute(server, ITEMS_DDL["mysql"])
+    earlier = EarlierLog()
+    table = trx_lookups.describe(server, "items")
+    with connections.connect(server) as conn:
+        for statement in [*sql.log_ddl(earlier, "tbl"), *sql.text_table_ddl(earlier)]:
+            conn.cursor().execute(statement)
+        for statement in sql.text_capture_objects(earlier, "tbl", server.name).create:
+            conn.cursor().execute(statement)
+    trx_capture.add_capture(server, "tbl", table)  # a table added later gets the log's kind of triggers
+    with connections.connect(server, autocommit=False) as conn:
+        for i in (1, 2):
+            conn.cursor().execute(f"INSERT INTO items (id, name) VALUES ({i}, 'x')")
             conn.commit()
-            finished.append(time.monotonic())
-
-    thread = threading.Thread(target=second_writer)
-    thread.start()
-    time.sleep(0.8)
-    assert not finished  # queued behind the first writer's numbering
-    committed = time.monotonic()
-    first.commit()
-    first.close()
-    thread.join(10)
-    assert finished and finished[0] >= committed
-    assert [[e.new["id"] for e in t.entries] for t in transactions(server)] == [[1], [2]]
+    trx_capture.append_entry(server, "tbl", "T", "", '{"stmt": "p (?)", "args": [7]}')
+    committed(server, "UPDATE items SET name = 'y' WHERE id = 1")
+    txns = transactions(server)
+    assert [[e.op for e in t.entries] for t in txns] == [["I", "I"], ["T"], ["U"]]
+    assert [t.count for t in txns] == [1, 2, 3]
+    with connections.connect(server) as conn:
+        assert conn.cursor().execute("SELECT COUNT(*) FROM `RTTX_tbl` WHERE `TXID` <> `N`").fetchone()[0] == 0
+    assert trx_capture.purge_log(server, "tbl", 2) == 2
+    assert [t.count for t in transactions(server)] == [3]
 
 
 @pytest.mark.parametrize("dialect", CAPTURES)
@@ -315,9 +367,8 @@ def test_repl_text_rows_and_console_entries_are_logged_in_order(make_server, dia
     ]
 
 
-@pytest.mark.parametrize("dialect", ["mysql", "sqlite"])
-def test_back_to_back_transactions_of_one_connection_with_no_read_between_share_a_level_in_order(make_server, dialect):
-    server = published(make_server, dialect)
+def test_on_sqlite_back_to_back_transactions_with_no_read_between_share_a_level_in_order(make_server):
+    server = published(make_server, "sqlite")
     with connections.connect(server, autocommit=False) as conn:
         for i in (1, 2, 3):
             conn.cursor().execute(f"INSERT INTO items (id, name) VALUES ({i}, 'x')")
@@ -326,6 +377,31 @@ def test_back_to_back_transactions_of_one_connection_with_no_read_between_share_
     committed(server, "UPDATE items SET name = 'after a read' WHERE id = 1")
     txns = transactions(server)
     assert [[(e.op, e.new["id"]) for e in t.entries] for t in txns] == [[("I", 1), ("I", 2), ("I", 3)], [("U", 1)]]
+
+
+def test_on_mariadb_back_to_back_transactions_of_one_connection_are_levels_of_their_own(make_server):
+    server = published(make_server, "mysql")
+    with connections.connect(server, autocommit=False) as conn:
+        for i in (1, 2, 3):
+            conn.cursor().execute(f"INSERT INTO items (id, name) VALUES ({i}, 'x')")
+            conn.commit()
+    txns = transactions(server)
+    assert [[(e.op, e.new["id"]) for e in t.entries] for t in txns] == [[("I", 1)], [("I", 2)], [("I", 3)]]
+
+
+def test_a_mariadb_statement_that_fails_takes_back_its_entries_and_the_transaction_is_still_logged(make_server):
+    """The first entries of a transaction may come from a statement that fails and is taken back (with its
+    RTTX row); the entries its later statements log still make one transaction."""
+    server = published(make_server, "mysql")
+    committed(server, "INSERT INTO items (id, name) VALUES (5, 'taken')")
+    with connections.connect(server, autocommit=False) as conn:
+        cursor = conn.cursor()
+        with pytest.raises(pyodbc.Error):
+            cursor.execute("INSERT INTO items (id, name) VALUES (4, 'undone'), (5, 'duplicate')")
+        cursor.execute("INSERT INTO items (id, name) VALUES (6, 'kept')")
+        conn.commit()
+    txns = transactions(server)
+    assert [[e.new["id"] for e in t.entries] for t in txns] == [[5], [6]]
 
 
 def test_a_window_of_the_log_is_read_on_its_indexes_not_by_scanning_the_log(make_server):

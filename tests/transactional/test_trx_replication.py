@@ -194,6 +194,34 @@ def test_a_row_written_several_times_in_one_batch_arrives_as_its_last_version(ma
     assert same(rep1, sub, 'ab "cd')["equal"]
 
 
+def test_mariadb_writers_logging_at_once_reach_a_mariadb_subscriber_once_each(make_server, jobs_sync, spark):
+    """Three writers of one MariaDB publication hold logged, uncommitted transactions at the same time (none waits:
+    a one-second lock wait would fail it), commit in reverse order, one of them after another changed its row;
+    the subscriber gets each transaction once and ends equal to the publisher."""
+    pub, sub = make_server("mysql", "rep1"), make_server("mysql", "rep4")
+    sql(pub, "CREATE TABLE items (id int PRIMARY KEY, name varchar(50))", "INSERT INTO items VALUES (100, 'start')")
+    run(pub, "REPL_PUBLISH ('tbl', 'tbl.log'); REPL_PUB_ADD ('tbl', 'items', 2, 0, null)")
+    run(sub, "REPL_SERVER ('rep1', '1111'); REPL_SUBSCRIBE ('rep1', 'tbl'); REPL_INIT_COPY ('rep1', 'tbl')")
+    writers = [connections.open_connection(pub, autocommit=False) for _ in range(3)]
+    try:
+        for n, writer in enumerate(writers, start=1):
+            cursor = writer.cursor()
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+            cursor.execute("INSERT INTO items (id, name) VALUES (?, ?)", n, f"w{n}")
+        for writer in reversed(writers[1:]):
+            writer.commit()
+        writers[0].cursor().execute("UPDATE items SET name = 'last' WHERE id = 3")  # after the third committed it
+        writers[0].commit()
+    finally:
+        for writer in writers:
+            writer.close()
+    outcome = run(sub, "REPL_SYNC ('rep1', 'tbl')")[0]
+    assert outcome.details["applied"] == 3 and outcome.details["skipped"] == 0, outcome.details
+    assert run(sub, "REPL_SYNC ('rep1', 'tbl')")[0].details["applied"] == 0
+    assert _rows(sub, "SELECT id, name FROM items ORDER BY id") == [(1, "w1"), (2, "w2"), (3, "last"), (100, "start")]
+    assert same(pub, sub, "items")["equal"]
+
+
 def _rows(server, query: str) -> list:
     with connections.connect(server) as conn:
         return [tuple(r) for r in conn.cursor().execute(query).fetchall()]

@@ -397,6 +397,9 @@ class Dialect:
     # Transactions are numbered when they first change a published table, holding the publication's counter
     # row until they commit (a reader counts only what is before the holder).
     numbers_at_first_change: bool = False
+    # RTLOG's TXID is kept by the server: the writing transaction's id (MariaDB's transaction-precise system
+    # versioning); log_txid_ddl says how, number_steps_sql how readers number, purge_history_sql what purging adds.
+    versioned_log: bool = False
     # DDL triggers: a redefined published procedure's definition is logged and replicated.
     has_ddl_triggers: bool = False
     # DDL is transactional (rolls back); otherwise each statement commits and a failure is undone by hand.
@@ -653,6 +656,30 @@ class Dialect:
         """Where numbers_when_read: one statement (run in a transaction of its own) that numbers the committed
         transactions not numbered yet and returns the publication's count."""
         raise NotImplementedError(f"{self.label} numbers transactions as they are written")
+
+    def number_steps_sql(self, names: LogTableNames, schema: str) -> list[str]:
+        """Where numbers_when_read without a numbering function: [open, lock, order, count] run by the reader in
+        one transaction: `open` before it begins, `lock` returns the count (and holds the counter), `order` lists
+        the committed transactions not numbered yet (TXID) in their order; number_assign_sql numbers them, and
+        `count` (parameter: the new count) stores it. Empty: number_sql is the one statement."""
+        return []
+
+    def number_assign_sql(self, tx: str, count: int, txids: Sequence[int]) -> str:
+        """Give the transactions `txids` (of RTTX `tx`) the numbers after `count`, in that order."""
+        raise NotImplementedError(f"{self.label} numbers in one statement")
+
+    @property
+    def earlier_log(self) -> Dialect:
+        """The dialect as it captures into a log an earlier version made (where versioned_log: not versioned)."""
+        return self
+
+    def log_txid_ddl(self) -> tuple[str, str, str]:
+        """RTLOG's TXID column, the columns that follow the log's own (", …"), and the table's options."""
+        return f"{self.quote('TXID')} {self.render_type(LogicalType('bigint'))}", "", ""
+
+    def purge_history_sql(self, log: str) -> list[str]:
+        """Where versioned_log: statements run after a purge that drop what the server keeps of the purged entries."""
+        return []
 
     def capture_rows_sql(
         self, logs: CaptureTables, table: str, op: str, rows: str, local: str, columns: list[tuple[str, str]]

@@ -12,6 +12,7 @@ from replication_admin.engine.dialects.base import (
     EntryStatements,
     ImageColumn,
     JdbcEndpoint,
+    LogTableNames,
     RowLog,
     StreamWire,
     TriggerObjects,
@@ -94,7 +95,8 @@ class MySQL(Dialect):
     name = "mysql"
     label = "MariaDB / MySQL"
     live = True
-    numbers_at_first_change = True
+    numbers_when_read = True
+    versioned_log = True
     transactional_ddl = False
     atomic_rename_swap = True
 
@@ -530,11 +532,53 @@ class MySQL(Dialect):
         return create, drop
 
     # --- transactional replication -----------------------------------------------------------------
-    # No deferred triggers and no transaction id a trigger can read reliably: the first entry of a
-    # transaction locks the RTSEQ row and takes the next number, recording its connection (and origin)
-    # there; later entries of the same connection join that number while it is still open.
+    # RTLOG is versioned with transaction precision: the server stores the writing transaction's id in TXID (its
+    # ROW START). The first entry of a transaction adds its RTTX row (N NULL); readers number committed
+    # transactions in the order of their last entry, as on PostgreSQL (engine.transactional_sql explains why).
+    # Logs made before (EarlierLog below) keep their writers' numbering.
+    def log_txid_ddl(self) -> tuple[str, str, str]:
+        q = self.quote
+        return (
+            f"{q('TXID')} bigint unsigned GENERATED ALWAYS AS ROW START",
+            f", {q('TXEND')} bigint unsigned GENERATED ALWAYS AS ROW END INVISIBLE, "
+            f"PERIOD FOR SYSTEM_TIME ({q('TXID')}, {q('TXEND')})",
+            " WITH SYSTEM VERSIONING",
+        )
+
+    def number_steps_sql(self, names: LogTableNames, schema: str) -> list[str]:
+        q = self.quote
+        seq, tx, log = self.qualify(names.seq, schema), self.qualify(names.tx, schema), self.qualify(names.log, schema)
+        n, txid = q("N"), q("TXID")
+        last = f"(SELECT MAX(l.{q('SEQ')}) FROM {log} l WHERE l.{txid} = u.{txid})"
+        return [
+            # Read committed: the reader sees what is committed now and locks only the rows it numbers (by their
+            # key), so it neither waits for writers under way nor makes them wait.
+            "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+            f"SELECT {n} FROM {seq} WHERE {q('ID')} = 1 FOR UPDATE",
+            # In the order of their last entry, as on PostgreSQL. Not the server's registry of commits
+            # (mysql.transaction_registry): it misses a transaction that met a duplicate key after it logged.
+            f"SELECT u.{txid} FROM {tx} u WHERE u.{n} IS NULL ORDER BY {last}, u.{txid}",
+            f"UPDATE {seq} SET {n} = ? WHERE {q('ID')} = 1",
+        ]
+
+    def number_assign_sql(self, tx: str, count: int, txids: Sequence[int]) -> str:
+        q = self.quote
+        listed = ", ".join(str(int(t)) for t in txids)
+        # By key only: the rows of transactions under way are neither read nor waited for.
+        return f"UPDATE {tx} SET {q('N')} = {int(count)} + FIELD({q('TXID')}, {listed}) WHERE {q('TXID')} IN ({listed})"
+
+    def purge_history_sql(self, log: str) -> list[str]:
+        # A deleted entry of a versioned table stays as history until deleted from there too. (The server's
+        # registry of versioning transactions, mysql.transaction_registry, is a log table no statement may
+        # delete from: its rows stay.)
+        return [f"DELETE HISTORY FROM {log}"]
+
     def replay_context_sql(self, nolog: bool, origin: str | None, context_table: str) -> list[str]:
-        return [f"SET @repladmin_nolog = {1 if nolog else 'NULL'}, @repladmin_origin = {self.optional_literal(origin)}"]
+        # @repladmin_tx / @repladmin_n: the apply transaction's log row once a trigger logs (retag_origin_sql).
+        return [
+            f"SET @repladmin_nolog = {1 if nolog else 'NULL'}, @repladmin_origin = {self.optional_literal(origin)}, "
+            "@repladmin_tx = NULL, @repladmin_n = NULL"
+        ]
 
     def reset_context_sql(self, context_table: str) -> list[str]:
         # Session variables outlive transactions.
@@ -646,20 +690,19 @@ class MySQL(Dialect):
 
     def capture_entry_sql(self, logs: CaptureTables, table: str, op: str, new: str, old: str, local: str) -> str:
         q = self.quote
-        entry_cols = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
+        entry_cols = f"{q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
         origin = f"COALESCE(@repladmin_origin, {self.literal(local)})"
+        # The entry's TXID is its transaction's id; every entry makes sure of the transaction's RTTX row (a
+        # session variable could not tell: a failed statement takes back the row it added, not the variable).
+        # Not a probe first: a SELECT in a trigger of an INSERT is a locking read, whose gap lock on RTTX's key
+        # would make the next writer's first entry wait.
         return (
             "IF @repladmin_nolog IS NULL THEN "
-            f"SELECT {q('N')}, {q('CONN')}, {q('ORIGIN')} INTO @repladmin_n, @repladmin_conn, @repladmin_from "
-            f"FROM {logs.seq} WHERE {q('ID')} = 1 FOR UPDATE; "
-            f"IF NOT (@repladmin_conn <=> CONNECTION_ID()) OR NOT (@repladmin_from <=> {origin}) THEN "
-            "SET @repladmin_n = @repladmin_n + 1; "
-            f"UPDATE {logs.seq} SET {q('N')} = @repladmin_n, {q('CONN')} = CONNECTION_ID(), {q('ORIGIN')} = {origin} "
-            f"WHERE {q('ID')} = 1; "
-            f"INSERT INTO {logs.tx} ({q('TXID')}, {q('N')}, {q('ORIGIN')}, {q('AT')}) "
-            f"VALUES (@repladmin_n, @repladmin_n, {origin}, {self.clock_now_sql}); END IF; "
-            f"INSERT INTO {logs.log} ({entry_cols}) "
-            f"VALUES (@repladmin_n, {self.literal(table)}, '{op}', {new}, {old}); END IF;"
+            f"INSERT INTO {logs.log} ({entry_cols}) VALUES ({self.literal(table)}, '{op}', {new}, {old}); "
+            f"SELECT {q('TXID')} INTO @repladmin_tx FROM {logs.log} WHERE {q('SEQ')} = LAST_INSERT_ID(); "
+            f"INSERT INTO {logs.tx} ({q('TXID')}, {q('ORIGIN')}, {q('AT')}) "
+            f"VALUES (@repladmin_tx, {origin}, {self.clock_now_sql}) "
+            f"ON DUPLICATE KEY UPDATE {q('TXID')} = {q('TXID')}; END IF;"
         )
 
     def text_trigger_ddl(
@@ -674,17 +717,16 @@ class MySQL(Dialect):
 
     def append_entry_sql(self, logs: CaptureTables, op: str, table: str, new: str, local: str) -> EntryStatements:
         q = self.quote
-        columns = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
-        # A console entry is always a transaction of its own: it takes the next number and closes it.
         return [
-            (f"UPDATE {logs.seq} SET {q('N')} = {q('N')} + 1, {q('CONN')} = NULL WHERE {q('ID')} = 1", []),
-            (f"SET @repladmin_n = (SELECT {q('N')} FROM {logs.seq} WHERE {q('ID')} = 1)", []),
             (
-                f"INSERT INTO {logs.tx} ({q('TXID')}, {q('N')}, {q('ORIGIN')}, {q('AT')}) "
-                f"VALUES (@repladmin_n, @repladmin_n, ?, {self.clock_now_sql})",
+                f"INSERT INTO {logs.log} ({q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}) VALUES (?, ?, ?, NULL)",
+                [table, op, new],
+            ),
+            (
+                f"INSERT INTO {logs.tx} ({q('TXID')}, {q('ORIGIN')}, {q('AT')}) "
+                f"SELECT {q('TXID')}, ?, {self.clock_now_sql} FROM {logs.log} WHERE {q('SEQ')} = LAST_INSERT_ID()",
                 [local],
             ),
-            (f"INSERT INTO {logs.log} ({columns}) VALUES (@repladmin_n, ?, ?, ?, NULL)", [table, op, new]),
         ]
 
     def replaying_sql(self) -> str:
@@ -708,7 +750,69 @@ class MySQL(Dialect):
 
     def retag_origin_sql(self, tx: str, seq: str, origin: str) -> list[str]:
         q = self.quote
+        # The triggers of a log made before set @repladmin_n (and hold the counter), the others @repladmin_tx.
         return [
-            f"UPDATE {tx} SET {q('ORIGIN')} = {origin} WHERE {q('N')} = @repladmin_n",
-            f"UPDATE {seq} SET {q('CONN')} = NULL WHERE {q('ID')} = 1",
+            f"UPDATE {tx} SET {q('ORIGIN')} = {origin} WHERE {q('TXID')} = @repladmin_tx OR {q('N')} = @repladmin_n",
+            f"UPDATE {seq} SET {q('CONN')} = NULL WHERE {q('ID')} = 1 AND @repladmin_n IS NOT NULL",
         ]
+
+    @property
+    def earlier_log(self) -> Dialect:
+        return _EARLIER_LOG
+
+
+class EarlierLog(MySQL):
+    """Capture into a log made before RTLOG was versioned (its TXID is a plain column): no transaction id a
+    trigger can read, so the first entry of a transaction locks the RTSEQ row and takes the next number,
+    recording its connection (and origin) there; later entries of the same connection join that number while it
+    is still open. Writers of the publication therefore commit one at a time; a reader closes the current number
+    (engine.transactional_sql.close_sql) before it reads."""
+
+    numbers_when_read = False
+    numbers_at_first_change = True
+    versioned_log = False
+
+    def log_txid_ddl(self) -> tuple[str, str, str]:
+        return Dialect.log_txid_ddl(self)
+
+    def number_steps_sql(self, names: LogTableNames, schema: str) -> list[str]:
+        return []
+
+    def purge_history_sql(self, log: str) -> list[str]:
+        return []
+
+    def capture_entry_sql(self, logs: CaptureTables, table: str, op: str, new: str, old: str, local: str) -> str:
+        q = self.quote
+        entry_cols = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
+        origin = f"COALESCE(@repladmin_origin, {self.literal(local)})"
+        return (
+            "IF @repladmin_nolog IS NULL THEN "
+            f"SELECT {q('N')}, {q('CONN')}, {q('ORIGIN')} INTO @repladmin_n, @repladmin_conn, @repladmin_from "
+            f"FROM {logs.seq} WHERE {q('ID')} = 1 FOR UPDATE; "
+            f"IF NOT (@repladmin_conn <=> CONNECTION_ID()) OR NOT (@repladmin_from <=> {origin}) THEN "
+            "SET @repladmin_n = @repladmin_n + 1; "
+            f"UPDATE {logs.seq} SET {q('N')} = @repladmin_n, {q('CONN')} = CONNECTION_ID(), {q('ORIGIN')} = {origin} "
+            f"WHERE {q('ID')} = 1; "
+            f"INSERT INTO {logs.tx} ({q('TXID')}, {q('N')}, {q('ORIGIN')}, {q('AT')}) "
+            f"VALUES (@repladmin_n, @repladmin_n, {origin}, {self.clock_now_sql}); END IF; "
+            f"INSERT INTO {logs.log} ({entry_cols}) "
+            f"VALUES (@repladmin_n, {self.literal(table)}, '{op}', {new}, {old}); END IF;"
+        )
+
+    def append_entry_sql(self, logs: CaptureTables, op: str, table: str, new: str, local: str) -> EntryStatements:
+        q = self.quote
+        columns = f"{q('TXID')}, {q('TBL')}, {q('OP')}, {q('NEW')}, {q('OLD')}"
+        # A console entry is always a transaction of its own: it takes the next number and closes it.
+        return [
+            (f"UPDATE {logs.seq} SET {q('N')} = {q('N')} + 1, {q('CONN')} = NULL WHERE {q('ID')} = 1", []),
+            (f"SET @repladmin_n = (SELECT {q('N')} FROM {logs.seq} WHERE {q('ID')} = 1)", []),
+            (
+                f"INSERT INTO {logs.tx} ({q('TXID')}, {q('N')}, {q('ORIGIN')}, {q('AT')}) "
+                f"VALUES (@repladmin_n, @repladmin_n, ?, {self.clock_now_sql})",
+                [local],
+            ),
+            (f"INSERT INTO {logs.log} ({columns}) VALUES (@repladmin_n, ?, ?, ?, NULL)", [table, op, new]),
+        ]
+
+
+_EARLIER_LOG = EarlierLog()
