@@ -59,6 +59,14 @@ def content(server: Server, table: str, columns: list[tuple[str, LogicalType]]) 
     return len(rows), digest.hexdigest()
 
 
+def noted_table(server: Server, table: str, rows: int) -> list[tuple[str, LogicalType]]:
+    """A table (id, note) of `rows` rows 'first <id>'; its columns."""
+    columns = [("id", LogicalType("integer")), ("note", LogicalType("varchar", length=30))]
+    create_table(server, table, columns, ["id"])
+    insert_rows(server, table, ["id", "note"], [(i, f"first {i}") for i in range(1, rows + 1)])
+    return columns
+
+
 def quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -95,9 +103,7 @@ def test_an_incremental_snapshots_first_refresh_streams_and_starts_no_spark(
     make_server, settings, source_dialect, dest_dialect
 ):
     source, dest = make_server(source_dialect, "isrc"), make_server(dest_dialect, "idst")
-    columns = [("id", LogicalType("integer")), ("note", LogicalType("varchar", length=30))]
-    create_table(source, "items", columns, ["id"])
-    insert_rows(source, "items", ["id", "note"], [(i, f"first {i}") for i in range(1, 3001)])
+    columns = noted_table(source, "items", 3000)
     settings.FULL_COPY_PATH = native_copy.AUTO
     run("create snapshot log for items", source)
     run_sql(source, "UPDATE items SET note = 'logged' WHERE id <= 40")  # log rows the first copy reflects
@@ -153,9 +159,7 @@ def test_a_stream_failing_midway_leaves_the_destination_as_it_was(
     make_server, spark, settings, monkeypatch, source_dialect, dest_dialect
 ):
     source, dest = make_server(source_dialect, "fsrc"), make_server(dest_dialect, "fdst")
-    columns = [("id", LogicalType("integer")), ("note", LogicalType("varchar", length=30))]
-    create_table(source, "big", columns, ["id"])
-    insert_rows(source, "big", ["id", "note"], [(i, f"first {i}") for i in range(1, 120_001)])
+    columns = noted_table(source, "big", 120_000)
     settings.FULL_COPY_PATH = native_copy.STREAM
     run("create snapshot fdst.big from big", source)
     before = content(dest, "big", columns)
