@@ -29,7 +29,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.jdbc import DEFAULT_PARALLELISM, Parallelism, read_by_key_range, read_query, read_split
+from jobs.jdbc import DEFAULT_PARALLELISM, Parallelism, read_query, read_split
 from jobs.resolve import column_type, decide_frame
 from jobs.snapshot_refresh import (
     Endpoint,
@@ -77,49 +77,6 @@ def _typed(
             c = c.cast(target)
         columns.append(c.alias(out + m.alias))
     return columns
-
-
-# --- initial copy ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class InitCopy:
-    source: Endpoint
-    select_sql: str
-    custom_schema: str
-    partition_alias: str | None
-    moved: tuple[Moved, ...]
-    read_types: dict[str, str]
-    dest: Endpoint
-    staging_sql: str
-    parallelism: Parallelism = DEFAULT_PARALLELISM
-
-
-ROW_NUMBER_BITS = 31  # the SQLite ODBC driver returns 32-bit integers from MAX()
-
-
-def row_number_bits(partitions: int) -> tuple[int, int]:
-    """(bits for the partition, bits for the row's place in it) of a row number below 2**31."""
-    partition_bits = max(partitions - 1, 0).bit_length()
-    return partition_bits, ROW_NUMBER_BITS - partition_bits
-
-
-def stage_copy(spark: SparkSession, plan: InitCopy, progress: Progress | None = None) -> int:
-    """The publisher's rows, numbered (rn: increasing, not contiguous), staged on the subscriber."""
-    read = read_by_key_range(
-        spark, plan.source.jdbc, plan.select_sql, plan.custom_schema, plan.partition_alias, plan.parallelism
-    )
-    # Increasing row numbers below 2**31: the read partition in the top bits (as few as the read's
-    # partition count needs), the row's place in its partition below (2**29 rows each for 4 partitions).
-    # The read is not shuffled, so spark_partition_id() is the read partition.
-    _, place_bits = row_number_bits(read.partitions)
-    partition = F.spark_partition_id().cast("long")
-    place = F.monotonically_increasing_id() - F.shiftleft(partition, 33)
-    out = read.df.select(
-        (F.shiftleft(partition, place_bits) + place).alias("rn"),
-        *_values_out(plan.moved, plan.read_types, plan.dest.dialect),
-    )
-    return write_counted(out, plan.dest, plan.staging_sql, "init_copy", spark, progress, plan.parallelism)
 
 
 # --- pull ------------------------------------------------------------------------------------------------

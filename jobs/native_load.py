@@ -81,20 +81,23 @@ def _csv(batch: Any, null: str) -> bytes:
     return sink.getvalue()
 
 
-def copy_sql(d: dialects.Dialect, table_sql: str, columns: Sequence[str]) -> str:
-    return f"COPY {table_sql} ({', '.join(d.quote(c) for c in columns)}) FROM STDIN (FORMAT csv)"
+# The bulk-load statements are the dialect's (Dialect.stream_load_sql, the native streams' too). A file load
+# names its file, which a task only makes where it runs: the statement names this placeholder instead, and the
+# task puts its file's path in its place.
+FILE_PLACEHOLDER = "repladmin-load-file.csv"
 
 
-def load_data_sql(d: dialects.Dialect, table_sql: str, columns: Sequence[str], binary: Sequence[bool]) -> str:
-    """The LOAD DATA statement (parameter: the file); bytes arrive as hex into a variable and are UNHEXed."""
-    pairs = list(enumerate(zip(columns, binary, strict=True)))
-    targets = [f"@v{i}" if is_bytes else d.quote(c) for i, (c, is_bytes) in pairs]
-    sets = [f"{d.quote(c)} = UNHEX(@v{i})" for i, (c, is_bytes) in pairs if is_bytes]
-    return (
-        f"LOAD DATA LOCAL INFILE %s INTO TABLE {table_sql} CHARACTER SET utf8mb4 "
-        "FIELDS TERMINATED BY ',' OPTIONALLY ENCLOSED BY '\"' ESCAPED BY '' LINES TERMINATED BY '\\n' "
-        f"({', '.join(targets)})" + (f" SET {', '.join(sets)}" if sets else "")
-    )
+def load_statement(d: dialects.Dialect, table_sql: str, columns: Sequence[str], binary: Sequence[bool]) -> str:
+    """The dialect's bulk load into `columns` of a staging table, from the session's input or from the file
+    FILE_PLACEHOLDER stands for (see with_file)."""
+    return d.stream_load_sql(table_sql, columns, binary, FILE_PLACEHOLDER)
+
+
+def with_file(statement: str, path: str) -> str:
+    """A file load's statement naming the file at `path` (a temporary file's: no quote in it)."""
+    if "'" in path or "\\" in path:
+        raise NativeLoadError(f"cannot name {path!r} in a LOAD DATA statement")
+    return statement.replace(f"'{FILE_PLACEHOLDER}'", f"'{path}'")
 
 
 # What runs on the executors references no module of the project (it is sent by value, see native_write):
@@ -146,7 +149,7 @@ def load_mysql(address: NativeAddress, statement: str, batches: Iterator[Any]) -
         )
         try:
             with conn.cursor() as cursor:
-                loaded = cursor.execute(statement, [path])
+                loaded = cursor.execute(with_file(statement, path))
                 cursor.execute("SHOW WARNINGS LIMIT 1")
                 warnings = cursor.fetchall()
                 if warnings or loaded != rows:
@@ -177,10 +180,8 @@ def native_write(df: DataFrame, address: NativeAddress, table_sql: str, writers:
     if d.bulk_loader not in (COPY, LOAD_DATA):
         raise ValueError(f"no bulk loader for {d.label}")
     ready, binary = csv_ready(df, d.bulk_loader, d.has_boolean)
-    if d.bulk_loader == COPY:
-        load, statement = load_postgresql, copy_sql(d, table_sql, df.columns)
-    else:
-        load, statement = load_mysql, load_data_sql(d, table_sql, df.columns, binary)
+    load = load_postgresql if d.bulk_loader == COPY else load_mysql
+    statement = load_statement(d, table_sql, df.columns, binary)
     # Sent by value: the executors' Python workers need pyarrow and the drivers, not this project on their path.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
     task = functools.partial(_load_partition, load, address, statement)

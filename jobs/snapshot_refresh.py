@@ -168,22 +168,40 @@ class FullCopy:
     staging_sql: str  # the quoted staging table name
     staging_columns: tuple[str, ...]  # column names of the staging table, in `moved` order
     parallelism: Parallelism = DEFAULT_PARALLELISM
+    row_number: str | None = None  # a staging column taking increasing row numbers (a bi-directional copy's)
+
+
+ROW_NUMBER_BITS = 31  # the SQLite ODBC driver returns 32-bit integers from MAX()
+
+
+def row_number_bits(partitions: int) -> tuple[int, int]:
+    """(bits for the partition, bits for the row's place in it) of a row number below 2**31."""
+    partition_bits = max(partitions - 1, 0).bit_length()
+    return partition_bits, ROW_NUMBER_BITS - partition_bits
 
 
 def full_copy(spark: SparkSession, plan: FullCopy, progress: Progress | None = None) -> int:
-    """Read the snapshot query and append its rows, in destination formats, to the staging table.
+    """Read the snapshot query and append its rows, in destination formats, to the staging table; with
+    `row_number`, each row numbered (increasing, not contiguous).
 
     Returns the number of rows written, counted as they stream through (no second pass)."""
-    df = read_by_key_range(
+    read = read_by_key_range(
         spark, plan.source.jdbc, plan.select_sql, plan.custom_schema, plan.partition_alias, plan.parallelism
-    ).df
-    out = df.select(
-        *[
-            to_destination(F.col(m.alias), m, plan.read_types[m.alias], plan.dest.dialect).alias(name)
-            for m, name in zip(plan.moved, plan.staging_columns, strict=True)
-        ]
     )
-    return write_counted(out, plan.dest, plan.staging_sql, "full_copy", spark, progress, plan.parallelism)
+    out = [
+        to_destination(F.col(m.alias), m, plan.read_types[m.alias], plan.dest.dialect).alias(name)
+        for m, name in zip(plan.moved, plan.staging_columns, strict=True)
+    ]
+    if plan.row_number is not None:
+        # Increasing row numbers below 2**31: the read partition in the top bits (as few as the read's
+        # partition count needs), the row's place in its partition below (2**29 rows each for 4 partitions).
+        # The read is not shuffled, so spark_partition_id() is the read partition.
+        _, place_bits = row_number_bits(read.partitions)
+        partition = F.spark_partition_id().cast("long")
+        place = F.monotonically_increasing_id() - F.shiftleft(partition, 33)
+        out.insert(0, (F.shiftleft(partition, place_bits) + place).alias(plan.row_number))
+    return write_counted(read.df.select(*out), plan.dest, plan.staging_sql, "full_copy", spark, progress,
+                         plan.parallelism)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -269,20 +287,3 @@ def load_increment(spark: SparkSession, plan: IncrementLoad, progress: Progress 
         return [Batch(number=b, rows=v[0], first_snaptime=v[1], last_snaptime=v[2]) for b, v in sorted(totals.items())]
     finally:
         pending.unpersist()
-
-
-def max_snaptime(spark: SparkSession, source: Endpoint, select_sql: str) -> datetime | None:
-    """The newest SNAPTIME in a snapshot log (None when empty), as a Python datetime."""
-    read_as = snaptime_type(source.dialect)
-    df = read_query(spark, source.jdbc, select_sql, f"snaptime {read_as}")
-    row = df.select(as_timestamp(F.col("snaptime"), read_as).alias("t")).collect()[0]
-    newest: datetime | None = row["t"]
-    return newest
-
-
-def stage_log_guids(spark: SparkSession, source: Endpoint, select_sql: str, dest: Endpoint, staging_sql: str) -> None:
-    """Copy (rowguid, snaptime) of the log window to the destination, to pre-fill its replay log."""
-    read_as = snaptime_type(source.dialect)
-    df = read_query(spark, source.jdbc, select_sql, f"rowguid STRING, snaptime {read_as}")
-    snaptime = snaptime_out(as_timestamp(F.col("snaptime"), read_as), dest.dialect)
-    write_staging(df.select("rowguid", snaptime.alias("snaptime")), dest, staging_sql)

@@ -1,7 +1,8 @@
-"""REPL_INIT_SNAPSHOT: the publisher's rows staged on the subscriber by Spark and committed in chunks of the
-given rows per commit, with a bookmark, so a killed copy resumes where it stopped. Before the first chunk the
-subscriber's copy and its log are emptied at once (a re-copy discards the rows and the pending changes it
-replaces, and its capture triggers log none of the deleted rows)."""
+"""REPL_INIT_SNAPSHOT: the publisher's rows staged on the subscriber (a native stream or Spark:
+core.native_copy.copy_table) and committed in chunks of the given rows per commit, with a bookmark, so a
+killed copy resumes where it stopped. Before the first chunk the subscriber's copy and its log are emptied at
+once (a re-copy discards the rows and the pending changes it replaces, and its capture triggers log none of the
+deleted rows)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import contextlib
 import pyodbc
 from django.utils import timezone
 
-from jobs import bidir_sync as spark_bidir
 from replication_admin.bidir.apply import Side, _fetch
 from replication_admin.bidir.objects import (
     lock_name,
@@ -18,10 +18,9 @@ from replication_admin.bidir.objects import (
     server_now,
     subscriber_table,
 )
-from replication_admin.core import connections, native_copy, spark_sizing
+from replication_admin.core import connections, native_copy
 from replication_admin.core.introspection import find_table
 from replication_admin.core.locks import item_lock
-from replication_admin.core.spark import endpoint, spark_session
 from replication_admin.core.times import aware
 from replication_admin.core.transactions import (
     is_retryable,
@@ -108,41 +107,20 @@ def _stage_init_copy(subscription, pub: Side, sub: Side, staging: str, per_commi
     d = pub.d
     items = ", ".join(f"t.{d.quote(m.dest)} AS {m.alias}" for m in pub.layout.moved)
     select_sql = f"SELECT {items} FROM {pub.qualify(pub.table.name)} t"
-    key = pub.layout.keys[0].alias
-    partition = key if len(pub.layout.keys) == 1 and pub.read_types[key] == "BIGINT" else None
-    stream = native_copy.StreamPlan(
+    plan = native_copy.FullCopyPlan(
         source=pub.server,
         select_sql=select_sql,
-        columns=tuple(
-            native_copy.StreamColumn(p.alias, s.alias, p.logical, s.logical)
-            for p, s in zip(pub.layout.moved, sub.layout.moved, strict=True)
-        ),
+        moved=sub.layout.moved,
+        source_types={m.alias: m.logical for m in pub.layout.moved},
         dest=sub.server,
         staging_sql=sub.qualify(staging),
-        split_alias=partition,
+        staging_columns=tuple(m.alias for m in sub.layout.moved),
         row_number="rn",
     )
-    path = native_copy.copy_path(pub.server, sub.server, stream.columns)
-    reporter.progress(0, 1, f"reading {pub.server.name}.{pub.table.name} into {staging} on {sub.server.name} ({path})")
-    if path == native_copy.STREAM:
-        with reporter.phase("stream_copy"):
-            rows = native_copy.stream_copy(stream, progress=reporter.spark_progress(0, 1, 2))
-    else:
-        plan = spark_bidir.InitCopy(
-            source=endpoint(pub.server, readonly=True),
-            select_sql=select_sql,
-            custom_schema=", ".join(f"{m.alias} {pub.read_types[m.alias]}" for m in pub.layout.moved),
-            partition_alias=partition,
-            moved=sub.layout.moved,
-            read_types=pub.read_types,
-            dest=endpoint(sub.server),
-            staging_sql=sub.qualify(staging),
-            parallelism=spark_sizing.parallelism(),
-        )
-        with reporter.phase("spark_session"):
-            spark = spark_session()
-        with reporter.phase("spark_copy"):
-            rows = spark_bidir.stage_copy(spark, plan, progress=reporter.spark_progress(0, 1, 2))
+    reporter.progress(0, 1, f"reading {pub.server.name}.{pub.table.name} into {staging} on {sub.server.name}")
+    copied = native_copy.copy_table(plan, reporter, progress=reporter.spark_progress(0, 1, 2))
+    rows, path = copied.rows, copied.path
+    reporter.log(f"staged {rows} row(s) ({path})")
     # The subscriber's copy starts from the publisher's rows: its own pending changes are discarded.
     _empty_copy(sub, reporter)
     SnapshotSubscription.objects.filter(pk=subscription.pk).update(init_state="copying", init_rows_total=rows)

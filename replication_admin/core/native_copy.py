@@ -10,7 +10,10 @@ the worker process, without Spark's fixed cost or a conversion of every value in
 Each dialect says how its values are written (`stream_value_sql`) so they arrive as Spark's read delivers them
 (docs/types.md): doubles as doubles, booleans 1 / 0, instants as UTC wall time, bytes as hex. A copy that needs
 what only Spark does (another dialect, a column changing family, a type moved as its text) goes to Spark:
-`copy_path` is the one rule, REPLADMIN_FULL_COPY_PATH forces either way.
+`copy_path` is the one rule, REPLADMIN_FULL_COPY_PATH forces either way, and `copy_table` the one place that
+follows it: every full copy (a snapshot's full refresh and the replay-log rows of its first one, the
+transactional and the bi-directional initial copies) describes its rows once and gets back the rows copied and
+the path taken.
 
 Streams only ever fill a staging table the caller created and empties or drops; the caller's swap, replace or
 chunked apply makes the copy visible. A large table is split into key ranges, one stream (one source and one
@@ -26,7 +29,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -35,13 +38,18 @@ import psycopg
 import pymysql
 from django.conf import settings
 
-from jobs.bidir_sync import row_number_bits
+from jobs import snapshot_refresh as spark_refresh
 from jobs.jdbc import Parallelism
-from replication_admin.core import connections
+from jobs.snapshot_refresh import row_number_bits
+from replication_admin.core import connections, spark_sizing
 from replication_admin.core.errors import ReplicationError
+from replication_admin.core.jobs import Reporter
+from replication_admin.core.shapes import SourceShape
+from replication_admin.core.spark import endpoint, spark_session
 from replication_admin.engine import dialects
-from replication_admin.engine.compare import family_of
+from replication_admin.engine.compare import family_of, read_type
 from replication_admin.engine.dialects import Dialect, StreamWire
+from replication_admin.engine.refresh_sql import Moved, noninc_select
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import Server
 
@@ -365,3 +373,91 @@ def stream_copy(plan: StreamPlan, progress: Progress | None = None) -> int:
         said = (str(first_error).strip().splitlines() or [type(first_error).__name__])[0]
         raise StreamCopyError(f"streaming {plan.source.name} into {plan.dest.name} failed: {said}") from first_error
     return sum(f.result() for f in futures)
+
+
+# --- a full copy on the path the rule picks -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FullCopyPlan:
+    """A full copy into a staging table the caller created, whichever path moves it."""
+
+    source: Server
+    select_sql: str  # the rows, under the moved columns' aliases (read as subquery q)
+    moved: tuple[Moved, ...]  # each column's alias (k0.. keys, v0.. the others) and destination type
+    source_types: Mapping[str, LogicalType]  # alias -> the type the source delivers
+    dest: Server
+    staging_sql: str  # the staging table, qualified and quoted
+    staging_columns: tuple[str, ...]  # the staging table's columns, in `moved` order
+    row_number: str | None = None  # a staging column taking increasing row numbers (below 2**31)
+
+    @classmethod
+    def of_shape(
+        cls,
+        shape: SourceShape,
+        moved: tuple[Moved, ...],
+        dest: Server,
+        staging_sql: str,
+        staging_columns: tuple[str, ...],
+    ) -> FullCopyPlan:
+        """The rows of a snapshot's (or a published table's) shape, moved into a staging table."""
+        types = dict(shape.output)
+        return cls(
+            source=shape.server,
+            select_sql=noninc_select(dialects.get(shape.server.dialect), shape.sql, moved),
+            moved=moved,
+            source_types={m.alias: types[m.source] for m in moved},
+            dest=dest,
+            staging_sql=staging_sql,
+            staging_columns=staging_columns,
+        )
+
+
+@dataclass(frozen=True)
+class Copied:
+    rows: int
+    path: str  # STREAM or SPARK: results carry it
+
+
+def copy_table(plan: FullCopyPlan, reporter: Reporter, progress: Progress | None = None) -> Copied:
+    """Fill the plan's staging table as a native stream or on Spark, as copy_path says.
+
+    Either way a lost connection is retryable (the job runs again from its start) and the staging table is
+    the caller's to apply or drop; a table with one integer key is read in key ranges."""
+    src_d = dialects.get(plan.source.dialect)
+    read_types = {m.alias: read_type(src_d, plan.source_types[m.alias]) for m in plan.moved}
+    keys = [m for m in plan.moved if m.is_key]
+    split = keys[0].alias if len(keys) == 1 and read_types[keys[0].alias] == "BIGINT" else None
+    columns = tuple(
+        StreamColumn(m.alias, target, plan.source_types[m.alias], m.logical)
+        for m, target in zip(plan.moved, plan.staging_columns, strict=True)
+    )
+    if copy_path(plan.source, plan.dest, columns) == STREAM:
+        stream = StreamPlan(
+            source=plan.source,
+            select_sql=plan.select_sql,
+            columns=columns,
+            dest=plan.dest,
+            staging_sql=plan.staging_sql,
+            split_alias=split,
+            row_number=plan.row_number,
+        )
+        with reporter.phase("stream_copy"):
+            return Copied(stream_copy(stream, progress=progress), STREAM)
+    spark_plan = spark_refresh.FullCopy(
+        source=endpoint(plan.source, readonly=True),
+        select_sql=plan.select_sql,
+        custom_schema=", ".join(f"{m.alias} {read_types[m.alias]}" for m in plan.moved),
+        partition_alias=split,
+        moved=plan.moved,
+        read_types=read_types,
+        dest=endpoint(plan.dest),
+        staging_sql=plan.staging_sql,
+        staging_columns=plan.staging_columns,
+        parallelism=spark_sizing.parallelism(),
+        row_number=plan.row_number,
+    )
+    with reporter.phase("spark_session"):
+        spark = spark_session()  # the job's (or this process's) session: made once, then handed out again
+    with reporter.phase("spark_copy"):
+        return Copied(spark_refresh.full_copy(spark, spark_plan, progress=progress), SPARK)

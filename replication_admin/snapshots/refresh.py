@@ -1,9 +1,14 @@
-"""Refreshing a snapshot: Spark fills a staging table on the destination, then one destination
-transaction applies it (and records the replay log). Run by the `snapshot_refresh` job.
+"""Refreshing a snapshot: a staging table on the destination is filled (a full copy as a native stream or on
+Spark, core.native_copy.copy_table; a large log window on Spark), then one destination transaction applies it
+(and records the replay log). Run by the `snapshot_refresh` job.
 
 Full refresh: the destination's content is replaced atomically, by swapping in the filled staging
 table (a rename, when nothing depends on the table) or by delete + insert in one transaction; a reader
 sees the old or the new content, and an interrupted refresh leaves the old content.
+
+An incremental snapshot's first refresh is a full one that also lists the log rows of the tolerance window
+as replayed: the newest SNAPTIME is read by the control plane, the window's ids are copied like the rows, so
+where the rows stream it starts no Spark at all.
 
 Incremental refresh (Virtuoso's algorithm): log rows with SNAPTIME >= SN_LAST_TS - tolerance that
 RPLOG does not list for this target are applied with the source rows as they are now, in batches that
@@ -91,21 +96,14 @@ def _destination(snapshot: Snapshot, shape: SourceShape):
 def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter) -> dict:
     dest, d, schema, real, dest_info, moved = _destination(snapshot, shape)
     src_d = dialects.get(shape.server.dialect)
-    source_types = dict(shape.output)
 
     log = snapshot_log_for(snapshot) if snapshot.is_incremental is not None else None
     new_last_ts = None
-    spark = None
     if log is not None and rlog_present(shape):
         # Read before copying: changes made during the copy are replayed by the next incremental run.
-        with reporter.phase("spark_session"):
-            spark = spark_session()
         assert shape.table is not None
-        new_last_ts = spark_refresh.max_snaptime(
-            spark, endpoint(shape.server, readonly=True), sql.max_snaptime_select(src_d, shape.table)
-        )
-        if new_last_ts is None:
-            new_last_ts = naive_utc(timezone.now())
+        newest = scalar(shape.server, sql.max_snaptime_select(src_d, shape.table))
+        new_last_ts = _parse_snaptime(newest) if newest is not None else naive_utc(timezone.now())
         ensure_rplog(dest, log)
 
     staging = sql.staging_name(d, real, "RSTG")
@@ -115,16 +113,23 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter) -> dict:
     if new_last_ts is not None:
         # Log rows of the tolerance window that this copy already reflects (it reads the source after
         # them) go into the replay log, so the next incremental refresh does not apply them again.
-        assert shape.table is not None and log is not None and spark is not None
+        assert shape.table is not None and log is not None
         since = new_last_ts - timedelta(minutes=RegistryEntry.get_int("snp_repl_tolerance_offset"))
         run_each(dest, [sql.guid_staging_ddl(d, guids, schema)])
-        spark_refresh.stage_log_guids(
-            spark,
-            endpoint(shape.server, readonly=True),
-            sql.log_guids_select(src_d, shape.table, since),
-            endpoint(dest),
-            d.qualify(guids, schema),
-        )
+        logged = tuple(Moved(n, n, n, t) for n, t in (("rowguid", sql.ROWGUID), ("snaptime", sql.TIMESTAMP)))
+        with reporter.phase("log_guids"):
+            native_copy.copy_table(
+                native_copy.FullCopyPlan(
+                    source=shape.server,
+                    select_sql=sql.log_guids_select(src_d, shape.table, since),
+                    moved=logged,
+                    source_types={m.alias: m.logical for m in logged},
+                    dest=dest,
+                    staging_sql=d.qualify(guids, schema),
+                    staging_columns=tuple(m.alias for m in logged),
+                ),
+                reporter,
+            )
     dependents = int(scalar(dest, *sql.dependents_sql(d, real, schema)) or 0)
     swap = dependents == 0 and all(_spark_safe(d, c.name) for c in dest_info.columns)
     if swap:
@@ -148,45 +153,10 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter) -> dict:
         rebuild = [build for _, build in pairs]
     reporter.progress(1, 4, f"copying into {staging} ({'swap' if swap else 'delete + insert'} afterwards)")
 
-    select_sql = sql.noninc_select(src_d, shape.sql, moved)
-    read_types = {m.alias: read_type(src_d, source_types[m.source]) for m in moved}
-    key_moves = [m for m in moved if m.is_key]
-    partition = key_moves[0].alias if len(key_moves) == 1 and read_types[key_moves[0].alias] == "BIGINT" else None
-    stream = native_copy.StreamPlan(
-        source=shape.server,
-        select_sql=select_sql,
-        columns=tuple(
-            native_copy.StreamColumn(m.alias, target, source_types[m.source], m.logical)
-            for m, target in zip(moved, staging_columns, strict=True)
-        ),
-        dest=dest,
-        staging_sql=d.qualify(staging, schema),
-        split_alias=partition,
-    )
-    path = native_copy.SPARK
+    plan = native_copy.FullCopyPlan.of_shape(shape, moved, dest, d.qualify(staging, schema), staging_columns)
     try:
-        path = native_copy.copy_path(stream.source, stream.dest, stream.columns)
-        if path == native_copy.STREAM:
-            with reporter.phase("stream_copy"):
-                rows = native_copy.stream_copy(stream, progress=reporter.spark_progress(1, 3, 4))
-        else:
-            plan = spark_refresh.FullCopy(
-                source=endpoint(shape.server, readonly=True),
-                select_sql=select_sql,
-                custom_schema=", ".join(f"{m.alias} {read_types[m.alias]}" for m in moved),
-                partition_alias=partition,
-                moved=moved,
-                read_types=read_types,
-                dest=endpoint(dest),
-                staging_sql=d.qualify(staging, schema),
-                staging_columns=staging_columns,
-                parallelism=spark_sizing.parallelism(),
-            )
-            if spark is None:
-                with reporter.phase("spark_session"):
-                    spark = spark_session()
-            with reporter.phase("spark_copy"):
-                rows = spark_refresh.full_copy(spark, plan, progress=reporter.spark_progress(1, 3, 4))
+        copied = native_copy.copy_table(plan, reporter, progress=reporter.spark_progress(1, 3, 4))
+        rows, path = copied.rows, copied.path
         reporter.progress(3, 4, f"{rows} rows staged ({path}); replacing the content of {real}")
         if rebuild:
             with reporter.phase("index"):

@@ -1,15 +1,14 @@
-"""REPL_INIT_COPY: every published table copied to the subscriber on Spark at a consistent level."""
+"""REPL_INIT_COPY: every published table copied to the subscriber at a consistent level (each table as a native
+stream or on Spark: core.native_copy.copy_table), or loaded from a publication image."""
 
 from __future__ import annotations
 
 from django.utils import timezone
 
-from jobs import snapshot_refresh as spark_refresh
-from replication_admin.core import connections, native_copy, spark_sizing
+from replication_admin.core import connections, native_copy
 from replication_admin.core.introspection import with_constraints
 from replication_admin.core.locks import item_lock
 from replication_admin.core.shapes import ensure_copy, inc_shape, moved_columns
-from replication_admin.core.spark import endpoint, spark_session
 from replication_admin.core.transactions import (
     run_each,
     run_in_transaction,
@@ -17,7 +16,6 @@ from replication_admin.core.transactions import (
 )
 from replication_admin.engine import levels, refresh_sql
 from replication_admin.engine import transactional_sql as sql
-from replication_admin.engine.compare import read_type
 from replication_admin.engine.refresh_sql import create_table_ddl
 from replication_admin.engine.schema import TableInfo
 from replication_admin.models import (
@@ -84,10 +82,8 @@ def init_copy(job, reporter, subscription_id: int) -> dict:
         count = publisher_count(pub_server, sub.account)
         d = _d(sub_server)
         schema = schema_of(sub_server)
-        src_d = _d(pub_server)
         items = table_items(acct)
         staged: list[tuple[TableInfo, str, tuple]] = []
-        spark = None
         copied = {}
         paths: set[str] = set()
         try:
@@ -106,44 +102,12 @@ def init_copy(job, reporter, subscription_id: int) -> dict:
                     ],
                 )
                 staged.append((dest, staging, moved))
-                source_types = dict(shape.output)
-                read_types = {m.alias: read_type(src_d, source_types[m.source]) for m in moved}
-                keys = [m for m in moved if m.is_key]
-                partition = keys[0].alias if len(keys) == 1 and read_types[keys[0].alias] == "BIGINT" else None
-                select_sql = refresh_sql.noninc_select(src_d, shape.sql, moved)
-                stream = native_copy.StreamPlan(
-                    source=pub_server,
-                    select_sql=select_sql,
-                    columns=tuple(
-                        native_copy.StreamColumn(m.alias, m.alias, source_types[m.source], m.logical) for m in moved
-                    ),
-                    dest=sub_server,
-                    staging_sql=d.qualify(staging, schema),
-                    split_alias=partition,
+                plan = native_copy.FullCopyPlan.of_shape(
+                    shape, moved, sub_server, d.qualify(staging, schema), tuple(m.alias for m in moved)
                 )
-                if native_copy.copy_path(pub_server, sub_server, stream.columns) == native_copy.STREAM:
-                    with reporter.phase("stream_copy"):
-                        copied[dest.name] = native_copy.stream_copy(stream)
-                    paths.add(native_copy.STREAM)
-                else:
-                    plan = spark_refresh.FullCopy(
-                        source=endpoint(pub_server, readonly=True),
-                        select_sql=select_sql,
-                        custom_schema=", ".join(f"{m.alias} {read_types[m.alias]}" for m in moved),
-                        partition_alias=partition,
-                        moved=moved,
-                        read_types=read_types,
-                        dest=endpoint(sub_server),
-                        staging_sql=d.qualify(staging, schema),
-                        staging_columns=tuple(m.alias for m in moved),
-                        parallelism=spark_sizing.parallelism(),
-                    )
-                    if spark is None:
-                        with reporter.phase("spark_session"):
-                            spark = spark_session()
-                    with reporter.phase("spark_copy"):
-                        copied[dest.name] = spark_refresh.full_copy(spark, plan)
-                    paths.add(native_copy.SPARK)
+                table_copy = native_copy.copy_table(plan, reporter)
+                copied[dest.name] = table_copy.rows
+                paths.add(table_copy.path)
                 reporter.progress(done + 1, len(items) + 1, f"staged {copied[dest.name]} row(s) of {dest.name}")
             definitions = procedure_definitions(pub_server, sub.account)
             if definitions and not d.has_ddl_triggers:

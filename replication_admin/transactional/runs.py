@@ -9,7 +9,7 @@ from typing import Any
 from replication_admin.core.jobs import STORED_WHEN_SET, JobParams, JobResult, JobRunner, Subject, register
 from replication_admin.models import ReplSubscriber
 from replication_admin.transactional.initial_copy import init_copy, init_from_image
-from replication_admin.transactional.sync import sync_subscription
+from replication_admin.transactional.sync import SyncOutcome, sync_subscription
 
 
 @dataclass(frozen=True)
@@ -51,21 +51,9 @@ InitResult.modes = {"init": CopyInit, "image": ImageInit}
 
 
 @dataclass(frozen=True)
-class SyncResult(JobResult):
-    """A sync: transactions applied and skipped, the levels reached on both sides, the subscriber's own
-    transactions pushed (updateable); after a conflict the publication answers with a new copy, `copy`."""
+class SyncResult(SyncOutcome):
+    """A sync's outcome; after a conflict the publication answers with a new copy, `copy`."""
 
-    applied: int = 0
-    skipped: int = 0
-    level: int = 0
-    count: int = 0
-    publisher_level: int = 0
-    publisher_count: int = 0
-    batches: int = 0
-    pushed: int = 0
-    reinitialise: bool = False
-    discarded: int = 0  # the subscriber's unpushed changes kept as conflict backups when it re-initialises
-    waiting: str = ""  # why the subscriber stopped short of the publisher (a schema change to approve)
     copy: InitResult | None = field(default=None, metadata=STORED_WHEN_SET)
 
 

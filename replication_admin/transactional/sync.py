@@ -27,7 +27,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyodbc
 from django.conf import settings
@@ -38,7 +38,7 @@ from django.utils import timezone
 from replication_admin.core import connections, heartbeats, reaper
 from replication_admin.core.alerts import safely_raise
 from replication_admin.core.audit import Actor
-from replication_admin.core.jobs import RUNNERS, do_start_job
+from replication_admin.core.jobs import RUNNERS, JobResult, do_start_job
 from replication_admin.core.locks import LockBusy, item_lock, wait_behind
 from replication_admin.core.transactions import (
     error_message,
@@ -169,8 +169,12 @@ def _record_halt(sub: ReplSubscriber, txn: sql.Transaction, error: str, keys: li
 # --- sync --------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class SyncOutcome:
+@dataclass(frozen=True)
+class SyncOutcome(JobResult):
+    """A sync: transactions applied and skipped, the levels reached on both sides, the subscriber's own
+    transactions pushed (updateable). A sync job's result is this (transactional.runs.SyncResult), with the
+    copy a re-initialisation made."""
+
     applied: int = 0  # transactions applied
     skipped: int = 0
     level: int = 0
@@ -183,8 +187,14 @@ class SyncOutcome:
     discarded: int = 0  # the subscriber's unpushed changes kept as conflict backups then
     waiting: str = ""  # why the subscriber stopped short of the publisher (a schema change to approve)
 
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
+    def plus(self, earlier: SyncOutcome) -> SyncOutcome:
+        """This outcome with the transactions an earlier attempt of the same sync applied, skipped, in batches."""
+        return replace(
+            self,
+            applied=self.applied + earlier.applied,
+            skipped=self.skipped + earlier.skipped,
+            batches=self.batches + earlier.batches,
+        )
 
 
 def check_request(sub: ReplSubscriber, level: int, pub_level: int, pub_count: int, oldest: int | None) -> None:
@@ -271,18 +281,17 @@ def sync_once(
         )
     if acct.is_updateable:
         try:
-            outcome.pushed = push(sub, acct)
+            outcome = replace(outcome, pushed=push(sub, acct))
         except Reinitialise as exc:
             # Nothing more is applied: the copy about to be made replaces the subscriber's tables.
-            outcome.reinitialise, outcome.discarded = True, exc.discarded
             ReplSubscriber.objects.filter(pk=sub.pk).update(init_state="queued", last_error=str(exc)[:4000])
             log.warning("%s", exc)
-            return outcome
+            return replace(outcome, reinitialise=True, discarded=exc.discarded)
         if outcome.pushed:
             # What the push committed on the publisher (a decision that changed the subscriber's version is
             # logged there with the publisher as its origin) comes back to the originator in this sync.
             pub_count = publisher_count(pub_server, sub.account)
-            outcome.publisher_count, outcome.publisher_level = pub_count, levels.level_of(pub_count)
+            outcome = replace(outcome, publisher_count=pub_count, publisher_level=levels.level_of(pub_count))
     target = Target(
         sub_server, sub.server, sub.account, source_dialect=pub_server.dialect, replay_user=sub.replay_user,
         held=set(held_keys(sub.server, sub.subscriber)) if acct.is_updateable else set(),
@@ -300,18 +309,22 @@ def sync_once(
                 f"{sub.server}/{sub.account} has no transaction after level {levels.level_of(count)} "
                 f"(the log has been purged past it); re-initialise {sub.subscriber}"
             )
-        txns, outcome.waiting = _until_held(acct, txns)
+        txns, waiting = _until_held(acct, txns)
+        outcome = replace(outcome, waiting=waiting)
         if txns:
+            tally = _Tally()
             try:
-                count = _apply_or_halt(sub, acct, target, txns, count, outcome)
+                count = _apply_or_halt(sub, acct, target, txns, count, tally)
             except ApplyHalted as exc:
                 if exc.count != count:
                     record_position(sub, exc.count, pub_count, account=acct)
                 raise
-            outcome.batches += 1
             if sub.halt_count is not None and count >= sub.halt_count:
                 clear_halt(sub, f"the halted transaction applied (level {levels.level_of(count)})")
-            outcome.count, outcome.level = count, levels.level_of(count)
+            outcome = replace(
+                outcome, applied=outcome.applied + tally.applied, skipped=outcome.skipped + tally.skipped,
+                batches=outcome.batches + 1, count=count, level=levels.level_of(count),
+            )  # fmt: skip
             record_position(sub, count, pub_count, account=acct)
             if progress is not None:
                 progress(outcome)
@@ -416,19 +429,27 @@ def key_names_of(acct: ReplAccount, target: Target) -> Callable[[str], list[str]
     return names
 
 
+@dataclass
+class _Tally:
+    """The transactions one batch applied and skipped, counted as _apply_or_halt goes."""
+
+    applied: int = 0
+    skipped: int = 0
+
+
 def _apply_or_halt(
     sub: ReplSubscriber,
     acct: ReplAccount,
     target: Target,
     txns: list[sql.Transaction],
     count: int,
-    outcome: SyncOutcome,
+    tally: _Tally,
 ) -> int:
     """Apply the batch; when it fails for a reason a retry does not cure, apply it one transaction at a time,
     and at the one that fails halt (ApplyHalted) or, with on_error = skip, skip it and go on."""
     try:
         count = apply_batch(target, txns, count)
-        outcome.applied += len(txns)
+        tally.applied += len(txns)
         return count
     except LevelMoved:
         raise
@@ -439,13 +460,13 @@ def _apply_or_halt(
             raise
         if len(txns) > 1:
             for txn in txns:
-                count = _apply_or_halt(sub, acct, target, [txn], count, outcome)
+                count = _apply_or_halt(sub, acct, target, [txn], count, tally)
             return count
         txn, error = txns[0], error_message(exc)
         keys = transaction_keys([txn], key_names_of(acct, target))
         if sub.on_error == "skip":
             count = skip_transaction(target, txn, count, error, keys)
-            outcome.skipped += 1
+            tally.skipped += 1
             safely_raise(
                 Alert.Kind.TRANSACTION_SKIPPED, sub.label,
                 f"{sub.subscriber} skipped level {txn.level} of {sub.server}/{sub.account} (transaction {txn.count}): "
@@ -488,7 +509,7 @@ def _sync_merging(sub: ReplSubscriber, reporter) -> SyncOutcome:
     acknowledged, a follower elsewhere whose lease ran out) means those transactions are applied: the
     level is read again and the sync goes on from it, counting what it applied itself."""
     done = SyncOutcome()
-    latest: list[SyncOutcome] = []
+    latest: list[SyncOutcome] = []  # the outcome of the attempt as far as its last committed batch
 
     def progress(o: SyncOutcome) -> None:
         latest[:] = [o]
@@ -502,15 +523,11 @@ def _sync_merging(sub: ReplSubscriber, reporter) -> SyncOutcome:
             if attempt == LEVEL_MOVED_RETRIES:
                 raise TrxError(f"{exc}: another apply kept moving it; {sub.subscriber} synced in part") from exc
             if latest:
-                done.applied, done.skipped = done.applied + latest[0].applied, done.skipped + latest[0].skipped
-                done.batches += latest[0].batches
+                done = latest[0].plus(done)
             latest.clear()
             reporter.log(f"{exc}: another apply got there first; reading the level again")
             continue
-        outcome.applied += done.applied
-        outcome.skipped += done.skipped
-        outcome.batches += done.batches
-        return outcome
+        return outcome.plus(done)
     raise AssertionError("unreachable")
 
 
@@ -526,7 +543,7 @@ def sync_subscription(job: JobRun, reporter, subscription_id: int) -> dict:
             raise
         set_state(sub, ReplSubscriber.IN_SYNC if sub.follow else ReplSubscriber.OFF)
         ReplSubscriber.objects.filter(pk=sub.pk).update(last_error=outcome.waiting)
-        return outcome.as_dict()
+        return outcome.as_json()
 
 
 # --- in-sync mode -------------------------------------------------------------------------------------------

@@ -12,7 +12,9 @@ the same run; they assert nothing about speed.
   seconds of the product's full refresh (the path REPLADMIN_FULL_COPY_PATH picks: a native stream by default,
   `spark` for Spark's JDBC path), peer = seconds of a native pipe (psql COPY TO STDOUT | LOAD DATA or COPY
   FROM STDIN) in the same run, ratio = peer / product: higher is better, 1.0 is as fast as the pipe.
-  BENCH_FULL_COPY_SCALE (default 1) scales the rows while iterating.
+  BENCH_FULL_COPY_SCALE (default 1) scales the rows while iterating;
+- `BENCH first_refresh_100k_pg_mariadb`: the same for the full refresh an incremental snapshot starts with,
+  which also lists its snapshot log's tolerance window as replayed.
 """
 
 from __future__ import annotations
@@ -256,14 +258,33 @@ def test_full_copy_against_a_native_pipe(make_server, spark, name, rows, dest):
     target = make_server(dest, "fdst")
     fill_source(pg, rows)
     execute(Actor.command(), "create nonincremental snapshot fdst.copied as 'select * from fpg.bench'")
+    against_the_pipe(name, pg, target, rows, "update snapshot fdst.copied")
+
+
+def against_the_pipe(name: str, pg, target, rows: int, refresh: str) -> None:
+    """The refresh statement against the native pipe, alternated, median of 3; prints the BENCH line."""
     peers, ours, paths = [], [], set()
     for _ in range(3):
         run_sql(target, "DROP TABLE IF EXISTS native")
         peers.append(native_pipe(pg, target, rows))
-        elapsed, details = timed("update snapshot fdst.copied")
+        elapsed, details = timed(refresh)
         assert details["rows"] == rows
         ours.append(elapsed)
         paths.add(details.get("path", "spark"))
     product, peer = sorted(ours)[1], sorted(peers)[1]
     print(f"\n  {name}: {rows} rows, path {'/'.join(sorted(paths))}, ours {ours}, pipe {peers}")
     print(f"BENCH {name}: product={product:.3f} peer={peer:.3f} ratio={peer / product:.3f}")
+
+
+def test_an_incremental_snapshots_full_refresh_against_a_native_pipe(make_server, spark):
+    """`BENCH first_refresh_100k_pg_mariadb`: the full refresh an incremental snapshot starts with (and runs
+    again `as nonincremental`), which also lists the snapshot log's tolerance window as replayed, against the
+    native pipe; 1,000 log rows in the window. Median of 3, alternated; ratio = peer / product."""
+    rows = max(int(100_000 * FULL_COPY_SCALE), 1)
+    pg, target = make_server("postgresql", "fpg"), make_server("mysql", "fdst")
+    fill_source(pg, rows)
+    execute(Actor.command(), "create snapshot log for bench", context=pg)
+    run_sql(pg, "UPDATE bench SET name = 'logged ' || id WHERE id <= 1000")
+    execute(Actor.command(), "create snapshot fdst.copied from fpg.bench")
+    assert Snapshot.objects.get(name="fdst.copied").last_ts is not None
+    against_the_pipe("first_refresh_100k_pg_mariadb", pg, target, rows, "update snapshot fdst.copied as nonincremental")

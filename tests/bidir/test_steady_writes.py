@@ -77,16 +77,29 @@ class Writer:
     def sql(self, text: str) -> str:
         return text.replace('"', dialects.get(self.dialect).quote_char)
 
+    keys = KEYS  # it changes keys 1..keys
+
     def one_change(self, conn, rng: random.Random) -> None:
+        """One transaction: lock the key's row, change it (write), record the version replaced and made."""
         lite = self.dialect == "sqlite"
         cursor = conn.cursor()
         if lite:
             cursor.execute("BEGIN IMMEDIATE")
-        key = rng.randint(1, KEYS)
+        key = rng.randint(1, self.keys)
         lock = "" if lite else " FOR UPDATE"
         found = cursor.execute(self.sql(f'SELECT "ROWGUID" FROM "items" WHERE id = ?{lock}'), [key]).fetchone()
+        self.write(cursor, key, found is not None, rng)
+        made = cursor.execute(self.sql('SELECT "ROWGUID" FROM "items" WHERE id = ?'), [key]).fetchone()
+        conn.commit()
+        if found is not None:
+            self.replaced.add(found[0])
+        if made is not None:
+            self.made.add(made[0])
+        self.changes += 1
+
+    def write(self, cursor, key: int, exists: bool, rng: random.Random) -> None:
         name = f"{self.side}#{self.changes}"
-        if found is None:
+        if not exists:
             cursor.execute(
                 self.sql('INSERT INTO "items" (id, name, price) VALUES (?, ?, ?)'), [key, name, rng.randint(1, 999)]
             )
@@ -96,13 +109,6 @@ class Writer:
             )
         else:
             cursor.execute(self.sql('DELETE FROM "items" WHERE id = ?'), [key])
-        made = cursor.execute(self.sql('SELECT "ROWGUID" FROM "items" WHERE id = ?'), [key]).fetchone()
-        conn.commit()
-        if found is not None:
-            self.replaced.add(found[0])
-        if made is not None:
-            self.made.add(made[0])
-        self.changes += 1
 
     def run(self) -> None:
         rng = random.Random(self.seed)
@@ -155,8 +161,39 @@ def sync_outcome():
     return execute(Actor.command(), SYNC, wait=True)[-1]
 
 
+def syncs_under_writes(writers: list[Writer], seconds: float) -> list:
+    """Syncs back to back while the writers write, for `seconds` and at least SYNCS_UNDER_WRITES of them; each
+    sync's outcome with how long it took goes into UNDER_WRITES too."""
+    outcomes = []
+    UNDER_WRITES.clear()
+    for writer in writers:
+        writer.start()
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline or len(outcomes) < SYNCS_UNDER_WRITES:
+            started = time.monotonic()
+            outcomes.append(sync_outcome())
+            UNDER_WRITES.append((time.monotonic() - started, outcomes[-1]))
+    finally:
+        for writer in writers:
+            writer.finish()
+    return outcomes
+
+
 def versions(server) -> set[str]:
     return {v[2] for v in rows(server).values()}
+
+
+def assert_no_version_lost(writers: list[Writer], backups: list[ConflictBackup], current: set[str]) -> None:
+    """Every version a writer made is a current row, replaced by a later change on its node, or kept in the
+    inbox (the change, or a row version a backup holds)."""
+    kept = {b.change_guid for b in backups}
+    for b in backups:
+        kept.update(v["ROWGUID"] for v in (b.publisher_row, b.incoming_row, b.losing_row) if v and v.get("ROWGUID"))
+    made = set().union(*(w.made for w in writers))
+    replaced = set().union(*(w.replaced for w in writers))
+    lost = made - current - replaced - kept
+    assert not lost, f"{len(lost)} version(s) vanished without a conflict backup: {sorted(lost)[:5]}"
 
 
 def loser_id(backup: ConflictBackup) -> str:
@@ -172,19 +209,7 @@ def test_every_sync_succeeds_under_steady_writes_on_every_node_and_no_version_is
         Writer("my", "mysql", sub_my.database, 2),
         Writer("lite", "sqlite", sub_lite.database, 3),
     ]
-    outcomes = []
-    for writer in writers:
-        writer.start()
-    try:
-        deadline = time.monotonic() + DURATION
-        UNDER_WRITES.clear()
-        while time.monotonic() < deadline or len(outcomes) < SYNCS_UNDER_WRITES:
-            started = time.monotonic()
-            outcomes.append(sync_outcome())
-            UNDER_WRITES.append((time.monotonic() - started, outcomes[-1]))
-    finally:
-        for writer in writers:
-            writer.finish()
+    outcomes = syncs_under_writes(writers, DURATION)
     failed = [o.message for o in outcomes if not o.ok]
     left = sum(v.get("left_for_next_sync", 0) for o in outcomes if o.ok for v in o.details["subscribers"].values())
     print(
@@ -216,16 +241,7 @@ def test_every_sync_succeeds_under_steady_writes_on_every_node_and_no_version_is
     assert all(b.job is not None and b.job.state == JobRun.State.SUCCEEDED for b in backups)
 
     # No version vanished: each is current, replaced by a later local change, or kept in the inbox.
-    kept: set[str] = set()
-    for b in backups:
-        kept.add(b.change_guid)
-        for version in (b.publisher_row, b.incoming_row, b.losing_row):
-            if version and version.get("ROWGUID"):
-                kept.add(version["ROWGUID"])
-    made = set().union(*(w.made for w in writers))
-    replaced = set().union(*(w.replaced for w in writers))
-    lost = made - final - replaced - kept
-    assert not lost, f"{len(lost)} version(s) vanished without a conflict backup: {sorted(lost)[:5]}"
+    assert_no_version_lost(writers, backups, final)
 
 
 def conflicting_updates(pub, sub_my, keys) -> None:
@@ -292,22 +308,14 @@ CONTENDED_SECONDS = float(os.environ.get("REPLADMIN_CONTENDED_SECONDS", "30"))
 class UpdatingWriter(Writer):
     """An application that only updates the same few rows, one per transaction, as fast as RATE allows."""
 
-    def one_change(self, conn, rng: random.Random) -> None:
-        cursor = conn.cursor()
-        if self.dialect == "sqlite":
-            cursor.execute("BEGIN IMMEDIATE")
-        key = rng.randint(1, HOT_KEYS)
-        lock = "" if self.dialect == "sqlite" else " FOR UPDATE"
-        found = cursor.execute(self.sql(f'SELECT "ROWGUID" FROM "items" WHERE id = ?{lock}'), [key]).fetchone()
+    keys = HOT_KEYS
+
+    def write(self, cursor, key: int, exists: bool, rng: random.Random) -> None:
+        assert exists, f"hot key {key} is missing"
         cursor.execute(
             self.sql('UPDATE "items" SET name = ?, price = ? WHERE id = ?'),
             [f"{self.side}#{self.changes}", rng.randint(1, 999), key],
         )
-        made = cursor.execute(self.sql('SELECT "ROWGUID" FROM "items" WHERE id = ?'), [key]).fetchone()
-        conn.commit()
-        self.replaced.add(found[0])
-        self.made.add(made[0])
-        self.changes += 1
 
 
 def rows_hash(server) -> str:
@@ -322,16 +330,7 @@ def test_every_sync_applies_nine_in_ten_of_the_changes_it_read_while_writers_kee
         UpdatingWriter("my", "mysql", sub_my.database, 12),
         UpdatingWriter("lite", "sqlite", sub_lite.database, 13),
     ]
-    outcomes = []
-    for writer in writers:
-        writer.start()
-    try:
-        deadline = time.monotonic() + CONTENDED_SECONDS
-        while time.monotonic() < deadline or len(outcomes) < SYNCS_UNDER_WRITES:
-            outcomes.append(sync_outcome())
-    finally:
-        for writer in writers:
-            writer.finish()
+    outcomes = syncs_under_writes(writers, CONTENDED_SECONDS)
     assert all(o.ok for o in outcomes), [o.message for o in outcomes if not o.ok]
     assert all(w.changes >= RATE * CONTENDED_SECONDS / 4 for w in writers), [(w.side, w.changes) for w in writers]
 
@@ -370,11 +369,4 @@ def test_every_sync_applies_nine_in_ten_of_the_changes_it_read_while_writers_kee
 
     # No write was overwritten silently: every version a writer made is current, replaced by a later
     # change on its node, or kept in the inbox.
-    current = versions(pub)
-    kept = {b.change_guid for b in backups}
-    for b in backups:
-        kept.update(v["ROWGUID"] for v in (b.publisher_row, b.incoming_row, b.losing_row) if v and v.get("ROWGUID"))
-    made = set().union(*(w.made for w in writers))
-    replaced = set().union(*(w.replaced for w in writers))
-    lost = made - current - replaced - kept
-    assert not lost, f"{len(lost)} version(s) vanished without a conflict backup: {sorted(lost)[:5]}"
+    assert_no_version_lost(writers, backups, versions(pub))

@@ -14,7 +14,7 @@ from replication_admin.core.introspection import find_table
 from replication_admin.engine import dialects
 from replication_admin.engine.refresh_sql import staging_name
 from replication_admin.engine.types import LogicalType
-from replication_admin.models import Server, Snapshot
+from replication_admin.models import JobRun, Server, Snapshot
 from replication_admin.statements import execute
 from tests.fidelity.typed_rows import (
     BIG,
@@ -28,6 +28,7 @@ from tests.fidelity.typed_rows import (
     stored,
 )
 from tests.tables import create_table, fetch_all, insert_rows
+from tests.tables import execute as run_sql
 
 pytestmark = [pytest.mark.spark, pytest.mark.live_db]
 
@@ -56,6 +57,14 @@ def content(server: Server, table: str, columns: list[tuple[str, LogicalType]]) 
     for row in rows:
         digest.update(repr(tuple(row)).encode())
     return len(rows), digest.hexdigest()
+
+
+def noted_table(server: Server, table: str, rows: int) -> list[tuple[str, LogicalType]]:
+    """A table (id, note) of `rows` rows 'first <id>'; its columns."""
+    columns = [("id", LogicalType("integer")), ("note", LogicalType("varchar", length=30))]
+    create_table(server, table, columns, ["id"])
+    insert_rows(server, table, ["id", "note"], [(i, f"first {i}") for i in range(1, rows + 1)])
+    return columns
 
 
 def quoted(name: str) -> str:
@@ -87,6 +96,31 @@ def test_a_streamed_full_copy_gives_exactly_the_rows_of_sparks_path(
     assert by_stream == by_spark
     assert by_stream[0][0] == 5 and by_stream[1][0] == 39
     assert differences(expected([*ROWS, BIG, AWKWARD]), stored(dest)) == []
+
+
+@pytest.mark.parametrize(("source_dialect", "dest_dialect"), [("postgresql", "mysql"), ("mysql", "postgresql")])
+def test_an_incremental_snapshots_first_refresh_streams_and_starts_no_spark(
+    make_server, settings, source_dialect, dest_dialect
+):
+    source, dest = make_server(source_dialect, "isrc"), make_server(dest_dialect, "idst")
+    columns = noted_table(source, "items", 3000)
+    settings.FULL_COPY_PATH = native_copy.AUTO
+    run("create snapshot log for items", source)
+    run_sql(source, "UPDATE items SET note = 'logged' WHERE id <= 40")  # log rows the first copy reflects
+
+    run("create snapshot idst.items from items", source)
+    first = JobRun.objects.filter(kind="snapshot_refresh").latest("id")
+    assert first.result["mode"] == "full" and first.result["path"] == "stream" and first.result["last_ts"]
+    assert "spark_session" not in first.timings, first.timings
+    assert content(dest, "items", columns) == content(source, "items", columns)
+
+    # The log rows the copy reflected were listed as replayed: the next refresh has nothing to apply.
+    again = run("update snapshot idst.items")[0].details
+    assert again["mode"] == "incremental" and again["changes"] == 0
+    run_sql(source, "UPDATE items SET note = 'later' WHERE id > 2990")
+    later = run("update snapshot idst.items")[0].details
+    assert later["mode"] == "incremental" and later["changes"] == 10
+    assert content(dest, "items", columns) == content(source, "items", columns)
 
 
 def _server(dialect: str, dsn: str = "") -> Server:
@@ -125,9 +159,7 @@ def test_a_stream_failing_midway_leaves_the_destination_as_it_was(
     make_server, spark, settings, monkeypatch, source_dialect, dest_dialect
 ):
     source, dest = make_server(source_dialect, "fsrc"), make_server(dest_dialect, "fdst")
-    columns = [("id", LogicalType("integer")), ("note", LogicalType("varchar", length=30))]
-    create_table(source, "big", columns, ["id"])
-    insert_rows(source, "big", ["id", "note"], [(i, f"first {i}") for i in range(1, 120_001)])
+    columns = noted_table(source, "big", 120_000)
     settings.FULL_COPY_PATH = native_copy.STREAM
     run("create snapshot fdst.big from big", source)
     before = content(dest, "big", columns)

@@ -566,8 +566,9 @@ class Dialect:
         raise NotImplementedError(f"{self.label} has no native export")
 
     def stream_load_sql(self, table_sql: str, columns: Sequence[str], binary: Sequence[bool], path: str) -> str:
-        """The bulk load of a stream in its stream_wire CSV into `columns` of a staging table (`path`: the pipe
-        a client-side file load reads; a load from the session's own input ignores it)."""
+        """The bulk load of CSV in its stream_wire form into `columns` of a staging table (`path`: the pipe or
+        file a client-side file load reads; a load from the session's own input ignores it). The one statement
+        both bulk paths run: native streams (core.native_copy) and Spark's bulk writes (jobs.native_load)."""
         raise NotImplementedError(f"{self.label} takes no stream")
 
     def stream_session_sql(self) -> list[str]:
