@@ -267,11 +267,7 @@ def sync_once(
         )
     outcome = SyncOutcome(level=level, count=count, publisher_level=pub_level, publisher_count=pub_count)
     if direct is not None:
-        outcome.applied, outcome.skipped, outcome.batches = (
-            direct.outcome.applied,
-            direct.outcome.skipped,
-            direct.outcome.batches,
-        )
+        outcome = replace(outcome, applied=direct.tally.applied, skipped=direct.tally.skipped, batches=direct.batches)
     if sub.halt_count is not None and count >= sub.halt_count:
         clear_halt(sub, f"{sub.subscriber} is past the halted transaction (level {levels.level_of(count)})")
     if max_backlog is not None and pub_count - count > max_backlog and (cut is None or cut(pub_count - count)):
@@ -346,7 +342,7 @@ class WalDirect:
     def __init__(self, sub: ReplSubscriber, acct: ReplAccount, target: Target, count: int, batch: int) -> None:
         self.sub, self.acct, self.target, self.batch = sub, acct, target, batch
         self.reached = count  # the subscriber's count
-        self.outcome = SyncOutcome()
+        self.tally, self.batches = _Tally(), 0  # what it applied and skipped, in how many batches
         self.halted: ApplyHalted | None = None  # raised by the sync once the log stored what follows
 
     @classmethod
@@ -389,11 +385,11 @@ class WalDirect:
                 txns = txns[:schema]
             if txns:
                 try:
-                    self.reached = _apply_or_halt(self.sub, self.acct, self.target, txns, self.reached, self.outcome)
+                    self.reached = _apply_or_halt(self.sub, self.acct, self.target, txns, self.reached, self.tally)
                 except ApplyHalted as exc:
                     self.halted, self.reached = exc, exc.count
                     return self.reached
-                self.outcome.batches += 1
+                self.batches += 1
             if schema is not None:
                 break
             done += len(window)
