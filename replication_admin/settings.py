@@ -346,6 +346,11 @@ FOLLOW_THREADS = env_int("REPLADMIN_FOLLOW_THREADS", 8)
 # alone): a large backlog is read and applied in bounded windows, not held in memory at once.
 TRX_BATCH_ROWS = env_int("REPLADMIN_TRX_BATCH_ROWS", 50000)
 TRX_BATCH_BYTES = env_int("REPLADMIN_TRX_BATCH_BYTES", 64 * 1024 * 1024)
+# A MariaDB publication's log is versioned by transaction, so the server registers each captured transaction in
+# mysql.transaction_registry and never deletes those rows (no statement may delete from it). With this set, a purge
+# empties the registry (TRUNCATE, which needs DROP on it) when no other table of the server is versioned by
+# transaction: the product itself never reads it. Off by default: a system table is the DBA's to clear.
+MARIADB_REGISTRY_TRUNCATE = env_bool("REPLADMIN_MARIADB_REGISTRY_TRUNCATE", False)
 # Network faults: lost connections, failed connects, deadlocks and serialisation failures are retried (a step
 # again on a new connection, then the whole job from its start) with exponential backoff and jitter, for at
 # most RETRY_SECONDS in all per job; a pooled connection idle longer than CONNECTION_CHECK_AFTER seconds is

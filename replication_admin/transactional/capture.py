@@ -5,6 +5,7 @@ their levels in commit order, reading and purging the log."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -13,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 import pyodbc
+from django.conf import settings
 
 from replication_admin.core import connections
 from replication_admin.core.introspection import lookup_table
@@ -39,6 +41,8 @@ from replication_admin.transactional.lookups import (
 )
 
 UNDEFINED_FUNCTION = "42883"  # PostgreSQL's SQLSTATE
+
+log = logging.getLogger(__name__)
 
 
 def uses_wal(server: Server, account: str) -> bool:
@@ -716,4 +720,30 @@ def purge_log(server: Server, account: str, upto: int) -> int:
         )
     run_in_transaction(server, [(text, [upto]) for text in sql.purge_sql(d, account, schema)])
     run_each(server, sql.purge_history_sql(_log_d(server, account), account, schema))
+    if settings.MARIADB_REGISTRY_TRUNCATE:
+        clear_registry(server)
     return int(before)
+
+
+def clear_registry(server: Server) -> bool:
+    """Empty the server's registry of versioning transactions (settings.MARIADB_REGISTRY_TRUNCATE) when no table of
+    the server but the product's logs is versioned by transaction; whether it did. A refusal (no DROP privilege on
+    the registry) is logged and leaves the purge done."""
+    d = _d(server)
+    statements = d.registry_purge_sql(sql.log_names(d, "").log)
+    if statements is None:
+        return False
+    others, truncate = statements
+    with connections.connect(server) as conn:
+        cursor = conn.cursor()
+        if int(cursor.execute(others).fetchone()[0]):
+            log.info("%s: the transaction registry is kept (other tables are versioned by transaction)", server.name)
+            return False
+        try:
+            cursor.execute(truncate)
+        except pyodbc.Error as exc:
+            log.warning(
+                "%s: the transaction registry was not emptied: %s", server.name, connections.driver_message(exc)
+            )
+            return False
+    return True

@@ -298,6 +298,42 @@ def test_purging_a_mariadb_log_leaves_no_history_of_the_purged_entries(make_serv
     assert [[e.new["id"] for e in t.entries] for t in transactions(server)] == [[3]]
 
 
+def test_a_purge_empties_the_mariadb_transaction_registry_only_when_asked_and_no_other_table_needs_it(
+    make_server, settings
+):
+    """The server registers each captured transaction in mysql.transaction_registry and never deletes the rows.
+    With REPLADMIN_MARIADB_REGISTRY_TRUNCATE a purge empties it, but not while a table that is not a log is
+    versioned by transaction (its time travel reads the registry)."""
+    server = published(make_server, "mysql")
+    registered = (
+        "SELECT COUNT(*) FROM mysql.transaction_registry r WHERE r.transaction_id IN "
+        "(SELECT l.TXID FROM `RTLOG_tbl` FOR SYSTEM_TIME ALL l)"
+    )
+
+    def ours() -> int:
+        with connections.connect(server) as conn:
+            return int(conn.cursor().execute(registered).fetchone()[0])
+
+    for i in (1, 2, 3):
+        committed(server, f"INSERT INTO items (id, name) VALUES ({i}, 'x')")
+    settings.MARIADB_REGISTRY_TRUNCATE = False
+    assert trx_capture.purge_log(server, "tbl", 1) == 1
+    assert ours() == 2  # off by default: the registry keeps the rows
+    execute(
+        server,
+        "CREATE TABLE audited (id integer PRIMARY KEY, s bigint unsigned GENERATED ALWAYS AS ROW START, "
+        "e bigint unsigned GENERATED ALWAYS AS ROW END, PERIOD FOR SYSTEM_TIME (s, e)) WITH SYSTEM VERSIONING",
+    )
+    settings.MARIADB_REGISTRY_TRUNCATE = True
+    assert trx_capture.purge_log(server, "tbl", 2) == 1
+    assert ours() == 1  # another table versioned by transaction: kept
+    execute(server, "DROP TABLE audited")
+    committed(server, "INSERT INTO items (id, name) VALUES (4, 'x')")
+    assert trx_capture.purge_log(server, "tbl", 3) == 1
+    assert ours() == 0
+    assert [[e.new["id"] for e in t.entries] for t in transactions(server)] == [[4]]
+
+
 def test_a_mariadb_log_made_before_versioning_keeps_its_writers_numbering(make_server):
     """A log made by an earlier version (RTLOG's TXID a plain column) goes on working as it was made: its
     writers number at their first change, one at a time, and readers close the current number."""

@@ -682,6 +682,11 @@ class Dialect:
         """Where versioned_log: statements run after a purge that drop what the server keeps of the purged entries."""
         return []
 
+    def registry_purge_sql(self, log_prefix: str) -> tuple[str, str] | None:
+        """Where versioned_log: (how many tables of the server other than the logs named `log_prefix`… are versioned
+        by transaction, the statement that empties the server's registry of versioning transactions)."""
+        return None
+
     def capture_rows_sql(
         self, logs: CaptureTables, table: str, op: str, rows: str, local: str, columns: list[tuple[str, str]]
     ) -> str:

@@ -573,6 +573,18 @@ class MySQL(Dialect):
         # delete from: its rows stay.)
         return [f"DELETE HISTORY FROM {log}"]
 
+    def registry_purge_sql(self, log_prefix: str) -> tuple[str, str] | None:
+        # A table versioned by transaction has a bigint ROW START column (information_schema shows it as a stored
+        # generated column of a system-versioned table); one that is not a log may need the registry's rows.
+        like = log_prefix.replace("\\", "\\\\").replace("_", "\\_").replace("%", "\\%") + "%"
+        others = (
+            "SELECT COUNT(*) FROM information_schema.TABLES t WHERE t.TABLE_TYPE = 'SYSTEM VERSIONED' "
+            f"AND t.TABLE_NAME NOT LIKE {self.literal(like)} AND EXISTS (SELECT 1 FROM information_schema.COLUMNS c "
+            "WHERE c.TABLE_SCHEMA = t.TABLE_SCHEMA AND c.TABLE_NAME = t.TABLE_NAME AND c.DATA_TYPE = 'bigint' "
+            "AND c.EXTRA LIKE '%STORED GENERATED%')"
+        )
+        return others, "TRUNCATE TABLE mysql.transaction_registry"
+
     def replay_context_sql(self, nolog: bool, origin: str | None, context_table: str) -> list[str]:
         # @repladmin_tx / @repladmin_n: the apply transaction's log row once a trigger logs (retag_origin_sql).
         return [
