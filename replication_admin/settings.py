@@ -353,9 +353,11 @@ HEARTBEAT_STALE_SECONDS = env_int("REPLADMIN_HEARTBEAT_STALE_SECONDS", 15)
 FOLLOW_THREADS = env_int("REPLADMIN_FOLLOW_THREADS", 8)
 # A transactional apply batch (repl_apply_batch transactions) is cut, between whole transactions, once it holds
 # more than TRX_BATCH_ROWS log entries or TRX_BATCH_BYTES of row images (a transaction larger than that is read
-# alone): a large backlog is read and applied in bounded windows, not held in memory at once.
-TRX_BATCH_ROWS = env_int("REPLADMIN_TRX_BATCH_ROWS", 50000)
-TRX_BATCH_BYTES = env_int("REPLADMIN_TRX_BATCH_BYTES", 64 * 1024 * 1024)
+# alone): a large backlog is read and applied in bounded windows, not held in memory at once. A window costs about
+# ten times its image text once decoded (each row a tuple, a dict, its values): 10,000 entries or 8 MB of images keep
+# one window within tens of MB, so a follower stays within 300 MB (docs/scale-out.md, "What one follower sustains").
+TRX_BATCH_ROWS = env_int("REPLADMIN_TRX_BATCH_ROWS", 10000)
+TRX_BATCH_BYTES = env_int("REPLADMIN_TRX_BATCH_BYTES", 8 * 1024 * 1024)
 # Network faults: lost connections, failed connects, deadlocks and serialisation failures are retried (a step
 # again on a new connection, then the whole job from its start) with exponential backoff and jitter, for at
 # most RETRY_SECONDS in all per job; a pooled connection idle longer than CONNECTION_CHECK_AFTER seconds is
