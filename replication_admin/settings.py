@@ -343,11 +343,13 @@ HEARTBEAT_STALE_SECONDS = env_int("REPLADMIN_HEARTBEAT_STALE_SECONDS", 15)
 FOLLOW_THREADS = env_int("REPLADMIN_FOLLOW_THREADS", 8)
 # A transactional apply batch (repl_apply_batch transactions) is cut, between whole transactions, once it holds
 # more than TRX_BATCH_ROWS log entries or TRX_BATCH_BYTES of row images (a transaction larger than that is read
-# alone): a large backlog is read and applied in bounded windows, not held in memory at once.
-TRX_BATCH_ROWS = env_int("REPLADMIN_TRX_BATCH_ROWS", 50000)
-TRX_BATCH_BYTES = env_int("REPLADMIN_TRX_BATCH_BYTES", 64 * 1024 * 1024)
+# alone): a large backlog is read and applied in bounded windows, not held in memory at once. A window costs about
+# ten times its image text once decoded (each row a tuple, a dict, its values): 10,000 entries or 8 MB of images keep
+# one window within tens of MB, so a follower stays within 300 MB (docs/scale-out.md, "What one follower sustains").
+TRX_BATCH_ROWS = env_int("REPLADMIN_TRX_BATCH_ROWS", 10000)
+TRX_BATCH_BYTES = env_int("REPLADMIN_TRX_BATCH_BYTES", 8 * 1024 * 1024)
 # A MariaDB publication's log is versioned by transaction, so the server registers each captured transaction in
-# mysql.transaction_registry and never deletes those rows (no statement may delete from it). With this set, a purge
+# mysql.transaction_registry and never deletes those rows (a DELETE there is refused). With this set, a purge
 # empties the registry (TRUNCATE, which needs DROP on it) when no other table of the server is versioned by
 # transaction: the product itself never reads it. Off by default: a system table is the DBA's to clear.
 MARIADB_REGISTRY_TRUNCATE = env_bool("REPLADMIN_MARIADB_REGISTRY_TRUNCATE", False)

@@ -53,6 +53,8 @@ class Target:
     held: set[tuple[str, str]] = field(default_factory=set)
     # An updateable subscription's push-back log: its capture triggers follow a schema change of the copy.
     push_account: str = ""
+    # Per table: whether its copy has a unique index besides the primary key (other_unique).
+    uniques: dict[str, bool] = field(default_factory=dict)
 
     @property
     def d(self):
@@ -60,6 +62,15 @@ class Target:
 
     def is_held(self, table: str, key: list) -> bool:
         return bool(self.held) and (table, key_text(key)) in self.held
+
+    def other_unique(self, name: str, cursor) -> bool:
+        """Whether the subscriber's copy of `name` has a unique index besides its primary key (any, on columns, an
+        expression or part of the rows), read on the apply's `cursor` once per sync."""
+        if name not in self.uniques:
+            d = self.d
+            rows = cursor.execute(*d.indexes_sql(schema_of(self.server), self.table(name).name)).fetchall()
+            self.uniques[name] = any(int(r[1] or 0) for r in rows)
+        return self.uniques[name]
 
     def table(self, name: str) -> TableInfo:
         if name not in self.tables:
@@ -112,8 +123,16 @@ class _Replay:
     RowCodec decodes it: the run's images go as one JSON array parameter that the server expands (an upsert keeping
     the last image of each key, a delete joined to the keys), with no Python per value. Otherwise (a column of a type
     of its own, a dialect without the statements) the run is decoded value by value and sent as multi-row
-    parameterised upserts and deletes, a key written twice keeping its last image. Anything else (a delete after
-    writes, a key change, a call, another table or shape) sends what is pending first."""
+    parameterised upserts and deletes, a key written twice keeping its last image. Anything else (a call, another
+    table or shape) sends what is pending first.
+
+    A set-based delete arriving while writes of its table are pending is held back behind them (`deferred`) instead
+    of cutting the run, unless the table has a unique index besides its key: a workload that inserts, updates and
+    deletes in each transaction then goes in two statements per batch, not two per transaction. The pending writes go
+    first, then the held-back deletes; a write of a key whose delete is held back sends both first. Per key the order
+    is kept; across keys a delete goes later than on the publisher, which no constraint can refuse: the row is gone
+    from the publisher before the batch ends, nothing written after its delete can refer to it, and with no other
+    unique index no later write can need its values to be free."""
 
     def __init__(self, cursor, target: Target) -> None:
         self.cursor, self.target = cursor, target
@@ -126,12 +145,23 @@ class _Replay:
         self.shapes: dict[tuple[str, tuple[str, ...]], _Shape] = {}
         self.last_shape: tuple[str, Any, _Shape] | None = None  # the last one found: (table, its image's keys, shape)
         self.statements = 0  # statements sent for rows (what set-based saves)
+        # Deletes held back behind a pending set-based write run of their table: (statement, shape), their images
+        # in order, and their keys.
+        self.deferred: tuple[str, _Shape] | None = None
+        self.deferred_images: list[dict] = []
+        self.deferred_keys: set[tuple] = set()
 
     def flush(self) -> None:
         run, rows, images = self.run, list(self.rows.values()), self.images
         self.run, self.rows, self.images = None, {}, []
-        if run is None:
-            return
+        deferred, held_back = self.deferred, self.deferred_images
+        self.deferred, self.deferred_images, self.deferred_keys = None, [], set()
+        if run is not None:
+            self._flush_run(run, rows, images)
+        if deferred is not None:
+            self._flush_run(("json", deferred[0], deferred[1], True), [], held_back)
+
+    def _flush_run(self, run: tuple, rows: list, images: list[dict]) -> None:
         if run[0] == "json":
             _kind, statement, shape, deleting = run
             for start in range(0, len(images), IMAGES_PER_STATEMENT):
@@ -184,6 +214,9 @@ class _Replay:
 
     def _pend_image(self, statement: str, image: dict, shape: _Shape, deleting: bool) -> None:
         run = self.run
+        if self.deferred_keys and not deleting and tuple(image.get(n) for n in shape.key_names) in self.deferred_keys:
+            self.flush()  # the key's held-back delete goes before this write of it
+            run = None
         if run is not None and run[1] is statement:  # the run goes on (one statement object per shape)
             self.images.append(image)
             return
@@ -197,11 +230,27 @@ class _Replay:
         self._pend(table, True, key, key)
 
     def _delete_image(self, shape: _Shape, image: dict) -> None:
-        """Delete the row of `image`'s key (set-based where the shape has a delete statement)."""
+        """Delete the row of `image`'s key (set-based where the shape has a delete statement; held back behind the
+        pending writes of its table where that keeps every constraint, see the class)."""
         if shape.delete is not None:
+            if self._may_defer(shape):
+                self.deferred = self.deferred or (shape.delete, shape)
+                self.deferred_images.append(image)
+                self.deferred_keys.add(tuple(image.get(n) for n in shape.key_names))
+                return
             self._pend_image(shape.delete, image, shape, True)
         else:
             self.delete(self.target.table(shape.table.name), shape.codec.key(image))
+
+    def _may_defer(self, shape: _Shape) -> bool:
+        """Whether a delete of `shape` can be held back behind the pending run: set-based writes of the same table,
+        deletes held back (if any) of the same shape, and no unique index on the copy besides its key."""
+        run, deferred = self.run, self.deferred
+        if run is None or run[0] != "json" or run[3] or run[2].table.name != shape.table.name:
+            return False
+        if deferred is not None and deferred[0] is not shape.delete:
+            return False
+        return not self.target.other_unique(shape.table.name, self.cursor)
 
     def _held(self, entry_table: str, shape: _Shape, image: dict) -> bool:
         # Only an updateable subscription holds keys: decoding the key costs nothing elsewhere.
@@ -318,6 +367,7 @@ class _Replay:
         # Described on this connection: where DDL is transactional, others see the old shape until the commit.
         changed = connections.describe_table(self.target.server, copy.name, conn=self.cursor.connection)
         self.target.tables[name] = changed
+        self.target.uniques.pop(name, None)
         if statements and self.target.push_account:
             # The copy's own changes go back through triggers that name its columns (MariaDB): made anew.
             objects = sql.capture_objects(self.d, self.target.push_account, changed, self.target.server.name)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -452,6 +454,11 @@ def _streamed(cursor, server: Server, account: str, slot: str) -> bool:
     return bool(int(row[0]))
 
 
+# Messages a follower's stream decodes and stores at a time (a round's 50,000 in several parts): what one store holds
+# in memory (the messages, their decoded images, the JSON sent) stays a few MB.
+STREAM_PUMP_MESSAGES = 5_000
+
+
 class WalStream:
     """A follower's open reader of a publication's slot, over PostgreSQL's streaming replication protocol
     (psycopg2's LogicalReplicationConnection): changes arrive as they commit, and the decoding goes on
@@ -496,7 +503,18 @@ class WalStream:
             raise
 
     def pump(self, limit: int = wal_capture.PEEK_CHANGES) -> int:
-        """Store every transaction that arrived (up to about `limit` messages); returns how many."""
+        """Store every transaction that arrived (up to about `limit` messages, STREAM_PUMP_MESSAGES at a time);
+        returns how many."""
+        stored = 0
+        for _ in range(max(1, -(-limit // STREAM_PUMP_MESSAGES))):
+            count, more = self._pump_part(min(limit, STREAM_PUMP_MESSAGES))
+            stored += count
+            if not more:
+                break
+        return stored
+
+    def _pump_part(self, limit: int) -> tuple[int, bool]:
+        """Store what arrived of up to `limit` messages: (transactions stored, whether `limit` were read)."""
         messages: list[bytes] = []
         while len(messages) < limit:
             message = self.stream.read_message()
@@ -521,7 +539,7 @@ class WalStream:
             confirm = max(confirm, int(self.stream.wal_end or 0))
         if confirm:
             self.stream.send_feedback(flush_lsn=confirm)
-        return len(txns)
+        return len(txns), len(messages) >= limit
 
     def fileno(self) -> int:
         """The replication connection's socket: readable when the server sent something (a follower waits on it)."""
@@ -680,6 +698,12 @@ def oldest_count(server: Server, account: str) -> int | None:
     return None if value is None else int(value)
 
 
+# A window bounded by bytes is read in parts: the first of FIRST_READ_ROWS entries, each next one of as many as the
+# bytes left would hold at the sizes read so far. A log of large images is then never read max_rows entries at a time
+# (50,000 images of a megabyte) only to keep the few that fit.
+FIRST_READ_ROWS = 1000
+
+
 def read_transactions(
     server: Server,
     account: str,
@@ -689,21 +713,160 @@ def read_transactions(
     max_bytes: int | None = None,
 ) -> list[sql.Transaction]:
     """The transactions after < N <= upto, in order; with bounds, only the whole transactions that fit within
-    `max_rows` log entries and `max_bytes` of row images (at least the first one, however large)."""
+    `max_rows` log entries and `max_bytes` of row images (at least the first one, however large). What is read
+    stays within the bounds too (the bytes' to about one part's rows): see FIRST_READ_ROWS."""
+    return sql.group_transactions(read_window(server, account, after, upto, max_rows, max_bytes))
+
+
+def read_window(
+    server: Server,
+    account: str,
+    after: int,
+    upto: int,
+    max_rows: int | None = None,
+    max_bytes: int | None = None,
+) -> list[Sequence[Any]]:
+    """read_transactions' log entries as entries_sql reads them, not yet grouped into transactions."""
     d = _d(server)
     schema = schema_of(server)
-    limit = None if max_rows is None else max_rows + 1
     with connections.connect(server, readonly=True) as conn:
         cursor = conn.cursor()
-        read = cursor.execute(sql.entries_sql(d, account, after, upto, schema, limit)).fetchall()
-        rows: list[Sequence[Any]] = [tuple(r) for r in read]
-        if max_rows is not None or max_bytes is not None:
-            truncated = limit is not None and len(rows) >= limit
-            rows, read_whole = sql.bounded_window(rows, max_rows, max_bytes, truncated)
-            if read_whole:  # one transaction larger than the bounds: it is applied whole, alone
-                first = after + 1
-                rows = [tuple(r) for r in cursor.execute(sql.entries_sql(d, account, after, first, schema)).fetchall()]
-    return sql.group_transactions(rows)
+
+        def read(start: int, end: int, limit: int | None = None) -> list[Sequence[Any]]:
+            # Row by row: the driver's rows and their tuples are not both held for the whole part.
+            return [tuple(r) for r in cursor.execute(sql.entries_sql(d, account, start, end, schema, limit))]
+
+        if max_rows is None and max_bytes is None:
+            return read(after, upto)
+        rows: list[Sequence[Any]] = []
+        size, start, part = 0, after, FIRST_READ_ROWS
+        while start < upto:
+            room = None if max_rows is None else max_rows - len(rows)
+            left = None if max_bytes is None else max_bytes - size
+            limit = None if room is None else room + 1
+            if left is not None:
+                part = left * len(rows) // max(1, size) + 1 if rows else part
+                limit = part + 1 if limit is None else min(limit, part + 1)
+            read_rows = read(start, upto, limit)
+            truncated = limit is not None and len(read_rows) >= limit
+            over = (room is not None and len(read_rows) > room) or (left is not None and _image_size(read_rows) > left)
+            window, read_whole = sql.bounded_window(read_rows, room, left, truncated)
+            if read_whole:
+                if rows:
+                    break  # the next transaction is larger than this part: the window ends before it
+                if truncated and not over:
+                    part *= 4  # the first transaction goes on past this part only: read a larger one
+                    continue
+                rows = read(after, after + 1)  # one transaction larger than the bounds: applied whole, alone
+                break
+            rows.extend(window)
+            size += _image_size(window)
+            # Go on only when this part stopped at its own limit, not at the window's bounds.
+            if not window or not truncated or over:
+                break
+            start = int(window[-1][0])
+    return rows
+
+
+class SharedWindows:
+    """The log windows one follower's steps read, shared by the subscriptions of a publication: its subscribers
+    mostly stand at the same level (under a steady load, at the publisher's), and each step would read and decode
+    the same transactions again. The last window read of each publication that more than one followed subscription
+    takes (`followed`) is kept; a step whose level lies in it takes its transactions from there, within its own
+    bounds, and reads only the rest. One step reads a publication's log at a time, so the others find its window.
+
+    Kept: one window per such publication, bounded as every window is (TRX_BATCH_ROWS, TRX_BATCH_BYTES); the
+    transactions are shared read-only (an apply does not change them)."""
+
+    # A kept window older than this is read again: steps of one round share it; a log made anew meanwhile (the
+    # publication dropped and published again under its name: another `log`) never is.
+    KEEP_SECONDS = 5.0
+
+    def __init__(self) -> None:
+        self.guard = threading.Lock()
+        self.shared: set[tuple[str, str]] = set()
+        self.locks: dict[tuple[str, str], threading.Lock] = {}
+        # publication -> (its log's identity, when read, its last window: (transaction, its log entries, its image
+        # characters) in order)
+        self.kept: dict[tuple[str, str], tuple[object, float, list[tuple[sql.Transaction, int, int]]]] = {}
+
+    def followed(self, publications: Sequence[tuple[str, str]]) -> None:
+        """The publications of the subscriptions followed now (one pair per subscription)."""
+        shared = {key for key, subscriptions in Counter(publications).items() if subscriptions > 1}
+        with self.guard:
+            self.shared = shared
+            for key in [k for k in self.kept if k not in shared]:
+                del self.kept[key]
+
+    def read(
+        self,
+        server: Server,
+        account: str,
+        after: int,
+        upto: int,
+        max_rows: int | None = None,
+        max_bytes: int | None = None,
+        *,
+        log: object = None,
+    ) -> list[sql.Transaction]:
+        """read_transactions, from the kept window as far as it goes; `log`: the identity of the publication's log
+        (its catalog row), a window of another is not taken."""
+        key = (server.name, account)
+        with self.guard:
+            lock = self.locks.setdefault(key, threading.Lock()) if key in self.shared else None
+        if lock is None:
+            return read_transactions(server, account, after, upto, max_rows, max_bytes)
+        with lock:
+            found: list[sql.Transaction] = []
+            entries = size = 0
+            kept_log, read_at, kept = self.kept.get(key, (None, 0.0, []))
+            if kept_log != log or time.monotonic() - read_at > self.KEEP_SECONDS:
+                kept = []
+            for txn, rows, images in kept:
+                if txn.count <= after + len(found):
+                    continue
+                if txn.count != after + len(found) + 1 or txn.count > upto:
+                    break
+                if found and not _fits(entries + rows, size + images, max_rows, max_bytes):
+                    return found
+                found.append(txn)
+                entries, size = entries + rows, size + images
+            start = after + len(found)
+            if start >= upto:
+                return found
+            room = None if max_rows is None else max_rows - entries
+            left = None if max_bytes is None else max_bytes - size
+            if found and ((room is not None and room <= 0) or (left is not None and left <= 0)):
+                return found
+            window = _sized(read_window(server, account, start, upto, room, left))
+            with self.guard:
+                if key in self.shared:
+                    self.kept[key] = (log, time.monotonic(), window)
+            for txn, rows, images in window:
+                if found and not _fits(entries + rows, size + images, max_rows, max_bytes):
+                    break  # over what the kept part left (read alone, it would be taken whole): next time
+                found.append(txn)
+                entries, size = entries + rows, size + images
+            return found
+
+
+def _fits(entries: int, size: int, max_rows: int | None, max_bytes: int | None) -> bool:
+    return (max_rows is None or entries <= max_rows) and (max_bytes is None or size <= max_bytes)
+
+
+def _sized(rows: list[Sequence[Any]]) -> list[tuple[sql.Transaction, int, int]]:
+    """Entries as transactions, each with its count of log entries and of image characters."""
+    counts: dict[int, list[int]] = {}
+    for row in rows:
+        figures = counts.setdefault(int(row[0]), [0, 0])
+        figures[0] += 1
+        figures[1] += len(row[6] or "") + len(row[7] or "")
+    return [(txn, *counts[txn.count]) for txn in sql.group_transactions(rows)]  # type: ignore[misc]
+
+
+def _image_size(rows: Sequence[Sequence[Any]]) -> int:
+    """The image text of entries_sql's rows, as bounded_window counts it."""
+    return sum(len(r[6] or "") + len(r[7] or "") for r in rows)
 
 
 def purge_log(server: Server, account: str, upto: int) -> int:

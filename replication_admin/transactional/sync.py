@@ -58,6 +58,7 @@ from replication_admin.models import (
 from replication_admin.transactional import schema as trx_schema
 from replication_admin.transactional.apply import LevelMoved, Target, apply_batch, skip_transaction, transaction_keys
 from replication_admin.transactional.capture import (
+    SharedWindows,
     WalStream,
     oldest_count,
     publisher_count,
@@ -232,10 +233,12 @@ def sync_once(
     following: bool = False,
     account: ReplAccount | None = None,
     batch: int | None = None,
+    windows: SharedWindows | None = None,
 ) -> SyncOutcome:
     """Bring a subscriber up to the publisher's current level (or `max_transactions` further). Over
     `max_backlog` transactions behind, the feed is cut (when `cut`, given the backlog, says so). `account` and
-    `batch`: the publication's row and repl_apply_batch as the caller read them for this sync."""
+    `batch`: the publication's row and repl_apply_batch as the caller read them for this sync; `windows`: the log
+    windows a follower's subscriptions of one publication share."""
     pub_server = server_named(sub.server)
     sub_server = server_named(sub.subscriber)
     acct = account or publication(sub.server, sub.account)
@@ -297,9 +300,11 @@ def sync_once(
     goal = pub_count if max_transactions is None else min(pub_count, count + max_transactions)
     while count < goal:
         upto = min(goal, count + batch)
-        txns = read_transactions(
-            pub_server, sub.account, count, upto, settings.TRX_BATCH_ROWS, settings.TRX_BATCH_BYTES
-        )
+        bounds = (settings.TRX_BATCH_ROWS, settings.TRX_BATCH_BYTES)
+        if windows is not None:
+            txns = windows.read(pub_server, sub.account, count, upto, *bounds, log=acct.pk)
+        else:
+            txns = read_transactions(pub_server, sub.account, count, upto, *bounds)
         if not txns or txns[0].count != count + 1:
             raise TrxError(
                 f"{sub.server}/{sub.account} has no transaction after level {levels.level_of(count)} "
@@ -599,11 +604,15 @@ class BacklogWatch:
 
 
 def follow_step(
-    sub: ReplSubscriber, watch: BacklogWatch | None = None, registry: Callable[[str], int] = RegistryEntry.get_int
+    sub: ReplSubscriber,
+    watch: BacklogWatch | None = None,
+    registry: Callable[[str], int] = RegistryEntry.get_int,
+    windows: SharedWindows | None = None,
 ) -> SyncOutcome | None:
     """One look at the publisher for an in-sync subscriber: apply what is new, or cut the feed when the
     backlog is over the publication's threshold (at once, or as `watch` decides); the subscriber re-syncs
-    from its level later. `registry` reads the registry's numbers (a follower's keeps them a moment)."""
+    from its level later. `registry` reads the registry's numbers (a follower's keeps them a moment); `windows`:
+    the log windows its subscriptions of one publication share."""
     acct = publication(sub.server, sub.account)
     try:
         # The same item lock as a sync job: while one runs, the follower leaves the subscription to it.
@@ -612,8 +621,9 @@ def follow_step(
             limit = max_backlog(acct, registry)
             cut = None if watch is None else (lambda backlog: watch.cut(sub, backlog))
             outcome = sync_once(
-                sub, max_transactions=batch, max_backlog=limit, cut=cut, following=True, account=acct, batch=batch
-            )
+                sub, max_transactions=batch, max_backlog=limit, cut=cut, following=True, account=acct, batch=batch,
+                windows=windows,
+            )  # fmt: skip
             if watch is not None and outcome.publisher_count - outcome.count <= limit:
                 watch.under(sub)
             if sub.state != ReplSubscriber.IN_SYNC and not outcome.reinitialise:  # back after an error
@@ -797,6 +807,7 @@ class FollowSteps:
         self.watch = watch
         self.on_end = on_end  # told when a step ends (from the step's thread)
         self.registry = RegistryInts()
+        self.windows = SharedWindows()  # one read of a publication's log serves its subscriptions' steps
         self.inline = self.size == 0 or connection.in_atomic_block
         self.tasks: queue.SimpleQueue[ReplSubscriber | None] = queue.SimpleQueue()
         self.guard = threading.Lock()
@@ -843,7 +854,7 @@ class FollowSteps:
     def _step(self, sub: ReplSubscriber) -> None:
         outcome = None
         try:
-            outcome = follow_step(sub, self.watch, self.registry)
+            outcome = follow_step(sub, self.watch, self.registry, self.windows)
         except Exception:
             log.exception("in-sync apply for %s failed", sub)
             _reconnect_catalog()
@@ -928,6 +939,7 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
                 notified = wake.take_notified()
                 try:
                     subs = followed(part)
+                    steps.windows.followed([(s.server, s.account) for s in subs])
                     held = [s.pk for s in subs]
                     wanted = {(s.server, s.account) for s in subs}
                     _look_at_schemas(subs, looked)

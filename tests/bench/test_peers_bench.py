@@ -17,26 +17,22 @@ Asserted: every peer delivered every row (counts and key sums equal), nothing el
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
-import psycopg
 import pytest
 
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor
 from replication_admin.models import ReplSubscriber, Server
-from replication_admin.servers.actions import ServerData, do_register_server
 from replication_admin.transactional import sync as trx_sync
 from replication_admin.transactional.actions import do_publish
+from tests.bench.clusters import HAS_PGLOGICAL, TABLE, builtin_subscription, pg, registered, two_clusters
 from tests.bench.test_capture_bench import write
 from tests.bench.test_trx_bench import report
-from tests.pg_cluster import own_cluster
 from tests.transactional.test_trx_replication import run
 
 pytestmark = [pytest.mark.bench, pytest.mark.live_db]
@@ -51,12 +47,6 @@ LATENCY_TXNS, RATE = int(os.environ.get("BENCH_PEER_LATENCY_TXNS", "500")), 50.0
 ONLY_LATENCY = os.environ.get("BENCH_PEER_ONLY", "") == "latency"
 # Only the backlog figures (the latency, write-rate and sustained parts left out): a quick comparison of applies.
 BACKLOG_ONLY = os.environ.get("BENCH_PEER_BACKLOG_ONLY", "") not in ("", "0")
-TABLE = "CREATE TABLE t (id bigint PRIMARY KEY, v varchar(40), amount numeric(14, 2))"
-HAS_PGLOGICAL = Path("/usr/lib/postgresql/15/lib/pglogical.so").exists()
-
-
-def pg(port: int, db: str = "postgres", autocommit: bool = True) -> psycopg.Connection:
-    return psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname=db, autocommit=autocommit)
 
 
 def rows_and_sum(port: int, db: str) -> tuple[int, int]:
@@ -85,15 +75,7 @@ class Peer:
 
 def builtin_peer() -> Peer:
     db = "peer_builtin"
-    with pg(PUB_PORT, db) as conn:
-        conn.execute(TABLE)
-        conn.execute("CREATE PUBLICATION bench FOR TABLE t")
-    with pg(SUB_PORT, db) as conn:
-        conn.execute(TABLE)
-        conn.execute(
-            f"CREATE SUBSCRIPTION bench CONNECTION 'host=127.0.0.1 port={PUB_PORT} user=postgres dbname={db}' "
-            "PUBLICATION bench WITH (copy_data = false)"
-        )
+    builtin_subscription(PUB_PORT, db, SUB_PORT, db)
 
     def toggle(on: bool) -> None:
         with pg(SUB_PORT, db) as conn:
@@ -139,15 +121,7 @@ def product_peer(capture: str) -> Peer:
     with pg(PUB_PORT, db) as conn:  # the subscription creates the subscriber's table
         conn.execute(TABLE)
     pub_name, sub_name = f"p{capture}", f"s{capture}"
-    pub, sub = (
-        do_register_server(
-            Actor.command(),
-            ServerData(
-                name=name, dialect="postgresql", host="127.0.0.1", port=port, database=db, user="postgres", password=""
-            ),
-        )
-        for name, port in ((pub_name, PUB_PORT), (sub_name, SUB_PORT))
-    )
+    pub, sub = registered(pub_name, PUB_PORT, db), registered(sub_name, SUB_PORT, db)
     do_publish(Actor.command(), pub, "b", "b.log", False, None, capture=capture)
     run(pub, "REPL_PUB_ADD ('b', 't', 2, 0, null)")
     run(sub, f"REPL_SERVER ('{pub_name}', '{pub_name}'); REPL_SUBSCRIBE ('{pub_name}', 'b'); "
@@ -166,22 +140,8 @@ def product_peer(capture: str) -> Peer:
 
 @pytest.fixture
 def clusters(db) -> Iterator[None]:
-    if not shutil.which("runuser"):
-        pytest.skip("runuser (util-linux) is needed to start PostgreSQL as its own user")
-    settings = {"wal_level": "logical", "max_replication_slots": "20", "max_wal_senders": "20",
-                "max_worker_processes": "40", "shared_buffers": "256MB",
-                "wal_retrieve_retry_interval": "100ms"}  # fmt: skip
-    if HAS_PGLOGICAL:
-        settings |= {
-            "shared_preload_libraries": "pglogical",
-            "track_commit_timestamp": "on",
-            "output_plugin_libraries": "pgoutput, test_decoding, pglogical_output",
-        }
-    with own_cluster(PUB_PORT, settings), own_cluster(SUB_PORT, settings):
-        for port in (PUB_PORT, SUB_PORT):
-            with pg(port) as conn:
-                for name in ("peer_builtin", "peer_pglogical", "peer_product_wal", "peer_product_triggers", "plain"):
-                    conn.execute(f"CREATE DATABASE {name}")
+    names = ("peer_builtin", "peer_pglogical", "peer_product_wal", "peer_product_triggers", "plain")
+    with two_clusters(PUB_PORT, SUB_PORT, names, pglogical=True):
         yield
 
 
@@ -192,21 +152,7 @@ def write_each(db: str, first: int, count: int, rows: int = 1) -> None:
 
 
 def _odbc(db: str) -> Server:
-    server = Server.objects.filter(name=f"w_{db}").first()
-    if server is None:
-        server = do_register_server(
-            Actor.command(),
-            ServerData(
-                name=f"w_{db}",
-                dialect="postgresql",
-                host="127.0.0.1",
-                port=PUB_PORT,
-                database=db,
-                user="postgres",
-                password="",
-            ),
-        )
-    return server
+    return registered(f"w_{db}", PUB_PORT, db)
 
 
 def backlog(peer: Peer, first: int, txns: int, rows: int) -> float:

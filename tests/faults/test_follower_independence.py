@@ -1,8 +1,9 @@
 """The in-sync follower applies each subscription on its own: a subscriber that stops answering mid-apply (its link
 stalled, not refused: the TCP proxy of tests/faults/proxy.py keeps the connection open and forwards nothing) holds
-only its own subscription. The others of the same publication keep reaching the publisher's level, the follower's
-heartbeat goes on and names the stuck one; once the link forwards again the stalled subscriber catches up, each
-transaction applied once. Stopped while a step is stuck, the follower ends anyway and leaves nothing half applied.
+only its own subscription. The three others of the same publication (PostgreSQL, MariaDB, SQLite) keep reaching the
+publisher's level, the follower's heartbeat goes on and names the stuck one; once the link forwards again the stalled
+subscriber catches up, each transaction applied once. Stopped while a step is stuck, the follower ends anyway and
+leaves nothing half applied.
 
 A real `manage.py replfollow` process applies; nothing here measures time (the waits are guards against hanging)."""
 
@@ -30,12 +31,12 @@ pytestmark = [pytest.mark.spark, pytest.mark.live_db]
 
 @pytest.fixture
 def publication(transactional_db, make_server, proxied_server, jobs_sync, spark):
-    """A PostgreSQL publisher and three in-sync subscribers of its publication: MariaDB through a proxy (the one
-    whose link stalls), PostgreSQL and MariaDB. The stalled subscriber's database is also registered directly (not
-    subscribed) to read it while its link stalls."""
+    """A PostgreSQL publisher and four in-sync subscribers of its publication: MariaDB through a proxy (the one
+    whose link stalls), PostgreSQL, MariaDB and SQLite. The stalled subscriber's database is also registered directly
+    (not subscribed) to read it while its link stalls."""
     pub = make_server("postgresql", "ipub")
     stalled, proxy = proxied_server("mysql", "islow")
-    others = [make_server("postgresql", "ipg"), make_server("mysql", "imy")]
+    others = [make_server("postgresql", "ipg"), make_server("mysql", "imy"), make_server("sqlite", "ilite")]
     direct = do_register_server(Actor.command(), server_data("mysql", "islow_direct", stalled.database))
     with connections.connect(pub) as conn:
         conn.cursor().execute("CREATE TABLE items (id integer PRIMARY KEY, name varchar(40))")
@@ -44,7 +45,7 @@ def publication(transactional_db, make_server, proxied_server, jobs_sync, spark)
     for sub in [stalled, *others]:
         run("REPL_SERVER ('ipub', 'ipub'); REPL_SUBSCRIBE ('ipub', 'acct'); REPL_INIT_COPY ('ipub', 'acct'); "
             "SYNC_REPL ()", sub)  # fmt: skip
-    assert ReplSubscriber.objects.filter(server="ipub", follow=True, state=ReplSubscriber.IN_SYNC).count() == 3
+    assert ReplSubscriber.objects.filter(server="ipub", follow=True, state=ReplSubscriber.IN_SYNC).count() == 4
     return pub, direct, others, proxy
 
 
@@ -100,12 +101,12 @@ def test_a_stalled_subscriber_holds_only_its_own_subscription_and_catches_up_onc
         proxy.resume()
         wait_for("the stalled subscriber catching up", lambda: up_to_date(pub, direct), log)
         wait_for("every subscription in sync", lambda: ReplSubscriber.objects.filter(
-            server="ipub", state=ReplSubscriber.IN_SYNC).count() == 3, log)  # fmt: skip
+            server="ipub", state=ReplSubscriber.IN_SYNC).count() == 4, log)  # fmt: skip
         assert proc.poll() is None, log.read_text()
 
     # Each transaction applied once: the level moved by exactly the publisher's transactions, the rows are equal.
     count = publisher_count(pub, "acct")
-    assert [level(s) for s in [direct, *others]] == [count] * 3
+    assert [level(s) for s in [direct, *others]] == [count] * 4
     for sub in [direct, *others]:
         assert keys(sub) == [1, *range(10, 32)]
         assert same(pub, sub)["equal"]

@@ -145,6 +145,64 @@ def test_a_thousand_row_window_is_written_by_a_handful_of_statements(make_server
     assert differences(expected(rows), stored(dest)) == []
 
 
+def logged_w(make_server, dialect: str = "postgresql") -> Server:
+    """A publisher of table w (SIMPLE) with its log."""
+    source = make_server(dialect)
+    run_sql(source, SIMPLE[dialect])
+    trx_capture.create_log(source, "tbl")
+    trx_capture.add_capture(source, "tbl", trx_lookups.describe(source, "w"))
+    return source
+
+
+@pytest.mark.parametrize("dest_dialect", ["postgresql", "mysql", "sqlite"])
+def test_transactions_that_insert_update_and_delete_go_in_two_statements_per_batch_and_end_as_the_publisher(
+    make_server, dest_dialect
+):
+    source = logged_w(make_server)
+    for i in range(1, 101):  # each: an insert, an update of it, a delete of an older row
+        run_sql(
+            source,
+            f"BEGIN; INSERT INTO w (id, v) VALUES ({i}, 'new'); UPDATE w SET v = 'changed {i}' WHERE id = {i}; "
+            f"DELETE FROM w WHERE id = {i - 10}; COMMIT",
+        )
+    run_sql(source, "DELETE FROM w WHERE id = 100")
+    run_sql(source, "INSERT INTO w (id, v) VALUES (100, 'back')")  # a key written again after its delete
+    run_sql(source, "UPDATE w SET id = 200 WHERE id = 99")  # a key change
+    dest = make_server(dest_dialect)
+    run_sql(dest, SIMPLE[dest_dialect])
+    statements = replayed(source, dest, the_log(source))
+    assert raw_rows(dest, "w") == [(int(i), v) for i, v in raw_rows(source, "w")]
+    assert len(raw_rows(dest, "w")) == 10
+    # The 100 transactions' writes, then their deletes; the delete of 100 and the write after it; the key change.
+    assert statements <= 6
+
+
+UNIQUE_V = {
+    "postgresql": "CREATE TABLE w (id integer PRIMARY KEY, v varchar(20) UNIQUE)",
+    "mysql": "CREATE TABLE w (id int PRIMARY KEY, v varchar(20) UNIQUE)",
+    "sqlite": "CREATE TABLE w (id integer PRIMARY KEY, v varchar(20) UNIQUE)",
+}
+
+
+@pytest.mark.parametrize("dest_dialect", ["postgresql", "mysql", "sqlite"])
+def test_a_delete_stays_in_its_place_where_a_later_write_takes_its_value_of_another_unique_index(
+    make_server, dest_dialect
+):
+    source = make_server("postgresql")
+    run_sql(source, UNIQUE_V["postgresql"])
+    run_sql(source, "INSERT INTO w (id, v) VALUES (1, 'taken')")
+    trx_capture.create_log(source, "tbl")
+    trx_capture.add_capture(source, "tbl", trx_lookups.describe(source, "w"))
+    dest = make_server(dest_dialect)
+    run_sql(dest, UNIQUE_V[dest_dialect])
+    run_sql(dest, "INSERT INTO w (id, v) VALUES (1, 'taken')")
+    run_sql(source, "INSERT INTO w (id, v) VALUES (2, 'other')")
+    run_sql(source, "DELETE FROM w WHERE id = 1")  # after a write of the table: held back only without v's index
+    run_sql(source, "INSERT INTO w (id, v) VALUES (3, 'taken')")  # needs row 1's value free
+    replayed(source, dest, the_log(source))
+    assert raw_rows(dest, "w") == [(2, "other"), (3, "taken")]
+
+
 def test_a_window_over_the_parameter_size_is_sent_in_parts_that_end_as_the_publisher(make_server, monkeypatch):
     monkeypatch.setattr(apply, "PARAMETER_CHARS", 300)
     source = make_server("postgresql")
@@ -171,6 +229,45 @@ def test_a_batch_is_cut_between_whole_transactions_by_rows_and_bytes(make_server
     assert [t.count for t in trx_capture.read_transactions(source, "tbl", 0, count, max_rows=3)] == [1, 2, 3]
     assert [t.count for t in trx_capture.read_transactions(source, "tbl", 0, count, max_bytes=1)] == [1]
     assert len(trx_capture.read_transactions(source, "tbl", 0, count, max_rows=100)) == 10
+
+
+def test_windows_bounded_by_rows_and_bytes_are_read_in_parts_and_cover_the_log_once_in_order(make_server, monkeypatch):
+    monkeypatch.setattr(trx_capture, "FIRST_READ_ROWS", 3)  # parts of a few entries: every window takes several
+    source = logged_w(make_server)
+    for i in range(1, 31):
+        run_sql(source, "INSERT INTO w (id, v) VALUES (?, ?)", [i, "x" * (i % 7)])
+    run_sql(source, "INSERT INTO w SELECT g, 'bulk' FROM generate_series(100, 119) g")  # over the bytes alone
+    for i in range(31, 41):
+        run_sql(source, "UPDATE w SET v = 'again' WHERE id IN (?, ?)", [i - 30, i - 29])
+    count = trx_capture.publisher_count(source, "tbl")
+    # What each window must hold: whole transactions, in order, within 8 entries and 300 characters of images,
+    # the first one whatever its size.
+    raw = fetch_all(source, sql.entries_sql(dialects.get("postgresql"), "tbl", 0, count))
+    sizes: dict[int, list[int]] = {}
+    for row in raw:
+        sizes.setdefault(int(row[0]), []).append(len(row[6] or "") + len(row[7] or ""))
+    expected: list[list[int]] = []
+    for n, entries in sizes.items():
+        window = expected[-1] if expected else None
+        if (
+            window
+            and len(window)
+            and sum(len(sizes[m]) for m in window) + len(entries) <= 8
+            and (sum(sum(sizes[m]) for m in window) + sum(entries) <= 300)
+        ):
+            window.append(n)
+        else:
+            expected.append([n])
+    windows, after = [], 0
+    while after < count:
+        window = trx_capture.read_transactions(source, "tbl", after, count, max_rows=8, max_bytes=300)
+        windows.append([t.count for t in window])
+        after = window[-1].count
+    assert windows == expected
+    [bulk] = [n for n, entries in sizes.items() if sum(entries) > 300]  # over the bytes alone: its own window
+    assert [bulk] in windows and max(len(w) for w in windows) == 8
+    everything = trx_capture.read_transactions(source, "tbl", 0, count)
+    assert [t.count for t in everything] == [n for w in windows for n in w] == sorted(sizes)
 
 
 # Values as the publishers' captures log them (PostgreSQL's row_to_json and WAL text, MariaDB's JSON_OBJECT, SQLite's
