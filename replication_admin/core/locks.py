@@ -40,8 +40,24 @@ def _alive(lock: ReplLock) -> bool:
     return lock.host != HOST or not process_gone(lock.pid)
 
 
+def _take_free(name: str, job: JobRun | None) -> bool:
+    """Take `name` if nobody holds it: one INSERT (a follower takes its subscription's lock on every step, and a
+    free lock is the usual case). False when a row is there: _take then looks at who holds it."""
+    if ReplLock.objects.filter(name=name).exists():
+        return False
+    try:
+        with transaction.atomic():
+            ReplLock.objects.create(name=name, job=job, pid=os.getpid(), host=HOST, expires_at=expiry())
+    except IntegrityError:  # taken meanwhile
+        return False
+    return True
+
+
 def _take(name: str, job: JobRun | None) -> None:
     """Take `name` for this process, or raise LockBusy naming the job that holds it."""
+    if _take_free(name, job):
+        HEARTBEAT.add_lock(name)
+        return
     with transaction.atomic():
         current = ReplLock.objects.select_for_update().filter(name=name).first()
         # Held by this very holder (the same job, or the same process when no job holds it): taken again.

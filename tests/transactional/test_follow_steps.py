@@ -30,7 +30,11 @@ class FakeSteps:
         self.guard = threading.Lock()
 
     def __call__(
-        self, sub: ReplSubscriber, watch: trx_sync.BacklogWatch | None = None, registry: object = None
+        self,
+        sub: ReplSubscriber,
+        watch: trx_sync.BacklogWatch | None = None,
+        registry: object = None,
+        memo: trx_sync.FollowMemo | None = None,
     ) -> trx_sync.SyncOutcome:
         with self.guard:
             self.calls[sub.pk] += 1
