@@ -24,10 +24,12 @@ from tests.transactional.test_trx_replication import (
     value,
 )
 
-# Catalog statements of one warm step that applies one transaction: the item lock (is it free, take it in a
-# transaction of its own, give it back). The servers, the publication, the subscriber's position, the registry and
-# the progress come from the follower's memory. Before FollowMemo the same step ran 19.
-STEP_STATEMENTS = 6
+# Catalog statements of one warm step that applies one transaction: the item lock's (taken in one INSERT, given back
+# in one DELETE) and, for a publication the follower does not stream, whether it captures from the WAL (the
+# publisher's count is read the way its capture says). The servers, the publication, the subscriber's position, the
+# registry's values and the progress come from the follower's memory (FollowMemo); without it the same step ran
+# about twenty.
+STEP_STATEMENTS = 3
 
 
 @pytest.fixture
@@ -57,7 +59,7 @@ def catalog_count(sub: ReplSubscriber) -> int:
     return ReplSubscriber.objects.get(pk=sub.pk).count
 
 
-def test_a_warm_step_applying_one_row_runs_only_the_item_locks_statements_in_the_catalog(rep, steps):  # noqa: F811
+def test_a_warm_step_applying_one_row_runs_at_most_three_statements_in_the_catalog(rep, steps):  # noqa: F811
     rep1, rep2 = rep
     sub = subscribed_in_sync(rep1, rep2)
     sql(rep1, 'INSERT INTO "ab ""cd" VALUES (500, \'warm\')')
