@@ -613,7 +613,7 @@ class FollowMemo:
       without asking the publisher;
     - the catalog's progress (record_position): written by the step under its item lock when the last write is
       FOLLOW_PROGRESS_SECONDS old, else left pending; the loop writes what is pending once it is due (`write_due`),
-      from the subscriber's own position read under the item lock, and so does `close`."""
+      under the item lock, unless another writer changed the catalog's count since, and so does `close`."""
 
     def __init__(self, seconds: float = FOLLOW_REGISTRY_SECONDS) -> None:
         self.seconds = seconds
@@ -624,7 +624,9 @@ class FollowMemo:
         self.positions: dict[int, tuple[float, int]] = {}  # subscription -> (read or applied at, count)
         self.stream_counts: dict[tuple[str, str], int] = {}
         self.written: dict[int, tuple[float, int]] = {}  # subscription -> (when, the count) the catalog got
-        self.pending: dict[int, tuple[ReplSubscriber, int, ReplAccount]] = {}  # (row, publisher's count, account)
+        self.seen: dict[int, int] = {}  # subscription -> the catalog's count as this follower last knew it
+        # subscription -> (its row, the count applied, the publisher's count, the publication's row)
+        self.pending: dict[int, tuple[ReplSubscriber, int, int, ReplAccount]] = {}
 
     def account(self, publisher: str, account: str) -> ReplAccount:
         """The publication's row, kept like the servers; each step gets a copy of its own (it moves its count)."""
@@ -684,15 +686,17 @@ class FollowMemo:
             return {pk: n for pk, (at, n) in self.positions.items() if now - at < FOLLOW_POSITION_SECONDS}
 
     def check(self, subs: list[ReplSubscriber], read_at: float) -> None:
-        """The rows the loop read at `read_at`: a position whose catalog count another writer changed is forgotten
-        (a row read before this follower's last write of it says nothing)."""
+        """The rows the loop read at `read_at` (a row read before this follower's last write of it says nothing): a
+        catalog count another writer changed (another apply, a copy) makes the position be read again, and is the
+        count the pending progress is written over."""
         with self.guard:
             for sub in subs:
                 written = self.written.get(sub.pk)
-                if sub.pk not in self.positions or (written is not None and written[0] >= read_at):
+                if written is not None and written[0] >= read_at:
                     continue
-                if written is None or written[1] != sub.count:
+                if self.seen.get(sub.pk) != sub.count:
                     self.positions.pop(sub.pk, None)
+                self.seen[sub.pk] = sub.count
 
     def forget(self, sub: ReplSubscriber) -> None:
         with self.guard:
@@ -707,40 +711,44 @@ class FollowMemo:
             self.positions[sub.pk] = (self.positions.get(sub.pk, (now, 0))[0], count)
             due = now - self.written.get(sub.pk, (float("-inf"), 0))[0] >= FOLLOW_PROGRESS_SECONDS
             if not due:
-                self.pending[sub.pk] = (sub, pub_count, account)
+                self.pending[sub.pk] = (sub, count, pub_count, account)
                 return
             self.pending.pop(sub.pk, None)
         record_position(sub, count, pub_count, account=account)
-        with self.guard:
-            self.written[sub.pk] = (now, count)
+        with self.guard:  # stamped once committed: a row read after this shows it
+            self.written[sub.pk] = (time.monotonic(), count)
+            self.seen[sub.pk] = count
 
     def write_due(self, idle: Callable[[int], bool], force: bool = False) -> None:
         """Write the pending progress that is due (all of it with `force`) of the subscriptions `idle` says no step
-        runs for: the subscriber's own position, read under the item lock (another apply holding it writes its own)."""
+        runs for, under the item lock and only while the catalog still holds the count this follower last knew there
+        (another apply or a copy wrote its own since: that one stands). The catalog alone is asked: a subscriber that
+        stopped answering never holds the loop. One whose item is busy, or that fails, stays pending."""
         now = time.monotonic()
         with self.guard:
             due = [
                 (pk, entry) for pk, entry in self.pending.items()
                 if force or now - self.written.get(pk, (float("-inf"), 0))[0] >= FOLLOW_PROGRESS_SECONDS
             ]  # fmt: skip
-        for pk, (sub, pub_count, account) in due:
+        for pk, (sub, count, pub_count, account) in due:
             if not idle(pk):
                 continue
             with self.guard:
                 self.pending.pop(pk, None)
+                known = self.seen.get(pk)
             try:
                 with item_lock(lock_name(sub), None, wait=0):
-                    position = subscriber_position(self.server(sub.subscriber), sub.server, sub.account)
-                    if position is None:
-                        continue
-                    record_position(sub, position[1], max(pub_count, position[1]), account=account)
-                with self.guard:
-                    self.written[pk] = (time.monotonic(), position[1])
-            except LockBusy:
-                continue  # its holder writes its own
-            except Exception as exc:
-                log.info("writing the progress of %s: %s", sub, str(exc).splitlines()[0] if str(exc) else exc)
-                _reconnect_catalog()
+                    if known is None or ReplSubscriber.objects.filter(pk=pk, count=known).exists():
+                        record_position(sub, count, pub_count, account=account)
+                        with self.guard:
+                            self.written[pk] = (time.monotonic(), count)
+                            self.seen[pk] = count
+            except Exception as exc:  # the item busy (a repair, a sync), the catalog away
+                if not isinstance(exc, LockBusy):
+                    log.info("writing the progress of %s: %s", sub, str(exc).splitlines()[0] if str(exc) else exc)
+                    _reconnect_catalog()
+                with self.guard:  # tried again next round (unless a step left a newer one meanwhile)
+                    self.pending.setdefault(pk, (sub, count, pub_count, account))
 
 
 class BacklogWatch:

@@ -75,7 +75,7 @@ def test_a_warm_step_applying_one_row_runs_at_most_three_statements_in_the_catal
     # Not written yet (not due): the subscriber's own position is three transactions further.
     position = subscriber_position(steps.memo.server("rep2"), "rep1", "tbl")
     assert position is not None and catalog_count(sub) == written == position[1] - 3
-    steps.close()  # the follower stops: what is pending is written, from the subscriber's own position
+    steps.close()  # the follower stops: what is pending is written
     assert catalog_count(sub) == position[1]
     assert same(rep1, rep2, 'ab "cd')["equal"]
 
@@ -92,6 +92,15 @@ def test_progress_left_pending_is_written_by_the_loop_once_due(rep, steps, monke
     steps.memo.write_due(steps.idle)
     assert catalog_count(sub) == position[1]
     assert not steps.memo.pending
+
+    # Another writer (a copy, a sync) put its count in the catalog after the follower's last apply: it stands.
+    monkeypatch.setattr(trx_sync, "FOLLOW_PROGRESS_SECONDS", 3600.0)
+    sql(rep1, 'INSERT INTO "ab ""cd" VALUES (602, \'pending\')')
+    step(steps)
+    assert steps.memo.pending
+    ReplSubscriber.objects.filter(pk=sub.pk).update(count=position[1] - 1)
+    steps.memo.write_due(steps.idle, force=True)
+    assert catalog_count(sub) == position[1] - 1 and not steps.memo.pending
 
 
 def test_a_position_another_apply_moved_is_read_again_and_nothing_is_applied_twice(rep, steps):  # noqa: F811
