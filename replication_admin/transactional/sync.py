@@ -247,7 +247,8 @@ def sync_once(
     pub_server = lookup(sub.server)
     sub_server = lookup(sub.subscriber)
     acct = account or publication(sub.server, sub.account)
-    position = memo.position(sub) if memo is not None else None
+    remembered = memo.position(sub) if memo is not None else None
+    position = remembered
     if position is None:
         position = subscriber_position(sub_server, sub.server, sub.account)
         if memo is not None and position is not None:
@@ -266,8 +267,16 @@ def sync_once(
         raise direct.halted
     pub_level = levels.level_of(pub_count)
     oldest = memo.oldest(pub_server, sub.account) if memo is not None else oldest_count(pub_server, sub.account)
-    check_request(sub, level, pub_level, pub_count, oldest, store_level=memo is None)
     count = levels.count_of(level, pub_level, pub_count)
+    if remembered is not None and (
+        not levels.level_ok(level, pub_level)
+        or count != _own_count
+        or count < (pub_count + 1 if oldest is None else oldest) - 1
+    ):
+        # A remembered position never decides that a subscriber is invalid or purged past, nor renumbers it: it may
+        # be stale (another apply moved the level since); the step ends and the next one reads the subscriber's.
+        raise LevelMoved(f"{sub.subscriber}'s remembered level {level} is not current; reading it again")
+    check_request(sub, level, pub_level, pub_count, oldest, store_level=memo is None)
     if count != _own_count:
         # Seen from this publisher's log the level means another count (the log was renumbered).
         run_in_transaction(
@@ -314,6 +323,8 @@ def sync_once(
         txns = read_transactions(
             pub_server, sub.account, count, upto, settings.TRX_BATCH_ROWS, settings.TRX_BATCH_BYTES
         )
+        if (not txns or txns[0].count != count + 1) and remembered is not None:
+            raise LevelMoved(f"{sub.subscriber}'s remembered level {level} is not current; reading it again")
         if not txns or txns[0].count != count + 1:
             raise TrxError(
                 f"{sub.server}/{sub.account} has no transaction after level {levels.level_of(count)} "
@@ -326,7 +337,7 @@ def sync_once(
             try:
                 count = _apply_or_halt(sub, acct, target, txns, count, tally)
             except ApplyHalted as exc:
-                if exc.count != count:
+                if exc.count != count or memo is not None:  # a follower's progress may be pending: the halt says it
                     record_position(sub, exc.count, pub_count, account=acct)
                 raise
             if sub.halt_count is not None and count >= sub.halt_count:
