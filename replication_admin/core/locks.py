@@ -15,9 +15,10 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from replication_admin.core import reaper
@@ -40,8 +41,32 @@ def _alive(lock: ReplLock) -> bool:
     return lock.host != HOST or not process_gone(lock.pid)
 
 
+def _take_free(name: str, job: JobRun | None) -> bool:
+    """Take `name` if nobody holds it, in one statement (a follower takes its subscription's lock on every step, and a
+    free lock is the usual case): an INSERT that does nothing where the row is there (PostgreSQL and SQLite, the
+    catalog's engines, say so alike). False then: _take looks at who holds it."""
+    meta = ReplLock._meta
+    fields: list[models.Field[Any, Any]] = []
+    for field_name in ("name", "job", "pid", "host", "acquired_at", "expires_at"):
+        field = meta.get_field(field_name)
+        assert isinstance(field, models.Field)  # a concrete column
+        fields.append(field)
+    values = [name, job.pk if job is not None else None, os.getpid(), HOST, timezone.now(), expiry()]
+    quote = connection.ops.quote_name
+    statement = (
+        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))}) ON CONFLICT ({quote(fields[0].column)}) DO NOTHING"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [f.get_db_prep_save(v, connection) for f, v in zip(fields, values, strict=True)])
+        return bool(cursor.rowcount == 1)
+
+
 def _take(name: str, job: JobRun | None) -> None:
     """Take `name` for this process, or raise LockBusy naming the job that holds it."""
+    if _take_free(name, job):
+        HEARTBEAT.add_lock(name)
+        return
     with transaction.atomic():
         current = ReplLock.objects.select_for_update().filter(name=name).first()
         # Held by this very holder (the same job, or the same process when no job holds it): taken again.

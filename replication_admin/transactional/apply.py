@@ -428,17 +428,21 @@ def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, 
     assume, release = d.replay_role_sql(target.replay_user) if target.replay_user else ([], [])
 
     def work(cursor) -> int:
-        for statement in [*sql.replay_context_sql(d, nolog, None, schema), *assume]:
+        for statement in sql.replay_context_sql(d, nolog, None, schema):
             cursor.execute(statement)
-        replay(cursor, target, txns)
-        for statement in release:
-            cursor.execute(statement)
+        # The level first: an apply that did not start where the subscriber is (another apply got there, a follower's
+        # remembered level was stale) writes no row at all, and a second apply of the same batch waits on this row.
         cursor.execute(
             sql.level_advance_sql(d, schema),
             [levels.level_of(new_count), new_count, target.publisher, target.account, expected],
         )
         if cursor.rowcount != 1:
             raise LevelMoved(f"{target.server.name} is no longer at count {expected}")
+        for statement in assume:
+            cursor.execute(statement)
+        replay(cursor, target, txns)
+        for statement in release:
+            cursor.execute(statement)
         for statement in sql.reset_context_sql(d, schema):
             cursor.execute(statement)
         return new_count

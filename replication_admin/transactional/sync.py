@@ -20,6 +20,7 @@ failing transaction are applied, and then, as the subscription's on_error says:
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime as dt
 import logging
 import queue
@@ -198,9 +199,12 @@ class SyncOutcome(JobResult):
         )
 
 
-def check_request(sub: ReplSubscriber, level: int, pub_level: int, pub_count: int, oldest: int | None) -> None:
+def check_request(
+    sub: ReplSubscriber, level: int, pub_level: int, pub_count: int, oldest: int | None, store_level: bool = True
+) -> None:
     """The publisher's side of a sync request: store RS_LEVEL and RS_VALID as the reference says, and
-    refuse an invalid subscriber until an admin marks it valid again."""
+    refuse an invalid subscriber until an admin marks it valid again. Without `store_level` the level is stored
+    only with a change of validity (a follower writes it with its progress, FollowMemo)."""
     was_valid = bool(sub.valid)
     ok = levels.level_ok(level, pub_level)
     reason = ""
@@ -210,7 +214,7 @@ def check_request(sub: ReplSubscriber, level: int, pub_level: int, pub_count: in
         ok = False
         reason = f"the transactions after its level {level} have been purged from the log"
     valid = 1 if (ok and was_valid) else 0
-    if (sub.level, sub.valid) != (level, valid):
+    if (sub.level, sub.valid) != (level, valid) and (store_level or sub.valid != valid):
         ReplSubscriber.objects.filter(pk=sub.pk).update(level=level, valid=valid)
         sub.level, sub.valid = level, valid
     if not was_valid:
@@ -234,29 +238,48 @@ def sync_once(
     account: ReplAccount | None = None,
     batch: int | None = None,
     windows: SharedWindows | None = None,
+    memo: FollowMemo | None = None,
 ) -> SyncOutcome:
     """Bring a subscriber up to the publisher's current level (or `max_transactions` further). Over
     `max_backlog` transactions behind, the feed is cut (when `cut`, given the backlog, says so). `account` and
     `batch`: the publication's row and repl_apply_batch as the caller read them for this sync; `windows`: the log
-    windows a follower's subscriptions of one publication share."""
-    pub_server = server_named(sub.server)
-    sub_server = server_named(sub.subscriber)
+    windows a follower's subscriptions of one publication share. `memo`: a follower's memory of its servers, the
+    subscriber's position, the publisher's count and the catalog's progress (FollowMemo), instead of reading them
+    again."""
+    lookup = memo.server if memo is not None else server_named
+    pub_server = lookup(sub.server)
+    sub_server = lookup(sub.subscriber)
     acct = account or publication(sub.server, sub.account)
-    position = subscriber_position(sub_server, sub.server, sub.account)
+    remembered = memo.position(sub) if memo is not None else None
+    position = remembered
+    if position is None:
+        position = subscriber_position(sub_server, sub.server, sub.account)
+        if memo is not None and position is not None:
+            memo.read(sub, position[1])
     if position is None:
         raise TrxError(f"{sub.subscriber} has no level for {sub.server}/{sub.account} yet; run REPL_INIT_COPY first")
     level, _own_count = position
     trx_schema.detect(acct, throttle=following)  # a follower looks every few seconds, a sync every time
     direct = WalDirect.offer(sub, acct, pub_server, sub_server, position, batch) if max_transactions is None else None
-    pub_count = publisher_count(pub_server, sub.account, direct)
+    known = memo.publisher_count(sub) if memo is not None and direct is None else None
+    pub_count = publisher_count(pub_server, sub.account, direct) if known is None else known
     if direct is not None and direct.reached != _own_count:
         level, _own_count = levels.level_of(direct.reached), direct.reached
         record_position(sub, direct.reached, pub_count, account=acct)
     if direct is not None and direct.halted is not None:
         raise direct.halted
     pub_level = levels.level_of(pub_count)
-    check_request(sub, level, pub_level, pub_count, oldest_count(pub_server, sub.account))
+    oldest = memo.oldest(pub_server, sub.account) if memo is not None else oldest_count(pub_server, sub.account)
     count = levels.count_of(level, pub_level, pub_count)
+    if remembered is not None and (
+        not levels.level_ok(level, pub_level)
+        or count != _own_count
+        or count < (pub_count + 1 if oldest is None else oldest) - 1
+    ):
+        # A remembered position never decides that a subscriber is invalid or purged past, nor renumbers it: it may
+        # be stale (another apply moved the level since); the step ends and the next one reads the subscriber's.
+        raise LevelMoved(f"{sub.subscriber}'s remembered level {level} is not current; reading it again")
+    check_request(sub, level, pub_level, pub_count, oldest, store_level=memo is None)
     if count != _own_count:
         # Seen from this publisher's log the level means another count (the log was renumbered).
         run_in_transaction(
@@ -305,6 +328,8 @@ def sync_once(
             txns = windows.read(pub_server, sub.account, count, upto, *bounds, log=acct.pk)
         else:
             txns = read_transactions(pub_server, sub.account, count, upto, *bounds)
+        if (not txns or txns[0].count != count + 1) and remembered is not None:
+            raise LevelMoved(f"{sub.subscriber}'s remembered level {level} is not current; reading it again")
         if not txns or txns[0].count != count + 1:
             raise TrxError(
                 f"{sub.server}/{sub.account} has no transaction after level {levels.level_of(count)} "
@@ -317,7 +342,7 @@ def sync_once(
             try:
                 count = _apply_or_halt(sub, acct, target, txns, count, tally)
             except ApplyHalted as exc:
-                if exc.count != count:
+                if exc.count != count or memo is not None:  # a follower's progress may be pending: the halt says it
                     record_position(sub, exc.count, pub_count, account=acct)
                 raise
             if sub.halt_count is not None and count >= sub.halt_count:
@@ -326,7 +351,10 @@ def sync_once(
                 outcome, applied=outcome.applied + tally.applied, skipped=outcome.skipped + tally.skipped,
                 batches=outcome.batches + 1, count=count, level=levels.level_of(count),
             )  # fmt: skip
-            record_position(sub, count, pub_count, account=acct)
+            if memo is not None:
+                memo.applied(sub, count, pub_count, acct)
+            else:
+                record_position(sub, count, pub_count, account=acct)
             if progress is not None:
                 progress(outcome)
         if outcome.waiting:
@@ -580,6 +608,165 @@ class RegistryInts:
         return value
 
 
+# The catalog's copy of a followed subscriber's progress (its count, the publication's, the level samples and the lag
+# alert) is written at most this often per subscription: the subscriber's own position row, moved in the apply's
+# transaction, is the truth for exactly-once; the catalog's is what pages and alerts read, this much behind at most.
+FOLLOW_PROGRESS_SECONDS = 0.5
+# A follower trusts the subscriber's position its own last apply left for at most this long before reading it again.
+FOLLOW_POSITION_SECONDS = 2.0
+
+
+class FollowMemo:
+    """What one follower's steps would otherwise read and write on every step (docs/architecture.md, "the latency
+    path"), shared by its threads:
+
+    - the registered servers, kept FOLLOW_REGISTRY_SECONDS like the registry's numbers;
+    - each subscriber's position (level, count) as the follower's last apply committed it, trusted
+      FOLLOW_POSITION_SECONDS and forgotten when a step ends without an outcome (the item busy, a level moved, an
+      error) or the catalog's count is not the one this follower wrote (another apply, a copy). The apply checks it
+      again in the subscriber's transaction (LevelMoved): a stale one costs a step, never a transaction;
+    - the publisher's count an open WAL stream of the loop stored (`stream_counts`): the step reads the log from it
+      without asking the publisher;
+    - the catalog's progress (record_position): written by the step under its item lock when the last write is
+      FOLLOW_PROGRESS_SECONDS old, else left pending; the loop writes what is pending once it is due (`write_due`),
+      under the item lock, unless another writer changed the catalog's count since, and so does `close`."""
+
+    def __init__(self, seconds: float = FOLLOW_REGISTRY_SECONDS) -> None:
+        self.seconds = seconds
+        self.guard = threading.Lock()
+        self.servers: dict[str, tuple[float, Server]] = {}
+        self.accounts: dict[tuple[str, str], tuple[float, ReplAccount]] = {}
+        self.oldests: dict[tuple[str, str], tuple[float, int | None]] = {}
+        self.positions: dict[int, tuple[float, int]] = {}  # subscription -> (read or applied at, count)
+        self.stream_counts: dict[tuple[str, str], int] = {}
+        self.written: dict[int, tuple[float, int]] = {}  # subscription -> (when, the count) the catalog got
+        self.seen: dict[int, int] = {}  # subscription -> the catalog's count as this follower last knew it
+        # subscription -> (its row, the count applied, the publisher's count, the publication's row)
+        self.pending: dict[int, tuple[ReplSubscriber, int, int, ReplAccount]] = {}
+
+    def account(self, publisher: str, account: str) -> ReplAccount:
+        """The publication's row, kept like the servers; each step gets a copy of its own (it moves its count)."""
+        now = time.monotonic()
+        key = (publisher, account)
+        with self.guard:
+            cached = self.accounts.get(key)
+        if cached is None or now - cached[0] >= self.seconds:
+            cached = (now, publication(publisher, account))
+            with self.guard:
+                self.accounts[key] = cached
+        return copy.copy(cached[1])
+
+    def server(self, name: str) -> Server:
+        now = time.monotonic()
+        with self.guard:
+            cached = self.servers.get(name)
+        if cached is not None and now - cached[0] < self.seconds:
+            return cached[1]
+        server = server_named(name)
+        with self.guard:
+            self.servers[name] = (now, server)
+        return server
+
+    def position(self, sub: ReplSubscriber) -> tuple[int, int] | None:
+        with self.guard:
+            cached = self.positions.get(sub.pk)
+        if cached is None or time.monotonic() - cached[0] >= FOLLOW_POSITION_SECONDS:
+            return None
+        return levels.level_of(cached[1]), cached[1]
+
+    def oldest(self, server: Server, account: str) -> int | None:
+        """The oldest transaction in the publication's log, kept like the servers: a purge only moves it up, and
+        the step's read still finds a log purged past the subscriber (no transaction after its count)."""
+        now = time.monotonic()
+        key = (server.name, account)
+        with self.guard:
+            cached = self.oldests.get(key)
+        if cached is None or now - cached[0] >= self.seconds:
+            cached = (now, oldest_count(server, account))
+            with self.guard:
+                self.oldests[key] = cached
+        return cached[1]
+
+    def read(self, sub: ReplSubscriber, count: int) -> None:
+        """The step read the subscriber's position: trusted from now on for FOLLOW_POSITION_SECONDS."""
+        with self.guard:
+            self.positions[sub.pk] = (time.monotonic(), count)
+
+    def publisher_count(self, sub: ReplSubscriber) -> int | None:
+        return self.stream_counts.get((sub.server, sub.account))
+
+    def counts(self) -> dict[int, int]:
+        """The subscribers' counts as the follower's own applies left them (the catalog's may lag behind)."""
+        now = time.monotonic()
+        with self.guard:
+            return {pk: n for pk, (at, n) in self.positions.items() if now - at < FOLLOW_POSITION_SECONDS}
+
+    def check(self, subs: list[ReplSubscriber], read_at: float) -> None:
+        """The rows the loop read at `read_at` (a row read before this follower's last write of it says nothing): a
+        catalog count another writer changed (another apply, a copy) makes the position be read again, and is the
+        count the pending progress is written over."""
+        with self.guard:
+            for sub in subs:
+                written = self.written.get(sub.pk)
+                if written is not None and written[0] >= read_at:
+                    continue
+                if self.seen.get(sub.pk) != sub.count:
+                    self.positions.pop(sub.pk, None)
+                self.seen[sub.pk] = sub.count
+
+    def forget(self, sub: ReplSubscriber) -> None:
+        with self.guard:
+            self.positions.pop(sub.pk, None)
+
+    def applied(self, sub: ReplSubscriber, count: int, pub_count: int, account: ReplAccount) -> None:
+        """A step committed the subscriber at `count` (under the item lock): remember it, and write the catalog's
+        progress now when due."""
+        now = time.monotonic()
+        with self.guard:
+            # Trusted since it was read from the subscriber (read), not since each apply.
+            self.positions[sub.pk] = (self.positions.get(sub.pk, (now, 0))[0], count)
+            due = now - self.written.get(sub.pk, (float("-inf"), 0))[0] >= FOLLOW_PROGRESS_SECONDS
+            if not due:
+                self.pending[sub.pk] = (sub, count, pub_count, account)
+                return
+            self.pending.pop(sub.pk, None)
+        record_position(sub, count, pub_count, account=account)
+        with self.guard:  # stamped once committed: a row read after this shows it
+            self.written[sub.pk] = (time.monotonic(), count)
+            self.seen[sub.pk] = count
+
+    def write_due(self, idle: Callable[[int], bool], force: bool = False) -> None:
+        """Write the pending progress that is due (all of it with `force`) of the subscriptions `idle` says no step
+        runs for, under the item lock and only while the catalog still holds the count this follower last knew there
+        (another apply or a copy wrote its own since: that one stands). The catalog alone is asked: a subscriber that
+        stopped answering never holds the loop. One whose item is busy, or that fails, stays pending."""
+        now = time.monotonic()
+        with self.guard:
+            due = [
+                (pk, entry) for pk, entry in self.pending.items()
+                if force or now - self.written.get(pk, (float("-inf"), 0))[0] >= FOLLOW_PROGRESS_SECONDS
+            ]  # fmt: skip
+        for pk, (sub, count, pub_count, account) in due:
+            if not idle(pk):
+                continue
+            with self.guard:
+                self.pending.pop(pk, None)
+                known = self.seen.get(pk)
+            try:
+                with item_lock(lock_name(sub), None, wait=0):
+                    if known is None or ReplSubscriber.objects.filter(pk=pk, count=known).exists():
+                        record_position(sub, count, pub_count, account=account)
+                        with self.guard:
+                            self.written[pk] = (time.monotonic(), count)
+                            self.seen[pk] = count
+            except Exception as exc:  # the item busy (a repair, a sync), the catalog away
+                if not isinstance(exc, LockBusy):
+                    log.info("writing the progress of %s: %s", sub, str(exc).splitlines()[0] if str(exc) else exc)
+                    _reconnect_catalog()
+                with self.guard:  # tried again next round (unless a step left a newer one meanwhile)
+                    self.pending.setdefault(pk, (sub, count, pub_count, account))
+
+
 class BacklogWatch:
     """When a follower cuts a feed: not while the backlog over the threshold is shrinking (a burst being
     drained), only once it has stayed over it for `grace` seconds without getting smaller (falling behind)."""
@@ -608,12 +795,13 @@ def follow_step(
     watch: BacklogWatch | None = None,
     registry: Callable[[str], int] = RegistryEntry.get_int,
     windows: SharedWindows | None = None,
+    memo: FollowMemo | None = None,
 ) -> SyncOutcome | None:
     """One look at the publisher for an in-sync subscriber: apply what is new, or cut the feed when the
     backlog is over the publication's threshold (at once, or as `watch` decides); the subscriber re-syncs
     from its level later. `registry` reads the registry's numbers (a follower's keeps them a moment); `windows`:
-    the log windows its subscriptions of one publication share."""
-    acct = publication(sub.server, sub.account)
+    the log windows its subscriptions of one publication share; `memo`: the follower's FollowMemo."""
+    acct = memo.account(sub.server, sub.account) if memo is not None else publication(sub.server, sub.account)
     try:
         # The same item lock as a sync job: while one runs, the follower leaves the subscription to it.
         with item_lock(lock_name(sub), None, wait=0):
@@ -622,7 +810,7 @@ def follow_step(
             cut = None if watch is None else (lambda backlog: watch.cut(sub, backlog))
             outcome = sync_once(
                 sub, max_transactions=batch, max_backlog=limit, cut=cut, following=True, account=acct, batch=batch,
-                windows=windows,
+                windows=windows, memo=memo,
             )  # fmt: skip
             if watch is not None and outcome.publisher_count - outcome.count <= limit:
                 watch.under(sub)
@@ -691,11 +879,13 @@ def with_news(
     servers: dict[str, Server],
     streams: WalStreams | None = None,
     notified: set[tuple[str, str]] | None = None,
+    applied: dict[int, int] | None = None,
 ) -> list[ReplSubscriber]:
     """The subscriptions whose publisher shows transactions past the subscriber's count: one read-only probe
     per publication, nothing locked or numbered (a publisher that cannot be read counts as news: the step
     reports why). A publication this process streams (`streams`) needs no probe: its stored count is it; nor one
-    that `notified` a commit since the follower last looked (its step reads the count anyway)."""
+    that `notified` a commit since the follower last looked (its step reads the count anyway). `applied`: the
+    subscribers' counts as the follower's own applies left them, when the catalog's may lag behind (FollowMemo)."""
     counts: dict[tuple[str, str], int | None] = dict(streams.counts if streams else {})
     counts.update(dict.fromkeys(notified or (), None))
     for sub in subs:
@@ -707,7 +897,11 @@ def with_news(
                 counts[key] = visible_count(server, sub.account, wal=wal)
             except Exception:
                 counts[key] = None
-    return [s for s in subs if (seen := counts[(s.server, s.account)]) is None or seen > s.count]
+    applied = applied or {}
+    return [
+        s for s in subs
+        if (seen := counts[(s.server, s.account)]) is None or seen > max(s.count, applied.get(s.pk, s.count))
+    ]  # fmt: skip
 
 
 def _look_at_schemas(subs: list[ReplSubscriber], looked: dict[tuple[str, str], float] | None = None) -> None:
@@ -808,6 +1002,7 @@ class FollowSteps:
         self.on_end = on_end  # told when a step ends (from the step's thread)
         self.registry = RegistryInts()
         self.windows = SharedWindows()  # one read of a publication's log serves its subscriptions' steps
+        self.memo = FollowMemo()
         self.inline = self.size == 0 or connection.in_atomic_block
         self.tasks: queue.SimpleQueue[ReplSubscriber | None] = queue.SimpleQueue()
         self.guard = threading.Lock()
@@ -854,11 +1049,13 @@ class FollowSteps:
     def _step(self, sub: ReplSubscriber) -> None:
         outcome = None
         try:
-            outcome = follow_step(sub, self.watch, self.registry, self.windows)
+            outcome = follow_step(sub, self.watch, self.registry, self.windows, memo=self.memo)
         except Exception:
             log.exception("in-sync apply for %s failed", sub)
             _reconnect_catalog()
         finally:
+            if outcome is None:  # the item busy, a level moved, a halt, an error: read the position again
+                self.memo.forget(sub)
             with self.guard:
                 self.running.pop(sub.pk, None)
                 self.ended[sub.pk] = time.monotonic()
@@ -877,13 +1074,20 @@ class FollowSteps:
         finally:
             connection.close()  # this thread's catalog connection
 
+    def idle(self, pk: int) -> bool:
+        """Whether no step of subscription `pk` runs now."""
+        with self.guard:
+            return pk not in self.running
+
     def close(self, wait: float = FOLLOW_STOP_WAIT) -> None:
-        """Let the steps handed out end, for at most `wait` seconds in all; the threads then end."""
+        """Let the steps handed out end, for at most `wait` seconds in all; the threads then end. The progress
+        still pending is written."""
         for _ in self.threads:
             self.tasks.put(None)
         ends = time.monotonic() + wait
         for thread in self.threads:
             thread.join(max(0.0, ends - time.monotonic()))
+        self.memo.write_due(self.idle, force=True)
         if stuck := self.slow(0.0):
             log.warning("stopping with the steps of subscriptions %s still running (their subscribers do not answer); "
                         "what they had not committed is rolled back", stuck)  # fmt: skip
@@ -938,17 +1142,21 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
                 covered: set[tuple[str, str]] = set()
                 notified = wake.take_notified()
                 try:
+                    steps.memo.write_due(steps.idle)
+                    read_at = time.monotonic()
                     subs = followed(part)
                     steps.windows.followed([(s.server, s.account) for s in subs])
+                    steps.memo.check(subs, read_at)
                     held = [s.pk for s in subs]
                     wanted = {(s.server, s.account) for s in subs}
                     _look_at_schemas(subs, looked)
                     streams.pump(subs, servers)
+                    steps.memo.stream_counts = dict(streams.counts)
                     if not steps.busy():  # a busy follower polls: writers then commit without notifying
                         covered = wake.arm(wanted - streams.wal, _servers_of(wanted, servers))
                     else:
                         wake.disarm()
-                    subs = with_news(subs, servers, streams, notified)
+                    subs = with_news(subs, servers, streams, notified, steps.memo.counts())
                 except Exception:  # the catalog is unreachable: look again next round, on a new connection
                     log.exception("reading the in-sync subscriptions failed")
                     _reconnect_catalog()

@@ -35,6 +35,7 @@ class FakeSteps:
         watch: trx_sync.BacklogWatch | None = None,
         registry: object = None,
         windows: object = None,
+        memo: trx_sync.FollowMemo | None = None,
     ) -> trx_sync.SyncOutcome:
         with self.guard:
             self.calls[sub.pk] += 1
