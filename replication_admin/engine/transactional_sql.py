@@ -373,6 +373,22 @@ def entries_sql(d: Dialect, account: str, after: int, upto: int, schema: str = "
     )
 
 
+def entries_bound_sql(d: Dialect, account: str, after: int, upto: int, limit: int, schema: str = "") -> str:
+    """The N of the transaction holding the `limit`-th entry after `after` (NULL: no entry up to `upto`).
+
+    entries_sql's LIMIT comes after its sort on (N, SEQ), columns of both tables: a server sorts every entry of
+    the window before it keeps the first `limit` (MariaDB: the whole backlog, for each part of a bounded read).
+    Ordered on N alone, this walks the index of N and stops at `limit` entries; entries_sql bounded by it sorts
+    only about `limit` entries and returns the same rows."""
+    names = log_names(d, account)
+    q = d.quote
+    tx, log = d.qualify(names.tx, schema), d.qualify(names.log, schema)
+    return (
+        f"SELECT MAX(w.{q('N')}) FROM (SELECT t.{q('N')} FROM {tx} t JOIN {log} l ON l.{q('TXID')} = t.{q('TXID')} "
+        f"WHERE t.{q('N')} > {int(after)} AND t.{q('N')} <= {int(upto)} ORDER BY t.{q('N')} LIMIT {int(limit)}) w"
+    )
+
+
 def bounded_window(
     rows: Sequence[Sequence[Any]], max_rows: int | None, max_bytes: int | None, truncated: bool
 ) -> tuple[list[Sequence[Any]], bool]:

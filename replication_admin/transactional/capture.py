@@ -733,6 +733,11 @@ def read_window(
         cursor = conn.cursor()
 
         def read(start: int, end: int, limit: int | None = None) -> list[Sequence[Any]]:
+            if limit is not None:  # the window's end at `limit` entries first: see entries_bound_sql
+                bound = cursor.execute(sql.entries_bound_sql(d, account, start, end, limit, schema)).fetchone()[0]
+                if bound is None:
+                    return []
+                end = min(end, int(bound))
             # Row by row: the driver's rows and their tuples are not both held for the whole part.
             return [tuple(r) for r in cursor.execute(sql.entries_sql(d, account, start, end, schema, limit))]
 

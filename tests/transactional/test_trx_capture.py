@@ -467,6 +467,41 @@ def test_a_window_of_the_log_is_read_on_its_indexes_not_by_scanning_the_log(make
     assert [r[0] for r in entries] == list(range(100_001, 100_501))
 
 
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_bounded_read_of_a_backlog_keeps_whole_transactions_in_order_and_reads_only_its_part(make_server, dialect):
+    """A bounded read is the unbounded one cut after its last whole transaction; the server looks up only
+    about the part's entries (MariaDB sorted the whole backlog's entries for each part)."""
+    server = published(make_server, dialect)
+    execute(server, "INSERT INTO other (id) VALUES (1), (2), (3), (4), (5)")
+    for n in range(1, 41):  # 40 transactions of 1 to 5 rows
+        committed(server, f"INSERT INTO items (id, name) SELECT id + {n * 10}, 'x' FROM other WHERE id <= {n % 5 + 1}")
+    count = trx_capture.publisher_count(server, "tbl")
+    whole = [
+        (t.count, [e.new["id"] for e in t.entries]) for t in trx_capture.read_transactions(server, "tbl", 0, count)
+    ]
+    assert len(whole) == 40
+    entries = [row[0] for row in trx_capture.read_window(server, "tbl", 0, count)]  # a statement's rows: one entry
+    for after, max_rows in ((0, 7), (3, 1), (10, 40), (35, 1000)):
+        read = trx_capture.read_transactions(server, "tbl", after, count, max_rows=max_rows)
+        expected, rows = [], 0
+        for t in (t for t in whole if t[0] > after):
+            if expected and rows + entries.count(t[0]) > max_rows:
+                break
+            expected.append(t)
+            rows += entries.count(t[0])
+        assert [(t.count, [e.new["id"] for e in t.entries]) for t in read] == expected
+    if dialect == "mysql":
+        with connections.connect(server) as conn:
+            cursor = conn.cursor()
+            d = dialects.get("mysql")
+            bound = cursor.execute(sql.entries_bound_sql(d, "tbl", 0, count, 10)).fetchone()[0]
+            cursor.execute("FLUSH STATUS")
+            rows = cursor.execute(sql.entries_sql(d, "tbl", 0, int(bound), limit=10)).fetchall()
+            examined = cursor.execute("SHOW SESSION STATUS LIKE 'Handler_read%'").fetchall()
+        assert len(rows) == 10
+        assert sum(int(v) for _k, v in examined) < 60, examined  # not the backlog's 120 entries and 40 numbers
+
+
 # --- capture from the WAL (PostgreSQL, wal_level = logical) ------------------------------------------------------
 
 
