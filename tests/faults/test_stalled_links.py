@@ -9,12 +9,15 @@ time (the assertions are on outcomes and on the jobs' logs)."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
-from replication_admin.core import connections
+from replication_admin.core import connections, native_copy
 from replication_admin.models import JobRun, SkippedTransaction
-from tests.bidir.test_bidir_sync import same
+from tests.bidir.test_bidir_sync import COLUMNS, same
 from tests.faults.test_network_blips import last_job, retried, run
+from tests.tables import create_table, fetch_all, insert_rows
 
 pytestmark = [pytest.mark.live_db]
 
@@ -76,3 +79,23 @@ def test_a_sync_whose_subscriber_link_stalls_fails_its_attempt_then_applies_ever
         count, low, high = conn.cursor().execute("SELECT count(*), min(id), max(id) FROM items").fetchone()
     assert (count, low, high) == (2500, 1, 101000)
     assert same(pub, sub, "items")["equal"]
+
+
+def test_a_spark_copy_whose_source_link_stalls_fails_its_attempt_and_the_retry_copies_everything(
+    proxied_server, make_server, jobs_sync, spark, settings
+):
+    settings.FULL_COPY_PATH = native_copy.SPARK  # through Spark's JDBC read (socketTimeout)
+    source, proxy = proxied_server("postgresql", "pg_stsrc")
+    dest = make_server("mysql", "my_stdest")
+    create_table(source, "items", COLUMNS, ["id"])
+    insert_rows(source, "items", ["id", "name", "price"], [(i, f"item {i}", Decimal(i) / 4) for i in range(1, 40_001)])
+    run("create nonincremental snapshot my_stdest.items_copy as 'select * from pg_stsrc.items'")
+    settings.READ_TIMEOUT = settings.BULK_READ_TIMEOUT = 3
+    proxy.stall_after(300_000, 8.0)  # inside the read of about 1.5 MB; longer than the read bound
+    run("update snapshot my_stdest.items_copy")
+    job = last_job()
+    assert job.state == JobRun.State.SUCCEEDED, job.error
+    assert proxy.stalls == 1 and retried(job), job.log  # without the bound the read would wait out the stall
+    expected = sorted(tuple(r) for r in fetch_all(source, "SELECT id, name, price FROM items"))
+    copied = sorted(tuple(r) for r in fetch_all(dest, "SELECT id, name, price FROM items_copy"))
+    assert len(copied) == 40_000 and copied == expected
