@@ -183,7 +183,16 @@ CATALOG_DATABASES = {
         "PORT": env_str("REPLADMIN_DB_PORT", "5432"),
         "CONN_MAX_AGE": env_int("REPLADMIN_DB_CONN_MAX_AGE", 300),
         "CONN_HEALTH_CHECKS": True,
-        "OPTIONS": {"connect_timeout": env_int("REPLADMIN_DB_CONNECT_TIMEOUT", 10)},
+        # TCP keepalives as on every server connection (engine/dialects/base.py KEEPALIVE_*): a catalog host that
+        # vanished, or a link that black-holes, ends the connection in about a minute instead of never.
+        "OPTIONS": {
+            "connect_timeout": env_int("REPLADMIN_DB_CONNECT_TIMEOUT", 10),
+            "keepalives": 1,
+            "keepalives_idle": 30,
+            "keepalives_interval": 10,
+            "keepalives_count": 3,
+            "tcp_user_timeout": 60_000,
+        },
         "TEST": {"NAME": env_str("REPLADMIN_TEST_DB_NAME", "test_replication_admin")},
     },
 }
@@ -359,6 +368,15 @@ MARIADB_REGISTRY_TRUNCATE = env_bool("REPLADMIN_MARIADB_REGISTRY_TRUNCATE", Fals
 # pinged before it is used again.
 RETRY_SECONDS = env_int("REPLADMIN_RETRY_SECONDS", 60)
 CONNECTION_CHECK_AFTER = env_int("REPLADMIN_CONNECTION_CHECK_AFTER", 5)
+# A link that stops forwarding without closing must not hold a job or a follower step for ever: a connect to a
+# registered server gives up after CONNECT_TIMEOUT seconds, and a statement whose server sends nothing for
+# READ_TIMEOUT seconds fails as a lost connection (then retried as above; 0: no read bound). READ_TIMEOUT bounds
+# the control plane's and the followers' ODBC statements, whose longest legitimate silences are an index build
+# or a merge of a staged copy; BULK_READ_TIMEOUT bounds Spark's JDBC statements (a sorted read of a whole
+# table, a bulk insert batch), which are given as long as their job may run.
+CONNECT_TIMEOUT = env_int("REPLADMIN_CONNECT_TIMEOUT", 10)
+READ_TIMEOUT = env_int("REPLADMIN_READ_TIMEOUT", 900)
+BULK_READ_TIMEOUT = env_int("REPLADMIN_BULK_READ_TIMEOUT", env_int("REPLADMIN_JOB_TIMEOUT", 3600))
 # --- scheduler (engine/schedule.py, tasks.scheduler_loop) ---
 # Each qcluster's scheduler thread wakes at every event's next run and at least every SCHEDULER_TICK
 # seconds (to see new and changed events); the django-q2 schedule every minute is its fallback.

@@ -4,9 +4,14 @@ and the JDBC endpoint Spark uses (derived from the same validated fields, never 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
+import platform
 import re
+import socket
+import struct
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,8 +30,6 @@ from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.models import Server
 
 log = logging.getLogger(__name__)
-
-LOGIN_TIMEOUT = 10
 
 
 def server_label(server: Server) -> str:
@@ -171,6 +174,8 @@ def address_for(server: Server) -> Address:
         user=server.user,
         password=crypto.decrypt(server.password_encrypted),
         odbc_dsn=server.odbc_dsn,
+        connect_timeout=settings.CONNECT_TIMEOUT,
+        read_timeout=settings.READ_TIMEOUT,
     )
 
 
@@ -199,7 +204,8 @@ def connection_string(server: Server) -> str:
 
 def jdbc_endpoint(server: Server, readonly: bool = False) -> JdbcEndpoint:
     """Spark's JDBC URL and properties; `readonly` sessions refuse writes (for reading sources)."""
-    address = address_for(server)
+    # Spark's statements (a sorted read of a whole table, a bulk insert batch) may be silent as long as a job runs.
+    address = dataclasses.replace(address_for(server), read_timeout=settings.BULK_READ_TIMEOUT)
     dialect = dialects.get(server.dialect)
     if dialect.file_based:
         check_sqlite_file(address.database)
@@ -219,11 +225,176 @@ def _session_setup(conn: pyodbc.Connection, dialect: Dialect, readonly: bool) ->
     cur.close()
 
 
-def _open(server: Server, conn_str: str, readonly: bool, autocommit: bool) -> pyodbc.Connection:
+# --- the read watchdog --------------------------------------------------------------------------------------
+# Where the ODBC driver has no read timeout (psqlODBC: no option for it, and pyodbc's query timeout is refused),
+# a link that stops forwarding without closing would hold a statement for ever: the kernel of whatever sits in
+# between (a proxy, a NAT box) still acknowledges, so neither keepalives nor TCP_USER_TIMEOUT fire. The watchdog
+# gives those connections the bound the other drivers have: every second it looks at each watched socket, and
+# when a thread of this process is blocked waiting on it (poll or read on its descriptor, as
+# /proc/self/task/*/syscall shows) while nothing was sent or received on it for READ_TIMEOUT seconds (TCP_INFO),
+# it shuts the socket down. The driver call then fails at once with its own "connection lost" error (08S01),
+# which is classified as a lost connection and retried like any other. (TCP_INFO alone cannot tell a request
+# still unanswered from one answered within the same clock tick; the blocked thread can.)
+# The driver does not tell which socket is a connection's: the sockets that appear during the connect and lead
+# to the server's port are watched (one another thread opened to that port at the same moment may be watched
+# too, under the same bound). A socket is known by its inode, so a reused descriptor is never touched. Linux
+# only (x86_64 and aarch64 system call numbers); elsewhere the watchdog does nothing.
+
+# struct tcp_info: milliseconds since the last data sent (offset 44) and since the last data received (52).
+_TCP_INFO_SIZE = 104
+_LAST_DATA_SENT = 44
+_LAST_DATA_RECV = 52
+# System calls a driver waits in: (poll-like calls with a pollfd array, calls with the descriptor first).
+_WAIT_SYSCALLS = {"x86_64": ({7, 271}, {0, 45, 47}), "aarch64": ({73}, {63, 207, 212})}.get(
+    platform.machine(), (set(), set())
+)
+
+
+@dataclass
+class _Watched:
+    fd: int
+    label: str
+    bound_ms: int
+
+
+_watched: dict[str, _Watched] = {}  # socket inode ("socket:[123]") -> what to watch
+_watch_lock = threading.Lock()
+_watchdog: threading.Thread | None = None
+
+
+def _sockets() -> dict[str, int]:
+    """This process's sockets: inode -> descriptor."""
+    found: dict[str, int] = {}
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/self/fd/{name}")
+                if target.startswith("socket:"):
+                    found[target] = int(name)
+    return found
+
+
+def _with_socket(fd: int, inode: str, use: Callable[[socket.socket], Any]) -> Any:
+    """Run `use` on a duplicate of descriptor `fd` if it is still socket `inode`; None when it is gone."""
     try:
-        conn = pyodbc.connect(conn_str, timeout=LOGIN_TIMEOUT, autocommit=autocommit)
+        dup = os.dup(fd)
+    except OSError:
+        return None
+    try:
+        if os.readlink(f"/proc/self/fd/{dup}") != inode:
+            os.close(dup)
+            return None
+        sock = socket.socket(fileno=dup)
+    except OSError:
+        os.close(dup)
+        return None
+    with sock:
+        return use(sock)
+
+
+def _peer_port(sock: socket.socket) -> int | None:
+    try:
+        return int(sock.getpeername()[1]) if sock.family in (socket.AF_INET, socket.AF_INET6) else None
+    except OSError:
+        return None
+
+
+def _watch(before: dict[str, int], server: Server, port: int | None) -> None:
+    """Watch the sockets to `port` that appeared since `before` was taken."""
+    global _watchdog
+    bound_ms = settings.READ_TIMEOUT * 1000
+    if bound_ms <= 0 or not _WAIT_SYSCALLS[0]:
+        return
+    for inode, fd in _sockets().items():
+        if inode not in before and _with_socket(fd, inode, _peer_port) == port:
+            with _watch_lock:
+                _watched[inode] = _Watched(fd, server_label(server), bound_ms)
+    with _watch_lock:
+        if _watchdog is None or not _watchdog.is_alive():
+            _watchdog = threading.Thread(target=_watch_loop, name="connection-read-watchdog", daemon=True)
+            _watchdog.start()
+
+
+def _waited_on() -> set[int]:
+    """The descriptors threads of this process are blocked waiting on now."""
+    polls, reads = _WAIT_SYSCALLS
+    fds: set[int] = set()
+    with contextlib.suppress(OSError):
+        tasks = os.listdir("/proc/self/task")
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/syscall") as f:
+                fields = f.read().split()
+            number = int(fields[0])
+            if number in reads:
+                fds.add(int(fields[1], 16))
+            elif number in polls and 0 < (count := int(fields[2], 16)) <= 64:
+                with open("/proc/self/mem", "rb", buffering=0) as mem:
+                    mem.seek(int(fields[1], 16))
+                    raw = mem.read(8 * count)  # struct pollfd {int fd; short events; short revents}
+                fds.update(struct.unpack_from("i", raw, 8 * i)[0] for i in range(len(raw) // 8))
+        except (OSError, ValueError, IndexError, struct.error):
+            continue  # a thread that ended, or is running ("running" instead of a number)
+    return fds
+
+
+def _silent_for(sock: socket.socket, bound_ms: int) -> bool:
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_SIZE)
+    (sent_ago,) = struct.unpack_from("I", info, _LAST_DATA_SENT)
+    (received_ago,) = struct.unpack_from("I", info, _LAST_DATA_RECV)
+    return int(min(sent_ago, received_ago)) >= bound_ms
+
+
+def check_stalled() -> int:
+    """One round of the watchdog: shut down the watched sockets waited on in silence too long; how many."""
+    with _watch_lock:
+        watched = list(_watched.items())
+    if not watched:
+        return 0
+    waited = _waited_on()
+    shut = 0
+    for inode, item in watched:
+
+        def examine(sock: socket.socket, item: _Watched = item) -> bool:
+            if item.fd not in waited or not _silent_for(sock, item.bound_ms):
+                return False
+            sock.shutdown(socket.SHUT_RDWR)  # the socket itself, not just this duplicate: the driver's wait ends
+            return True
+
+        try:
+            outcome = _with_socket(item.fd, inode, examine)
+        except OSError:
+            outcome = None
+        if outcome is None or outcome:
+            with _watch_lock:
+                _watched.pop(inode, None)
+        if outcome:
+            shut += 1
+            log.warning(
+                "connection to %s: the server sent nothing for %d s while a statement waited; closed as lost",
+                item.label,
+                item.bound_ms // 1000,
+            )
+    return shut
+
+
+def _watch_loop() -> None:
+    while True:
+        time.sleep(1.0)
+        with contextlib.suppress(Exception):  # the watchdog never dies of one odd socket
+            check_stalled()
+
+
+def _open(server: Server, conn_str: str, readonly: bool, autocommit: bool) -> pyodbc.Connection:
+    dialect = dialects.get(server.dialect)
+    watch = not dialect.odbc_read_timeout and not dialect.file_based and not server.odbc_dsn
+    before = _sockets() if watch else {}
+    try:
+        conn = pyodbc.connect(conn_str, timeout=settings.CONNECT_TIMEOUT, autocommit=autocommit)
     except pyodbc.Error as exc:
         raise classify(server.name, exc, server_label(server)) from None
+    if watch:
+        _watch(before, server, server.port or dialect.default_port)
     try:
         _session_setup(conn, dialects.get(server.dialect), readonly)
     except pyodbc.Error as exc:

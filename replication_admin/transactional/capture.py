@@ -29,7 +29,7 @@ from replication_admin.core.transactions import (
 )
 from replication_admin.engine import bidir_sql, wal_capture
 from replication_admin.engine import transactional_sql as sql
-from replication_admin.engine.dialects import Dialect
+from replication_admin.engine.dialects import KEEPALIVE_COUNT, KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, Dialect, keepalive_ms
 from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.models import (
     ReplAccount,
@@ -493,6 +493,12 @@ class WalStream:
                 user=address.user,
                 password=address.password,
                 connection_factory=LogicalReplicationConnection,
+                connect_timeout=address.connect_timeout,
+                keepalives=1,
+                keepalives_idle=KEEPALIVE_IDLE,
+                keepalives_interval=KEEPALIVE_INTERVAL,
+                keepalives_count=KEEPALIVE_COUNT,
+                tcp_user_timeout=keepalive_ms(),
             )
             self.stream = self.repl.cursor()
             self.stream.start_replication(

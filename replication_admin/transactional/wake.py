@@ -142,7 +142,7 @@ class Wakeups:
         address = connections.address_for(server)
         return psycopg.connect(
             host=address.host, port=address.port or 5432, dbname=address.database, user=address.user,
-            password=address.password or None, autocommit=True, connect_timeout=connections.LOGIN_TIMEOUT,
+            password=address.password or None, autocommit=True, connect_timeout=address.connect_timeout,
             application_name=LISTEN_APPLICATION, keepalives=1, keepalives_idle=10, keepalives_interval=5,
             keepalives_count=3,
         )  # fmt: skip

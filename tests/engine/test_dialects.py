@@ -363,3 +363,18 @@ def test_capabilities_of_the_live_dialects():
         "postgresql": "copy",
         "mysql": "load_data",
     }
+
+
+def test_connection_strings_and_jdbc_endpoints_carry_connect_and_read_bounds_and_keepalives():
+    pg = Address(dialect="postgresql", host="h", port=5432, database="d", user="u", connect_timeout=7, read_timeout=9)
+    conn = dialects.get("postgresql").odbc_connection_string(pg)
+    assert "keepalives=1" in conn and "tcp_user_timeout=60000" in conn and "connect_timeout" not in conn
+    props = dialects.get("postgresql").jdbc_endpoint(pg).properties
+    assert (props["connectTimeout"], props["socketTimeout"], props["tcpKeepAlive"]) == ("7", "9", "true")
+    my = Address(dialect="mysql", host="h", port=3306, database="d", user="u", connect_timeout=7, read_timeout=9)
+    conn = dialects.get("mysql").odbc_connection_string(my)
+    assert "CONN_TIMEOUT=7;READ_TIMEOUT=9;WRITE_TIMEOUT=9;" in conn
+    props = dialects.get("mysql").jdbc_endpoint(my).properties  # Connector/J counts milliseconds
+    assert (props["connectTimeout"], props["socketTimeout"], props["tcpKeepAlive"]) == ("7000", "9000", "true")
+    unbounded = dialects.get("mysql").odbc_connection_string(Address(dialect="mysql", host="h", database="d"))
+    assert "READ_TIMEOUT" not in unbounded

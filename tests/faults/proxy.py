@@ -7,10 +7,12 @@ JDBC reads and writes alike. The proxy can
 - `outage(seconds)`: cut, and refuse new connections (nothing listens on the port) for that long;
 - `stall()` / `resume()`: keep connections open but stop forwarding bytes;
 - `outage_after(nbytes, seconds)`: start an outage by itself once `nbytes` more bytes went through, so a
-  test hits the middle of a copy or an apply without racing it.
+  test hits the middle of a copy or an apply without racing it;
+- `stall_after(nbytes, seconds)`: likewise, a stall of `seconds` (connections stay open, nothing is forwarded;
+  a connection its client closes meanwhile is closed towards the server too).
 
 `connections` counts accepted connections, `forwarded` the bytes passed either way, `outages` the outages
-started.
+started, `stalls` the stalls started by stall_after.
 
 The proxy runs in a process of its own (`ProxyProcess`, driven over a pipe): the code under test holds
 Python's lock while the ODBC driver waits on the network (pyodbc's fast executemany), and forwarding threads
@@ -33,12 +35,14 @@ class TcpProxy:
         self.connections = 0
         self.forwarded = 0
         self.outages = 0
+        self.stalls = 0
         self._lock = threading.Lock()
         self._pairs: list[tuple[socket.socket, socket.socket]] = []
         self._listener: socket.socket | None = None
         self._stopped = threading.Event()
         self._stalled = threading.Event()
-        self._trigger: tuple[int, float] | None = None  # (forwarded count that starts it, outage seconds)
+        # (forwarded count that starts it, "outage" or "stall", seconds)
+        self._trigger: tuple[int, str, float] | None = None
         self._threads: list[threading.Thread] = []
 
     # --- life ---------------------------------------------------------------------------------------------
@@ -107,7 +111,22 @@ class TcpProxy:
     def outage_after(self, nbytes: int, seconds: float) -> None:
         """Start an outage of `seconds` once `nbytes` more bytes have gone through."""
         with self._lock:
-            self._trigger = (self.forwarded + nbytes, seconds)
+            self._trigger = (self.forwarded + nbytes, "outage", seconds)
+
+    def stall_after(self, nbytes: int, seconds: float) -> None:
+        """Stall every connection for `seconds` once `nbytes` more bytes have gone through."""
+        with self._lock:
+            self._trigger = (self.forwarded + nbytes, "stall", seconds)
+
+    def _stall_for(self, seconds: float) -> None:
+        self.stalls += 1
+        self.stall()
+
+        def back() -> None:
+            time.sleep(seconds)
+            self.resume()
+
+        self._spawn(back)
 
     def stall(self) -> None:
         self._stalled.set()
@@ -151,9 +170,11 @@ class TcpProxy:
                 with self._lock:
                     self.forwarded += len(data)
                     if self._trigger is not None and self.forwarded >= self._trigger[0]:
-                        fire, self._trigger = self._trigger[1], None
-                if fire is not None:
-                    self.outage(fire)
+                        fire, self._trigger = self._trigger[1:], None
+                if fire is not None and fire[0] == "stall":
+                    self._stall_for(fire[1])
+                elif fire is not None:
+                    self.outage(fire[1])
                     return
         except OSError:
             pass
@@ -168,7 +189,7 @@ def _serve(target_host: str, target_port: int, pipe) -> None:
     while True:
         name, args = pipe.recv()
         if name == "stats":
-            pipe.send((proxy.connections, proxy.forwarded, proxy.outages))
+            pipe.send((proxy.connections, proxy.forwarded, proxy.outages, proxy.stalls))
             continue
         result = getattr(proxy, name)(*args)
         pipe.send(result)
@@ -200,6 +221,9 @@ class ProxyProcess:
     def outage_after(self, nbytes: int, seconds: float) -> None:
         self._call("outage_after", nbytes, seconds)
 
+    def stall_after(self, nbytes: int, seconds: float) -> None:
+        self._call("stall_after", nbytes, seconds)
+
     def stall(self) -> None:
         self._call("stall")
 
@@ -217,6 +241,10 @@ class ProxyProcess:
     @property
     def outages(self) -> int:
         return self._call("stats")[2]
+
+    @property
+    def stalls(self) -> int:
+        return self._call("stats")[3]
 
     def stop(self) -> None:
         """Close the port (nothing listens afterwards) and end the process."""

@@ -6,6 +6,9 @@ jars and the connections read it. Adding a dialect is its module here and its li
 from __future__ import annotations
 
 from replication_admin.engine.dialects.base import (
+    KEEPALIVE_COUNT,
+    KEEPALIVE_IDLE,
+    KEEPALIVE_INTERVAL,
     Address,
     AddressError,
     Dialect,
@@ -14,6 +17,7 @@ from replication_admin.engine.dialects.base import (
     ImageColumn,
     JdbcEndpoint,
     StreamWire,
+    keepalive_ms,
 )
 from replication_admin.engine.dialects.mysql import MySQL
 from replication_admin.engine.dialects.postgresql import PostgreSQL
@@ -61,6 +65,9 @@ def unregister(name: str) -> None:
 
 __all__ = [
     "DIALECTS",
+    "KEEPALIVE_COUNT",
+    "KEEPALIVE_IDLE",
+    "KEEPALIVE_INTERVAL",
     "Address",
     "AddressError",
     "Dialect",
@@ -70,6 +77,7 @@ __all__ = [
     "JdbcEndpoint",
     "StreamWire",
     "get",
+    "keepalive_ms",
     "live_names",
     "register",
     "unregister",

@@ -104,11 +104,28 @@ class Address:
     user: str = ""
     password: str = ""
     odbc_dsn: str = ""  # a named DSN replaces the DSN-less driver string when set
+    # Seconds a connect may take, and a read may wait for the server's next bytes before the connection is
+    # treated as lost (0: no read bound). A link that stops forwarding without closing must not hold a job.
+    connect_timeout: int = 10
+    read_timeout: int = 0
 
 
 # Seconds a Spark JDBC session may sit idle inside a transaction before its server ends it (a task killed with
 # its job can leave one open, holding locks on a work table the job's next attempt drops).
 IDLE_TRANSACTION_SECONDS = 60
+
+# TCP keepalives on every connection the drivers open: a peer that vanished (a host gone, a black-holed link)
+# is found within about KEEPALIVE_IDLE + KEEPALIVE_INTERVAL * KEEPALIVE_COUNT seconds of silence, even while no
+# statement waits on it.
+KEEPALIVE_IDLE = 30
+KEEPALIVE_INTERVAL = 10
+KEEPALIVE_COUNT = 3
+
+
+def keepalive_ms() -> int:
+    """How long sent data may stay unacknowledged before the connection is dropped (TCP_USER_TIMEOUT), in
+    milliseconds: as long as the keepalives take to give up on a silent peer."""
+    return (KEEPALIVE_IDLE + KEEPALIVE_INTERVAL * KEEPALIVE_COUNT) * 1000
 
 
 @dataclass(frozen=True)
@@ -342,6 +359,10 @@ class Dialect:
     def check_file_path(self, path: str) -> str:
         """Where file_based: the normalised path of a database file (an AddressError names what is wrong)."""
         raise AddressError(f"{self.label} databases are not files")
+
+    # Does the ODBC driver bound a read by Address.read_timeout itself? Where not, the control plane watches
+    # the connection's socket (core/connections.py).
+    odbc_read_timeout: bool = True
 
     def odbc_connection_string(self, address: Address) -> str:
         raise NotImplementedError

@@ -349,9 +349,14 @@ class MySQL(Dialect):
             base = (
                 f"DRIVER={{{self.odbc_driver}}};SERVER={check_host(address.host)};"
                 f"PORT={check_port(address.port or self.default_port)};"
-                f"DATABASE={odbc_value(address.database)};CONN_TIMEOUT=10;CHARSET=utf8mb4;"
+                f"DATABASE={odbc_value(address.database)};CHARSET=utf8mb4;"
             )
-        return base + f"UID={odbc_value(address.user)};PWD={odbc_value(address.password)};"
+        # Connector/ODBC's own bounds: a read (or write) that waits longer fails with "Lost connection to server
+        # during query" (08S01), a lost connection the step or job retries.
+        bounds = f"CONN_TIMEOUT={address.connect_timeout};"
+        if address.read_timeout:
+            bounds += f"READ_TIMEOUT={address.read_timeout};WRITE_TIMEOUT={address.read_timeout};"
+        return base + bounds + f"UID={odbc_value(address.user)};PWD={odbc_value(address.password)};"
 
     def jdbc_endpoint(self, address: Address) -> JdbcEndpoint:
         if not address.host:
@@ -368,6 +373,10 @@ class MySQL(Dialect):
                 "password": address.password,
                 "useBulkStmts": "true",
                 "sessionVariables": f"idle_transaction_timeout={IDLE_TRANSACTION_SECONDS}",
+                # Connector/J's bounds in milliseconds (0: no read bound); past them a lost connection.
+                "connectTimeout": str(address.connect_timeout * 1000),
+                "socketTimeout": str(address.read_timeout * 1000),
+                "tcpKeepAlive": "true",
             },
         )
 

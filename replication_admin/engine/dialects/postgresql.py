@@ -6,6 +6,9 @@ from collections.abc import Sequence
 
 from replication_admin.engine.dialects.base import (
     IDLE_TRANSACTION_SECONDS,
+    KEEPALIVE_COUNT,
+    KEEPALIVE_IDLE,
+    KEEPALIVE_INTERVAL,
     Address,
     AddressError,
     CaptureTables,
@@ -20,6 +23,7 @@ from replication_admin.engine.dialects.base import (
     TriggerObjects,
     check_host,
     check_port,
+    keepalive_ms,
     odbc_value,
 )
 from replication_admin.engine.objects import (
@@ -261,15 +265,24 @@ class PostgreSQL(Dialect):
             [schema or "public", table],
         )
 
+    # psqlODBC has no read timeout (and refuses pyodbc's query timeout): the keepalives find a vanished peer,
+    # tcp_user_timeout a peer that stopped acknowledging what was sent; a link that still acknowledges but
+    # forwards nothing is left to the control plane's read watchdog (core/connections.py).
+    # The connect bound is pyodbc's login timeout, which psqlODBC passes on as libpq's connect_timeout.
+    odbc_read_timeout = False
+
     def odbc_connection_string(self, address: Address) -> str:
+        pqopt = (
+            f"pqopt={{keepalives=1 keepalives_idle={KEEPALIVE_IDLE} keepalives_interval={KEEPALIVE_INTERVAL} "
+            f"keepalives_count={KEEPALIVE_COUNT} tcp_user_timeout={keepalive_ms()}}};"
+        )
         if address.odbc_dsn:
-            base = f"DSN={odbc_value(address.odbc_dsn, braces=False)};"
+            base = f"DSN={odbc_value(address.odbc_dsn, braces=False)};{pqopt}"
         else:
             base = (
                 f"DRIVER={{{self.odbc_driver}}};SERVER={check_host(address.host)};"
                 f"PORT={check_port(address.port or self.default_port)};"
-                f"DATABASE={odbc_value(address.database, braces=False)};"
-                "pqopt={connect_timeout=10};"
+                f"DATABASE={odbc_value(address.database, braces=False)};{pqopt}"
             )
         return base + f"UID={odbc_value(address.user, braces=False)};PWD={odbc_value(address.password)};"
 
@@ -292,6 +305,11 @@ class PostgreSQL(Dialect):
             "ApplicationName": "replication_admin",
             # See IDLE_TRANSACTION_SECONDS: a killed Spark task's connection must not hold locks for ever.
             "options": f"-c idle_in_transaction_session_timeout={IDLE_TRANSACTION_SECONDS * 1000}",
+            # A connect, and a read waiting for the server's next bytes, end with an error (a lost connection
+            # the job retries) past their bounds, in seconds (0: no read bound).
+            "connectTimeout": str(address.connect_timeout),
+            "socketTimeout": str(address.read_timeout),
+            "tcpKeepAlive": "true",
         }
         if address.schema:
             properties["currentSchema"] = address.schema
