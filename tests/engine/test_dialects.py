@@ -371,6 +371,7 @@ def test_connection_strings_and_jdbc_endpoints_carry_connect_and_read_bounds_and
     assert "keepalives=1" in conn and "tcp_user_timeout=60000" in conn and "connect_timeout" not in conn
     props = dialects.get("postgresql").jdbc_endpoint(pg).properties
     assert (props["connectTimeout"], props["socketTimeout"], props["tcpKeepAlive"]) == ("7", "9", "true")
+    assert props["loginTimeout"] == "7"
     my = Address(dialect="mysql", host="h", port=3306, database="d", user="u", connect_timeout=7, read_timeout=9)
     conn = dialects.get("mysql").odbc_connection_string(my)
     assert "CONN_TIMEOUT=7;READ_TIMEOUT=9;WRITE_TIMEOUT=9;" in conn

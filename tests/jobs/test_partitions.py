@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.bidir_sync import row_number_bits
 from jobs.jdbc import MIN_ROWS_PER_PARTITION, Parallelism, modulo_predicates, partition_count
+from jobs.snapshot_refresh import row_number_bits
 
 
 @pytest.mark.parametrize(

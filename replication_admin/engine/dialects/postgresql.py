@@ -305,9 +305,10 @@ class PostgreSQL(Dialect):
             "ApplicationName": "replication_admin",
             # See IDLE_TRANSACTION_SECONDS: a killed Spark task's connection must not hold locks for ever.
             "options": f"-c idle_in_transaction_session_timeout={IDLE_TRANSACTION_SECONDS * 1000}",
-            # A connect, and a read waiting for the server's next bytes, end with an error (a lost connection
-            # the job retries) past their bounds, in seconds (0: no read bound).
+            # A connect, the login that follows it, and a read waiting for the server's next bytes end with an
+            # error (a lost connection the job retries) past their bounds, in seconds (0: no read bound).
             "connectTimeout": str(address.connect_timeout),
+            "loginTimeout": str(address.connect_timeout),
             "socketTimeout": str(address.read_timeout),
             "tcpKeepAlive": "true",
         }
