@@ -90,12 +90,24 @@ def test_a_spark_copy_whose_source_link_stalls_fails_its_attempt_and_the_retry_c
     create_table(source, "items", COLUMNS, ["id"])
     insert_rows(source, "items", ["id", "name", "price"], [(i, f"item {i}", Decimal(i) / 4) for i in range(1, 40_001)])
     run("create nonincremental snapshot my_stdest.items_copy as 'select * from pg_stsrc.items'")
-    settings.READ_TIMEOUT = settings.BULK_READ_TIMEOUT = 3
-    proxy.stall_after(300_000, 8.0)  # inside the read of about 1.5 MB; longer than the read bound
-    run("update snapshot my_stdest.items_copy")
+
+    def connections_of_a_refresh() -> int:
+        before = proxy.connections
+        run("update snapshot my_stdest.items_copy")
+        return proxy.connections - before
+
+    connections_of_a_refresh()  # the pooled connections are open from here on
+    unstalled = connections_of_a_refresh()
+    # Bounds under the stall's length: the read's, and the connect's and login's (a task that opens its connection
+    # while the link stalls waits in the handshake, bounded by those).
+    settings.READ_TIMEOUT = settings.BULK_READ_TIMEOUT = settings.CONNECT_TIMEOUT = 3
+    proxy.stall_after(300_000, 8.0)  # inside the read of about 1.5 MB; longer than the bounds
+    stalled = connections_of_a_refresh()
     job = last_job()
     assert job.state == JobRun.State.SUCCEEDED, job.error
-    assert proxy.stalls == 1 and retried(job), job.log  # without the bound the read would wait out the stall
+    # The stalled read was given up, not waited out: its attempt was retried, by the product (a job retry in its
+    # log) or by Spark (a task run again, with a cluster's task retries), on a new connection either way.
+    assert proxy.stalls == 1 and stalled > unstalled, (stalled, unstalled, job.log)
     expected = sorted(tuple(r) for r in fetch_all(source, "SELECT id, name, price FROM items"))
     copied = sorted(tuple(r) for r in fetch_all(dest, "SELECT id, name, price FROM items_copy"))
     assert len(copied) == 40_000 and copied == expected
