@@ -362,14 +362,22 @@ def entries_sql(d: Dialect, account: str, after: int, upto: int, schema: str = "
     The bounds are literals (integers), not parameters: a plan made for unknown bounds (a server-side
     prepared statement's generic plan) hash-joins a full scan of the log instead of looking the window's
     transactions up on the indexes of N and TXID."""
+    q = d.quote
+    return (
+        f"SELECT t.{q('N')}, t.{q('ORIGIN')}, t.{q('AT')}, l.{q('SEQ')}, l.{q('TBL')}, l.{q('OP')}, "
+        f"l.{q('NEW')}, l.{q('OLD')} {_window_entries(d, account, after, upto, schema)} "
+        f"ORDER BY t.{q('N')}, l.{q('SEQ')}" + (f" LIMIT {int(limit)}" if limit is not None else "")
+    )
+
+
+def _window_entries(d: Dialect, account: str, after: int, upto: int, schema: str) -> str:
+    """FROM … WHERE of the log entries (l) of the transactions (t) with after < N <= upto."""
     names = log_names(d, account)
     q = d.quote
     tx, log = d.qualify(names.tx, schema), d.qualify(names.log, schema)
     return (
-        f"SELECT t.{q('N')}, t.{q('ORIGIN')}, t.{q('AT')}, l.{q('SEQ')}, l.{q('TBL')}, l.{q('OP')}, "
-        f"l.{q('NEW')}, l.{q('OLD')} FROM {tx} t JOIN {log} l ON l.{q('TXID')} = t.{q('TXID')} "
-        f"WHERE t.{q('N')} > {int(after)} AND t.{q('N')} <= {int(upto)} ORDER BY t.{q('N')}, l.{q('SEQ')}"
-        + (f" LIMIT {int(limit)}" if limit is not None else "")
+        f"FROM {tx} t JOIN {log} l ON l.{q('TXID')} = t.{q('TXID')} "
+        f"WHERE t.{q('N')} > {int(after)} AND t.{q('N')} <= {int(upto)}"
     )
 
 
@@ -380,12 +388,10 @@ def entries_bound_sql(d: Dialect, account: str, after: int, upto: int, limit: in
     the window before it keeps the first `limit` (MariaDB: the whole backlog, for each part of a bounded read).
     Ordered on N alone, this walks the index of N and stops at `limit` entries; entries_sql bounded by it sorts
     only about `limit` entries and returns the same rows."""
-    names = log_names(d, account)
     q = d.quote
-    tx, log = d.qualify(names.tx, schema), d.qualify(names.log, schema)
     return (
-        f"SELECT MAX(w.{q('N')}) FROM (SELECT t.{q('N')} FROM {tx} t JOIN {log} l ON l.{q('TXID')} = t.{q('TXID')} "
-        f"WHERE t.{q('N')} > {int(after)} AND t.{q('N')} <= {int(upto)} ORDER BY t.{q('N')} LIMIT {int(limit)}) w"
+        f"SELECT MAX(w.{q('N')}) FROM (SELECT t.{q('N')} {_window_entries(d, account, after, upto, schema)} "
+        f"ORDER BY t.{q('N')} LIMIT {int(limit)}) w"
     )
 
 
