@@ -357,6 +357,13 @@ FOLLOW_THREADS = env_int("REPLADMIN_FOLLOW_THREADS", 8)
 # one window within tens of MB, so a follower stays within 300 MB (docs/scale-out.md, "What one follower sustains").
 TRX_BATCH_ROWS = env_int("REPLADMIN_TRX_BATCH_ROWS", 10000)
 TRX_BATCH_BYTES = env_int("REPLADMIN_TRX_BATCH_BYTES", 8 * 1024 * 1024)
+# An apply on a subscriber whose server can commit one transaction without waiting for its flush to disk
+# (PostgreSQL's synchronous_commit = off, as its own logical replication's apply workers do) commits that way: the
+# level moves in the same transaction, so a crash of the subscriber loses the rows and the level together and the
+# next apply takes them again from the publisher's log. What lets the publisher forget a transaction (a purge, the
+# WAL straight-from-the-slot apply, an acknowledged REPL_WAIT) first makes the subscriber's level durable
+# (positions.durable_position). MariaDB has no per-transaction way: its applies stay as the server is configured.
+APPLY_ASYNC_COMMIT = env_bool("REPLADMIN_APPLY_ASYNC_COMMIT", True)
 # A MariaDB publication's log is versioned by transaction, so the server registers each captured transaction in
 # mysql.transaction_registry and never deletes those rows (a DELETE there is refused). With this set, a purge
 # empties the registry (TRUNCATE, which needs DROP on it) when no other table of the server is versioned by

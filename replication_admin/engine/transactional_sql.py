@@ -504,6 +504,16 @@ def level_advance_sql(d: Dialect, schema: str = "") -> str:
     )
 
 
+def level_confirm_sql(d: Dialect, schema: str = "") -> str:
+    """Rewrite the level row as it is and give it (LVL, N): a write whose commit waits for its flush, which takes
+    every commit before it to disk too (positions.durable_position). Parameters: server, account."""
+    q = d.quote
+    return (
+        f"UPDATE {d.qualify(LEVEL_TABLE, schema)} SET {q('LVL')} = {q('LVL')} "
+        f"WHERE {q('SERVER')} = ? AND {q('ACCOUNT')} = ? RETURNING {q('LVL')}, {q('N')}"
+    )
+
+
 def level_set_sql(d: Dialect, schema: str = "") -> list[str]:
     """Set a level outright (initial copy). Parameters: server, account; then level, count, server, account."""
     q = d.quote

@@ -636,7 +636,7 @@ def do_purge(actor: Actor, account: ReplAccount) -> int:
     server = trx_lookups.server_named(account.server)
     count = trx_capture.publisher_count(server, account.account)
     subscribers = ReplSubscriber.objects.filter(server=account.server, account=account.account, subscribed=True)
-    applied = [s.count for s in subscribers if s.valid]
+    applied = [_durable_count(s, account, count) for s in subscribers if s.valid]
     upto = min([count, *applied])
     upto = max(upto, count - levels.REPL_MAX_DELTA)
     deleted = trx_capture.purge_log(server, account.account, upto)
@@ -651,6 +651,25 @@ def do_purge(actor: Actor, account: ReplAccount) -> int:
             detail={"upto_level": levels.level_of(upto), "transactions": deleted},
         )
     return deleted
+
+
+def _durable_count(sub: ReplSubscriber, account: ReplAccount, pub_count: int) -> int:
+    """How far a purge may go for `sub`: the catalog's count (written after each apply) where the subscriber's
+    applies wait for their flush. Where they do not, no further than what the subscriber has made durable, asked
+    after the catalog was read (so it covers the catalog's count, unless a crash took the last applies back and they
+    are to be applied again from this log); an unreachable one keeps the log where the last purge left it."""
+    subscriber = trx_lookups.server_named(sub.subscriber)
+    if not trx_positions.applies_async(subscriber):
+        return sub.count
+    try:
+        position = trx_positions.durable_position(subscriber, sub.server, sub.account)
+    except Exception as exc:  # unreachable, refused, no level table: nothing it applied counts as durable yet
+        log.info("purge of %s/%s: %s's durable level unknown: %s", sub.server, sub.account, sub.subscriber, exc)
+        return account.purged_upto or 0
+    pub_level = levels.level_of(pub_count)
+    if position is None or not levels.level_ok(position[0], pub_level):
+        return account.purged_upto or 0  # no level this log can place: the next sync says what it means
+    return min(sub.count, levels.count_of(position[0], pub_level, pub_count))
 
 
 def schedule_purger(account: ReplAccount) -> ScheduledEvent | None:

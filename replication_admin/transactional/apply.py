@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+
 from replication_admin.core import connections
 from replication_admin.core.conflicts import key_text
 from replication_admin.core.introspection import lookup_table, with_constraints
@@ -414,11 +416,21 @@ class LevelMoved(RuntimeError):
     """The subscriber's level is not where this apply started: another apply got there first."""
 
 
+def async_commit_sql(server: Server, nolog: bool = True) -> list[str]:
+    """What makes an apply on `server` commit without waiting for its flush (settings.APPLY_ASYNC_COMMIT): nothing
+    where the server has no per-transaction way, or where the applied rows are captured again (not `nolog`: a
+    reader could take them before a crash took them back)."""
+    d = _d(server)
+    return [d.async_commit_sql] if settings.APPLY_ASYNC_COMMIT and nolog and d.async_commit_sql else []
+
+
 def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, nolog: bool = True) -> int:
     """Apply whole transactions in order in one subscriber transaction that also moves the level from
-    `expected`. Returns the new count."""
+    `expected`. Returns the new count. Where async_commit_sql allows, the commit does not wait for the flush: the
+    rows and the level are lost together by a crash, and positions.durable_position says what a crash keeps."""
     d = target.d
     schema = schema_of(target.server)
+    opening = [*async_commit_sql(target.server, nolog), *sql.replay_context_sql(d, nolog, None, schema)]
     for txn in txns:
         for entry in txn.entries:
             if entry.op == "C" and entry.new is not None:
@@ -428,7 +440,7 @@ def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, 
     assume, release = d.replay_role_sql(target.replay_user) if target.replay_user else ([], [])
 
     def work(cursor) -> int:
-        for statement in sql.replay_context_sql(d, nolog, None, schema):
+        for statement in opening:
             cursor.execute(statement)
         # The level first: an apply that did not start where the subscriber is (another apply got there, a follower's
         # remembered level was stale) writes no row at all, and a second apply of the same batch waits on this row.

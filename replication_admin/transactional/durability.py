@@ -14,12 +14,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import pyodbc
+
 from replication_admin.core import connections
 from replication_admin.engine import levels
 from replication_admin.models import ReplAccount, ReplSubscriber
 from replication_admin.transactional.capture import publisher_count
 from replication_admin.transactional.lookups import TrxError, server_named
-from replication_admin.transactional.positions import subscriber_position
+from replication_admin.transactional.positions import applies_async, durable_position
 
 POLICIES = tuple(ReplAccount.AckPolicy.values)
 MAX_WAIT = 3600.0  # seconds a single wait may take
@@ -86,10 +88,11 @@ def voter_names(account: ReplAccount) -> list[str]:
 
 
 def _applied_on_subscriber(sub: ReplSubscriber, pub_level: int, pub_count: int) -> int | None:
-    """The count the subscriber's own RTLEVEL row says it applied (None: unreachable or no level)."""
+    """The count the subscriber's own RTLEVEL row says it applied and no crash of it can take back
+    (positions.durable_position; None: unreachable or no level)."""
     try:
-        position = subscriber_position(server_named(sub.subscriber), sub.server, sub.account)
-    except (connections.ConnectionFailed, TrxError):
+        position = durable_position(server_named(sub.subscriber), sub.server, sub.account)
+    except (connections.ConnectionFailed, TrxError, pyodbc.Error):
         return None
     if position is None:
         return None
@@ -118,9 +121,26 @@ def wait_for_ack(
     )  # fmt: skip
     started = time.monotonic()
     applied: dict[str, int] = {}
+    by_name = {v.subscriber: v for v in voters}
+    durable: dict[str, int] = {}  # what the subscribers whose applies do not wait for their flush made durable
+    asynchronous: dict[str, bool] = {}
+
+    def acked(name: str) -> bool:
+        """The catalog's count (written after each apply) has the level, and so does the durable one where the
+        subscriber's applies commit without waiting for their flush: asked once the catalog has it."""
+        if applied.get(name, 0) < count:
+            return False
+        if name not in asynchronous:
+            asynchronous[name] = applies_async(server_named(name))
+        if durable.get(name, -1) >= count or not asynchronous[name]:
+            return True
+        own = _applied_on_subscriber(by_name[name], pub_level, pub_count)
+        durable[name] = -1 if own is None else own
+        return durable[name] >= count
+
     while True:
         applied = dict(ReplSubscriber.objects.filter(pk__in=[v.pk for v in voters]).values_list("subscriber", "count"))
-        result.acked_by = [name for name in result.voters if applied.get(name, 0) >= count]
+        result.acked_by = [name for name in result.voters if acked(name)]
         result.waited = time.monotonic() - started
         if result.acked or not voters or result.waited >= wait:
             break

@@ -3,6 +3,9 @@ for the charts, and the subscription's state."""
 
 from __future__ import annotations
 
+import contextlib
+
+from django.conf import settings
 from django.utils import timezone
 
 from replication_admin.core import connections
@@ -40,6 +43,32 @@ def subscriber_position(sub: Server, publisher: str, account: str) -> tuple[int,
     ensure_level_table(sub)
     with connections.connect(sub, readonly=True) as conn:
         row = conn.cursor().execute(sql.level_read_sql(d, schema_of(sub)), [publisher, account]).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def applies_async(sub: Server) -> bool:
+    """Whether applies on `sub` commit without waiting for their flush (apply.async_commit_sql)."""
+    return bool(settings.APPLY_ASYNC_COMMIT and _d(sub).async_commit_sql)
+
+
+def durable_position(sub: Server, publisher: str, account: str) -> tuple[int, int] | None:
+    """(level, count) the subscriber has applied that no crash of it can take back: what a purge, a straight-from-
+    the-slot apply or an acknowledgement may count on. Where applies commit without waiting for their flush, the
+    level row is rewritten as it is in a transaction that commits as the server's synchronous_commit says (on by
+    default): its commit waits for the flush of the WAL up to it, which holds every apply committed before. One
+    attempt, no retry: an unreachable subscriber raises (its catalog level is not durable for the caller)."""
+    if not applies_async(sub):
+        return subscriber_position(sub, publisher, account)
+    d = _d(sub)
+    ensure_level_table(sub)
+    with connections.connect(sub, autocommit=False) as conn:
+        try:
+            row = conn.cursor().execute(sql.level_confirm_sql(d, schema_of(sub)), [publisher, account]).fetchone()
+            conn.commit()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.rollback()
+            raise
     return None if row is None else (int(row[0]), int(row[1]))
 
 

@@ -79,7 +79,9 @@ from replication_admin.transactional.lookups import (
     server_named,
 )
 from replication_admin.transactional.positions import (
+    applies_async,
     clear_halt,
+    durable_position,
     record_position,
     set_state,
     subscriber_position,
@@ -421,11 +423,18 @@ class WalDirect:
                     self.reached = _apply_or_halt(self.sub, self.acct, self.target, txns, self.reached, self.tally)
                 except ApplyHalted as exc:
                     self.halted, self.reached = exc, exc.count
-                    return self.reached
+                    return self._durable(count)
                 self.batches += 1
             if schema is not None:
                 break
             done += len(window)
+        return self._durable(count)
+
+    def _durable(self, count: int) -> int:
+        """The count reached, once durable on the subscriber: the log counts those transactions without storing
+        them, so an apply that did not wait for its flush is made durable first (positions.durable_position)."""
+        if self.reached != count and applies_async(self.target.server):
+            durable_position(self.target.server, self.sub.server, self.sub.account)
         return self.reached
 
 

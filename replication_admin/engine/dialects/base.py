@@ -406,6 +406,9 @@ class Dialect:
     has_transition_tables: bool = False
     # Logical decoding of the write-ahead log (a publication may capture from it: engine.wal_capture).
     decodes_wal: bool = False
+    # A statement that lets the current transaction commit without waiting for its flush to disk (None: the server
+    # has no per-transaction way). An apply runs it when settings.APPLY_ASYNC_COMMIT allows (docs/durability.md).
+    async_commit_sql: str | None = None
     # Capture triggers wake a waiting follower (LISTEN/NOTIFY, gated by wake_lock_sql): wake_channel says where.
     wakes_followers: bool = False
     # The bulk loader staging writes may use (jobs.native_load): "copy" (COPY FROM STDIN) or "load_data".

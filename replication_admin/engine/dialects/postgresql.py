@@ -89,6 +89,8 @@ class PostgreSQL(Dialect):
     numbers_when_read = True
     has_transition_tables = True
     decodes_wal = True
+    # PostgreSQL's own apply workers commit this way: a crash loses the last commits and the level with them.
+    async_commit_sql = "SET LOCAL synchronous_commit = off"
     wakes_followers = True
     bulk_loader = "copy"
     bulk_export = "copy"
