@@ -57,6 +57,14 @@ class Target:
     push_account: str = ""
     # Per table: whether its copy has a unique index besides the primary key (other_unique).
     uniques: dict[str, bool] = field(default_factory=dict)
+    # Kept from an earlier step (a follower's FollowMemo.target): its descriptions may predate a change of the tables.
+    remembered: bool = False
+
+    def forget_tables(self) -> None:
+        """Describe the tables again when next used."""
+        self.tables.clear()
+        self.uniques.clear()
+        self.remembered = False
 
     @property
     def d(self):

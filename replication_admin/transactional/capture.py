@@ -232,14 +232,15 @@ def sequence(server: Server, account: str) -> None:
             raise
 
 
-def publisher_count(server: Server, account: str, direct: DirectApply | None = None) -> int:
+def publisher_count(server: Server, account: str, direct: DirectApply | None = None, wal: bool | None = None) -> int:
     """How many transactions of the publication a reader may take: committed, numbered and closed. `direct`: see
-    read_wal (a publication that captures from the WAL; ignored elsewhere)."""
+    read_wal (a publication that captures from the WAL; ignored elsewhere). `wal`: whether it captures from the WAL,
+    as the caller's row of the publication says (None: asked here)."""
     d = _d(server)
     schema = schema_of(server)
     if d.single_writer:
         sequence(server, account)
-    if d.decodes_wal and uses_wal(server, account):
+    if d.decodes_wal and (uses_wal(server, account) if wal is None else wal):
         return read_wal(server, account, direct)
     d = _log_d(server, account)
     steps = sql.number_steps_sql(d, account, schema)

@@ -264,7 +264,8 @@ def sync_once(
     trx_schema.detect(acct, throttle=following)  # a follower looks every few seconds, a sync every time
     direct = WalDirect.offer(sub, acct, pub_server, sub_server, position, batch) if max_transactions is None else None
     known = memo.publisher_count(sub) if memo is not None and direct is None else None
-    pub_count = publisher_count(pub_server, sub.account, direct) if known is None else known
+    wal = acct.capture == ReplAccount.Capture.WAL
+    pub_count = publisher_count(pub_server, sub.account, direct, wal=wal) if known is None else known
     if direct is not None and direct.reached != _own_count:
         level, _own_count = levels.level_of(direct.reached), direct.reached
         record_position(sub, direct.reached, pub_count, account=acct)
@@ -316,11 +317,16 @@ def sync_once(
             # logged there with the publisher as its origin) comes back to the originator in this sync.
             pub_count = publisher_count(pub_server, sub.account)
             outcome = replace(outcome, publisher_count=pub_count, publisher_level=levels.level_of(pub_count))
-    target = Target(
-        sub_server, sub.server, sub.account, source_dialect=pub_server.dialect, replay_user=sub.replay_user,
-        held=set(held_keys(sub.server, sub.subscriber)) if acct.is_updateable else set(),
-        push_account=sql.push_account(sub.account) if acct.is_updateable else "",
-    )  # fmt: skip
+
+    def described() -> Target:
+        return Target(
+            sub_server, sub.server, sub.account, source_dialect=pub_server.dialect, replay_user=sub.replay_user,
+            held=set(held_keys(sub.server, sub.subscriber)) if acct.is_updateable else set(),
+            push_account=sql.push_account(sub.account) if acct.is_updateable else "",
+        )  # fmt: skip
+
+    # A follower keeps the subscriber's table descriptions between steps (not an updateable one's: its held keys move).
+    target = memo.target(sub, described) if memo is not None and not acct.is_updateable else described()
     batch = batch or RegistryEntry.get_int("repl_apply_batch")
     goal = pub_count if max_transactions is None else min(pub_count, count + max_transactions)
     while count < goal:
@@ -496,6 +502,10 @@ def _apply_or_halt(
             # A lost or refused connection (its retries ran out) says nothing against this transaction: it is
             # not halted at, nor offered for skipping; the sync fails as unreachable and is tried again.
             raise
+        if target.remembered:
+            # Tables a follower described in an earlier step may have changed since: described again, then tried.
+            target.forget_tables()
+            return _apply_or_halt(sub, acct, target, txns, count, tally)
         if len(txns) > 1:
             for txn in txns:
                 count = _apply_or_halt(sub, acct, target, [txn], count, tally)
@@ -623,6 +633,11 @@ class RegistryInts:
 FOLLOW_PROGRESS_SECONDS = 0.5
 # A follower trusts the subscriber's position its own last apply left for at most this long before reading it again.
 FOLLOW_POSITION_SECONDS = 2.0
+# The loop reads the in-sync subscriptions (`followed`) again at most this often while every row it holds is in sync
+# and each step handed out since ended with an outcome (its row, which the step keeps current, is then still good): a
+# publisher's wake-up goes to the step without a catalog query first. A change made elsewhere (a subscription added,
+# stopped or unsubscribed) reaches the follower within this long.
+FOLLOW_ROWS_SECONDS = 0.25
 
 
 class FollowMemo:
@@ -652,6 +667,7 @@ class FollowMemo:
         self.seen: dict[int, int] = {}  # subscription -> the catalog's count as this follower last knew it
         # subscription -> (its row, the count applied, the publisher's count, the publication's row)
         self.pending: dict[int, tuple[ReplSubscriber, int, int, ReplAccount]] = {}
+        self.targets: dict[int, tuple[float, Target]] = {}  # subscription -> (described at, its tables)
 
     def account(self, publisher: str, account: str) -> ReplAccount:
         """The publication's row, kept like the servers; each step gets a copy of its own (it moves its count)."""
@@ -726,6 +742,23 @@ class FollowMemo:
     def forget(self, sub: ReplSubscriber) -> None:
         with self.guard:
             self.positions.pop(sub.pk, None)
+            self.targets.pop(sub.pk, None)
+
+    def target(self, sub: ReplSubscriber, described: Callable[[], Target]) -> Target:
+        """The subscriber's tables as a step of this subscription described them, kept FOLLOW_POSITION_SECONDS (one
+        step of a subscription runs at a time, so no two use it at once): a step then reads no table description. A
+        batch that fails on a kept description is tried again on fresh ones before anything halts
+        (_apply_or_halt)."""
+        now = time.monotonic()
+        with self.guard:
+            cached = self.targets.get(sub.pk)
+        if cached is not None and now - cached[0] < FOLLOW_POSITION_SECONDS:
+            cached[1].remembered = True
+            return cached[1]
+        made = described()
+        with self.guard:
+            self.targets[sub.pk] = (now, made)
+        return made
 
     def applied(self, sub: ReplSubscriber, count: int, pub_count: int, account: ReplAccount) -> None:
         """A step committed the subscriber at `count` (under the item lock): remember it, and write the catalog's
@@ -1017,6 +1050,8 @@ class FollowSteps:
         self.guard = threading.Lock()
         self.running: dict[int, float] = {}  # subscription -> when its step was handed out (time.monotonic())
         self.ended: dict[int, float] = {}  # subscription -> when its last step ended
+        # subscription -> the row its last step ended with an outcome, in sync: current, though read before it ended
+        self.current: dict[int, ReplSubscriber] = {}
         self.applied = 0
         self.last_applied = float("-inf")  # when a step last applied something
         self.threads: list[threading.Thread] = []
@@ -1033,7 +1068,8 @@ class FollowSteps:
                 started += 1
                 continue
             with self.guard:
-                if sub.pk in self.running or self.ended.get(sub.pk, float("-inf")) >= read_at:
+                stale = self.ended.get(sub.pk, float("-inf")) >= read_at and self.current.get(sub.pk) is not sub
+                if sub.pk in self.running or stale:
                     continue
                 self.running[sub.pk] = time.monotonic()
                 more = len(self.threads) < min(self.size, len(self.running))
@@ -1044,6 +1080,16 @@ class FollowSteps:
             self.tasks.put(sub)
             started += 1
         return started
+
+    def reusable(self, subs: list[ReplSubscriber], read_at: float) -> bool:
+        """Whether rows read at `read_at` may serve another round (FOLLOW_ROWS_SECONDS): each in sync and not halted,
+        and each that a step ended with since is the row that step kept current."""
+        with self.guard:
+            return all(
+                sub.state == ReplSubscriber.IN_SYNC and sub.halt_count is None
+                and (self.ended.get(sub.pk, float("-inf")) < read_at or self.current.get(sub.pk) is sub)
+                for sub in subs
+            )  # fmt: skip
 
     def busy(self) -> bool:
         with self.guard:
@@ -1068,6 +1114,10 @@ class FollowSteps:
             with self.guard:
                 self.running.pop(sub.pk, None)
                 self.ended[sub.pk] = time.monotonic()
+                if outcome is not None and not outcome.reinitialise and sub.state == ReplSubscriber.IN_SYNC:
+                    self.current[sub.pk] = sub
+                else:
+                    self.current.pop(sub.pk, None)
                 if outcome is not None and outcome.applied:
                     self.applied += outcome.applied
                     self.last_applied = time.monotonic()
@@ -1123,6 +1173,7 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
     rounds = 0
     looked: dict[tuple[str, str], float] = {}  # publication -> when the loop last looked at its tables' shapes
     held: list[int] = []  # the subscriptions served this round, in the follower's heartbeat (core/heartbeats.py)
+    rows: tuple[float, list[ReplSubscriber]] | None = None  # the last read of `followed`: when, and its rows
 
     def details() -> dict:
         return {"subscriptions": held, "part": list(part) if part else None, "applied": steps.applied,
@@ -1147,13 +1198,23 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
                     reaper.safely_reap()
                     reaped = started
                     servers.clear()  # registrations may have changed
+                    rows = None
                 wanted: set[tuple[str, str]] = set()
                 covered: set[tuple[str, str]] = set()
                 notified = wake.take_notified()
+                read_at = started
                 try:
                     steps.memo.write_due(steps.idle)
                     read_at = time.monotonic()
-                    subs = followed(part)
+                    if (
+                        rows is not None
+                        and read_at - rows[0] < FOLLOW_ROWS_SECONDS
+                        and steps.reusable(rows[1], rows[0])
+                    ):
+                        read_at, subs = rows[0], list(rows[1])
+                    else:
+                        subs = followed(part)
+                        rows = (read_at, list(subs))
                     steps.windows.followed([(s.server, s.account) for s in subs])
                     steps.memo.check(subs, read_at)
                     held = [s.pk for s in subs]
@@ -1169,9 +1230,9 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
                 except Exception:  # the catalog is unreachable: look again next round, on a new connection
                     log.exception("reading the in-sync subscriptions failed")
                     _reconnect_catalog()
-                    subs = []
+                    subs, rows = [], None
                 pulse(details)
-                handed = steps.hand_out(subs, started, lambda: pulse(details))
+                handed = steps.hand_out(subs, read_at, lambda: pulse(details))
                 wake.found_news(handed > 0)
                 if handed or steps.busy():
                     wake.disarm()
