@@ -381,8 +381,17 @@ def _window_entries(d: Dialect, account: str, after: int, upto: int, schema: str
     )
 
 
-def entries_bound_sql(d: Dialect, account: str, after: int, upto: int, limit: int, schema: str = "") -> str:
-    """The N of the transaction holding the `limit`-th entry after `after` (NULL: no entry up to `upto`).
+def log_runs_sql(d: Dialect, account: str, after: int, upto: int, schema: str = "") -> tuple[str, list[str]] | None:
+    """The window after < N <= upto read in runs, where the dialect can (Dialect.log_runs_sql): (the query of its
+    transactions' sizes, the statements that read its runs, the query last)."""
+    return d.log_runs_sql(_window_entries(d, account, after, upto, schema))
+
+
+def entries_bound_sql(
+    d: Dialect, account: str, after: int, upto: int, limit: int, schema: str = "", counted: bool = False
+) -> str:
+    """The N of the transaction holding the `limit`-th entry after `after` (NULL: no entry up to `upto`); `counted`:
+    and how many entries up to `upto` there are, counted up to `limit`.
 
     entries_sql's LIMIT comes after its sort on (N, SEQ), columns of both tables: a server sorts every entry of
     the window before it keeps the first `limit` (MariaDB: the whole backlog, for each part of a bounded read).
@@ -390,7 +399,8 @@ def entries_bound_sql(d: Dialect, account: str, after: int, upto: int, limit: in
     only about `limit` entries and returns the same rows."""
     q = d.quote
     return (
-        f"SELECT MAX(w.{q('N')}) FROM (SELECT t.{q('N')} {_window_entries(d, account, after, upto, schema)} "
+        f"SELECT MAX(w.{q('N')}){', COUNT(*)' if counted else ''} "
+        f"FROM (SELECT t.{q('N')} {_window_entries(d, account, after, upto, schema)} "
         f"ORDER BY t.{q('N')} LIMIT {int(limit)}) w"
     )
 
@@ -554,6 +564,111 @@ class Transaction:
     def level(self) -> int:
         return levels.level_of(self.count)
 
+    def entries_of(self, ops: str | Sequence[str]) -> list[Entry]:
+        """The entries of these kinds (a packed transaction decodes only the runs of these kinds)."""
+        return [e for e in self.entries if e.op in ops]
+
+
+# A run of inserts or deletes of at least this many entries is sent to a subscriber as the publisher's server joined
+# its images, with no Python per image (transactional.apply); a window of smaller transactions is read entry by entry.
+TEXT_RUN_ROWS = 64
+
+
+@dataclass(frozen=True)
+class Run:
+    """Consecutive entries of one transaction of one table, kind and image shape, as the server joined them: their
+    images stay JSON text (each run's images one array without its brackets) until something needs them decoded."""
+
+    table: str
+    op: str
+    rows: int
+    seqs: str  # the entries' SEQs, joined by commas
+    new: str  # the new images joined by commas ('null' for none)
+    old: str
+    names: tuple[str, ...] | None  # the images' column names in their order (None: not objects)
+
+    def entries(self) -> list[Entry]:
+        seqs = [int(s) for s in self.seqs.split(",")]
+        news = _images_of(self.new, len(seqs))
+        olds = _images_of(self.old, len(seqs))
+        out: list[Entry] = []
+        for seq, new, old in zip(seqs, news, olds, strict=True):
+            out.extend(_entries_of(seq, self.table, self.op, new, old))
+        return out
+
+
+def _images_of(joined: str, rows: int) -> list[Any]:
+    images: list[Any] = json.loads("[" + joined + "]", parse_float=Decimal)
+    if len(images) != rows or any(i is not None and not isinstance(i, dict | list) for i in images):
+        raise TrxError(f"a log run of {rows} entries holds {len(images)} images, not one row per entry")
+    return images
+
+
+class PackedTransaction(Transaction):
+    """A transaction read in runs (Run): its entries are decoded the first time something asks for them (a halt's
+    keys, a skipped gap, a run the apply writes value by value); the bulk apply sends the runs' text as it is."""
+
+    def __init__(self, count: int, origin: str | None, at: object, runs: list[Run]) -> None:
+        self.count, self.origin, self.at, self.runs = count, origin, at, runs
+        self._entries: list[Entry] | None = None
+
+    @property
+    def entries(self) -> list[Entry]:
+        if self._entries is None:
+            self._entries = [e for run in self.runs for e in run.entries()]
+        return self._entries
+
+    @entries.setter
+    def entries(self, value: list[Entry]) -> None:
+        self._entries = value
+
+    def entries_of(self, ops: str | Sequence[str]) -> list[Entry]:
+        if self._entries is not None:
+            return super().entries_of(ops)
+        return [e for run in self.runs if run.op in ops for e in run.entries()]
+
+
+def packed_transactions(rows: Sequence[Sequence[Any]]) -> list[PackedTransaction] | None:
+    """Rows of Dialect.log_runs_sql's runs query as transactions; None when a run's joined images are not whole (the
+    server cut them): the window is then to be read entry by entry."""
+    out: list[PackedTransaction] = []
+    for n, origin, at, tbl, op, rows_of, seqs, new, old, new_chars, old_chars in rows:
+        entries = int(rows_of)
+        joined = entries - 1  # the commas GROUP_CONCAT adds
+        if new is None or old is None or seqs is None:
+            return None
+        if len(new) != int(new_chars) + joined or len(old) != int(old_chars) + joined:
+            return None
+        names = _first_names(new if op != "D" else old)
+        run = Run(tbl, op, entries, seqs, new, old, names)
+        if not out or out[-1].count != int(n):
+            out.append(PackedTransaction(int(n), origin, at, []))
+        out[-1].runs.append(run)
+    return out
+
+
+def _first_names(joined: str) -> tuple[str, ...] | None:
+    """The column names of the first of a run's joined images (None: not an object)."""
+    try:
+        first = json.JSONDecoder().raw_decode(joined)[0]
+    except ValueError:
+        return None
+    return tuple(first) if isinstance(first, dict) else None
+
+
+def _entries_of(seq: int, tbl: str, op: str, new: Any, old: Any) -> list[Entry]:
+    """One logged entry as entries: an image that is a list holds every row one statement changed (logged by a
+    statement trigger), each its own entry in the statement's order."""
+    if isinstance(new, list) or isinstance(old, list):
+        out = []
+        for part, image in enumerate((new if isinstance(new, list) else old) or []):
+            if not isinstance(image, dict):
+                raise TrxError(f"a log entry holds {type(image).__name__}, not a row")
+            entry_new, entry_old = (image, None) if isinstance(new, list) else (None, image)
+            out.append(Entry(seq, tbl, op, entry_new, entry_old, part=part))
+        return out
+    return [Entry(seq, tbl, op, new, old)]
+
 
 def load_image(text: str | None) -> dict[str, Any] | list[dict[str, Any]] | None:
     """A row image (or, from a statement trigger, the list of a statement's row images)."""
@@ -584,12 +699,7 @@ def group_transactions(rows: Sequence[Sequence[Any]]) -> list[Transaction]:
             out.append(Transaction(n, origin, at, []))
         new, old = images[2 * i], images[2 * i + 1]
         if isinstance(new, list) or isinstance(old, list):
-            rows_of = new if isinstance(new, list) else old
-            for part, image in enumerate(rows_of or []):
-                if not isinstance(image, dict):
-                    raise TrxError(f"a log entry holds {type(image).__name__}, not a row")
-                entry_new, entry_old = (image, None) if isinstance(new, list) else (None, image)
-                out[-1].entries.append(Entry(int(seq), tbl, op, entry_new, entry_old, part=part))
+            out[-1].entries.extend(_entries_of(int(seq), tbl, op, new, old))
             continue
         out[-1].entries.append(Entry(int(seq), tbl, op, new, old))
     return out

@@ -122,6 +122,10 @@ class _Shape:
 # takes a statement of up to max_allowed_packet, 16 MiB by default, in UTF-8): a larger array is sent in halves.
 IMAGES_PER_STATEMENT = 5000
 PARAMETER_CHARS = 4 * 1024 * 1024
+# A run of inserts or deletes of a transaction read in runs (sql.PackedTransaction) with at least sql.TEXT_RUN_ROWS
+# entries is sent as the publisher's server joined its images, with no Python per image; a shorter one is decoded and
+# goes with its neighbours (whose deletes may be held back behind the writes, which a run sent as text never is).
+TEXT_RUN_ROWS = sql.TEXT_RUN_ROWS
 
 
 class _Replay:
@@ -147,8 +151,10 @@ class _Replay:
     def __init__(self, cursor, target: Target) -> None:
         self.cursor, self.target = cursor, target
         self.d, self.dialect = target.d, target.server.dialect
-        # What is pending: ("json", statement, shape, deleting) or ("rows", table, deleting).
+        # What is pending: ("json", statement, shape, deleting), ("text", statement, shape, deleting) or
+        # ("rows", table, deleting).
         self.run: tuple | None = None
+        self.texts: list[tuple[str, int]] = []  # a text run's parts: (images joined by commas, how many)
         self.rows: dict[tuple, list] = {}  # key -> the row's last image (or its key), in first-change order
         self.images: list[dict] = []  # the pending images of a set-based run, in order
         # By table name and the image's column names (hashing a TableInfo per entry costs).
@@ -164,6 +170,8 @@ class _Replay:
     def flush(self) -> None:
         run, rows, images = self.run, list(self.rows.values()), self.images
         self.run, self.rows, self.images = None, {}, []
+        if run is not None and run[0] == "text":
+            images, self.texts = self.texts, []  # type: ignore[assignment]
         deferred, held_back = self.deferred, self.deferred_images
         self.deferred, self.deferred_images, self.deferred_keys = None, [], set()
         if run is not None:
@@ -171,7 +179,10 @@ class _Replay:
         if deferred is not None:
             self._flush_run(("json", deferred[0], deferred[1], True), [], held_back)
 
-    def _flush_run(self, run: tuple, rows: list, images: list[dict]) -> None:
+    def _flush_run(self, run: tuple, rows: list, images: list) -> None:
+        if run[0] == "text":
+            self._send_texts(run[1], run[2], run[3], images)
+            return
         if run[0] == "json":
             _kind, statement, shape, deleting = run
             for start in range(0, len(images), IMAGES_PER_STATEMENT):
@@ -204,6 +215,48 @@ class _Replay:
         self.cursor.execute(statement, [parameter])
         self.statements += 1
 
+    def _send_texts(self, statement: str, shape: _Shape, deleting: bool, parts: list[tuple[str, int]]) -> None:
+        """A text run's parts (images as the publisher's server joined them) in statements of at most
+        IMAGES_PER_STATEMENT images and PARAMETER_CHARS characters; a part larger than that alone is decoded and
+        sent as a run of images is (_send halves it)."""
+        group: list[str] = []
+        images = chars = 0
+        for text, rows in [*parts, ("", 0)]:
+            if group and (not rows or images + rows > IMAGES_PER_STATEMENT or chars + len(text) > PARAMETER_CHARS):
+                parameter = "[" + ",".join(group) + "]"
+                if not self.d.json_text_holds_nul and "\\u0000" in parameter:
+                    self._by_value(shape, deleting, sql.load_image(parameter))  # type: ignore[arg-type]
+                else:
+                    self.cursor.execute(statement, [parameter])
+                    self.statements += 1
+                group, images, chars = [], 0, 0
+            if not rows:
+                break
+            if rows > IMAGES_PER_STATEMENT or len(text) > PARAMETER_CHARS:
+                self._flush_run(("json", statement, shape, deleting), [], sql.load_image("[" + text + "]"))  # type: ignore[arg-type]
+                continue
+            group.append(text)
+            images, chars = images + rows, chars + len(text) + 1
+
+    def _text_run(self, run: sql.Run) -> bool:
+        """Pend a run of inserts or deletes as its joined images (see TEXT_RUN_ROWS); False where it is to be decoded:
+        a short run, another kind, images that are not objects, held keys to look for, or no set-based statement."""
+        if run.op not in ("I", "D") or run.rows < TEXT_RUN_ROWS or run.names is None or self.target.held:
+            return False
+        shape = self.shape(run.table, dict.fromkeys(run.names))
+        deleting = run.op == "D"
+        statement = shape.delete if deleting else shape.upsert
+        if statement is None:
+            return False
+        if self.deferred is not None or (
+            self.run is not None and (self.run[0] != "text" or self.run[1] is not statement)
+        ):
+            self.flush()  # what is pending goes first: a text run is not looked into for the keys it writes
+        if self.run is None:
+            self.run = ("text", statement, shape, deleting)
+        self.texts.append((run.old if deleting else run.new, run.rows))
+        return True
+
     def _by_value(self, shape: _Shape, deleting: bool, images: list[dict]) -> None:
         """Images of a set-based run written as the value-by-value apply writes them."""
         whole = self.target.table(shape.table.name)
@@ -227,7 +280,7 @@ class _Replay:
         if self.deferred_keys and not deleting and tuple(image.get(n) for n in shape.key_names) in self.deferred_keys:
             self.flush()  # the key's held-back delete goes before this write of it
             run = None
-        if run is not None and run[1] is statement:  # the run goes on (one statement object per shape)
+        if run is not None and run[1] is statement and run[0] == "json":  # the run goes on (one statement per shape)
             self.images.append(image)
             return
         if run is not None and (run[0] != "json" or run[1] != statement):
@@ -269,52 +322,62 @@ class _Replay:
     def transaction(self, txn: sql.Transaction) -> None:
         if txn.origin == self.target.server.name:
             return  # the subscriber's own change, pushed earlier: it has it already
-        d, cursor = self.d, self.cursor
+        if isinstance(txn, sql.PackedTransaction) and any(r.rows >= TEXT_RUN_ROWS for r in txn.runs):
+            for run in txn.runs:
+                if not self._text_run(run):
+                    for entry in run.entries():
+                        self.entry(entry)
+            return
         for entry in txn.entries:
-            if entry.op in ("I", "U"):
-                assert entry.new is not None
-                shape = self.shape(entry.table, entry.new)
-                if shape.upsert is None:
-                    self._write_row(entry, shape)
-                    continue
-                if self._held(entry.table, shape, entry.new):
-                    continue
-                if entry.op == "U" and entry.old is not None:
-                    old = entry.old
-                    old_names = self.shape(entry.table, old).key_names
-                    if [old.get(n) for n in old_names] != [entry.new.get(n) for n in shape.key_names]:
-                        self._delete_image(self.shape(entry.table, old), old)
-                self._pend_image(shape.upsert, entry.new, shape, False)
-                continue
-            if entry.op == "C":
-                continue  # created before the transaction (create_table_from)
-            if entry.op == "P":
-                self.flush()
-                if not d.has_ddl_triggers:
-                    raise TrxError(
-                        f"the new definition of {(entry.new or {}).get('name')} is PostgreSQL's; "
-                        f"{self.target.server.name} is not PostgreSQL (publish the procedure's calls only and "
-                        "define it there)"
-                    )
-                cursor.execute(str((entry.new or {}).get("definition", "")))
-                continue
-            if entry.op == "T":
-                self.flush()
-                payload = entry.new or {}
-                statement = sql.typed_call(d, str(payload.get("stmt", "")), payload.get("types"))
-                args = list(payload.get("args") or [])
-                cursor.execute(statement, args) if args else cursor.execute(statement)
-                continue
-            if entry.op == "S":
-                self.flush()
-                self.schema_change(entry.new or {})
-                continue
-            if entry.op == tracers.MARKER:
-                continue  # a tracer token: timed by the apply once committed, nothing to write here
-            assert entry.old is not None
-            shape = self.shape(entry.table, entry.old)
-            if not self._held(entry.table, shape, entry.old):
-                self._delete_image(shape, entry.old)
+            self.entry(entry)
+
+    def entry(self, entry: sql.Entry) -> None:
+        """Replay one entry (after the ones before it)."""
+        d, cursor = self.d, self.cursor
+        if entry.op in ("I", "U"):
+            assert entry.new is not None
+            shape = self.shape(entry.table, entry.new)
+            if shape.upsert is None:
+                self._write_row(entry, shape)
+                return
+            if self._held(entry.table, shape, entry.new):
+                return
+            if entry.op == "U" and entry.old is not None:
+                old = entry.old
+                old_names = self.shape(entry.table, old).key_names
+                if [old.get(n) for n in old_names] != [entry.new.get(n) for n in shape.key_names]:
+                    self._delete_image(self.shape(entry.table, old), old)
+            self._pend_image(shape.upsert, entry.new, shape, False)
+            return
+        if entry.op == "C":
+            return  # created before the transaction (create_table_from)
+        if entry.op == "P":
+            self.flush()
+            if not d.has_ddl_triggers:
+                raise TrxError(
+                    f"the new definition of {(entry.new or {}).get('name')} is PostgreSQL's; "
+                    f"{self.target.server.name} is not PostgreSQL (publish the procedure's calls only and "
+                    "define it there)"
+                )
+            cursor.execute(str((entry.new or {}).get("definition", "")))
+            return
+        if entry.op == "T":
+            self.flush()
+            payload = entry.new or {}
+            statement = sql.typed_call(d, str(payload.get("stmt", "")), payload.get("types"))
+            args = list(payload.get("args") or [])
+            cursor.execute(statement, args) if args else cursor.execute(statement)
+            return
+        if entry.op == "S":
+            self.flush()
+            self.schema_change(entry.new or {})
+            return
+        if entry.op == tracers.MARKER:
+            return  # a tracer token: timed by the apply once committed, nothing to write here
+        assert entry.old is not None
+        shape = self.shape(entry.table, entry.old)
+        if not self._held(entry.table, shape, entry.old):
+            self._delete_image(shape, entry.old)
 
     def _write_row(self, entry: sql.Entry, shape: _Shape) -> None:
         """An insert or update decoded value by value (its shape cannot go set-based)."""
@@ -440,8 +503,8 @@ def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, 
     schema = schema_of(target.server)
     opening = [*async_commit_sql(target.server, nolog), *sql.replay_context_sql(d, nolog, None, schema)]
     for txn in txns:
-        for entry in txn.entries:
-            if entry.op == "C" and entry.new is not None:
+        for entry in txn.entries_of(("C",)):
+            if entry.new is not None:
                 create_table_from(target, entry.new)
     new_count = txns[-1].count
 

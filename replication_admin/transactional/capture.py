@@ -725,6 +725,70 @@ def read_transactions(
     return sql.group_transactions(read_window(server, account, after, upto, max_rows, max_bytes))
 
 
+# A window holding a transaction of more image characters than this is read entry by entry: a run's joined images
+# come back as one value, which the server sends within its max_allowed_packet.
+PACKED_TRANSACTION_CHARS = 4 * 1024 * 1024
+
+
+def read_for_apply(
+    server: Server,
+    account: str,
+    after: int,
+    upto: int,
+    max_rows: int | None = None,
+    max_bytes: int | None = None,
+) -> list[sql.Transaction]:
+    """read_transactions for an apply. Where the publisher's server joins runs of images (Dialect.log_runs_sql) the
+    window is read in runs (sql.PackedTransaction): one value per run of a transaction's consecutive entries of one
+    table and kind instead of a row per entry, the bulk apply sending those images as the server joined them. The
+    window is the same: whole transactions within `max_rows` entries and `max_bytes` of images (the first however
+    large)."""
+    d = _d(server)
+    schema = schema_of(server)
+    if sql.log_runs_sql(d, account, after, upto, schema) is None:
+        return read_transactions(server, account, after, upto, max_rows, max_bytes)
+    with connections.connect(server, readonly=True) as conn:
+        cursor = conn.cursor()
+        # The window's entries are summed up to its bound only (see entries_bound_sql).
+        limit = max(sql.TEXT_RUN_ROWS, max_rows + 1 if max_rows is not None else 0)
+        bound, counted = cursor.execute(
+            sql.entries_bound_sql(d, account, after, upto, limit, schema, counted=True)
+        ).fetchone()
+        if bound is None:
+            return []
+        if int(counted) < sql.TEXT_RUN_ROWS:
+            # A few entries: no run would be sent as text; they are read as they are (whole up to `upto`).
+            few = [tuple(r) for r in cursor.execute(sql.entries_sql(d, account, after, upto, schema))]
+            return sql.group_transactions(sql.bounded_window(few, max_rows, max_bytes, False)[0])
+        end = min(upto, int(bound)) if max_rows is not None else upto
+        found = sql.log_runs_sql(d, account, after, end, schema)
+        assert found is not None
+        kept, entries, size, largest, longest, last = 0, 0, 0, 0, 0, after
+        for n, rows, chars in cursor.execute(found[0]).fetchall():
+            rows, chars = int(rows), int(chars or 0)
+            if kept and not _fits(entries + rows, size + chars, max_rows, max_bytes):
+                break
+            kept, entries, size, last = kept + 1, entries + rows, size + chars, int(n)
+            largest, longest = max(largest, chars), max(longest, rows)
+        if not kept:
+            return []
+        if longest < sql.TEXT_RUN_ROWS:
+            # Small transactions: no run would be sent as text; their entries are read as they are.
+            return sql.group_transactions(
+                [tuple(r) for r in cursor.execute(sql.entries_sql(d, account, after, last, schema))]
+            )
+        txns = None
+        if largest <= PACKED_TRANSACTION_CHARS:
+            runs = sql.log_runs_sql(d, account, after, last, schema)
+            assert runs is not None
+            for statement in runs[1][:-1]:
+                cursor.execute(statement)
+            txns = sql.packed_transactions(cursor.execute(runs[1][-1]).fetchall())
+    if txns is None or len(txns) != kept:  # a run the server cut, or a transaction too large to join
+        return read_transactions(server, account, after, upto, max_rows, max_bytes)
+    return list(txns)
+
+
 def read_window(
     server: Server,
     account: str,
@@ -827,7 +891,7 @@ class SharedWindows:
         with self.guard:
             lock = self.locks.setdefault(key, threading.Lock()) if key in self.shared else None
         if lock is None:
-            return read_transactions(server, account, after, upto, max_rows, max_bytes)
+            return read_for_apply(server, account, after, upto, max_rows, max_bytes)
         with lock:
             found: list[sql.Transaction] = []
             entries = size = 0

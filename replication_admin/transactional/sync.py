@@ -63,7 +63,7 @@ from replication_admin.transactional.capture import (
     WalStream,
     oldest_count,
     publisher_count,
-    read_transactions,
+    read_for_apply,
     visible_count,
 )
 from replication_admin.transactional.lag import wal_publications
@@ -335,7 +335,7 @@ def sync_once(
         if windows is not None:
             txns = windows.read(pub_server, sub.account, count, upto, *bounds, log=acct.pk)
         else:
-            txns = read_transactions(pub_server, sub.account, count, upto, *bounds)
+            txns = read_for_apply(pub_server, sub.account, count, upto, *bounds)
         if (not txns or txns[0].count != count + 1) and remembered is not None:
             raise LevelMoved(f"{sub.subscriber}'s remembered level {level} is not current; reading it again")
         if not txns or txns[0].count != count + 1:
@@ -447,12 +447,11 @@ class WalDirect:
 def _until_held(acct: ReplAccount, txns: list[sql.Transaction]) -> tuple[list[sql.Transaction], str]:
     """The transactions before the first schema change that waits for approval, and what it waits for."""
     for i, txn in enumerate(txns):
-        for entry in txn.entries:
-            if entry.op == "S":
-                held = trx_schema.may_apply(acct, entry.table, txn.count)
-                if held is not None:
-                    what = f"#{held.pk} " if held.pk else ""
-                    return txns[:i], f"the schema change {what}of {entry.table} waits for approval"
+        for entry in txn.entries_of(("S",)):
+            held = trx_schema.may_apply(acct, entry.table, txn.count)
+            if held is not None:
+                what = f"#{held.pk} " if held.pk else ""
+                return txns[:i], f"the schema change {what}of {entry.table} waits for approval"
     return txns, ""
 
 

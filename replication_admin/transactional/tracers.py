@@ -84,8 +84,8 @@ def tracer_ids(txns: Sequence) -> list[int]:
     """The tracer tokens among `txns`' entries."""
     found = []
     for txn in txns:
-        for entry in txn.entries:
-            if entry.op == MARKER and isinstance(entry.new, dict) and isinstance(entry.new.get("tracer"), int):
+        for entry in txn.entries_of((MARKER,)):
+            if isinstance(entry.new, dict) and isinstance(entry.new.get("tracer"), int):
                 found.append(entry.new["tracer"])
     return found
 

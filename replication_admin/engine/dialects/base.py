@@ -786,6 +786,18 @@ class Dialect:
         """One statement that deletes from `target` the rows whose key an image of the bound JSON array holds."""
         return None
 
+    # --- a log window read in runs: the server joins a run's images, Python handles one value per run ---------
+    def log_runs_sql(self, window: str) -> tuple[str, list[str]] | None:
+        """Where the server can join a window's images: (the query of its transactions' sizes, the statements that
+        read it in runs). `window`: the FROM … WHERE of the window's entries (transactions t, entries l).
+
+        Sizes: (N, entries, image characters) per transaction in order. Runs: consecutive entries of one transaction
+        of one table and kind, in replay order: (N, ORIGIN, AT, table, op, entries, their SEQs joined by commas,
+        their new images and their old images each joined by commas ('null' for none), the characters of the joined
+        new and old images before joining); a run's images must have one shape (the same column names). None: the
+        window is read entry by entry (entries_sql)."""
+        return None
+
     def text_image_sql(self, stmt: str, args: str) -> str:
         """A REPL_TEXT row (statement, JSON array of arguments) as the JSON of a 'T' entry."""
         raise NotImplementedError(f"{self.label} has no REPL_TEXT capture")
