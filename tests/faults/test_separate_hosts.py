@@ -305,7 +305,7 @@ def _child_env(hosts: Hosts) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def hosts() -> Iterator[Hosts]:
+def hosts(request) -> Iterator[Hosts]:
     _check_capabilities()
     # Not under pytest's temporary folder: other pytest runs of the machine's user rotate those away, with the
     # Spark workers' directories in them.
@@ -316,7 +316,7 @@ def hosts() -> Iterator[Hosts]:
     except NamespacesUnavailable as exc:
         shutil.rmtree(work, ignore_errors=True)
         unavailable(f"separate hosts (network namespaces): {exc}")
-    passed = False
+    passed, failed_before = False, request.session.testsfailed
     try:
         names = ("db", "spark", "w1", "w2")
         made = {name: net.add_host(name) for name in names}
@@ -330,7 +330,8 @@ def hosts() -> Iterator[Hosts]:
             pool.start_master_and_service()
             for name in pool.workers:
                 pool.start_worker_host(name)
-            pool.manage("spark_service", "--ping", "--wait", "240", timeout=300)
+            # A loaded machine takes minutes to start four JVMs; the ping waits for the service's first task.
+            pool.manage("spark_service", "--ping", "--wait", "600", timeout=660)
             pool.wait_for_executors(2)
             for name, database in (("src", "src"), ("dst", "dst"), ("pg1", "bpub"), ("pg2", "bsub")):
                 pool.manage(
@@ -340,7 +341,7 @@ def hosts() -> Iterator[Hosts]:
             yield pool
             for host in (*pool.workers.values(), pool.spark):
                 host.stop()
-            passed = True
+            passed = request.session.testsfailed == failed_before
     finally:
         net.destroy()
         if passed:
@@ -381,7 +382,9 @@ def test_a_full_refresh_whose_worker_host_dies_is_finished_by_the_other_host_wit
             conn.execute("UPDATE t SET amount = amount + %s WHERE id %% 7 = %s", (trial + 1, trial % 7))
             conn.execute("DELETE FROM t WHERE id %% 101 = %s", (trial,))
             top = conn.execute("SELECT max(id) FROM t").fetchall()[0][0]
-            conn.execute("INSERT INTO t SELECT n, 'new ' || n, n FROM generate_series(%s, %s) n", (top + 1, top + 500))
+            conn.execute(
+                "INSERT INTO t SELECT n, 'new ' || n, n FROM generate_series(%s::int, %s::int) n", (top + 1, top + 500)
+            )
         for attempt in range(3):  # a refresh that ended before the kill is run again, killed sooner
             if hosts.kill_mid_job(statement, "src", ran / 3**attempt, rng, "dead_host_full_refresh"):
                 landed += 1
@@ -422,7 +425,7 @@ def test_a_bidirectional_sync_whose_worker_host_dies_is_finished_by_the_other_ho
                 )
                 conn.execute("DELETE FROM items WHERE id %% 2 = %s AND id %% 97 = %s", (parity, step % 97))
                 conn.execute(
-                    "INSERT INTO items (id, name, price) SELECT n, %s || n, n FROM generate_series(%s, %s) n",
+                    "INSERT INTO items (id, name, price) SELECT n, %s || n, n FROM generate_series(%s::int, %s::int) n",
                     (f"{database} new ", top + 1, top + 500),
                 )
                 top += 500
