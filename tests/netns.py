@@ -6,8 +6,9 @@ Processes started on a host see only its address (and its own loopback): nothing
 127.0.0.1. `Host.kill()` is a dead host: its link goes down first (so that no FIN or RST leaves it), then
 every process in the namespace gets SIGKILL; its peers learn of it only from their own timeouts.
 
-Every name made here starts with PREFIX and the hexadecimal pid of the run that made it (`rans1a2b3-db`), so a
-new run removes what a crashed run left behind (its pid is gone) and never touches a live run's.
+Every name made here starts with PREFIX and the hexadecimal pid of the run that made it, then a non-hex mark
+(`rans1a2b3-db`, `rans1a2b3-br`, `rans1a2b3v2`), so a new run removes what a crashed run left behind (its pid is
+gone) and never touches a live run's.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def _kill_namespace_processes(netns: str) -> None:
 
 
 def _owner(name: str) -> int | None:
-    found = re.match(rf"{PREFIX}([0-9a-f]+)", name)
+    found = re.match(rf"{PREFIX}([0-9a-f]+)[-vp]", name)
     return int(found.group(1), 16) if found else None
 
 
@@ -171,7 +172,7 @@ class Network:
             raise NamespacesUnavailable("iproute2 (the `ip` command) is not installed")
         remove_leftovers()
         self.tag = f"{PREFIX}{os.getpid():x}"
-        self.bridge = f"{self.tag}b"
+        self.bridge = f"{self.tag}-br"  # not a hex digit after the pid: another run must read the owner right
         self.log_dir = log_dir
         self.hosts: dict[str, Host] = {}
         self.subnet = _free_subnet()
