@@ -61,6 +61,38 @@ def default_parallelism(master: str) -> int:
     return 0
 
 
+# A dead executor host costs seconds, not minutes (docs/scale-out.md, "A dead host costs seconds", says why each).
+# A host that dies without closing its connections (power, kernel, link) is noticed only by these timeouts: Spark's
+# defaults (120 s network timeout, checked every 60 s) kept a job waiting on its lost executor for minutes.
+DEAD_HOST_CONF = {
+    # Executors report every 3 s; one silent for 30 s is declared lost and its tasks run elsewhere. The same bound
+    # ends RPC asks and block fetches to a host that no longer answers.
+    "spark.executor.heartbeatInterval": "3s",
+    "spark.network.timeout": "30s",
+    "spark.network.timeoutInterval": "5s",  # how often the driver looks for silent executors (default 60 s)
+    # A shuffle fetch from a dead host fails in seconds and its stage is recomputed from the surviving executors.
+    "spark.shuffle.io.maxRetries": "2",
+    "spark.shuffle.io.retryWait": "2s",
+    # JDBC reads and writes have no data locality: never hold a task back for a preferred (possibly dead) host.
+    "spark.locality.wait": "0s",
+    # A lost executor's tasks do not count as failures; 4 real failures of one task fail the job's attempt, which
+    # the product retries (its own attempts, with backoff).
+    "spark.task.maxFailures": "4",
+    # With a handful of executors, excluding one after failures can leave a job no executor at all.
+    "spark.excludeOnFailure.enabled": "false",
+    # A speculative copy of a JDBC write task would write its rows a second time.
+    "spark.speculation": "false",
+}
+# The standalone master's own bound (seconds, the master's Java option, not an application setting): a worker
+# silent this long is removed and its executors reported lost to the service (default 60 s).
+MASTER_WORKER_TIMEOUT = 15
+
+
+def master_java_options() -> str:
+    """SPARK_MASTER_OPTS for a standalone master that drops a dead worker host in seconds."""
+    return f"-Dspark.worker.timeout={MASTER_WORKER_TIMEOUT}"
+
+
 def spark_conf(config: SparkConfig, parallelism: int | None = None) -> dict[str, str]:
     """The driver's configuration, shared by the embedded session and the service."""
     slots = parallelism or default_parallelism(config.master) or 2
@@ -85,6 +117,7 @@ def spark_conf(config: SparkConfig, parallelism: int | None = None) -> dict[str,
         "spark.sql.shuffle.partitions": str(max(2, slots * 2)),
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.adaptive.coalescePartitions.enabled": "true",
+        **DEAD_HOST_CONF,
     }
     conf.update(dict(config.extra))
     return conf

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up replication_admin on this machine; idempotent, safe to re-run.
-#   1. Debian packages: a Java runtime, JDBC jars, unixODBC and the ODBC drivers, Chromium for browser tests
+#   1. Debian packages: a Java runtime, JDBC jars, unixODBC and the ODBC drivers, Chromium for browser tests,
+#      iproute2 for the test on separate hosts (network namespaces)
 #   2. the virtualenv in .venv with requirements.txt (reinstalled only when the file changes)
 #   3. var/dev.env with a development secret key and Fernet key (outside git, mode 600)
 #   4. database migrations of the console's own catalog
@@ -18,6 +19,8 @@ packages=(libpostgresql-jdbc-java libmariadb-java libxerial-sqlite-jdbc-java uni
           odbc-postgresql odbc-mariadb libsqliteodbc chromium)
 missing=()
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+# iproute2 (`ip netns`): the test on separate hosts builds network namespaces (tests/netns.py)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done

@@ -88,14 +88,18 @@ class SparkForTests:
         return [os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class"), *args]
 
     def _start_cluster(self, env: dict[str, str]) -> None:
+        from jobs.session import master_java_options  # noqa: PLC0415 - only when a cluster is started
+
         port, ui = free_port(), free_port()
+        # The master drops a dead worker in seconds (docs/scale-out.md, "A dead host costs seconds").
+        master_env = {**env, "SPARK_MASTER_OPTS": f"{env.get('SPARK_MASTER_OPTS', '')} {master_java_options()}"}
         master, log = self._spawn(
             "master",
             self._spark_class(
                 "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
                 "--webui-port", str(ui),
             ),
-            env,
+            master_env,
         )  # fmt: skip
         _wait_port(port, master, "Spark master", log)
         self.master = f"spark://127.0.0.1:{port}"
