@@ -77,6 +77,7 @@ class Supervisor:
     stopping: bool = False
     seen: dict[str, Any] = field(default_factory=dict)
     status_port: int = 0
+    alerted: bool | None = None  # the executors alert: raised by this process, resolved, or not known yet
     pulse: heartbeats.Pulse = field(default_factory=lambda: heartbeats.Pulse(heartbeats.Kind.SPARK))
 
     @property
@@ -179,7 +180,7 @@ class Supervisor:
         if not self.heartbeat:
             return
         self.pulse(seen)
-        if long_without or master_gone:
+        if (long_without or master_gone) and self.alerted is not True:  # raised once per outage, not every look
             what = [f"has no executor ({seen['executors']})"] if seen.get("executors") == 0 else []
             if master_gone:
                 what.append(f"its master {self.config.master} does not answer as alive ({seen['master_status']})")
@@ -189,7 +190,9 @@ class Supervisor:
                 f"jobs wait, and the service restarts its server after {settings.SPARK_NO_EXECUTORS_SECONDS} s",
                 reverse("health"),
             )  # fmt: skip
-        elif seen.get("executors") and seen.get("master_alive") is not False:
+            self.alerted = True
+        elif seen.get("executors") and seen.get("master_alive") is not False and self.alerted is not False:
+            self.alerted = False  # unknown at start (None): an alert of an earlier run of the service is resolved
             safely_resolve(
                 Alert.Kind.COMPONENT_DOWN,
                 EXECUTORS_ALERT,

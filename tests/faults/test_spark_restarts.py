@@ -46,7 +46,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.live_db]
 ROWS = 200_000
 NO_EXECUTORS_SECONDS = 20  # the service's bound without executors (REPLADMIN_SPARK_NO_EXECUTORS_SECONDS)
 STALL_SECONDS = 20  # the watchdog's bound in the stall test (REPLADMIN_SPARK_STALL_SECONDS)
-DOWN_FOR = 15.0  # how long the service or the master stays dead
+DOWN_FOR = 15.0  # how long the service stays dead
+MASTER_DOWN_FOR = 5.0  # how long the master stays dead
 
 
 @dataclass
@@ -117,10 +118,11 @@ class PrivateSpark:
             sys.executable, str(ROOT / "manage.py"), "spark_service", "--port", str(self.service_port),
             "--work-dir", str(self.work / "service"),
         ])  # fmt: skip
-        _wait_port(self.service_port, proc, "Spark service", self.work / "service.log")
+        # A loaded machine takes minutes to start Django and then the JVM.
+        _wait_port(self.service_port, proc, "Spark service", self.work / "service.log", timeout=600)
 
     def wait_ready(self) -> None:
-        ping = [sys.executable, str(ROOT / "manage.py"), "spark_service", "--ping", "--wait", "180"]
+        ping = [sys.executable, str(ROOT / "manage.py"), "spark_service", "--ping", "--wait", "400"]
         out = subprocess.run(ping, cwd=ROOT, env=self.env(), capture_output=True, text=True)
         assert out.returncode == 0, out.stderr + (self.work / "service" / "service.log").read_text(errors="replace")
 
@@ -268,11 +270,12 @@ def test_a_refresh_whose_spark_master_restarts_mid_job_is_retried_after_the_serv
     wait_for_spark_work(job_id)
     spark.kill("master")
     killed_at = time.time()
-    time.sleep(DOWN_FOR)
+    time.sleep(MASTER_DOWN_FOR)  # back soon: the workers register again while the job still runs
     spark.start_master()
-    assert_healed(job_id, source, dest, clean, killed_at, "master killed, back 15 s later")
+    assert_healed(job_id, source, dest, clean, killed_at, "master killed, back 5 s later")
+    print(f"master restart: the job ran {len(chain_log(job_id).split('running the job again')) - 1} more time(s)")
     # The service says so in its heartbeat: a live master and executors again; no executors alert left open.
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         beat = ProcessHeartbeat.objects.filter(kind="spark", stopped_at__isnull=True).order_by("-renewed_at").first()
         details = beat.details if beat else {}
@@ -280,7 +283,7 @@ def test_a_refresh_whose_spark_master_restarts_mid_job_is_retried_after_the_serv
             break
         time.sleep(1)
     assert details.get("master_alive") and details.get("executors"), details
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while Alert.objects.filter(target="Spark executors", resolved_at__isnull=True).exists():
         assert time.monotonic() < deadline, list(Alert.objects.values("target", "message", "resolved_at"))
         time.sleep(1)
