@@ -13,6 +13,7 @@ import os
 import sys
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pyspark
 
@@ -45,19 +46,64 @@ def spark_home() -> str:
     return os.path.dirname(pyspark.__file__)
 
 
-def standalone_cores(master: str, timeout: float = 3.0) -> int:
-    """Cores of the workers registered with a standalone master (its web UI's JSON, port 8080); 0 if unknown."""
+def master_hosts(master: str) -> list[str]:
+    """The hosts of a standalone master URL (spark://h1:7077 or, with standby masters, spark://h1:7077,h2:7077)."""
     if not master.startswith("spark://"):
-        return 0
-    host = master.removeprefix("spark://").split(",")[0].rsplit(":", 1)[0]
+        return []
+    return [part.rsplit(":", 1)[0] for part in master.removeprefix("spark://").split(",") if part]
+
+
+def _json(url: str, timeout: float) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as reply:  # noqa: S310 - a fixed http:// URL
+        return json.load(reply)
+
+
+def master_state(master: str, ui_port: int = 8080, timeout: float = 3.0) -> dict[str, Any] | None:
+    """What the standalone master says on its web UI (port `ui_port`): {"url", "status" (ALIVE, STANDBY,
+    RECOVERING), "workers" (alive), "cores"}, from the first master that is ALIVE, else the first that answers;
+    None when none answers (or the master is not a standalone one)."""
+    found: dict[str, Any] | None = None
+    for host in master_hosts(master):
+        try:
+            info = _json(f"http://{host}:{ui_port}/json/", timeout)
+        except (OSError, ValueError):
+            continue
+        state = {
+            "url": str(info.get("url", host)),
+            "status": str(info.get("status", "")),
+            "workers": int(info.get("aliveworkers", len(info.get("workers", [])))),
+            "cores": int(info.get("cores", 0)),
+        }
+        if state["status"] == "ALIVE":
+            return state
+        found = found or state
+    return found
+
+
+def standalone_cores(master: str, timeout: float = 3.0, ui_port: int = 8080) -> int:
+    """Cores of the workers registered with a standalone master (its web UI's JSON); 0 if unknown."""
+    state = master_state(master, ui_port, timeout)
+    return int(state["cores"]) if state else 0
+
+
+def driver_executors(ui_port: int, host: str = "127.0.0.1", timeout: float = 3.0) -> tuple[int, int] | None:
+    """(executors, cores) registered with the service's driver, from its status API (the driver's web UI on the
+    service host, `ui_port`); on a local master the driver itself is the executor. None when it does not answer."""
+    base = f"http://{host}:{ui_port}/api/v1/applications"
     try:
-        with urllib.request.urlopen(f"http://{host}:8080/json/", timeout=timeout) as reply:
-            return int(json.load(reply).get("cores", 0))
-    except (OSError, ValueError):
-        return 0
+        apps = _json(base, timeout)
+        if not apps:
+            return None
+        listed = _json(f"{base}/{apps[0]['id']}/executors", timeout)
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return None
+    active = [e for e in listed if e.get("isActive", True)]
+    remote = [e for e in active if e.get("id") != "driver"]
+    counted = remote or [e for e in active if e.get("id") == "driver" and int(e.get("totalCores", 0)) > 0]
+    return len(remote), sum(int(e.get("totalCores", 0)) for e in counted)
 
 
-def task_slots(config: SparkConfig) -> int:
+def task_slots(config: SparkConfig, master_ui_port: int = 8080) -> int:
     """How many tasks the service can run at once: the local master's threads, spark.cores.max, or the
     standalone cluster's cores."""
     extra = dict(config.extra)
@@ -68,15 +114,33 @@ def task_slots(config: SparkConfig) -> int:
         return local
     if "spark.cores.max" in extra:
         return int(extra["spark.cores.max"])
-    return standalone_cores(config.master) or 2
+    return standalone_cores(config.master, ui_port=master_ui_port) or 2
 
 
-def service_command(config: SparkConfig, host: str, port: int, work_dir: Path) -> list[str]:
-    """spark-submit's argv for the Connect server, writing its FAIR pools file into `work_dir`."""
+def service_command(
+    config: SparkConfig, host: str, port: int, work_dir: Path, status_port: int = 0, master_ui_port: int = 8080
+) -> list[str]:
+    """spark-submit's argv for the Connect server, writing its FAIR pools file into `work_dir`. With `status_port`,
+    the driver's web UI listens there (on the service's bind address), read-only, for its status API: the
+    supervisor of `manage.py spark_service` reads the executors registered with the service from it."""
     work_dir.mkdir(parents=True, exist_ok=True)
     pools = work_dir / "fairscheduler.xml"
     pools.write_text(fair_pools())
-    conf = spark_conf(config, parallelism=task_slots(config))
+    conf = spark_conf(config, parallelism=task_slots(config, master_ui_port))
+    if status_port:
+        conf.update(
+            {
+                "spark.ui.enabled": "true",
+                "spark.ui.port": str(status_port),
+                "spark.port.maxRetries": "0",  # that port or none: the supervisor asks at that very port
+                "spark.ui.killEnabled": "false",
+                # The service runs for weeks: the UI keeps a few ended jobs, not a thousand.
+                "spark.ui.retainedJobs": "50",
+                "spark.ui.retainedStages": "100",
+                "spark.ui.retainedTasks": "10000",
+                "spark.sql.ui.retainedExecutions": "50",
+            }
+        )
     conf.update(
         {
             "spark.connect.grpc.binding.address": host,

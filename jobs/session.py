@@ -196,12 +196,17 @@ def _utc() -> None:
         time.tzset()
 
 
+def _closed(session: Any) -> bool:
+    """A Connect client pyspark closed (its service restarted: INVALID_HANDLE.SESSION_CHANGED)."""
+    return is_connect(session) and bool(session.client.is_closed)
+
+
 def get_spark(config: SparkConfig) -> Any:
     """This process's shared session (a Connect client or the embedded session), created on first use."""
     global _session, _session_key
     key = (os.getpid(), config.remote)
     with _lock:
-        if _session is not None and _session_key == key:
+        if _session is not None and _session_key == key and not _closed(_session):
             return _session
         _utc()
         _session = connect(config) if config.remote else _embedded(config)
@@ -218,6 +223,27 @@ def release(session: Any) -> None:
     # deadlocks the process. A released session has nothing left to close.
     with contextlib.suppress(Exception):
         session.client.close = lambda: None
+
+
+def forget(session: Any) -> None:
+    """Drop a session whose service went away or restarted, without waiting on the service: close its channel
+    here (never release it there, so that its id may be taken up again) and forget it as this process's shared
+    session (None: the shared session). The next get_spark() or connect() opens a new one."""
+    global _session, _session_key
+    with _lock:
+        if session is None:
+            session = _session  # the shared session itself
+        if session is _session:
+            _session, _session_key = None, None
+    if session is None:
+        return
+    if not is_connect(session):
+        return  # an embedded session lives with this process
+    with contextlib.suppress(Exception):
+        session.client.set_retry_policies([])
+        session.client.close()
+    with contextlib.suppress(Exception):
+        session.client.close = lambda: None  # see release()
 
 
 def interrupt_session(config: SparkConfig, session_id: str) -> list[str]:

@@ -424,6 +424,18 @@ SPARK_BIND_ADDRESS = env_str("REPLADMIN_SPARK_BIND_ADDRESS", "127.0.0.1")
 SPARK_CONF = env_spark_conf("REPLADMIN_SPARK_CONF")
 # How long a client retries an unreachable service before the job fails with one line.
 SPARK_CONNECT_RETRY_SECONDS = env_int("REPLADMIN_SPARK_CONNECT_RETRY_SECONDS", 30)
+# The standalone master's web UI port (its JSON says whether it is alive, its workers and cores), on each master
+# host of REPLADMIN_SPARK_MASTER.
+SPARK_MASTER_UI_PORT = env_int("REPLADMIN_SPARK_MASTER_UI_PORT", 8080)
+# `manage.py spark_service` supervises its Connect server: the port of the driver's status API (its web UI,
+# read-only, on the service's bind address; 0: a free port at each start), and how long the service may have no
+# executor on a standalone master (a master restarted without recovery forgets the application) before the
+# server is restarted, which registers a new application; running jobs retry on the new one.
+SPARK_STATUS_PORT = env_int("REPLADMIN_SPARK_STATUS_PORT", 0)
+SPARK_NO_EXECUTORS_SECONDS = env_int("REPLADMIN_SPARK_NO_EXECUTORS_SECONDS", 30)
+# The job watchdog (core/reaper.py): a running job whose progress (Spark's tasks, its steps, its log) has not moved
+# for this long is interrupted (its Spark session), taken back and retried; 0 turns the watchdog off.
+SPARK_STALL_SECONDS = env_int("REPLADMIN_SPARK_STALL_SECONDS", 600)
 # SQLite files are opened by Spark's executors: on a local master they are on this host; on a cluster only
 # when every executor sees the file at the same path (then set 1). Unset: decided from the master.
 SPARK_SQLITE_SHARED = env_optional_bool("REPLADMIN_SPARK_SQLITE_SHARED")

@@ -127,7 +127,16 @@ class SparkForTests:
             service_env.pop("REPLADMIN_SPARK_REMOTE", None)
             proc, log = self._spawn(
                 "service",
-                [sys.executable, str(ROOT / "manage.py"), "spark_service", "--port", str(port)],
+                [
+                    sys.executable,
+                    str(ROOT / "manage.py"),
+                    "spark_service",
+                    "--port",
+                    str(port),
+                    "--no-heartbeat",
+                    "--work-dir",
+                    str(self.work / "service-files"),
+                ],
                 service_env,
             )
             _wait_port(port, proc, "Spark service", log)

@@ -35,7 +35,9 @@ from replication_admin.models import Alert, ProcessHeartbeat, ReplSubscriber
 log = logging.getLogger(__name__)
 
 Kind = ProcessHeartbeat.Kind
-KIND_LABELS: dict[str, str] = {Kind.WORKER: "worker host", Kind.FOLLOWER: "follower", Kind.SCHEDULER: "scheduler"}
+KIND_LABELS: dict[str, str] = {
+    Kind.WORKER: "worker host", Kind.FOLLOWER: "follower", Kind.SCHEDULER: "scheduler", Kind.SPARK: "Spark service",
+}  # fmt: skip
 # The scheduler may tick only once a minute (the django-q2 schedule of a cluster without this product's qcluster).
 SCHEDULER_STALE_SECONDS = 90
 PRUNE_AFTER = timedelta(days=1)
@@ -187,7 +189,7 @@ def kinds_down(rows: list[ProcessHeartbeat], wanting: int, now: datetime) -> dic
     """The process kinds down now, each with why: a kind that ran in the last day with no live process left, and a
     follower while `wanting` subscriptions should be followed."""
     down: dict[str, str] = {}
-    for kind in (Kind.WORKER, Kind.SCHEDULER, Kind.FOLLOWER):
+    for kind in (Kind.WORKER, Kind.SCHEDULER, Kind.FOLLOWER, Kind.SPARK):
         of_kind = [r for r in rows if r.kind == kind]
         if any(is_alive(r, now) for r in of_kind):
             continue
@@ -197,7 +199,9 @@ def kinds_down(rows: list[ProcessHeartbeat], wanting: int, now: datetime) -> dic
                 down[kind] = (f"no live follower (replfollow) while {wanting} in-sync subscription(s) should be "
                               f"followed: {_last_seen(of_kind, now)}")  # fmt: skip
         elif of_kind:
-            what = "no scheduled event is handed out" if kind == Kind.SCHEDULER else "no job runs"
+            what = {Kind.SCHEDULER: "no scheduled event is handed out", Kind.SPARK: "no Spark job runs"}.get(
+                kind, "no job runs"
+            )
             down[kind] = f"no live {label}, so {what}: {_last_seen(of_kind, now)}"
     return down
 

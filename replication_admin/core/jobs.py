@@ -400,6 +400,19 @@ def execute(job_id: int, inline: bool = False) -> str:
             _wake_waiters(job.pk)
 
 
+def _taken_back(job: JobRun) -> bool:
+    state = JobRun.objects.filter(pk=job.pk).values_list("state", flat=True).first()
+    return state in (JobRun.State.CANCELLED, JobRun.State.LOST) or HEARTBEAT.was_taken_back(job.pk)
+
+
+def _attempt(job: JobRun, runner_type: type[JobRunner[Any]], reporter: Reporter) -> JobResult:
+    """One run of the job from its start; none once the reaper took the job back (its next attempt, a JobRun of
+    its own, runs it: this one must not run beside it)."""
+    if _taken_back(job):
+        raise JobCancelled()
+    return runner_type(job, reporter).run()
+
+
 def _run(job: JobRun, reporter: Reporter, started: float) -> str:
     job_id = job.pk
     try:
@@ -408,7 +421,7 @@ def _run(job: JobRun, reporter: Reporter, started: float) -> str:
             raise JobError(f"unknown job kind {job.kind!r}")
         # A retryable error the steps did not clear runs the job again from its start (jobs are idempotent).
         with job_spark(job):
-            result = transactions.job_retries(lambda: runner_type(job, reporter).run(), reporter.log)
+            result = transactions.job_retries(lambda: _attempt(job, runner_type, reporter), reporter.log)
     except JobCancelled:
         reporter.timings["total"] = round(time.monotonic() - started, 4)
         JobRun.objects.filter(pk=job_id).update(timings=reporter.timings)
@@ -425,6 +438,9 @@ def _run(job: JobRun, reporter: Reporter, started: float) -> str:
         safely_raise("job_failed", f"{job.kind} {job.target}", message, reverse("jobs-detail", args=[job_id]))
         return f"job {job_id} failed"
     except Exception as exc:
+        if _taken_back(job):  # the reaper ended this attempt (lost or stalled) and queued the next one
+            log.warning("job %s: the attempt taken back ended with %s", job_id, type(exc).__name__)
+            return f"job {job_id} taken back"
         expected = _expected(exc)
         message = expected if expected is not None else f"{type(exc).__name__}: {exc}"
         if expected is None or transactions.is_retryable(exc):  # the one line is the error; the trace is logged

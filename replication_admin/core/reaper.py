@@ -8,6 +8,7 @@ round and in the in-sync follower, and does three things:
    attempt queued after a short backoff (every job is idempotent; attempts are bounded by
    REPLADMIN_JOB_ATTEMPTS; the job page shows the chain). The new attempt cleans the staging objects the
    lost one left, as any run of the item does before it stages.
+   The watchdog takes back the same way a running job whose progress has not moved for SPARK_STALL_SECONDS.
 2. An item lock whose holder stopped renewing it is freed.
 3. A queued job is handed (again) to the task broker when it is due: a retry after its backoff, a job
    that waited behind another one that has ended, or a job handed out a minute ago that no worker took
@@ -18,12 +19,14 @@ round and in the in-sync follower, and does three things:
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.db.models import Q
+from django.db.models.functions import Length
 from django.urls import reverse
 from django.utils import timezone
 from django_q.brokers import get_broker
@@ -111,6 +114,40 @@ def _take_back_lost_jobs() -> list[int]:
     return taken
 
 
+# The job watchdog: the progress each running job showed when this process first saw it so, and since when (seconds
+# of time.monotonic()). Kept per process: each reaper measures the stall from its own first look.
+_progress_seen: dict[int, tuple[tuple[Any, ...], float]] = {}
+
+
+def _take_back_stalled_jobs() -> list[int]:
+    """A running job whose progress (its Spark tasks, progress bar, message and log) has not moved for
+    SPARK_STALL_SECONDS is taken back like a lost one: its Spark session interrupted, its locks freed, its next
+    attempt queued. A master that lost its executors, a task that hangs: nothing stays "running" for ever."""
+    bound = settings.SPARK_STALL_SECONDS
+    if bound <= 0:
+        return []
+    now = time.monotonic()
+    running = JobRun.objects.filter(state=JobRun.State.RUNNING).annotate(log_length=Length("log"))
+    seen: dict[int, tuple[tuple[Any, ...], float]] = {}
+    stalled = []
+    for pk, *progress in running.values_list("pk", "progress_done", "progress_total", "message", "log_length")[:500]:
+        mark = tuple(progress)
+        before = _progress_seen.get(pk)
+        since = before[1] if before is not None and before[0] == mark else now
+        seen[pk] = (mark, since)
+        if now - since >= bound:
+            stalled.append(pk)
+    _progress_seen.clear()
+    _progress_seen.update(seen)
+    taken = []
+    for pk in stalled:
+        reason = f"no progress for {bound} s (REPLADMIN_SPARK_STALL_SECONDS): its Spark work was interrupted"
+        if take_back(pk, reason) is not None or not JobRun.objects.filter(pk=pk, state=JobRun.State.RUNNING).exists():
+            taken.append(pk)
+            _progress_seen.pop(pk, None)
+    return taken
+
+
 def _free_expired_locks() -> int:
     now = timezone.now()
     stale = ReplLock.objects.filter(Q(expires_at__lt=now) | Q(job__state__in=JobRun.FINISHED))
@@ -163,7 +200,8 @@ def dispatch_due() -> list[int]:
 
 def reap() -> dict[str, Any]:
     """One pass of the reaper; safe to run anywhere, any number of times at once."""
-    outcome: dict[str, Any] = {"lost": _take_back_lost_jobs(), "locks_freed": _free_expired_locks()}
+    outcome: dict[str, Any] = {"lost": _take_back_lost_jobs(), "stalled": _take_back_stalled_jobs()}
+    outcome["locks_freed"] = _free_expired_locks()
     outcome["sent"] = dispatch_due()
     return outcome
 

@@ -3,6 +3,7 @@ own on the Spark service, and JDBC endpoints of registered servers for the jobs 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import subprocess
 import sys
@@ -51,6 +52,7 @@ class _JobSpark:
     session_id: str
     pool: str
     session: Any = None
+    lost: bool = False  # the service lost or dropped the session: the next one interrupts what is left of it
 
 
 _job: ContextVar[_JobSpark | None] = ContextVar("job_spark", default=None)
@@ -85,8 +87,30 @@ def spark_session() -> Any:
     if config.remote and scope is not None:
         if scope.session is None:
             scope.session = spark_sessions.connect(config, scope.session_id, pool=scope.pool)
+            if scope.lost:
+                # A service that only dropped the connection still runs the previous attempt's operations in
+                # this session: they stop before the retry writes beside them (best effort, bounded).
+                scope.lost = False
+                with contextlib.suppress(Exception):
+                    scope.session.interruptAll()
         return scope.session
     return get_spark(config)
+
+
+def forget_lost_sessions(exc: BaseException) -> None:
+    """The Spark service is unreachable, restarted or lost a session (transactions.is_spark_service_fault): drop
+    this process's cached sessions, so that the retry opens new ones (a restarted service knows none of them)."""
+    scope = _job.get()
+    if scope is not None and scope.session is not None:
+        lost, scope.session, scope.lost = scope.session, None, True
+        spark_sessions.forget(lost)
+    spark_sessions.forget(None)  # the process's shared session too
+    _masters.clear()
+    _slots.clear()
+    log.warning("Spark service fault (%s): the next attempt opens a new session", type(exc).__name__)
+
+
+transactions.on_spark_service_fault = forget_lost_sessions
 
 
 # Run in a child process: the reaper runs in qcluster's main process, which forks workers later, and a gRPC

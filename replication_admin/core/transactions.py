@@ -135,7 +135,12 @@ def retry_line(exc: BaseException, wait: float, again: str = "retrying") -> str:
     return f"{what}; {again} in {wait:.1f} s"
 
 
-def retrying(again: str = "retrying", stop_after: float | None = None, attempts: int | None = None) -> Retrying:
+def retrying(
+    again: str = "retrying",
+    stop_after: float | None = None,
+    attempts: int | None = None,
+    stop_when: Callable[[RetryCallState], bool] | None = None,
+) -> Retrying:
     """THE policy as a tenacity loop: retryable errors, exponential backoff with jitter, the bounded time."""
 
     def before_sleep(state: RetryCallState) -> None:
@@ -143,8 +148,12 @@ def retrying(again: str = "retrying", stop_after: float | None = None, attempts:
         wait = state.next_action.sleep if state.next_action is not None else 0.0
         if exc is not None:
             _say(retry_line(exc, wait, again))
+            if is_spark_service_fault(exc):
+                on_spark_service_fault(exc)
 
-    stop = stop_before_delay(_remaining() if stop_after is None else stop_after)
+    stop: Any = stop_before_delay(_remaining() if stop_after is None else stop_after)
+    if stop_when is not None:
+        stop = stop_when
     return Retrying(
         retry=retry_if_exception(is_retryable),
         stop=stop if attempts is None else stop | stop_after_attempt(attempts),
@@ -167,9 +176,28 @@ connections.connect_retry = _retry_connect
 def job_retries(run: Callable[[], T], log_line: Callable[[str], None]) -> T:
     """Run a whole job under the policy: a retryable error that its steps did not clear (or met in a step
     with no retry of its own) runs the job again from its start — jobs are idempotent — until the job's
-    RETRY_SECONDS have passed. Every step's retries inside share that bound."""
+    RETRY_SECONDS have passed. Every step's retries inside share that bound.
+
+    The job's re-runs count the bound from the first fault that ended an attempt (and again from a fault that
+    ends an attempt which ran longer than the bound): a long copy cut by a restart of the Spark service (or a lost
+    connection) after minutes of work gets RETRY_SECONDS to find the service or server back, as a short job does."""
     with retry_scope(log_line) as scope:
-        return retrying("running the job again from its start", stop_after=scope.remaining())(run)
+        bound = float(settings.RETRY_SECONDS)
+        attempt_started = [time.monotonic()]
+        first_fault = [True]
+
+        def attempt() -> T:
+            attempt_started[0] = time.monotonic()
+            return run()
+
+        def stop(state: RetryCallState) -> bool:
+            now = time.monotonic()
+            if first_fault[0] or now - attempt_started[0] >= bound:
+                first_fault[0] = False
+                scope.deadline = now + bound  # a window from this fault, shared by the steps of the next attempts
+            return now + (state.upcoming_sleep or 0.0) >= scope.deadline
+
+        return retrying("running the job again from its start", stop_when=stop)(attempt)
 
 
 # --- one line per error -------------------------------------------------------------------------------------
@@ -194,16 +222,32 @@ _HOST_PORT = [
 ]
 
 
-# A Spark Connect client that cannot reach the Spark service (gRPC UNAVAILABLE): retryable like a lost
-# connection, and named after the service, not after the job's database servers.
+# A Spark Connect client that cannot reach the Spark service (gRPC UNAVAILABLE), or whose session the service no
+# longer has (it was restarted: the session changed or is unknown there, and pyspark then closes the client, whose
+# next call says NO_ACTIVE_SESSION): retryable like a lost connection, on a new session (on_spark_service_fault),
+# and named after the service, not after the job's database servers.
 _SERVICE_DOWN = ("StatusCode.UNAVAILABLE", "failed to connect to all addresses", "Socket closed", "GOAWAY")
+_SESSION_LOST = (
+    "NO_ACTIVE_SESSION", "INVALID_HANDLE.SESSION_CHANGED", "INVALID_HANDLE.SESSION_NOT_FOUND",
+    "INVALID_HANDLE.SESSION_CLOSED", "INVALID_HANDLE.OPERATION_ABANDONED", "SparkContext was shut down",
+    "SparkContext has been shutdown", "Cannot call methods on a stopped SparkContext",
+)  # fmt: skip
+
+
+# Called (with the error) before a job's steps are retried after a fault of the Spark service: core/spark.py drops the
+# process's cached sessions there, so that the retry opens a new one.
+def _no_hook(exc: BaseException) -> None:
+    return None
+
+
+on_spark_service_fault: Callable[[BaseException], None] = _no_hook
 
 
 def is_spark_service_fault(exc: BaseException) -> bool:
     if not type(exc).__module__.startswith(("pyspark", "grpc")):
         return False
     text = str(exc)[:4000]
-    return any(marker in text for marker in _SERVICE_DOWN)
+    return any(marker in text for marker in _SERVICE_DOWN) or any(marker in text for marker in _SESSION_LOST)
 
 
 def _service_cause(exc: BaseException) -> str:
@@ -211,6 +255,9 @@ def _service_cause(exc: BaseException) -> str:
     for marker, cause in (("Connection refused", "connection refused"), ("Deadline", "timed out")):
         if marker in text:
             return f"unreachable ({cause})"
+    lost = next((marker for marker in _SESSION_LOST if marker in text), "")
+    if lost:
+        return f"the job's session was lost (the service restarted: {lost})"
     return "unreachable"
 
 

@@ -25,6 +25,7 @@ from django.utils import timezone
 from replication_admin.core import heartbeats
 from replication_admin.core.heartbeats import Kind
 from replication_admin.core.spark import ping_service
+from replication_admin.core.spark_service import executors_text
 from replication_admin.core.times import duration_text, iso
 from replication_admin.core.transactions import error_message
 from replication_admin.models import ProcessHeartbeat, ReplSubscriber, subscription_label
@@ -83,6 +84,7 @@ def process_rows(now: datetime | None = None) -> tuple[list[dict], list[str], fl
     started = time.monotonic()
     rows = list(ProcessHeartbeat.objects.filter(heartbeats.recent()).order_by("kind", "host", "pid"))
     answered = time.monotonic() - started
+    rows = [r for r in rows if r.kind != Kind.SPARK]  # the Spark service has a row of its own (spark_row)
     followers = heartbeats.live_followers(rows, now)
     wanting = list(heartbeats.wanting_follower().values("id", "subscriber", "server", "account"))
     held_ids = {pk for r in rows if r.kind == Kind.FOLLOWER for pk in (r.details or {}).get("subscriptions", [])}
@@ -184,7 +186,20 @@ def spark_row() -> dict:
         return _row("spark", "Spark (embedded)", UNKNOWN,
                     "embedded: each worker process starts its own local Spark; nothing to ask from here")  # fmt: skip
     state, cause = SPARK.state()
-    return _row("spark", f"Spark service {remote}", state, cause, host=remote)
+    extra: dict[str, Any] = {"master_alive": None, "executors": None, "cores": None}
+    now = timezone.now()
+    beat = next((r for r in heartbeats.alive(Kind.SPARK, now) if (r.details or {}).get("remote") == remote), None)
+    beat = beat or max(heartbeats.alive(Kind.SPARK, now), key=lambda r: r.renewed_at, default=None)
+    if beat is not None:  # what the service's supervisor sees (core/spark_service.py)
+        details = beat.details or {}
+        extra = {key: details.get(key) for key in extra}
+        cause = f"{cause}; {executors_text(details)}"
+        standalone = str(details.get("master", "")).startswith("spark://")
+        if state == OK and standalone and details.get("executors") == 0:
+            state = DOWN  # it answers, but Spark jobs wait for executors
+        elif state == OK and standalone and details.get("master_alive") is False:
+            state = UNKNOWN  # jobs run on the executors it has; none lost comes back until the master does
+    return _row("spark", f"Spark service {remote}", state, cause, host=remote, **extra)
 
 
 def catalog_row(answered: float) -> dict:

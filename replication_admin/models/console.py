@@ -344,6 +344,7 @@ class ProcessHeartbeat(models.Model):
         WORKER = "worker", "worker host"
         FOLLOWER = "follower", "follower"
         SCHEDULER = "scheduler", "scheduler"
+        SPARK = "spark", "Spark service"  # manage.py spark_service: its master, executors and cores
 
     kind = models.CharField(max_length=10, choices=Kind.choices, db_column="PH_KIND")
     host = models.CharField(max_length=255, db_column="PH_HOST")

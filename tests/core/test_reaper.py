@@ -104,7 +104,7 @@ def test_a_dead_pid_of_another_host_identity_on_this_machine_waits_for_its_lease
     )
     ReplLock.objects.create(name="snapshot:dst.t", job=job, pid=proc.pid, host=f"{HOST}-b",
                             expires_at=timezone.now() + timedelta(minutes=1))  # fmt: skip
-    assert reaper.reap() == {"lost": [], "locks_freed": 0, "sent": []}
+    assert reaper.reap() == {"lost": [], "stalled": [], "locks_freed": 0, "sent": []}
     JobRun.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     assert reaper.reap()["lost"] == [job.pk]
     assert "stopped renewing the job's lease" in JobRun.objects.get(pk=job.pk).error
@@ -126,7 +126,7 @@ def test_a_live_lease_is_left_alone():
     job = running_elsewhere(lease_expires_at=timezone.now() + timedelta(seconds=30))
     ReplLock.objects.create(name="snapshot:dst.t", job=job, pid=4242, host="another-host",
                             expires_at=timezone.now() + timedelta(seconds=30))  # fmt: skip
-    assert reaper.reap() == {"lost": [], "locks_freed": 0, "sent": []}
+    assert reaper.reap() == {"lost": [], "stalled": [], "locks_freed": 0, "sent": []}
     assert JobRun.objects.get(pk=job.pk).state == JobRun.State.RUNNING
     assert ReplLock.objects.filter(job=job).exists()
 
@@ -261,3 +261,31 @@ def test_with_the_redis_broker_a_task_taken_by_a_worker_that_died_is_handed_out_
     done = subprocess.run([sys.executable, "-c", REDIS_SCRIPT], env=env, capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "handed out again" in done.stdout
+
+
+def test_a_running_job_whose_progress_does_not_move_past_the_stall_bound_is_taken_back_and_retried(monkeypatch):
+    """The watchdog compares what each pass sees; the clock is the reaper's own, moved here by hand."""
+    settings.SPARK_STALL_SECONDS = 100
+    clock = [1000.0]
+    monkeypatch.setattr(reaper.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(reaper, "_progress_seen", {})
+    alive = {"worker_host": "another-host", "lease_expires_at": timezone.now() + timedelta(minutes=10)}
+    stuck = running_elsewhere(progress_done=3, progress_total=10, **alive)
+    moving = running_elsewhere(progress_done=3, progress_total=10, target="snapshot dst.u", **alive)
+    ReplLock.objects.create(name="snapshot:dst.t", job=stuck, pid=4242, host="another-host",
+                            expires_at=timezone.now() + timedelta(minutes=10))  # fmt: skip
+    assert reaper.reap()["stalled"] == []
+    clock[0] += 60
+    JobRun.objects.filter(pk=moving.pk).update(progress_done=4)
+    assert reaper.reap()["stalled"] == []
+    clock[0] += 60  # 120 s without a move for one, 60 s for the other
+    outcome = reaper.reap()
+    assert outcome["stalled"] == [stuck.pk]
+    stuck.refresh_from_db()
+    assert stuck.state == JobRun.State.LOST and "no progress for 100 s" in stuck.error
+    assert JobRun.objects.filter(retry_of=stuck, state=JobRun.State.QUEUED).exists()
+    assert not ReplLock.objects.filter(job=stuck).exists()
+    assert JobRun.objects.get(pk=moving.pk).state == JobRun.State.RUNNING
+    settings.SPARK_STALL_SECONDS = 0  # off: nothing is taken back however long it waits
+    clock[0] += 10_000
+    assert reaper.reap()["stalled"] == []

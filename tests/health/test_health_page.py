@@ -140,3 +140,35 @@ def test_a_worker_host_beats_with_its_scheduler_and_a_clean_stop_marks_both_stop
     qcluster.wait(timeout=30)
     assert all(beat.stopped_at is not None for beat in mine)
     assert heartbeats.watch()["raised"] == ["worker host", "scheduler"]  # none left alive
+
+
+def test_the_spark_row_shows_the_master_executors_and_cores_the_service_reports_and_is_down_without_executors(
+    world, client, settings, monkeypatch
+):
+    from replication_admin.health import selectors  # noqa: PLC0415
+
+    settings.SPARK_REMOTE = "sc://spark-host:15002"
+    monkeypatch.setattr(selectors.SPARK, "state", lambda wait=1.0: ("ok", "answers: one task in 0.4 s"))
+    seen = {"remote": "sc://spark-host:15002", "master": "spark://m1:7077", "master_alive": True,
+            "master_status": "ALIVE", "master_workers": 2, "executors": 2, "cores": 4, "restarts": 0}  # fmt: skip
+    beat = heartbeat("spark", "spark-host", 404, age=1, **seen)
+
+    def spark_component() -> dict:
+        body = client.get(reverse("api-status"), HTTP_AUTHORIZATION=f"Bearer {TOKEN}").json()
+        rows = [c for c in body["components"] if c["kind"] == "spark"]
+        assert len(rows) == 1, rows  # the service's heartbeat is not listed as a process of its own
+        return rows[0]
+
+    row = spark_component()
+    assert (row["state"], row["master_alive"], row["executors"], row["cores"]) == ("ok", True, 2, 4)
+    assert "2 executor(s), 4 cores" in row["cause"] and "master alive (2 worker(s))" in row["cause"]
+    # The master restarted without recovery and dropped the service's executors: the service answers, jobs wait.
+    beat.details = {**seen, "master_alive": True, "executors": 0, "cores": 0}
+    beat.save()
+    row = spark_component()
+    assert row["state"] == "down" and "0 executor(s)" in row["cause"]
+    # The master is gone; the executors still work.
+    beat.details = {**seen, "master_alive": False, "master_status": "no answer"}
+    beat.save()
+    row = spark_component()
+    assert row["state"] == "unknown" and "master spark://m1:7077 no answer" in row["cause"]

@@ -3,15 +3,15 @@ check one (--ping)."""
 
 from __future__ import annotations
 
-import os
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs.service import service_command, service_environment
 from jobs.session import missing_jars
 from replication_admin.core.spark import ping_service, spark_config
+from replication_admin.core.spark_service import Supervisor
 
 
 class Command(BaseCommand):
@@ -28,6 +28,10 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, help="port to listen on (default: REPLADMIN_SPARK_CONNECT_PORT)")
         parser.add_argument("--ping", action="store_true", help="check the service of REPLADMIN_SPARK_REMOTE")
         parser.add_argument("--wait", type=float, default=0, help="with --ping: keep trying this many seconds")
+        parser.add_argument("--work-dir", help="the server's files and log (default: var/spark)")
+        parser.add_argument(
+            "--no-heartbeat", action="store_true", help="write nothing to the catalog (no heartbeat, no alert)"
+        )
 
     def handle(self, *args, **opts):
         if opts["ping"]:
@@ -40,11 +44,17 @@ class Command(BaseCommand):
             raise CommandError(f"JDBC driver jars not found: {', '.join(absent)} (run scripts/setup.sh)")
         host = opts["host"] or settings.SPARK_CONNECT_HOST
         port = opts["port"] or settings.SPARK_CONNECT_PORT
-        argv = service_command(config, host, port, settings.VAR_DIR / "spark")
-        self.stdout.write(f"Spark service on sc://{host}:{port}, master {config.master}")
-        self.stdout.flush()
-        # The JVM takes this process's place: a signal to it stops the service directly.
-        os.execve(argv[0], argv, service_environment(config))  # noqa: S606 - a fixed argv, no shell
+        work_dir = Path(opts["work_dir"]) if opts["work_dir"] else settings.VAR_DIR / "spark"
+        work_dir.mkdir(parents=True, exist_ok=True)
+
+        def say(line: str) -> None:
+            self.stdout.write(line)
+            self.stdout.flush()
+
+        # This process supervises the server (core/spark_service.py): restarts it when it exits or has no
+        # executors, and says what it sees in its heartbeat. SIGTERM stops both.
+        supervisor = Supervisor(config, host, port, work_dir, heartbeat=not opts["no_heartbeat"], say=say)
+        raise SystemExit(supervisor.run())
 
     def ping(self, wait: float) -> None:
         if not settings.SPARK_REMOTE:
