@@ -1186,7 +1186,10 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, reaps: bool = T
                     wait = pause
                 else:  # nothing new to hand out while steps run: look again when one ends
                     wait = max(pause, FOLLOW_STEP_WAIT)
-                wake.wait(max(0.0, wait - (time.monotonic() - started)), streams.filenos())
+                timeout = max(0.0, wait - (time.monotonic() - started))
+                if leases is not None:  # the leases are renewed in time, whatever the poll's interval
+                    timeout = min(timeout, max(0.0, leases.next_renewal - time.monotonic()))
+                wake.wait(timeout, streams.filenos())
         finally:
             steps.close()
             if leases is not None:
