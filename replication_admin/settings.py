@@ -388,6 +388,9 @@ BULK_READ_TIMEOUT = env_int("REPLADMIN_BULK_READ_TIMEOUT", env_int("REPLADMIN_JO
 # Each qcluster's scheduler thread wakes at every event's next run and at least every SCHEDULER_TICK
 # seconds (to see new and changed events); the django-q2 schedule every minute is its fallback.
 SCHEDULER_TICK = env_int("REPLADMIN_SCHEDULER_TICK", 5)
+# A scheduler tick claims the due events (SE_NEXT_RUN <= now) this many at a time, each batch one transaction
+# (PostgreSQL: SELECT … FOR UPDATE SKIP LOCKED, so ticks on several hosts take different rows; core/events.py).
+SCHEDULER_BATCH = env_int("REPLADMIN_SCHEDULER_BATCH", 100)
 # --- end scheduler ---
 # --- lag and replication slots (health/checks.py check_lag, run by the scheduler thread every LAG_CHECK_SECONDS) ---
 # A transactional subscription is lagging, and a lag alert opens, when its oldest unapplied transaction is older

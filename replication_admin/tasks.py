@@ -25,7 +25,7 @@ from replication_admin.core.alerts import safely_raise
 from replication_admin.core.audit import Actor, record
 from replication_admin.core.locks import LockBusy, item_lock
 from replication_admin.demo import CONTESTED_EVERY, reprice, simulate_activity
-from replication_admin.engine.schedule import due_at, due_events, seconds_to_next
+from replication_admin.engine.schedule import due_at
 from replication_admin.engine.statements import StatementError
 from replication_admin.health import checks as health_checks
 from replication_admin.health import state_alerts
@@ -50,20 +50,19 @@ def run_job(job_id: int, inline: bool = False) -> str:
 #
 # Events run on their slots (engine/schedule.py). A tick hands each due event to a worker for one scheduled
 # time, claimed first in SE_LAST_SLOT by a compare-and-set, so ticks on several hosts never hand out the
-# same time twice. Ticks come from each qcluster's scheduler thread (`scheduler_loop`), which sleeps until
-# the next event's next run (at most REPLADMIN_SCHEDULER_TICK seconds), and from the django-q2 schedule
+# same time twice. A tick reads only the due rows (SE_NEXT_RUN, indexed), in batches (core/events.py).
+# Ticks come from each qcluster's scheduler thread (`scheduler_loop`), which sleeps until the next event's
+# next run (one MIN(SE_NEXT_RUN); at most REPLADMIN_SCHEDULER_TICK seconds), and from the django-q2 schedule
 # every minute (`scheduler_round`, for a cluster started without this product's qcluster command).
 
 EVENT_ACTOR = Actor.scheduler()
 
 
 def scheduler_tick() -> list[str]:
-    """Hand each due SYS_SCHEDULED_EVENT to a worker, for the latest of its slots that has come."""
-    now = timezone.now()
+    """Hand each due SYS_SCHEDULED_EVENT to a worker, for the latest of its slots that has come. Only the due
+    rows are read, claimed in batches (core/events.py); another tick's claims are skipped, not waited for."""
     handed = []
-    for event, at in due_events((e.times() for e in ScheduledEvent.objects.all()), now):
-        if not events.claim(event, at):
-            continue  # another tick handed it out meanwhile
+    for event, at in events.claim_due(timezone.now()):
         events.hand_out(event.name, at)
         handed.append(event.name)
     return handed
@@ -94,8 +93,7 @@ def scheduler_loop(stop: threading.Event) -> None:
                 next_lag_check = time.monotonic() + settings.LAG_CHECK_SECONDS
                 health_checks.safely_check_lag()
                 state_alerts.safely_check_items()  # broken items (a table gone) alert in the same round
-            times = [e.times() for e in ScheduledEvent.objects.all()]
-            wait = seconds_to_next(times, timezone.now(), longest)
+            wait = events.seconds_to_next(timezone.now(), longest)
         except Exception:  # the next tick tries again; the scheduler never takes its host down
             log.exception("scheduler tick failed")
             close_old_connections()

@@ -2,12 +2,12 @@
 
 Each worker host (qcluster), follower (replfollow) and scheduler renews its REPL_PROCESS row (kind, host, pid) every
 BEAT_EVERY seconds: one UPDATE, an INSERT on its first beat. One not renewed for HEARTBEAT_STALE_SECONDS (the
-scheduler: SCHEDULER_STALE_SECONDS, as it may tick once a minute) or stopped cleanly is down. A follower says which
-part of the in-sync subscriptions it serves (and which of them wait on a silent subscriber: `slow`), so an in-sync
-subscription no live follower serves reads "follower down" everywhere (engine/health.py decides; this module gives
-the fact). `watch()` raises and resolves the follower-down and component-down alerts in a fixed number of queries;
-it runs in every worker host and in the follower that reaps, so either notices the other gone. Rows dead for
-PRUNE_AFTER are deleted.
+scheduler: SCHEDULER_STALE_SECONDS, as it may tick once a minute) or stopped cleanly is down. A follower lists the
+in-sync subscriptions it serves (those it holds a lease on, core/follow_leases.py; and which of them wait on a silent
+subscriber: `slow`), so an in-sync subscription no live follower holds reads "follower down" everywhere
+(engine/health.py decides; this module gives the fact). `watch()` raises and resolves the follower-down and
+component-down alerts in a fixed number of queries; it runs in every worker host and in the follower that reaps, so
+either notices the other gone. Rows dead for PRUNE_AFTER are deleted.
 """
 
 from __future__ import annotations
@@ -92,7 +92,8 @@ def alive(kind: str, now: datetime | None = None) -> list[ProcessHeartbeat]:
 
 
 def part_of(row: ProcessHeartbeat) -> tuple[int, int] | None:
-    """The part (i, n) of the in-sync subscriptions a follower serves (those whose id % n == i); None: all."""
+    """The static part (i, n) of the in-sync subscriptions a follower of an earlier version served (those whose
+    id % n == i); None for a follower that shares them out by lease (it lists what it holds)."""
     part = (row.details or {}).get("part")
     if isinstance(part, list | tuple) and len(part) == 2 and all(isinstance(p, int) for p in part) and part[1] > 0:
         return int(part[0]), int(part[1])
@@ -106,12 +107,14 @@ class Followers:
     rows: tuple[ProcessHeartbeat, ...] = ()
 
     def holder(self, subscription_id: int) -> ProcessHeartbeat | None:
-        """The live follower that serves the subscription (None: no live follower does)."""
+        """The live follower that serves the subscription (None: no live follower does): the one whose heartbeat
+        lists it (a follower lists the subscriptions it holds a lease on, core/follow_leases.py), or a follower of an
+        earlier version that served a static part (i, n) of them."""
         for row in self.rows:
-            part = part_of(row)
-            if part is None or subscription_id % part[1] == part[0]:
-                return row
             if subscription_id in (row.details or {}).get("subscriptions", []):
+                return row
+            part = part_of(row)
+            if part is not None and subscription_id % part[1] == part[0]:
                 return row
         return None
 

@@ -87,18 +87,24 @@ def due_events(events: Iterable[EventTimes], now: datetime) -> list[tuple[EventT
     return sorted(due, key=lambda pair: (pair[1], pair[0].name))
 
 
-def next_run(event: EventTimes, now: datetime) -> datetime | None:
-    """When the event's next run is handed out: `now` when it is due (overdue), else its next slot or
-    retry; None when it never runs."""
+def due_from(event: EventTimes) -> datetime | None:
+    """The first moment the event is due (its next slot after the last one handed out, or its failed run's
+    retry); None when it never runs. `due_at(event, now)` is a time exactly when `now >= due_from(event)`, so
+    the catalog keeps this in SE_NEXT_RUN and a scheduler tick reads only the rows whose time has come."""
     if event.disabled or event.interval <= 0:
         return None
-    if is_due(event, now):
-        return now
     upcoming = slot_after(event, event.last_slot) if event.last_slot is not None else event.start
     retry = _retry_at(event)
     if retry is not None:
         upcoming = min(upcoming, max(retry, event.start))
     return upcoming
+
+
+def next_run(event: EventTimes, now: datetime) -> datetime | None:
+    """When the event's next run is handed out: `now` when it is due (overdue), else its next slot or
+    retry; None when it never runs."""
+    upcoming = due_from(event)
+    return None if upcoming is None else max(upcoming, now)
 
 
 def seconds_to_next(events: Iterable[EventTimes], now: datetime, longest: float) -> float:

@@ -60,8 +60,14 @@ def _held(row: ProcessHeartbeat, names: dict[int, str], now: datetime) -> tuple[
     if row.kind == Kind.FOLLOWER:
         subs = [names.get(pk, f"subscription #{pk}") for pk in details.get("subscriptions", [])]
         part = heartbeats.part_of(row)
-        which = f"part {part[0]}/{part[1]} of " if part else ""
-        cause = f"serves {which}the in-sync subscriptions: {len(subs)} now, {details.get('applied', 0)} applied"
+        leases = details.get("leases") if isinstance(details.get("leases"), dict) else None
+        if leases:  # shared out by lease with the other followers (core/follow_leases.py)
+            cause = (f"serves {len(subs)} in-sync subscription(s), holding {leases.get('held', 0)} of "
+                     f"{leases.get('total', 0)} leases (a fair share is {leases.get('share', 0)} among "
+                     f"{leases.get('live', 1)} followers), {details.get('applied', 0)} applied")  # fmt: skip
+        else:
+            which = f"part {part[0]}/{part[1]} of " if part else ""
+            cause = f"serves {which}the in-sync subscriptions: {len(subs)} now, {details.get('applied', 0)} applied"
         if slow := [names.get(pk, f"subscription #{pk}") for pk in details.get("slow", [])]:
             cause += f"; waiting on the subscriber of {', '.join(slow)} (the others go on)"
         return subs, cause

@@ -8,14 +8,16 @@ system needs carry the table's prefix and are listed in docs/catalog.md with the
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 from django.urls import reverse
 
 from replication_admin.engine import dialects
 from replication_admin.engine.resolvers import CONFLICT_TYPES
-from replication_admin.engine.schedule import EventTimes
+from replication_admin.engine.schedule import EventTimes, due_from
 
 ITEM_TYPES = [(1, "WebDAV collection"), (2, "table"), (3, "procedure")]
 CR_TYPES = [(t.code, t.label) for t in CONFLICT_TYPES.values()]
@@ -603,6 +605,32 @@ class TpGrant(models.Model):
         return f"{self.acct} -> {self.grantee}"
 
 
+# The columns engine/schedule.py's rule reads: a write to any of them moves SE_NEXT_RUN.
+SCHEDULE_COLUMNS = frozenset({"start", "interval", "disabled", "last_slot", "last_started", "last_error"})
+
+
+class ScheduledEventQuerySet(models.QuerySet["ScheduledEvent"]):
+    """Keeps SE_NEXT_RUN right through every write: an `update()` of a column the rule reads computes the
+    rows' next run again (in the same transaction), unless the caller gives it; `bulk_create` computes it."""
+
+    def update(self, **kwargs) -> int:
+        if "next_run" in kwargs or not SCHEDULE_COLUMNS & kwargs.keys():
+            return super().update(**kwargs)
+        with transaction.atomic(using=self.db):
+            names = list(self.values_list("pk", flat=True))
+            changed = super().update(**kwargs)
+            moved = [e for e in ScheduledEvent.objects.filter(pk__in=names) if e.next_run != e.due_from()]
+            for event in moved:
+                models.QuerySet.update(ScheduledEvent.objects.filter(pk=event.pk), next_run=event.due_from())
+        return changed
+
+    def bulk_create(self, objs, *args, **kwargs):
+        objs = list(objs)
+        for event in objs:
+            event.next_run = event.due_from()
+        return super().bulk_create(objs, *args, **kwargs)
+
+
 class ScheduledEvent(models.Model):
     """SYS_SCHEDULED_EVENT: statements run by the scheduler every SE_INTERVAL minutes."""
 
@@ -622,6 +650,12 @@ class ScheduledEvent(models.Model):
     # SE_START + k * SE_INTERVAL, or a failed run's retry), and when that run really began.
     last_slot = models.DateTimeField(null=True, blank=True, db_column="SE_LAST_SLOT")
     last_started = models.DateTimeField(null=True, blank=True, db_column="SE_LAST_STARTED")
+    # Extra column: when the event is next due (engine/schedule.py due_from; None: never), kept by every write
+    # (save, the queryset's update and bulk_create), so a scheduler tick reads only the rows whose time has
+    # come and its sleep is one MIN() (core/events.py).
+    next_run = models.DateTimeField(null=True, blank=True, db_index=True, db_column="SE_NEXT_RUN", editable=False)
+
+    objects = ScheduledEventQuerySet.as_manager()
 
     class Meta:
         db_table = "SYS_SCHEDULED_EVENT"
@@ -634,6 +668,13 @@ class ScheduledEvent(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def save(self, *args, **kwargs) -> None:
+        self.next_run = self.due_from()
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "next_run" not in update_fields:
+            kwargs["update_fields"] = [*update_fields, "next_run"]
+        super().save(*args, **kwargs)
+
     def times(self) -> EventTimes:
         """The columns the scheduler's rule reads."""
         return EventTimes(
@@ -641,6 +682,10 @@ class ScheduledEvent(models.Model):
             disabled=self.disabled, last_slot=self.last_slot, last_started=self.last_started,
             failed=bool(self.last_error),
         )  # fmt: skip
+
+    def due_from(self) -> datetime | None:
+        """When the event is next due, from its columns (what SE_NEXT_RUN holds)."""
+        return due_from(self.times())
 
 
 class AppliedConflicts(models.Manager["ConflictBackup"]):

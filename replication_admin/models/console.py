@@ -363,3 +363,28 @@ class ProcessHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} {self.pid}@{self.host}"
+
+
+class FollowLease(models.Model):
+    """A follower's lease on one followed subscription (core/follow_leases.py): only its holder follows it while the
+    lease is unexpired. The holder renews its leases with its heartbeat; a follower that dies stops renewing and
+    another takes its subscriptions once their leases have expired (at once when it ran on the taker's own host and
+    its pid is gone). The subscription's item lock, not the lease, keeps two applies apart."""
+
+    subscription = models.OneToOneField(
+        "replication_admin.ReplSubscriber", on_delete=models.CASCADE, primary_key=True, db_column="RFL_SUBSCRIPTION",
+        related_name="follow_lease",
+    )  # fmt: skip
+    holder = models.CharField(max_length=300, db_column="RFL_HOLDER")  # host/pid/token of the follower
+    host = models.CharField(max_length=255, db_column="RFL_HOST")
+    pid = models.IntegerField(db_column="RFL_PID")
+    taken_at = models.DateTimeField(db_column="RFL_TAKEN_AT")
+    expires_at = models.DateTimeField(db_index=True, db_column="RFL_EXPIRES_AT")
+
+    class Meta:
+        db_table = "REPL_FOLLOW_LEASE"
+        ordering = ["subscription"]
+        indexes = [models.Index(fields=["holder"], name="repl_follow_lease_holder")]
+
+    def __str__(self) -> str:
+        return f"subscription #{self.subscription_id} -> {self.holder}"

@@ -33,12 +33,13 @@ from dataclasses import dataclass, replace
 import pyodbc
 from django.conf import settings
 from django.db import close_old_connections, connection
-from django.db.models import F, Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from replication_admin.core import connections, heartbeats, reaper
 from replication_admin.core.alerts import safely_raise
 from replication_admin.core.audit import Actor
+from replication_admin.core.follow_leases import FollowLeases
 from replication_admin.core.jobs import RUNNERS, JobResult, do_start_job
 from replication_admin.core.locks import LockBusy, item_lock, wait_behind
 from replication_admin.core.transactions import (
@@ -891,21 +892,24 @@ def start_reinitialisation(sub: ReplSubscriber) -> None:
     )  # fmt: skip
 
 
-def followed(part: tuple[int, int] | None = None) -> list[ReplSubscriber]:
-    """The in-sync subscriptions to follow; with `part` = (i, n) only those whose id % n == i."""
+def followable() -> QuerySet[ReplSubscriber]:
+    """The subscriptions followers serve, whatever the moment: in sync, or lost and tried again (a feed cut waits
+    for a sync instead). Followers share them out by lease (core/follow_leases.py)."""
+    lost = Q(state=ReplSubscriber.DISCONNECTED) & ~Q(last_error__endswith=FEED_CUT)
+    return ReplSubscriber.objects.filter(Q(state=ReplSubscriber.IN_SYNC) | lost, follow=True, subscribed=True, valid=1)
+
+
+def followed(leases: FollowLeases | None = None) -> list[ReplSubscriber]:
+    """The in-sync subscriptions to follow now; with `leases` only those this follower holds a lease on."""
     retry = timezone.now() - dt.timedelta(seconds=FOLLOW_RETRY_SECONDS)
-    # A halted one keeps to its own backoff (retry_at, below) instead of this pause.
-    lost = (
-        Q(state=ReplSubscriber.DISCONNECTED)
-        & (Q(last_error_at__lt=retry) | Q(halt_count__isnull=False))
-        & ~Q(last_error__endswith=FEED_CUT)
+    # A lost one is tried again after a pause; a halted one keeps to its own backoff (retry_at, below) instead.
+    subs = followable().filter(
+        Q(state=ReplSubscriber.IN_SYNC) | Q(last_error_at__lt=retry) | Q(halt_count__isnull=False)
     )
-    subs = ReplSubscriber.objects.filter(Q(state=ReplSubscriber.IN_SYNC) | lost, follow=True, subscribed=True, valid=1)
     # A halted one is tried again once its backoff has passed, not every round.
     subs = subs.filter(Q(halt_count__isnull=True) | Q(retry_at__isnull=True) | Q(retry_at__lte=timezone.now()))
-    if part is not None:
-        index, count = part
-        subs = subs.annotate(part=F("id") % count).filter(part=index)
+    if leases is not None:
+        subs = leases.follows(subs)
     return list(subs.order_by("id"))
 
 
@@ -1151,9 +1155,11 @@ class FollowSteps:
                         "what they had not committed is rolled back", stuck)  # fmt: skip
 
 
-def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int, int] | None = None) -> int:
-    """Serve every in-sync subscription (or, with `part` = (i, n), those whose id % n == i) until `stop()`
-    says so; returns how many transactions it applied. The reaper runs in the loop serving part 0 (or all).
+def follow_loop(stop: Callable[[], bool], interval: float = 0.1, reaps: bool = True, leased: bool = True) -> int:
+    """Serve the in-sync subscriptions this follower holds a lease on (core/follow_leases.py: followers on several
+    hosts share them out, and take over those of one that died), until `stop()` says so; returns how many
+    transactions it applied. `reaps`: the loop also runs the reaper and the heartbeat watchdog. `leased=False`
+    serves every in-sync subscription without leases (a follower embedded in a process of its own making).
 
     The loop reads which subscriptions have news and hands each one's step to its threads (FollowSteps,
     settings.FOLLOW_THREADS of them): a subscriber that stops answering holds only its own subscription, and the loop
@@ -1163,7 +1169,7 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
     each publication's count, every FOLLOW_MIN_POLL seconds for a second after something arrived, backing off to
     `interval` while nothing does."""
     reaped = 0.0
-    reaps = part is None or part[0] == 0
+    leases = FollowLeases(followable) if leased else None
     servers: dict[str, Server] = {}
     streams = WalStreams()
     wake = Wakeups()
@@ -1175,7 +1181,7 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
     rows: tuple[float, list[ReplSubscriber]] | None = None  # the last read of `followed`: when, and its rows
 
     def details() -> dict:
-        return {"subscriptions": held, "part": list(part) if part else None, "applied": steps.applied,
+        return {"subscriptions": held, "leases": leases.details() if leases else None, "applied": steps.applied,
                 "threads": steps.size, "slow": steps.slow(), "rounds": rounds,
                 "listening": sorted(f"{name}/{account}" for name, listener in wake.listeners.items()
                                     for account in listener.channels),
@@ -1204,6 +1210,9 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
                 read_at = started
                 try:
                     steps.memo.write_due(steps.idle)
+                    if leases is not None and leases.refresh():
+                        pulse.last = float("-inf")  # the heartbeat says at once what the leases now hold
+                        rows = None  # another share of the subscriptions: read them again
                     read_at = time.monotonic()
                     if (
                         rows is not None
@@ -1212,7 +1221,7 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
                     ):
                         read_at, subs = rows[0], list(rows[1])
                     else:
-                        subs = followed(part)
+                        subs = followed(leases)
                         rows = (read_at, list(subs))
                     steps.windows.followed([(s.server, s.account) for s in subs])
                     steps.memo.check(subs, read_at)
@@ -1247,9 +1256,14 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, part: tuple[int
                     wait = pause
                 else:  # nothing new to hand out while steps run: look again when one ends
                     wait = max(pause, FOLLOW_STEP_WAIT)
-                wake.wait(max(0.0, wait - (time.monotonic() - started)), streams.filenos())
+                timeout = max(0.0, wait - (time.monotonic() - started))
+                if leases is not None:  # the leases are renewed in time, whatever the poll's interval
+                    timeout = min(timeout, max(0.0, leases.next_renewal - time.monotonic()))
+                wake.wait(timeout, streams.filenos())
         finally:
             steps.close()
+            if leases is not None:
+                leases.release()  # a clean stop: the other followers take these subscriptions at once
     return steps.applied
 
 

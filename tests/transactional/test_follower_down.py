@@ -101,7 +101,7 @@ def test_a_killed_follower_shows_its_subscription_follower_down_and_alerted_unti
     row = subscriber_row(client)
     assert (row["state"], row["sync_state"]) == ("ok", "IN SYNC"), row
     [beat] = ProcessHeartbeat.objects.filter(kind="follower", pid=first.pid)
-    assert beat.details["subscriptions"] == [sub.pk] and beat.details["part"] is None
+    assert beat.details["subscriptions"] == [sub.pk] and beat.details["leases"]["held"] == 1
 
     os.killpg(first.pid, signal.SIGKILL)  # no clean exit: only the silence of its heartbeat tells
     first.wait()

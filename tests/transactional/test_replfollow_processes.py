@@ -1,5 +1,5 @@
-"""`manage.py replfollow --processes N` splits the in-sync subscriptions across N follower processes by id,
-keeps every subscription of both halves in sync, and stops with one SIGTERM."""
+"""`manage.py replfollow --processes N` runs N follower processes that share the in-sync subscriptions out by lease,
+keeps every subscription in sync, and stops with one SIGTERM (the leases given back)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ import psutil
 import pytest
 
 from replication_admin.core import connections
-from replication_admin.models import ReplSubscriber
-from replication_admin.transactional import sync as trx_sync
+from replication_admin.models import FollowLease, ReplSubscriber
 from tests.conftest import ROOT, catalog_env
 from tests.faults.test_self_healing import run
 
@@ -46,9 +45,6 @@ def test_two_follower_processes_each_serve_their_half_of_the_subscriptions_and_o
             "SYNC_REPL ()", context=sub)  # fmt: skip
     subs = list(ReplSubscriber.objects.filter(server="fpub").order_by("id"))
     assert [s.state for s in subs] == [ReplSubscriber.IN_SYNC] * 2 and all(s.follow for s in subs)
-    assert {s.pk % 2 for s in subs} == {0, 1}, "the two subscriptions must fall into different halves"
-    halves = [[s.pk for s in trx_sync.followed((i, 2))] for i in range(2)]
-    assert sorted(halves[0] + halves[1]) == [s.pk for s in subs] and all(len(h) == 1 for h in halves)
 
     env = {**os.environ, **catalog_env(str(settings.DATABASES["default"]["NAME"]))}
     with open(tmp_path / "replfollow.log", "wb") as log:
@@ -62,8 +58,12 @@ def test_two_follower_processes_each_serve_their_half_of_the_subscriptions_and_o
             assert follower.poll() is None and time.monotonic() < deadline, (tmp_path / "replfollow.log").read_text()
             time.sleep(0.1)
         children = psutil.Process(follower.pid).children()
-        parts = sorted((argv := c.cmdline())[argv.index("--part") + 1] for c in children)
+        parts = sorted((argv := c.cmdline())[argv.index("--child") + 1] for c in children)
         assert parts == ["0/2", "1/2"]
+        # Each follower holds the lease of one of the two subscriptions (a fair share: ceil(2 / 2)).
+        while sorted(FollowLease.objects.values_list("pid", flat=True)) != sorted(c.pid for c in children):
+            assert time.monotonic() < deadline, list(FollowLease.objects.values_list("subscription_id", "holder"))
+            time.sleep(0.1)
         with connections.connect(pub) as conn:
             for n in range(11, 61):
                 conn.cursor().execute("INSERT INTO items VALUES (?, ?)", n, f"live {n}")
@@ -92,6 +92,7 @@ def test_two_follower_processes_each_serve_their_half_of_the_subscriptions_and_o
     for sub in subs:
         sub.refresh_from_db()
         assert sub.state == ReplSubscriber.IN_SYNC, sub.last_error
+    assert not FollowLease.objects.exists()  # a clean stop gives the leases back
 
 
 def test_the_follower_processes_stop_by_themselves_when_their_supervisor_is_killed(transactional_db, settings):

@@ -7,17 +7,23 @@ The follower reacts to commits rather than to a clock (transactional/wake.py): a
 capture notifies its listening session, an open WAL stream brings the changes themselves; --interval is the poll of
 the publications that cannot wake it (MariaDB, SQLite, a lost listener) and backs off while nothing arrives.
 
-With --processes N the command supervises N follower processes: process i follows the in-sync subscriptions
-whose id % N == i, each taking its subscription's item lock as a single follower does (a sync job or another
-follower holding it makes it leave that subscription alone that round). A follower process that ends
-unexpectedly is started again; a follower whose supervisor is gone stops by itself. One SIGTERM (or SIGINT) to
-the command stops every follower within seconds.
+Followers split the in-sync subscriptions between them by lease (core/follow_leases.py): each holds leases on a fair
+share of them, ceil(subscriptions / live followers), renewed with its heartbeat, and follows only those. Start one on
+each of several hosts (or --processes N on one): they share the subscriptions out, one that joins gets its share
+within a few seconds, and the subscriptions of one that dies are taken over once its leases have expired
+(REPLADMIN_HEARTBEAT_STALE_SECONDS, plus one renewal; at once when it ran on the same host and its pid is gone). A
+follower still takes each subscription's item lock for every apply, as a sync job does (a sync job or another
+follower holding it makes it leave that subscription alone that round): nothing is applied twice at once.
 
-Each follower process renews its heartbeat (REPL_PROCESS, core/heartbeats.py) every few seconds with the part it
-serves; while none serves an in-sync subscription, that subscription reads "follower down" and is alerted. A clean
-stop records the end at once (a step stuck on a silent subscriber is not waited for more than a few seconds: it
-ends with the process, its uncommitted transaction rolled back); a killed follower is down once its heartbeat is
-older than REPLADMIN_HEARTBEAT_STALE_SECONDS.
+With --processes N the command supervises N follower processes on this host, each sharing by lease as followers on
+other hosts do. A follower process that ends unexpectedly is started again; a follower whose supervisor is gone
+stops by itself. One SIGTERM (or SIGINT) to the command stops every follower within seconds.
+
+Each follower renews its heartbeat (REPL_PROCESS, core/heartbeats.py) every few seconds with the subscriptions it
+holds; while none holds an in-sync subscription, that subscription reads "follower down" and is alerted. A clean
+stop records the end and gives its leases back at once (a step stuck on a silent subscriber is not waited for more
+than a few seconds: it ends with the process, its uncommitted transaction rolled back); a killed follower is down
+once its heartbeat is older than REPLADMIN_HEARTBEAT_STALE_SECONDS, when its leases expire too.
 """
 
 from __future__ import annotations
@@ -66,7 +72,7 @@ class Command(BaseCommand):
         "WAL stream (else looking every --interval seconds), apply new transactions at once; cut a subscriber "
         "whose backlog grows over the publication's threshold (it re-syncs with REPL_SYNC / SYNC_REPL). Each "
         "subscription is applied on its own thread (REPLADMIN_FOLLOW_THREADS at once), so a silent subscriber "
-        "holds only itself. --processes N splits the subscriptions across N follower processes by id."
+        "holds only itself. Followers on several hosts (or --processes N here) share the subscriptions out by lease."
     )
 
     def add_arguments(self, parser):
@@ -76,10 +82,10 @@ class Command(BaseCommand):
         )  # fmt: skip
         parser.add_argument("--seconds", type=float, default=0, help="stop after this long (0: until SIGTERM)")
         parser.add_argument(
-            "--processes", type=int, default=1, help="follower processes, each serving the subscriptions whose "
-            "id %% N is its number (default 1: this process serves them all)",
+            "--processes", type=int, default=1, help="follower processes on this host, sharing the subscriptions "
+            "out by lease with each other and with followers on other hosts (default 1)",
         )  # fmt: skip
-        parser.add_argument("--part", default="", help=argparse.SUPPRESS)  # "I/N": one follower of --processes N
+        parser.add_argument("--child", default="", help=argparse.SUPPRESS)  # "I/N": follower I of --processes N
         parser.add_argument("--supervisor", type=int, default=0, help=argparse.SUPPRESS)  # its pid
 
     def handle(self, *args, **opts):
@@ -101,25 +107,26 @@ class Command(BaseCommand):
 
         if opts["processes"] < 1:
             raise CommandError("--processes must be at least 1")
-        if opts["processes"] > 1 and not opts["part"]:
+        if opts["processes"] > 1 and not opts["child"]:
             self._supervise(opts["processes"], opts, stop)
             return
-        part = self._part(opts["part"]) if opts["part"] else None
+        child = self._child(opts["child"]) if opts["child"] else None
         bound_malloc()
-        applied = follow_loop(stop, interval=opts["interval"], part=part)
-        label = f"follower {part[0]}/{part[1]}: " if part else ""
+        # One follower of --processes reaps (and watches the heartbeats) for this host; followers on other hosts too.
+        applied = follow_loop(stop, interval=opts["interval"], reaps=child is None or child[0] == 0)
+        label = f"follower {child[0]}/{child[1]}: " if child else ""
         self.stdout.write(f"{label}applied {applied} transaction(s)")
 
     @staticmethod
-    def _part(text: str) -> tuple[int, int]:
+    def _child(text: str) -> tuple[int, int]:
         found = re.fullmatch(r"(\d+)/(\d+)", text)
         if not found or not 0 <= int(found.group(1)) < int(found.group(2)):
-            raise CommandError(f"--part must be I/N with 0 <= I < N, got {text!r}")
+            raise CommandError(f"--child must be I/N with 0 <= I < N, got {text!r}")
         return int(found.group(1)), int(found.group(2))
 
     def _supervise(self, count: int, opts, stop) -> None:
         def start(index: int) -> subprocess.Popen:
-            argv = [sys.executable, str(settings.BASE_DIR / "manage.py"), "replfollow", "--part", f"{index}/{count}",
+            argv = [sys.executable, str(settings.BASE_DIR / "manage.py"), "replfollow", "--child", f"{index}/{count}",
                     "--interval", str(opts["interval"]), "--supervisor", str(os.getpid())]  # fmt: skip
             return subprocess.Popen(argv, cwd=settings.BASE_DIR)
 
