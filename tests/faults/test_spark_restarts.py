@@ -306,7 +306,7 @@ def test_a_refresh_whose_spark_work_makes_no_progress_is_interrupted_by_the_watc
     spark.signal_workers(signal.SIGSTOP)  # the tasks hang: no progress, nothing fails
     frozen_at = time.time()
     try:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + 600  # a guard against hanging, as the other waits here
         while JobRun.objects.get(pk=job_id).state == JobRun.State.RUNNING:
             assert time.monotonic() < deadline, chain_log(job_id)
             time.sleep(0.5)
