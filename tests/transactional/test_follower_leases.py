@@ -21,7 +21,7 @@ from django.utils import timezone
 from replication_admin.core import connections, heartbeats
 from replication_admin.models import FollowLease, ProcessHeartbeat, ReplSubscriber
 from tests.conftest import ROOT, catalog_env
-from tests.faults.test_self_healing import run
+from tests.transactional.test_replfollow_processes import followed_publication
 
 pytestmark = [pytest.mark.spark, pytest.mark.live_db]
 
@@ -65,16 +65,7 @@ def test_two_followers_share_the_subscriptions_by_lease_and_the_survivor_of_a_ki
     transactional_db, make_server, jobs_sync, spark, settings, tmp_path
 ):
     settings.HEARTBEAT_STALE_SECONDS = STALE
-    pub = make_server("postgresql", "lpub")
-    subscribers = [make_server("mysql", f"lsub{n}") for n in range(SUBSCRIBERS)]
-    with connections.connect(pub) as conn:
-        conn.cursor().execute("CREATE TABLE items (id integer PRIMARY KEY, name varchar(40))")
-        for n in range(1, 11):
-            conn.cursor().execute("INSERT INTO items VALUES (?, ?)", n, f"row {n}")
-    run("REPL_PUBLISH ('acct', 'acct.log'); REPL_PUB_ADD ('acct', 'items', 2, 0, null)", context=pub)
-    for sub in subscribers:
-        run("REPL_SERVER ('lpub', 'lpub'); REPL_SUBSCRIBE ('lpub', 'acct'); REPL_INIT_COPY ('lpub', 'acct'); "
-            "SYNC_REPL ()", context=sub)  # fmt: skip
+    pub, subscribers = followed_publication(make_server, "lpub", [f"lsub{n}" for n in range(SUBSCRIBERS)])
     subs = {s.pk for s in ReplSubscriber.objects.filter(server="lpub")}
     assert len(subs) == SUBSCRIBERS and not FollowLease.objects.exists()
 

@@ -25,6 +25,21 @@ pytestmark = [pytest.mark.spark, pytest.mark.live_db]
 STOP_BOUND = 60
 
 
+def followed_publication(make_server, name: str, subscriber_names: list[str]):
+    """A PostgreSQL publisher `name` of table items (10 rows) and MariaDB subscribers of it, copied and in sync."""
+    pub = make_server("postgresql", name)
+    subscribers = [make_server("mysql", sub_name) for sub_name in subscriber_names]
+    with connections.connect(pub) as conn:
+        conn.cursor().execute("CREATE TABLE items (id integer PRIMARY KEY, name varchar(40))")
+        for n in range(1, 11):
+            conn.cursor().execute("INSERT INTO items VALUES (?, ?)", n, f"row {n}")
+    run("REPL_PUBLISH ('acct', 'acct.log'); REPL_PUB_ADD ('acct', 'items', 2, 0, null)", context=pub)
+    for sub in subscribers:
+        run(f"REPL_SERVER ('{name}', '{name}'); REPL_SUBSCRIBE ('{name}', 'acct'); "
+            f"REPL_INIT_COPY ('{name}', 'acct'); SYNC_REPL ()", context=sub)  # fmt: skip
+    return pub, subscribers
+
+
 def count(server, table: str) -> int:
     with connections.connect(server) as conn:
         return conn.cursor().execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
@@ -33,16 +48,7 @@ def count(server, table: str) -> int:
 def test_two_follower_processes_each_serve_their_half_of_the_subscriptions_and_one_sigterm_stops_both(
     transactional_db, make_server, jobs_sync, spark, settings, tmp_path
 ):
-    pub = make_server("postgresql", "fpub")
-    subscribers = [make_server("mysql", "fsub1"), make_server("mysql", "fsub2")]
-    with connections.connect(pub) as conn:
-        conn.cursor().execute("CREATE TABLE items (id integer PRIMARY KEY, name varchar(40))")
-        for n in range(1, 11):
-            conn.cursor().execute("INSERT INTO items VALUES (?, ?)", n, f"row {n}")
-    run("REPL_PUBLISH ('acct', 'acct.log'); REPL_PUB_ADD ('acct', 'items', 2, 0, null)", context=pub)
-    for sub in subscribers:
-        run("REPL_SERVER ('fpub', 'fpub'); REPL_SUBSCRIBE ('fpub', 'acct'); REPL_INIT_COPY ('fpub', 'acct'); "
-            "SYNC_REPL ()", context=sub)  # fmt: skip
+    pub, subscribers = followed_publication(make_server, "fpub", ["fsub1", "fsub2"])
     subs = list(ReplSubscriber.objects.filter(server="fpub").order_by("id"))
     assert [s.state for s in subs] == [ReplSubscriber.IN_SYNC] * 2 and all(s.follow for s in subs)
 
