@@ -26,9 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psycopg
-
-from tests.pg_cluster import BIN, _as_postgres
+from tests.pg_cluster import BIN, _as_postgres, wait_accepting
 
 PREFIX = "rans"
 SUBNETS = ipaddress.ip_network("10.213.0.0/16")
@@ -250,15 +248,7 @@ def postgres_on(host: Host, settings: dict[str, str] | None = None, port: int = 
         if started.returncode != 0:
             text = log.read_text(errors="replace") if log.exists() else ""
             raise RuntimeError(f"PostgreSQL on {host.name} did not start: {started.stderr.strip()} {text[-2000:]}")
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                psycopg.connect(host=host.address, port=port, user="postgres", dbname="postgres").close()
-                break
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        wait_accepting(host.address, port)
         yield str(data)
     finally:
         if (data / "postmaster.pid").exists():

@@ -26,6 +26,19 @@ class ClusterDidNotStart(RuntimeError):
     """pg_ctl start failed; the message carries the server's log."""
 
 
+def wait_accepting(host: str, port: int, seconds: float = 30) -> None:
+    """Wait until a just started PostgreSQL accepts connections (a guard of `seconds`, then its error)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            psycopg.connect(host=host, port=port, user="postgres", dbname="postgres").close()
+            return
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 @contextlib.contextmanager
 def own_cluster(port: int, settings: dict[str, str] | None = None) -> Iterator[str]:
     """A started cluster on 127.0.0.1:`port` (trust auth, user postgres); yields its data directory."""
@@ -63,15 +76,7 @@ def own_cluster(port: int, settings: dict[str, str] | None = None) -> Iterator[s
         shutil.rmtree(base, ignore_errors=True)
         raise ClusterDidNotStart(f"PostgreSQL on port {port} did not start: {started.stderr.strip()} {log[-2000:]}")
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres").close()
-                break
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        wait_accepting("127.0.0.1", port)
         yield str(data)
     finally:
         subprocess.run(
