@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import select
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -70,6 +71,11 @@ class Wakeups:
         self.read_end, self.write_end = os.pipe()
         os.set_blocking(self.read_end, False)
         os.set_blocking(self.write_end, False)
+        # A step's thread may end after the follower closed the pipe; by then the kernel may have given the pipe's
+        # descriptor numbers to another file (a catalog's SQLite file, say), and a blind write would land in it.
+        # Ringing and closing take this lock, and nothing is written once the pipe is closed.
+        self._pipe_lock = threading.Lock()
+        self._pipe_closed = False
         self.listeners: dict[str, _Listener] = {}
         self.failed: dict[str, float] = {}  # server -> when its listener last failed
         self.armed: set[tuple[str, str]] = set()  # publications whose wake lock this follower holds now
@@ -83,9 +89,13 @@ class Wakeups:
 
     # --- a step that ended --------------------------------------------------------------------------------
     def ring(self) -> None:
-        """Called from a step's thread when it ends."""
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self.write_end, b"x")
+        """Called from a step's thread when it ends. A ring after close() writes nothing (see __init__)."""
+        with self._pipe_lock:
+            if self._pipe_closed:
+                return
+            # A full pipe already holds a wake-up: nothing is lost by not writing another.
+            with contextlib.suppress(BlockingIOError):
+                os.write(self.write_end, b"x")
 
     # --- before looking for news ----------------------------------------------------------------------------
     def arm(self, publications: set[tuple[str, str]], servers: dict[str, Server]) -> set[tuple[str, str]]:
@@ -244,6 +254,9 @@ class Wakeups:
     def close(self) -> None:
         for name in list(self.listeners):
             self._drop(name, lost=False)
-        for fd in (self.read_end, self.write_end):
-            with contextlib.suppress(OSError):
+        with self._pipe_lock:
+            if self._pipe_closed:
+                return
+            self._pipe_closed = True
+            for fd in (self.read_end, self.write_end):
                 os.close(fd)
