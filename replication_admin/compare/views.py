@@ -141,8 +141,12 @@ def snapshot_compare(request: HttpRequest, name: str) -> HttpResponse:
 
 @require_GET
 def table_options(request: HttpRequest) -> HttpResponse:
-    """htmx: <option>s of the tables of the chosen server, for a datalist."""
-    server = Server.objects.filter(name=request.GET.get("server", "")).first()
+    """htmx: <option>s of the tables of the chosen server, for a datalist. The server comes from the form's own
+    select (hx-include sends it under its field name, named by `server_field`), or from `server`."""
+    field = request.GET.get("server_field", "server")
+    if not field.endswith("server"):  # only a form's server select is read
+        field = "server"
+    server = Server.objects.filter(name=request.GET.get(field, "")).first()
     tables: list[str] = []
     error = ""
     if server is not None:

@@ -1,10 +1,12 @@
-"""Read queries of the conflict inbox for pages: conflicts per day."""
+"""Read queries of the conflict inbox for pages: conflicts per day, and the dashboard's recent conflicts."""
 
 from __future__ import annotations
 
-from datetime import date
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
 
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
 
 from replication_admin.core.web import (
     per_day_counts,
@@ -39,3 +41,40 @@ def conflicts_per_day_figure(
         if code in series
     ]
     return stacked_bars(traces, first, last)
+
+
+RECENT_DAYS = 7  # "this week" on the dashboard: today and the six days before it
+RECENT_ITEMS_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class RecentConflicts:
+    """Conflicts decided today and in the last RECENT_DAYS days (in the console's time zone), and the publications
+    with the most of them this week (item, today, week), most first."""
+
+    today: int
+    week: int
+    week_since: date
+    by_item: list[tuple[str, int, int]] = field(default_factory=list)
+
+    @property
+    def items_shown(self) -> list[tuple[str, int, int]]:
+        return self.by_item[:RECENT_ITEMS_SHOWN]
+
+
+def recent_conflicts(now: datetime | None = None) -> RecentConflicts:
+    """One grouped query: per publication, its conflicts today and this week."""
+    today = timezone.localdate(now)
+    week_since = today - timedelta(days=RECENT_DAYS - 1)
+    midnight = timezone.make_aware(datetime.combine(today, time.min))
+    week_start = timezone.make_aware(datetime.combine(week_since, time.min))
+    rows = (
+        ConflictBackup.objects.filter(created_at__gte=week_start)
+        .order_by()
+        .values("item")
+        .annotate(week=Count("id"), today=Count("id", filter=Q(created_at__gte=midnight)))
+    )
+    by_item = sorted(((r["item"], r["today"], r["week"]) for r in rows), key=lambda r: (-r[2], -r[1], r[0]))
+    return RecentConflicts(
+        today=sum(r[1] for r in by_item), week=sum(r[2] for r in by_item), week_since=week_since, by_item=by_item
+    )

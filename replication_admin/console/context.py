@@ -14,6 +14,8 @@ NAVIGATION = [
     ("scheduler", "Scheduler"),
     ("statements", "Statements"),
     ("jobs", "Jobs"),
+    ("alerts", "Alerts"),
+    ("topology", "Topology"),
     ("health", "Health"),
     ("audit", "Audit"),
 ]

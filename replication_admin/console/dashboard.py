@@ -6,10 +6,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from replication_admin.bidir.selectors import bidir_states
-from replication_admin.conflicts.selectors import conflicts_per_day_figure
+from replication_admin.conflicts.selectors import conflicts_per_day_figure, recent_conflicts
 from replication_admin.console.actions import do_acknowledge_alert
 from replication_admin.console.status_api import snapshot_rows, trx_rows
 from replication_admin.console.topology import topology
@@ -278,6 +279,8 @@ def overview_context() -> dict:
         "running": JobRun.objects.filter(state__in=[JobRun.State.QUEUED, JobRun.State.RUNNING]).count(),
         "failed_recent": JobRun.objects.filter(state=JobRun.State.FAILED, finished_at__gte=day_ago).count(),
         "held_conflicts": ConflictBackup.objects.filter(decision=ConflictBackup.HELD).count(),
+        "recent_conflicts": recent_conflicts(now),
+        "open_alert_count": open_alerts().count(),
         "recent_jobs": JobRun.objects.all()[:10],
         "recent_audit": AuditEntry.objects.all()[:8],
         "alerts": list(open_alerts()[:20]),
@@ -323,4 +326,7 @@ def alert_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
     do_acknowledge_alert(Actor.from_request(request), alert)
     if is_htmx(request):
         return render(request, "replication_admin/console/dashboard.html#overview", overview_context())
+    back = request.POST.get("next", "")  # the Alerts page sends its own address, filters kept
+    if url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return redirect(back)
     return redirect("dashboard")

@@ -3,8 +3,8 @@ the scheduler, the audit log, login lockouts, API tokens, the status API and met
 
 from django.urls import path
 
-from replication_admin.console import audit_log as audit
 from replication_admin.console import (
+    alert_list,
     dashboard,
     favicon,
     jobs,
@@ -13,6 +13,7 @@ from replication_admin.console import (
     statement_console,
     tokens,
 )
+from replication_admin.console import audit_log as audit
 from replication_admin.console import scheduler as catalog
 from replication_admin.console import status_api as api
 
@@ -21,6 +22,7 @@ urlpatterns = [
     path("favicon.ico", favicon.favicon, name="favicon"),
     path("dashboard/charts/", dashboard.dashboard_charts, name="dashboard-charts"),
     path("topology/", dashboard.topology_page, name="topology"),
+    path("alerts/", alert_list.alert_list, name="alerts"),
     path("alerts/<int:pk>/acknowledge/", dashboard.alert_acknowledge, name="alerts-acknowledge"),
     path("snapshots/new/columns/", jobs.column_options, name="snapshots-columns"),
     path("statements/", statement_console.statement_console, name="statements"),

@@ -154,6 +154,7 @@ PAGES |= {
     "dashboard-charts",
     "topology",
     "health",
+    "alerts",
 }  # the setup wizard: only editors set up replication
 PAGE_NEEDS = {"servers-add": "edit", "servers-edit": "edit", "setup": "edit", "setup-step": "edit",
               "setup-started": "edit"}  # fmt: skip

@@ -43,6 +43,7 @@ PAGES = [
     ("jobs-compare-tables", []),
     ("jobs-detail", [1]),
     ("audit", []),
+    ("alerts", []),
     ("snapshots-new", []),
     ("snapshots-logs", ["demo"]),
     ("statements", []),
