@@ -551,9 +551,13 @@ def test_connection(server: Server) -> CheckResult:
     started = time.monotonic()
     try:
         with connect(server, readonly=True) as conn:
+            dialect = dialects.get(server.dialect)
             product = conn.getinfo(pyodbc.SQL_DBMS_NAME)
-            version = conn.getinfo(pyodbc.SQL_DBMS_VER)
-            conn.cursor().execute("SELECT 1").fetchone()
+            if dialect.version_sql:
+                version = dialect.reported_version(str(conn.cursor().execute(dialect.version_sql).fetchone()[0]))
+            else:
+                version = conn.getinfo(pyodbc.SQL_DBMS_VER)
+                conn.cursor().execute("SELECT 1").fetchone()
     except ConnectionFailed as exc:
         elapsed = int((time.monotonic() - started) * 1000)
         message = str(exc) + (f" ({exc.detail})" if exc.detail else "")

@@ -379,3 +379,16 @@ def test_connection_strings_and_jdbc_endpoints_carry_connect_and_read_bounds_and
     assert (props["connectTimeout"], props["socketTimeout"], props["tcpKeepAlive"]) == ("7000", "9000", "true")
     unbounded = dialects.get("mysql").odbc_connection_string(Address(dialect="mysql", host="h", database="d"))
     assert "READ_TIMEOUT" not in unbounded
+
+
+@pytest.mark.parametrize(
+    ("dialect", "answer", "version"),
+    [
+        ("postgresql", "15.20 (Debian 15.20-0+deb12u1)", "15.20"),
+        ("mysql", "10.11.19-MariaDB-0+deb12u1", "10.11.19"),
+        ("sqlite", "3.40.1", "3.40.1"),
+    ],
+)
+def test_the_version_a_server_reports_is_read_to_its_number(dialect, answer, version):
+    assert dialects.get(dialect).version_sql
+    assert dialects.get(dialect).reported_version(answer) == version

@@ -227,3 +227,17 @@ def test_jdbc_endpoints_come_from_the_registered_fields(db):
     assert endpoint.url == "jdbc:mysql://127.0.0.1:3306/shop"
     assert endpoint.properties["user"] == "root"
     assert dialects.get("mysql").quote("x") == "`x`"
+
+
+@pytest.mark.parametrize("dialect", ["postgresql", "mysql", "sqlite"])
+def test_the_connection_test_names_the_version_the_server_reports_of_itself(make_server, dialect):
+    server = make_server(dialect)
+    own = {"postgresql": "SHOW server_version", "mysql": "SELECT VERSION()", "sqlite": "SELECT sqlite_version()"}
+    with connections.connect(server, readonly=True) as conn:
+        reported = conn.cursor().execute(own[dialect]).fetchone()[0]
+    result = connections.test_connection(server)
+    assert result.ok
+    product, _, version = result.version.partition(" ")
+    assert product == {"postgresql": "PostgreSQL", "mysql": "MariaDB", "sqlite": "SQLite"}[dialect]
+    # "15.20 (Debian …)", "10.11.19-MariaDB-…": the server's own number comes first.
+    assert reported.split(" ")[0].split("-")[0] == version, (reported, result.version)

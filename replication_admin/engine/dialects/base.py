@@ -216,6 +216,16 @@ class Dialect:
     # Appended to the CREATE TABLE of copies and destinations the console creates.
     create_table_options: str = ""
 
+    # --- what the server says of itself --------------------------------------------------------------
+    # The server's own answer to "which version are you" (a connection test runs it): truer than the driver's
+    # SQL_DBMS_VER, which the SQLite driver fills with the library it was built against, not the one it runs.
+    version_sql: str = ""
+
+    def reported_version(self, answer: str) -> str:
+        """The version number in the server's answer to version_sql ("15.20 (Debian 15.20-0+deb12u1)" is 15.20,
+        "10.11.19-MariaDB-0+deb12u1" is 10.11.19)."""
+        return answer.strip().split(" ")[0].split("-")[0]
+
     # --- quoting -----------------------------------------------------------------------------------
     def name_problem(self, name: str) -> str | None:
         """Why this database cannot hold the name, or None."""

@@ -95,6 +95,7 @@ class MySQL(Dialect):
     name = "mysql"
     label = "MariaDB / MySQL"
     live = True
+    version_sql = "SELECT VERSION()"
     numbers_when_read = True
     versioned_log = True
     transactional_ddl = False

@@ -76,6 +76,7 @@ class PostgreSQL(Dialect):
     name = "postgresql"
     label = "PostgreSQL"
     live = True
+    version_sql = "SHOW server_version"
     default_port = 5432
     odbc_driver = "PostgreSQL Unicode"
     jdbc_driver = "org.postgresql.Driver"

@@ -55,6 +55,7 @@ class SQLite(Dialect):
     name = "sqlite"
     label = "SQLite"
     live = True
+    version_sql = "SELECT sqlite_version()"
     odbc_driver = "SQLite3"
     jdbc_driver = "org.sqlite.JDBC"
     max_identifier = 1024
