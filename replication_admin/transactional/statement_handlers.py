@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from replication_admin.core import heartbeats
 from replication_admin.core.statement_handlers import (
     Caller,
     Outcome,
@@ -183,9 +184,24 @@ def init_copy(statement: st.InitCopy, caller: Caller) -> Outcome:
     return job_outcome(trx.do_init_copy(caller.actor, sub, sync=caller.sync, image=statement.image), "initial copy")
 
 
+def _followed_by(sub: ReplSubscriber) -> str | None:
+    """The live follower that applies this in-sync subscription as its publisher commits ("host pid"), or None."""
+    if not (sub.subscribed and sub.follow and sub.valid == 1 and sub.state == ReplSubscriber.IN_SYNC):
+        return None
+    holder = heartbeats.live_followers().holder(sub.pk)
+    return f"{holder.host} pid {holder.pid}" if holder is not None else None
+
+
 @handles(st.Sync)
 def sync(statement: st.Sync, caller: Caller) -> Outcome:
     sub = _subscription(caller, statement.server, statement.account, "repl_sync")
+    if caller.actor.via == "scheduler":
+        # A schedule beside in-sync mode is the fallback for a follower that is gone: while one serves the
+        # subscription, its sync would only queue behind the follower's step (and be skipped).
+        follower = _followed_by(sub)
+        if follower is not None:
+            return Outcome(True, f"in sync: the follower on {follower} applies each transaction as it commits; "
+                                 "the scheduled sync is not needed")  # fmt: skip
     return job_outcome(trx.do_sync(caller.actor, sub, sync=caller.sync), "sync")
 
 

@@ -161,8 +161,9 @@ class Command(BaseCommand):
         self.stdout.write(f"demo.Products syncs with {target} and branch every minute (cheapest price wins)")
 
     def _transactional(self, actor: Actor, target: str) -> None:
-        """demo."Order Details" published transactionally; the snapshot target subscribes in sync mode
-        (the demo's follower applies each new order line within a second) and re-syncs every minute."""
+        """demo."Order Details" published transactionally; the snapshot target subscribes in sync mode (the demo's
+        follower applies each new order line within a second). No schedule beside it: a followed subscription's
+        scheduled sync would have nothing to do while the follower runs."""
         scripts = []
         if not ReplAccount.objects.filter(server="demo", account="orders").exists():
             # A tracer token every minute: the publication page charts the latency from demo to the subscriber.
@@ -175,7 +176,7 @@ class Command(BaseCommand):
                 (
                     target,
                     "REPL_SERVER ('demo', 'demo'); REPL_SUBSCRIBE ('demo', 'orders');"
-                    "REPL_INIT_COPY ('demo', 'orders'); SUB_SCHEDULE ('demo', 'orders', 1); SYNC_REPL ()",
+                    "REPL_INIT_COPY ('demo', 'orders'); SYNC_REPL ()",
                 )
             )
         for server, script in scripts:
