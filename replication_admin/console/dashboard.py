@@ -15,7 +15,7 @@ from replication_admin.console.actions import do_acknowledge_alert
 from replication_admin.console.status_api import snapshot_rows, trx_rows
 from replication_admin.console.topology import topology
 from replication_admin.core.alerts import open_alerts
-from replication_admin.core.audit import Actor
+from replication_admin.core.audit import MACHINE_VIAS, Actor
 from replication_admin.core.permissions import OPERATE
 from replication_admin.core.times import duration_text
 from replication_admin.core.web import (
@@ -282,7 +282,7 @@ def overview_context() -> dict:
         "recent_conflicts": recent_conflicts(now),
         "open_alert_count": open_alerts().count(),
         "recent_jobs": JobRun.objects.all()[:10],
-        "recent_audit": AuditEntry.objects.all()[:8],
+        "recent_audit": AuditEntry.objects.exclude(via__in=MACHINE_VIAS)[:8],  # people's, not the scheduler's
         "alerts": list(open_alerts()[:20]),
         "resolved_alerts": list(
             Alert.objects.filter(resolved_at__isnull=False).order_by("-resolved_at")[:RESOLVED_SHOWN]

@@ -9,6 +9,11 @@ from django.http import HttpRequest
 
 from replication_admin.models import AuditEntry
 
+# Where an audit row came from. People act through the console, the Django admin and the shell; the scheduler and
+# the reaper act on their own, and their rows (three quarters of a busy log) are summarised, not listed, by default.
+PEOPLE_VIAS = ("web", "admin", "command")
+MACHINE_VIAS = ("scheduler", "reaper")
+
 
 @dataclass(frozen=True)
 class Actor:

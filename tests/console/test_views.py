@@ -293,3 +293,26 @@ def test_the_audit_page_filters_by_outcome(viewer_client):
     AuditEntry.objects.create(username="b", action="server.delete", target="s2", outcome="denied")
     body = viewer_client.get(reverse("audit"), {"outcome": "denied"}).content.decode()
     assert "server.delete" in body and "server.register" not in body
+
+
+def test_the_audit_page_lists_peoples_actions_by_default_and_summarises_the_schedulers(viewer_client):
+    AuditEntry.objects.create(username="alice", via="web", action="server.register", target="s1")
+    AuditEntry.objects.create(username="command:root", via="command", action="snapshot.refresh", target="d1")
+    for n in range(5):
+        AuditEntry.objects.create(username="scheduler", via="scheduler", action="event.run", target=f"e{n}",
+                                  outcome="error" if n == 0 else "ok")  # fmt: skip
+    AuditEntry.objects.create(username="reaper", via="reaper", action="job.retry", target="job 9")
+    response = viewer_client.get(reverse("audit"))
+    targets = {e.target for e in response.context["page"]}
+    assert targets == {"s1", "d1"}
+    assert response.context["machine_summary"] == {"scheduler": {"n": 5, "failed": 1}, "reaper": {"n": 1, "failed": 0}}
+    body = response.content.decode()
+    assert "5 scheduler rows" in body and "?via=scheduler&amp;outcome=error" in body
+    assert {e.target for e in viewer_client.get(reverse("audit"), {"via": "scheduler"}).context["page"]} == {
+        f"e{n}" for n in range(5)
+    }
+    assert len(viewer_client.get(reverse("audit"), {"via": "all"}).context["page"]) == 8
+    # An unknown origin is the default view, not an error.
+    assert {e.target for e in viewer_client.get(reverse("audit"), {"via": "x'; --"}).context["page"]} == {"s1", "d1"}
+    recent = viewer_client.get(reverse("dashboard")).context["recent_audit"]
+    assert [e.target for e in recent] == ["d1", "s1"]  # people's actions only, newest first
