@@ -275,21 +275,25 @@ def _sockets() -> dict[str, int]:
 
 
 def _with_socket(fd: int, inode: str, use: Callable[[socket.socket], Any]) -> Any:
-    """Run `use` on a duplicate of descriptor `fd` if it is still socket `inode`; None when it is gone."""
+    """Run `use` on descriptor `fd` while it is still socket `inode`; None when it is gone.
+
+    The descriptor is borrowed, never duplicated or closed. By the time the watchdog looks, the driver may have
+    closed the socket and the kernel given its number to another file: a catalog's SQLite file, say. Closing any
+    descriptor of a file (a duplicate too) drops every POSIX lock this process holds on that file, the locks SQLite
+    keeps its writers apart with, and the catalog is then corrupted by two writers at once. A borrowed number that
+    is no longer a socket only makes the socket calls fail (ENOTSOCK)."""
     try:
-        dup = os.dup(fd)
-    except OSError:
-        return None
-    try:
-        if os.readlink(f"/proc/self/fd/{dup}") != inode:
-            os.close(dup)
+        if os.readlink(f"/proc/self/fd/{fd}") != inode:
             return None
-        sock = socket.socket(fileno=dup)
+        sock = socket.socket(fileno=fd)  # not a socket (any more): OSError, and the number is left alone
     except OSError:
-        os.close(dup)
         return None
-    with sock:
+    try:
+        if f"socket:[{os.fstat(sock.fileno()).st_ino}]" != inode:  # replaced by another socket meanwhile
+            return None
         return use(sock)
+    finally:
+        sock.detach()  # the driver's descriptor stays open: it is the driver's to close
 
 
 def _peer_port(sock: socket.socket) -> int | None:
