@@ -260,10 +260,12 @@ def make_server(db, live_database, sqlite_path):
     return make
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def spark():
     """The process's session (on the suite's Spark service unless REPLADMIN_TEST_SPARK=embedded): the same one
-    the jobs use when run in sync mode outside a job."""
+    the jobs use when run in sync mode outside a job. Asked for again by each test, not kept for the session: a
+    test that restarts a Spark service closes the process's client (the product then opens a new one), and a
+    client kept here would answer NO_ACTIVE_SESSION to every test after it."""
     require_spark()
     return get_spark(spark_config())
 
