@@ -68,7 +68,10 @@ class TablesForm(forms.Form):
         max_length=4000, required=False, help_text="Which rows, e.g. price > 1 (one boolean expression, no subqueries)"
     )
     account = forms.CharField(
-        max_length=128, required=False, label="Publication name", help_text="The account, e.g. shop"
+        max_length=128,
+        required=False,
+        label="Publication name",
+        help_text="The account, e.g. shop; empty: named after the first table",
     )
     rows_per_commit = forms.IntegerField(
         min_value=1, max_value=10_000_000, initial=1000, required=False, label="Rows per commit (initial copy)"
@@ -121,8 +124,39 @@ class ResolversForm(forms.Form):
         }
 
 
+# How a transactional subscription keeps up: the first is the default, the one a DBA means by "replication".
+SYNC_MODES = [
+    ("in_sync", "In sync (continuous): the follower applies each transaction within a second of its commit"),
+    ("scheduled", "Scheduled: a sync every N minutes"),
+    ("manual", "By hand: a sync only when someone asks (REPL_SYNC, or the subscription page)"),
+]
+
+
 class ScheduleStepForm(forms.Form):
     schedule_minutes = forms.IntegerField(
         min_value=0, max_value=525_600, initial=0, label="Every N minutes",
         help_text="0: no schedule (refresh or sync by hand, or with the statement console)",
     )  # fmt: skip
+
+    def __init__(self, *args, transactional: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.transactional = transactional
+        if transactional:
+            self.fields["sync_mode"] = forms.ChoiceField(
+                choices=SYNC_MODES, widget=forms.RadioSelect, initial="in_sync", label="How the subscriber keeps up"
+            )
+            minutes = self.fields["schedule_minutes"]
+            minutes.required = False
+            minutes.help_text = "For a scheduled sync: its interval in minutes"
+
+    def clean(self):
+        cleaned = super().clean()
+        assert cleaned is not None  # Form.clean returns cleaned_data
+        if self.transactional:
+            minutes = cleaned.get("schedule_minutes")
+            if cleaned.get("sync_mode") == "scheduled":
+                if not minutes:  # 0, or left empty
+                    self.add_error("schedule_minutes", "A scheduled sync needs its interval: 1 minute or more.")
+            else:
+                cleaned["schedule_minutes"] = 0
+        return cleaned

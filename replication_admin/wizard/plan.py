@@ -35,6 +35,7 @@ from replication_admin.servers.actions import ServerData, do_register_server, re
 from replication_admin.snapshots import actions as snapshot_actions
 from replication_admin.snapshots.selectors import snapshot_name
 from replication_admin.statements import execute
+from replication_admin.transactional import actions as trx_actions
 
 # (key, label, one-line explanation): the order is the one the mode step shows.
 MODES = [
@@ -68,7 +69,19 @@ STEPS = [
 
 
 class PlanError(ValueError):
-    """A choice the wizard cannot carry out; the message says which and why."""
+    """A choice the wizard cannot carry out; the message says which and why, and `field` the form field it is about
+    (None: the step as a whole), so the step shows it there."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def default_account(table: str) -> str:
+    """A publication name from its first table, when none is given: the table's name in lower case, letters,
+    digits and underscores only ("Order Details" is order_details)."""
+    name = "".join(ch if ch.isalnum() else "_" for ch in table.lower()).strip("_")
+    return name or "publication"
 
 
 @dataclass
@@ -126,6 +139,7 @@ class Plan:
     rows_per_commit: int = 1000  # bi-directional initial copy
     resolvers: dict[str, dict] = field(default_factory=dict)  # conflict type -> {"cls", "column"}
     schedule_minutes: int = 0
+    sync_mode: str = "in_sync"  # transactional modes: in_sync, scheduled or manual (forms.SYNC_MODES)
     done: list[str] = field(default_factory=list)  # steps completed, so a later step can't be reached early
 
     @classmethod
@@ -276,13 +290,16 @@ def check_tables(plan: Plan) -> list[TableInfo]:
                 raise PlanError(f"{item} is already published bi-directionally; subscribe to it on its page")
     if plan.mode in ("trx", "trx_upd"):
         if not plan.account:
-            raise PlanError("name the publication (its account)")
+            raise PlanError("name the publication (its account)", field="account")
         try:
             st.parse_one(f"REPL_PUBLISH ({_literal(plan.account)}, {_literal(plan.account + '.log')})")
         except st.StatementError as exc:
-            raise PlanError(f"publication name: {exc.reason}") from None
+            raise PlanError(f"publication name: {exc.reason}", field="account") from None
         if ReplAccount.objects.filter(server=plan.publisher.name, account=plan.account).exists():
-            raise PlanError(f"{plan.publisher.name} already has a publication named {plan.account!r}")
+            raise PlanError(
+                f"{plan.publisher.name} already has a publication named {plan.account!r}: choose another name",
+                field="account",
+            )
     return infos
 
 
@@ -314,6 +331,23 @@ def check_resolvers(plan: Plan) -> None:
 def check_schedule(plan: Plan) -> None:
     if not 0 <= plan.schedule_minutes <= 525_600:
         raise PlanError("the interval is 0 (no schedule) to 525600 minutes")
+    if plan.mode in ("trx", "trx_upd"):
+        if plan.sync_mode not in ("in_sync", "scheduled", "manual"):
+            raise PlanError("choose how the subscriber keeps up: in sync, scheduled or by hand")
+        if plan.sync_mode == "scheduled" and not plan.schedule_minutes:
+            raise PlanError("a scheduled sync needs its interval: 1 minute or more")
+
+
+def keeps_up(plan: Plan) -> str:
+    """What keeps a transactional subscriber current once the wizard has run, for the review."""
+    if plan.sync_mode == "in_sync":
+        return (
+            "In sync: once the initial copy is in, the follower (manage.py replfollow) applies each transaction "
+            "on the publisher within a second of its commit."
+        )
+    if plan.sync_mode == "scheduled":
+        return f"A sync every {plan.schedule_minutes} minute(s), with SUB_SCHEDULE above; the first waits for the copy."
+    return "No sync runs by itself: sync by hand with REPL_SYNC or from the subscription page."
 
 
 # --- the statements ---------------------------------------------------------------------------------------
@@ -407,9 +441,10 @@ def build_steps(plan: Plan, infos: list[TableInfo]) -> Steps:
     ]
     # The copy first: the schedule's first sync then finds it queued and waits for it.
     on_subscriber.append(f"REPL_INIT_COPY ({_literal(pub)}, {account})")
-    if plan.schedule_minutes:
+    if plan.sync_mode == "scheduled" and plan.schedule_minutes:
         on_subscriber.append(f"SUB_SCHEDULE ({_literal(pub)}, {account}, {plan.schedule_minutes})")
-    return Steps([Script(pub, on_publisher), Script(sub, on_subscriber)])
+    # In sync mode follows this one subscription (SYNC_REPL would follow every subscription of the subscriber).
+    return Steps([Script(pub, on_publisher), Script(sub, on_subscriber)], keeps_up(plan))
 
 
 def _every(plan: Plan, sql: str) -> str:
@@ -485,5 +520,13 @@ def do_run_plan(actor: Actor, plan: Plan) -> RunResult:
         for table in plan.tables:
             publication = bidir_actions.publication_for(publisher, describe(publisher, table).name)
             bidir_actions.do_schedule_publication(actor, publication, plan.schedule_minutes)
-    record(actor, "wizard.run", plan.mode, detail={"statements": len(outcomes), "registered": registered})
-    return RunResult(outcomes, [o.job_id for o in outcomes if o.job_id], registered, True)
+    job_ids = [o.job_id for o in outcomes if o.job_id]
+    if plan.mode in ("trx", "trx_upd") and plan.sync_mode == "in_sync":
+        sub = trx_actions.find_subscription(
+            Server.objects.get(name=plan.subscriber.name), plan.publisher.name, plan.account
+        )
+        trx_actions.do_follow(actor, sub, True)
+        job_ids.append(trx_actions.do_sync(actor, sub).pk)  # catches up, then IN SYNC: the follower takes over
+    record(actor, "wizard.run", plan.mode,
+           detail={"statements": len(outcomes), "registered": registered, "sync_mode": plan.sync_mode})  # fmt: skip
+    return RunResult(outcomes, job_ids, registered, True)

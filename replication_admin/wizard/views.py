@@ -41,6 +41,7 @@ from replication_admin.wizard.plan import (
     check_schedule,
     check_servers,
     check_tables,
+    default_account,
     do_run_plan,
     new_server_choice,
 )
@@ -189,7 +190,8 @@ def _tables_step(request: HttpRequest, plan: Plan, step: str) -> HttpResponse:
     initial = {
         "tables": (plan.tables[0] if plan.tables else None) if plan.mode in SNAPSHOT_MODES else plan.tables,
         "dest_table": plan.dest_table, "columns": plan.columns, "condition": plan.condition,
-        "account": plan.account or (plan.tables[0] if plan.tables else ""), "rows_per_commit": plan.rows_per_commit,
+        "account": plan.account or (default_account(plan.tables[0]) if plan.tables else ""),
+        "rows_per_commit": plan.rows_per_commit,
     }  # fmt: skip
     if request.GET.get("table"):
         initial["tables"] = shown
@@ -204,11 +206,13 @@ def _tables_step(request: HttpRequest, plan: Plan, step: str) -> HttpResponse:
         candidate.columns = d.get("columns") or []
         candidate.condition = (d.get("condition") or "").strip()
         candidate.account = (d.get("account") or "").strip()
+        if not candidate.account and plan.mode in ("trx", "trx_upd") and candidate.tables:
+            candidate.account = default_account(candidate.tables[0])
         candidate.rows_per_commit = d.get("rows_per_commit") or 1000
         try:
             check_tables(candidate)
         except STEP_ERRORS as exc:
-            form.add_error(None, str(exc))
+            form.add_error(getattr(exc, "field", None), str(exc))
         else:
             if candidate.tables != plan.tables:
                 candidate.forget_after(step)
@@ -246,9 +250,13 @@ def _resolver_rows(form: ResolversForm) -> list[tuple]:
 
 
 def _schedule_step(request: HttpRequest, plan: Plan, step: str) -> HttpResponse:
-    form = ScheduleStepForm(request.POST or None, initial={"schedule_minutes": plan.schedule_minutes})
+    transactional = plan.mode in ("trx", "trx_upd")
+    initial = {"schedule_minutes": plan.schedule_minutes or (1 if transactional else 0), "sync_mode": plan.sync_mode}
+    form = ScheduleStepForm(request.POST or None, initial=initial, transactional=transactional)
     if request.method == "POST" and form.is_valid():
-        plan.schedule_minutes = form.cleaned_data["schedule_minutes"]
+        plan.schedule_minutes = form.cleaned_data["schedule_minutes"] or 0
+        if transactional:
+            plan.sync_mode = form.cleaned_data["sync_mode"]
         try:
             check_schedule(plan)
         except PlanError as exc:

@@ -236,9 +236,10 @@ def test_a_transactional_setup_runs_its_statements_on_the_publisher_and_on_the_s
     branch = make_server("mysql", "branch")
     walk_to_tables(editor_client, "shop", "branch", "trx")
     assert_next(post(editor_client, "tables", {"tables": ["items"], "account": "shop's"}), "schedule")
-    assert_next(post(editor_client, "schedule", {"schedule_minutes": "5"}), "review")
+    assert_next(post(editor_client, "schedule", {"sync_mode": "scheduled", "schedule_minutes": "5"}), "review")
     review = editor_client.get(step("review")).content.decode()
     assert 'data-context="shop"' in review and 'data-context="branch"' in review
+    assert "A sync every 5 minute(s)" in review
     assert "REPL_PUBLISH (&#x27;shop&#x27;&#x27;s&#x27;, &#x27;shop&#x27;&#x27;s.log&#x27;)" in review
     assert "SUB_SCHEDULE (&#x27;shop&#x27;, &#x27;shop&#x27;&#x27;s&#x27;, 5)" in review
     assert ReplAccount.objects.count() == 0
@@ -301,7 +302,7 @@ def test_an_updateable_transactional_review_publishes_updateable_with_the_chosen
     assert_next(
         post(editor_client, "resolvers", {"cls_U": "min", "column_U": "price", "cls_D": "sub_wins"}), "schedule"
     )
-    assert_next(post(editor_client, "schedule", {"schedule_minutes": "0"}), "review")
+    assert_next(post(editor_client, "schedule", {"sync_mode": "manual", "schedule_minutes": "0"}), "review")
     page = editor_client.get(step("review")).content.decode()
     publisher_script = page.split('data-context="shop">', 1)[1].split("</pre>", 1)[0].replace("&#x27;", "'")
     assert publisher_script.splitlines() == [
@@ -313,3 +314,50 @@ def test_an_updateable_transactional_review_publishes_updateable_with_the_chosen
     parsed = st.parse(publisher_script)
     assert parsed[0].updateable and [s.verb for s in parsed] == ["Publish", "PubAdd", "AddCr", "AddCr"]
     assert ReplAccount.objects.count() == 0
+
+
+@pytest.mark.live_db
+@pytest.mark.spark
+def test_a_transactional_setup_with_the_defaults_names_the_publication_and_ends_in_sync(
+    editor_client, shop, make_server, jobs_sync, spark
+):
+    branch = make_server("postgresql", "branch")
+    walk_to_tables(editor_client, "shop", "branch", "trx")
+    assert_next(post(editor_client, "tables", {"tables": ["items"], "account": ""}), "schedule")
+    page = editor_client.get(step("schedule"))
+    assert page.context["form"]["sync_mode"].initial == "in_sync"
+    assert_next(post(editor_client, "schedule", {"sync_mode": "in_sync"}), "review")
+    review = editor_client.get(step("review")).content.decode()
+    assert "REPL_PUBLISH (&#x27;items&#x27;, &#x27;items.log&#x27;)" in review  # named after its table
+    assert "SUB_SCHEDULE" not in review and "SYNC_REPL" not in review
+    assert "In sync: once the initial copy is in, the follower" in review
+    editor_client.post(step("review"), {"action": "confirm"})
+    sub = ReplSubscriber.objects.get()
+    assert (sub.account, sub.follow, sub.state, sub.init_state) == ("items", True, ReplSubscriber.IN_SYNC, "done")
+    assert not ScheduledEvent.objects.filter(sql__icontains="REPL_SYNC").exists()
+    assert digest(fetch_all(branch, "SELECT id, name, price FROM items")) == digest(ROWS)
+    assert AuditEntry.objects.get(action="wizard.run").detail["sync_mode"] == "in_sync"
+
+
+def test_a_publication_name_taken_or_malformed_is_refused_at_its_field(editor_client, shop, make_server):
+    make_server("sqlite", "branch")
+    ReplAccount.objects.create(server="shop", account="items", level=0, count=0)
+    walk_to_tables(editor_client, "shop", "branch", "trx")
+    response = post(editor_client, "tables", {"tables": ["items"], "account": ""})  # the default name: taken
+    assert response.status_code == 200
+    form = response.context["form"]
+    assert "already has a publication named 'items'" in " ".join(form.errors["account"])
+    assert not form.non_field_errors()
+    response = post(editor_client, "tables", {"tables": ["items"], "account": "a\x00b"})
+    assert "account" in response.context["form"].errors
+
+
+def test_a_scheduled_sync_without_an_interval_is_refused_at_the_interval(editor_client, shop, make_server):
+    make_server("sqlite", "branch")
+    walk_to_tables(editor_client, "shop", "branch", "trx")
+    assert_next(post(editor_client, "tables", {"tables": ["items"], "account": "shop"}), "schedule")
+    response = post(editor_client, "schedule", {"sync_mode": "scheduled", "schedule_minutes": "0"})
+    assert response.status_code == 200
+    assert "needs its interval" in " ".join(response.context["form"].errors["schedule_minutes"])
+    assert_next(post(editor_client, "schedule", {"sync_mode": "manual", "schedule_minutes": "0"}), "review")
+    assert "No sync runs by itself" in editor_client.get(step("review")).content.decode()
