@@ -7,9 +7,10 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "replication_admin.settings")
-    from django.core.management import execute_from_command_line  # noqa: PLC0415 - after the settings module is named
+    # After the settings module is named; `manage.py help` then describes the product's own commands.
+    from replication_admin.management.help_text import Utility  # noqa: PLC0415
 
-    execute_from_command_line(sys.argv)
+    Utility(sys.argv).execute()
 
 
 if __name__ == "__main__":
