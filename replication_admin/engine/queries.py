@@ -68,14 +68,44 @@ class CheckedQuery:
     tables: tuple[str, ...]  # base tables read
 
 
+# The words people write for the expressions a sqlglot message names by class ("Required keyword: 'expression'
+# missing for <class 'sqlglot.expressions.core.LT'>" is "< is missing an operand").
+_OPERATORS = {
+    "LT": "<", "GT": ">", "EQ": "=", "NEQ": "<>", "LTE": "<=", "GTE": ">=", "Like": "LIKE", "ILike": "ILIKE",
+    "Between": "BETWEEN … AND …", "Not": "NOT", "And": "AND", "Or": "OR", "In": "IN", "Is": "IS", "Add": "+",
+    "Sub": "-", "Mul": "*", "Div": "/", "Mod": "%", "Neg": "-", "Paren": "( … )", "Case": "CASE", "Cast": "CAST",
+}  # fmt: skip
+_MISSING = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]*?(\w+)'>")
+_WHERE = re.compile(r"\.?\s*Line \d+, Col: \d+\.?\s*$")
+
+
+def plain_description(description: str) -> str:
+    """sqlglot's description of a parse error with its class names put in SQL's words."""
+    missing = _MISSING.search(description)
+    if missing is None:
+        return description
+    return f"{_OPERATORS.get(missing.group(1), missing.group(1).upper())} is missing an operand"
+
+
+def plain_parse_error(exc: ParseError | TokenError) -> str:
+    """What is wrong with a statement sqlglot could not read, in SQL's words: no library class names, no line and
+    column of the text the product wrapped around the user's (the nearest token instead)."""
+    if isinstance(exc, TokenError):  # its message quotes the whole text, the product's wrapping included
+        return "it cannot be split into SQL words (a quote left open?)"
+    first = str(exc).splitlines()[0] if str(exc) else "it cannot be read"
+    errors = getattr(exc, "errors", None) or [{}]
+    near = str(errors[0].get("highlight") or "").strip()
+    message = plain_description(_WHERE.sub("", first).rstrip("."))
+    return message + (f" (near {near!r})" if near and near not in message else "")
+
+
 def _parse(text: str, dialect: str, what: str) -> list[exp.Expr]:
     if not text or not text.strip():
         raise QueryError(f"the {what} is empty")
     try:
         trees = [t for t in sqlglot.parse(text, read=sqlglot_dialect(dialect)) if t is not None]
     except (ParseError, TokenError) as exc:
-        first = str(exc).splitlines()[0]
-        raise QueryError(f"the {what} is not valid SQL: {first}") from None
+        raise QueryError(f"the {what} is not valid SQL: {plain_parse_error(exc)}") from None
     return trees
 
 

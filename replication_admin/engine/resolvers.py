@@ -32,6 +32,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.schema import MappingSchema
 from sqlglot.tokens import Token, TokenType
 
+from replication_admin.engine.queries import plain_description
 from replication_admin.engine.types import BINARY_KINDS, INTEGER_KINDS, LogicalType
 
 MAX_LENGTH = 4000
@@ -431,7 +432,7 @@ def _parse(expression: str, what: str) -> tuple[exp.Expr, list[Token]]:
         trees = [t for t in sqlglot.parse(expression, read="spark") if t is not None]
     except ParseError as exc:
         error = exc.errors[0] if exc.errors else {}
-        description = error.get("description") or str(exc).splitlines()[0]
+        description = plain_description(error.get("description") or str(exc).splitlines()[0])
         near = error.get("highlight")
         near_text = f" near {near!r}" if near else ""
         raise ResolverError(
