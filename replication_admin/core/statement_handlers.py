@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from replication_admin.core.audit import Actor
+from replication_admin.core.words import plain
 from replication_admin.engine import statements as st
 from replication_admin.models import JobRun, Server
 
@@ -117,7 +118,7 @@ def job_outcome(job: JobRun, what: str) -> Outcome:
     """The outcome of a statement that started the job `what` (read again: it may have run meanwhile)."""
     job = JobRun.objects.get(pk=job.pk)
     if job.state == JobRun.State.SUCCEEDED:
-        return Outcome(True, f"{what}: {job.result}", job.pk, job.result or {})
+        return Outcome(True, f"{what}: {plain(job.result) or 'done'}", job.pk, job.result or {})
     if job.state == JobRun.State.SKIPPED:  # a scheduled run while another job applied the item
         return Outcome(True, f"{what} {job.message}", job.pk)
     if job.state in JobRun.FINISHED:

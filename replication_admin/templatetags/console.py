@@ -9,9 +9,16 @@ from django.utils.safestring import mark_safe
 from replication_admin.core.conflicts import key_label
 from replication_admin.core.times import duration_text
 from replication_admin.core.web import STAMP, local_stamp
+from replication_admin.core.words import plain
 from replication_admin.engine import health
 
 register = template.Library()
+
+
+@register.filter(name="plain")
+def plain_filter(value: object) -> str:
+    """A value in plain words (core/words.py), not Python's repr."""
+    return plain(value)
 
 
 @register.filter
