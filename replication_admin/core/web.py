@@ -279,6 +279,9 @@ def fitted_days(days: list[date], first: date | None, last: date | None) -> tupl
     return (max(start, first) if first else start), last
 
 
+SMALL_COUNT = 10  # a count axis up to this high gets a tick at every whole number
+
+
 def stacked_bars(traces: list[dict[str, Any]], first: date | None = None, last: date | None = None) -> dict[str, Any]:
     """A plotly figure of stacked bars per day (the job outcome and conflict charts) in the window from `first` to
     `last`, its axis fitted to the days with bars (fitted_days). Its legend always shows, even for one trace: it
@@ -287,6 +290,14 @@ def stacked_bars(traces: list[dict[str, Any]], first: date | None = None, last: 
     shown = fitted_days(days, first, last)
     for trace in traces:
         trace.setdefault("width", BAR_WIDTH)
+    stacks: dict[str, float] = {}
+    for trace in traces:
+        for x, y in zip(trace["x"], trace["y"], strict=False):
+            stacks[x] = stacks.get(x, 0) + (y or 0)
+    # The bars count things: whole-number ticks (plotly would put a 0.5 between 0 and 1 on a short axis).
+    yaxis: dict[str, Any] = {"rangemode": "tozero", "tickformat": ",d"}
+    if max(stacks.values(), default=0) <= SMALL_COUNT:
+        yaxis["dtick"] = 1
     return {
         "data": traces,
         "layout": {
@@ -296,7 +307,7 @@ def stacked_bars(traces: list[dict[str, Any]], first: date | None = None, last: 
             "showlegend": True,
             "legend": LEGEND_ABOVE,
             "xaxis": _day_axis(*shown) if shown else {"type": "date"},
-            "yaxis": {"rangemode": "tozero"},
+            "yaxis": yaxis,
         },
     }
 

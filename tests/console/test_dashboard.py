@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from replication_admin.core.web import line_chart
+from replication_admin.core.web import line_chart, stacked_bars
 from replication_admin.models import (
     ConflictBackup,
     JobRun,
@@ -284,3 +284,11 @@ def test_a_line_chart_of_one_sample_spans_a_minute_around_it_and_longer_ones_the
     hour = line_chart([{"x": ["2026-11-24 03:00:00"], "y": [1]}, {"x": ["2026-11-24 04:00:00"], "y": [2]}], "lag")
     assert hour["layout"]["xaxis"]["range"] == ["2026-11-24 02:58:48", "2026-11-24 04:01:12"]  # 2% spare
     assert "range" not in line_chart([], "lag")["layout"]["xaxis"]
+
+
+def test_a_count_chart_ticks_whole_numbers_only():
+    one = stacked_bars([{"type": "bar", "name": "failed", "x": ["2026-11-24"], "y": [1]}])
+    assert one["layout"]["yaxis"]["dtick"] == 1 and one["layout"]["yaxis"]["tickformat"] == ",d"
+    many = stacked_bars([{"type": "bar", "name": "ok", "x": ["2026-11-24"], "y": [7]},
+                         {"type": "bar", "name": "failed", "x": ["2026-11-24"], "y": [40]}])  # fmt: skip
+    assert "dtick" not in many["layout"]["yaxis"] and many["layout"]["yaxis"]["tickformat"] == ",d"
