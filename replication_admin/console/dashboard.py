@@ -19,6 +19,7 @@ from replication_admin.core.audit import MACHINE_VIAS, Actor
 from replication_admin.core.permissions import OPERATE
 from replication_admin.core.times import duration_text
 from replication_admin.core.web import (
+    STAMP,
     Chart,
     is_htmx,
     line_chart,
@@ -250,16 +251,43 @@ def refresh_figures(now: datetime, days: int = 7) -> tuple[dict, dict]:
     )
 
 
+def window_words(figure: dict, window: timedelta, full: str, now: datetime) -> str:
+    """What a chart's title says of its time span: `full` ("last 24 hours") when its axis shows most of the
+    window, else where its data starts ("since 20:39", "since Nov 24"): the axis is fitted to the data, and a
+    title claiming a day over a few minutes of points reads wrong."""
+    layout = figure.get("layout", {})
+    shown = layout.get("xaxis", {}).get("range")
+    if not shown:
+        return full
+    start = datetime.strptime(shown[0], STAMP)
+    local_now = datetime.strptime(local_stamp(now), STAMP)
+    if local_now - start >= window * 0.9:
+        return full
+    if "barmode" in layout:  # bars per day: the axis starts half a day before the first one
+        return f"since {(start + timedelta(hours=12)).strftime('%b %d')}"
+    if start.date() == local_now.date():
+        return f"since {start.strftime('%H:%M')}"
+    return f"since {start.strftime('%b %d %H:%M')}"
+
+
 def charts_context(now: datetime) -> dict:
     duration, throughput = refresh_figures(now)
     first, last, since = chart_days(14)
     conflicts = conflicts_per_day_figure(ConflictBackup.objects.filter(created_at__gte=since), first, last)
+    lag, jobs = lag_figure(now), job_outcomes_figure()
+    titles = {
+        "lag": window_words(lag, timedelta(hours=24), "last 24 hours", now),
+        "conflicts": window_words(conflicts, timedelta(days=14), "last 14 days", now),
+        "refresh": window_words(duration, timedelta(days=7), "last 7 days", now),
+        "jobs": window_words(jobs, timedelta(days=14), "last 14 days", now),
+    }
     return {
-        "lag_chart": Chart(lag_figure(now)),
+        "titles": titles,
+        "lag_chart": Chart(lag),
         "duration_chart": Chart(duration),
         "throughput_chart": Chart(throughput),
         "conflicts_chart": Chart(conflicts, x_title="Day"),
-        "jobs_chart": Chart(job_outcomes_figure(), x_title="Day"),
+        "jobs_chart": Chart(jobs, x_title="Day"),
     }
 
 

@@ -292,3 +292,23 @@ def test_a_count_chart_ticks_whole_numbers_only():
     many = stacked_bars([{"type": "bar", "name": "ok", "x": ["2026-11-24"], "y": [7]},
                          {"type": "bar", "name": "failed", "x": ["2026-11-24"], "y": [40]}])  # fmt: skip
     assert "dtick" not in many["layout"]["yaxis"] and many["layout"]["yaxis"]["tickformat"] == ",d"
+
+
+def test_chart_titles_say_where_their_data_starts_when_it_covers_little_of_the_window(viewer_client, catalog):
+    now = timezone.now()
+    for minutes in (12, 6, 1):
+        LevelSample.objects.create(server="pub", account="acc", subscriber="s_ok", at=now - timedelta(minutes=minutes),
+                                   level=120, publisher_level=121, lag=1)  # fmt: skip
+    response = viewer_client.get(reverse("dashboard-charts"))
+    titles = response.context["titles"]
+    lag = figure(response.content.decode(), "lag-chart")
+    assert titles["lag"] == f"since {lag['layout']['xaxis']['range'][0][11:16]}"  # minutes of data, not a day
+    assert "last 24 hours" not in response.content.decode().split('id="lag-chart"')[0].rsplit("<h2>", 1)[1]
+    # The job bars (a few days shown of 14): the title names the first day the axis shows.
+    start = datetime.strptime(figure(response.content.decode(), "job-chart")["layout"]["xaxis"]["range"][0],
+                              "%Y-%m-%d %H:%M:%S")  # fmt: skip
+    assert titles["jobs"] == f"since {(start + timedelta(hours=12)).strftime('%b %d')}"
+    old = now - timedelta(hours=23)
+    LevelSample.objects.create(server="pub", account="acc", subscriber="s_ok", at=old, level=100, publisher_level=101,
+                               lag=1)  # fmt: skip
+    assert viewer_client.get(reverse("dashboard-charts")).context["titles"]["lag"] == "last 24 hours"
