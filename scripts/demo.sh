@@ -30,4 +30,17 @@ pids+=($!)
 # files come straight from the source folders, so no collectstatic.
 setsid .venv/bin/python -m gunicorn --config scripts/gunicorn.conf.py --bind 127.0.0.1:8000 &
 pids+=($!)
+# The login and the token last, in a box, once the console answers (the start-up lines above would bury them).
+for _ in $(seq 120); do
+  .venv/bin/python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/login/', timeout=2)" \
+    2>/dev/null && break
+  sleep 0.5
+done
+if [ -f var/demo-login.txt ]; then
+  width=$(awk '{ if (length > w) w = length } END { print w }' var/demo-login.txt)
+  rule=$(printf '%*s' "$((width + 2))" '' | tr ' ' '-')
+  printf '\n+%s+\n' "$rule"
+  while IFS= read -r line; do printf '| %-*s |\n' "$width" "$line"; done < var/demo-login.txt
+  printf '+%s+\n\n' "$rule"
+fi
 wait -n || true # the first of them to end ends the demo

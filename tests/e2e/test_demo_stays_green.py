@@ -70,6 +70,15 @@ def test_the_demo_left_running_has_no_failed_job_no_open_alert_and_conflicts_in_
                                capture_output=True, text=True)  # fmt: skip
         assert setup.returncode == 0, setup.stderr
         assert "FAIL" not in setup.stdout, setup.stdout
+        # The login and the token, kept for scripts/demo.sh to print last, readable by this account only.
+        login = var / "demo-login.txt"
+        assert login.stat().st_mode & 0o077 == 0
+        kept = login.read_text().splitlines()
+        assert kept[0].startswith("log in at http://127.0.0.1:8000/ as admin / ") and kept[0] in setup.stdout
+        assert kept[1].startswith('API token "demo monitoring" (status, metrics): ra_')
+        token = kept[1].rsplit(" ", 1)[1]
+        assert kept[2:] == [f'  curl -H "Authorization: Bearer {token}" http://127.0.0.1:8000/{path}'
+                            for path in ("api/status", "metrics")]  # fmt: skip
         for command in ("qcluster", "replfollow"):
             with open(tmp_path / f"{command}.log", "wb") as log:
                 procs.append(subprocess.Popen([*manage, command], cwd=ROOT, env=env, stdout=log,

@@ -42,6 +42,8 @@ LOCAL_SERVERS = [
     ),
     ("mariadb_demo", "mysql", 3306, "DRIVER={MariaDB Unicode};SERVER=127.0.0.1;PORT=3306;UID=root;PWD=;"),
 ]
+# The demo's login and token, for scripts/demo.sh to print last (outside git, like every file under var/).
+LOGIN_FILE = settings.VAR_DIR / "demo-login.txt"
 # The name of the API token the demo prints for the status API and metrics (made again at every run, the old one
 # revoked).
 MONITORING = "demo monitoring"
@@ -87,18 +89,28 @@ class Command(BaseCommand):
         user.is_staff = user.is_superuser = True
         user.set_password(password)
         user.save()
-        self.stdout.write(self.style.SUCCESS(f"log in at {CONSOLE}/ as {user.username} / {password}"))
-        self.monitoring_token(actor)
+        secret = self.monitoring_token(actor)
+        lines = [
+            f"log in at {CONSOLE}/ as {user.username} / {password}",
+            f'API token "{MONITORING}" (status, metrics): {secret}',
+            f'  curl -H "Authorization: Bearer {secret}" {CONSOLE}/api/status',
+            f'  curl -H "Authorization: Bearer {secret}" {CONSOLE}/metrics',
+        ]
+        for line in lines:
+            self.stdout.write(self.style.SUCCESS(line) if not line.startswith(" ") else line)
+        # scripts/demo.sh prints these again, in a box, once the console answers: the services' start-up lines
+        # would otherwise scroll them away. Readable by this account only: it holds a password and a token.
+        LOGIN_FILE.parent.mkdir(parents=True, exist_ok=True)
+        LOGIN_FILE.touch(mode=0o600)
+        LOGIN_FILE.chmod(0o600)
+        LOGIN_FILE.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     def monitoring_token(self, actor: Actor) -> str:
-        """A new token of both scopes for the status API and metrics, printed with a command that uses it; the
-        previous run's is revoked (only its hash was kept: it cannot be printed again)."""
+        """A new token of both scopes for the status API and metrics; the previous run's is revoked (only its hash
+        was kept: it cannot be printed again)."""
         for old in ApiToken.objects.filter(name=MONITORING, revoked_at__isnull=True):
             do_revoke_api_token(actor, old)
         _, secret = do_create_api_token(actor, MONITORING, ApiToken.Scope.values)
-        self.stdout.write(self.style.SUCCESS(f'API token "{MONITORING}" (status, metrics): {secret}'))
-        self.stdout.write(f'  curl -H "Authorization: Bearer {secret}" {CONSOLE}/api/status')
-        self.stdout.write(f'  curl -H "Authorization: Bearer {secret}" {CONSOLE}/metrics')
         return secret
 
     def _replication(self, actor: Actor) -> None:
