@@ -99,10 +99,11 @@ def page_url(context, number: int, page_param: str = "page") -> str:
 
 
 @register.simple_tag(takes_context=True)
-def sort_header(context, listing, key: str, label: str, css: str = "") -> str:
+def sort_header(context, listing, key: str, label: str, css: str = "", hint: str = "") -> str:
     """A table's column header that sorts the listing by `key` ("-key": the first click sorts descending), shows
     the direction with an arrow and toggles it on the next click. The other query parameters are kept; the page
-    starts again at 1. A plain link: the whole page reloads, so filter forms pick up the new sort."""
+    starts again at 1. A plain link: the whole page reloads, so filter forms pick up the new sort. `hint`: the
+    catalog's name of the column, shown on hover (the label is in words)."""
     first_descending = key.startswith("-")
     key = key.removeprefix("-")
     active = listing.sort.removeprefix("-") == key
@@ -113,8 +114,9 @@ def sort_header(context, listing, key: str, label: str, css: str = "") -> str:
     classes = " ".join(filter(None, ["sortable", css, f"sorted-{'desc' if descending else 'asc'}" if active else ""]))
     aria = format_html(' aria-sort="{}"', "descending" if descending else "ascending") if active else ""
     arrow = format_html(' <span class="arrow">{}</span>', "▼" if descending else "▲") if active else ""
+    title = format_html(' title="{}"', hint) if hint else ""  # the catalog's name of the column, on hover
     return format_html(
-        '<th class="{}"{}><a href="{}" data-sort="{}">{}{}</a></th>', classes, aria, url, key, label, arrow
+        '<th class="{}"{}{}><a href="{}" data-sort="{}">{}{}</a></th>', classes, aria, title, url, key, label, arrow
     )
 
 
