@@ -51,6 +51,21 @@ def count(server, table: str) -> int:
         return conn.cursor().execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
 
 
+def in_sync_subscription(make_server, also: str = "") -> tuple:
+    """A PostgreSQL publisher fdpub with one row in `items`, published as acct, and a MariaDB subscriber fdsub
+    copied and put in sync mode (`also`: statements run on the subscriber before SYNC_REPL); (pub, sub server,
+    subscription)."""
+    pub = make_server("postgresql", "fdpub")
+    sub_server = make_server("mysql", "fdsub")
+    with connections.connect(pub) as conn:
+        conn.cursor().execute("CREATE TABLE items (id integer PRIMARY KEY, name varchar(40))")
+        conn.cursor().execute("INSERT INTO items VALUES (1, 'first')")
+    run("REPL_PUBLISH ('acct', 'acct.log'); REPL_PUB_ADD ('acct', 'items', 2, 0, null)", context=pub)
+    run("REPL_SERVER ('fdpub', 'fdpub'); REPL_SUBSCRIBE ('fdpub', 'acct'); REPL_INIT_COPY ('fdpub', 'acct'); "
+        f"{also}SYNC_REPL ()", context=sub_server)  # fmt: skip
+    return pub, sub_server, ReplSubscriber.objects.get(subscriber="fdsub")
+
+
 @pytest.fixture
 def follower(transactional_db, settings, tmp_path) -> Iterator[Callable[[], subprocess.Popen]]:
     """Factory: start `manage.py replfollow` on the test catalog (its own process group); all killed at the end."""
@@ -80,15 +95,7 @@ def test_a_killed_follower_shows_its_subscription_follower_down_and_alerted_unti
     settings.STATUS_TOKENS = [TOKEN]
     settings.HEARTBEAT_STALE_SECONDS = STALE
     log = tmp_path / "replfollow.log"
-    pub = make_server("postgresql", "fdpub")
-    sub_server = make_server("mysql", "fdsub")
-    with connections.connect(pub) as conn:
-        conn.cursor().execute("CREATE TABLE items (id integer PRIMARY KEY, name varchar(40))")
-        conn.cursor().execute("INSERT INTO items VALUES (1, 'first')")
-    run("REPL_PUBLISH ('acct', 'acct.log'); REPL_PUB_ADD ('acct', 'items', 2, 0, null)", context=pub)
-    run("REPL_SERVER ('fdpub', 'fdpub'); REPL_SUBSCRIBE ('fdpub', 'acct'); REPL_INIT_COPY ('fdpub', 'acct'); "
-        "SYNC_REPL ()", context=sub_server)  # fmt: skip
-    sub = ReplSubscriber.objects.get(subscriber="fdsub")
+    pub, sub_server, sub = in_sync_subscription(make_server)
     assert (sub.state, sub.follow) == (ReplSubscriber.IN_SYNC, True)
     # No follower has run yet: nothing applies the subscription, and nothing says "IN SYNC" without a word.
     assert subscriber_row(client)["state"] == "follower_down"

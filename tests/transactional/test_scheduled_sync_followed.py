@@ -12,12 +12,11 @@ from django.utils import timezone
 
 from replication_admin.core import connections, heartbeats
 from replication_admin.core.audit import Actor
-from replication_admin.models import JobRun, ReplSubscriber, ScheduledEvent
+from replication_admin.models import JobRun, ScheduledEvent
 from replication_admin.statements import execute
 from replication_admin.tasks import run_event
-from tests.faults.test_self_healing import run
 from tests.transactional import test_follower_down
-from tests.transactional.test_follower_down import STALE, count, wait_for
+from tests.transactional.test_follower_down import STALE, count, in_sync_subscription, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.live_db]
 
@@ -29,15 +28,7 @@ def test_a_scheduled_sync_leaves_a_followed_subscription_to_its_follower_and_syn
 ):
     settings.HEARTBEAT_STALE_SECONDS = STALE
     log = tmp_path / "replfollow.log"
-    pub = make_server("postgresql", "fdpub")
-    sub_server = make_server("mysql", "fdsub")
-    with connections.connect(pub) as conn:
-        conn.cursor().execute("CREATE TABLE items (id integer PRIMARY KEY, name varchar(40))")
-        conn.cursor().execute("INSERT INTO items VALUES (1, 'first')")
-    run("REPL_PUBLISH ('acct', 'acct.log'); REPL_PUB_ADD ('acct', 'items', 2, 0, null)", context=pub)
-    run("REPL_SERVER ('fdpub', 'fdpub'); REPL_SUBSCRIBE ('fdpub', 'acct'); REPL_INIT_COPY ('fdpub', 'acct'); "
-        "SUB_SCHEDULE ('fdpub', 'acct', 1); SYNC_REPL ()", context=sub_server)  # fmt: skip
-    sub = ReplSubscriber.objects.get(subscriber="fdsub")
+    pub, sub_server, sub = in_sync_subscription(make_server, also="SUB_SCHEDULE ('fdpub', 'acct', 1); ")
     [event] = ScheduledEvent.objects.filter(sql__icontains="REPL_SYNC")
 
     proc = follower()
