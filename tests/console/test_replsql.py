@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
+import socket
+import threading
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import AuditEntry, SnapshotLog
+from tests.conftest import unavailable
+from tests.dev_env import free_ports
+from tests.spark_service import wait_for_spark
 from tests.tables import create_table
 
 pytestmark = [pytest.mark.django_db, pytest.mark.live_db]
@@ -66,3 +73,48 @@ def test_a_failing_statement_stops_the_script_and_the_command_fails(shop):
 def test_an_unknown_context_server_is_refused(shop):
     with pytest.raises(CommandError, match="server 'nope' is not registered"):
         call_command("replsql", "update snapshot x", "--server", "nope")
+
+
+# --- the running Spark service ------------------------------------------------------------------------------
+
+
+def run_replsql_without_a_remote(settings, host: str, port: int) -> str:
+    settings.SPARK_REMOTE, settings.SPARK_CONNECT_HOST, settings.SPARK_CONNECT_PORT = "", host, port
+    err = io.StringIO()
+    call_command("replsql", "repl_this_server ()", stdout=io.StringIO(), stderr=err)
+    assert settings.SPARK_REMOTE == ""  # for that command only
+    return err.getvalue()
+
+
+def test_replsql_uses_the_spark_service_that_answers_at_the_configured_address(db, settings):
+    remote = os.environ.get("REPLADMIN_SPARK_REMOTE", "")
+    if not remote.startswith("sc://"):
+        unavailable("a Spark service for the suite (REPLADMIN_TEST_SPARK=cluster or service)")
+    wait_for_spark()
+    host, _, port = remote.removeprefix("sc://").partition(":")
+    said = run_replsql_without_a_remote(settings, host, int(port.split("/")[0]))
+    assert f"Spark: the service at sc://{host}:{port.split('/')[0]}" in said
+
+
+def test_replsql_says_so_when_what_listens_there_is_not_a_spark_service(db, settings):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    def refuse() -> None:  # accepts and hangs up at once, as a service that is not Spark's might
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                conn.close()
+
+    threading.Thread(target=refuse, daemon=True).start()
+    try:
+        said = run_replsql_without_a_remote(settings, "127.0.0.1", listener.getsockname()[1])
+    finally:
+        listener.close()
+    assert "Spark: no service answers at sc://127.0.0.1:" in said and "embedded session" in said
+
+
+def test_replsql_with_nothing_listening_says_nothing_of_spark(db, settings):
+    port = free_ports(1)
+    assert run_replsql_without_a_remote(settings, "127.0.0.1", port) == ""

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import socket
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from replication_admin.core.audit import Actor, record
 from replication_admin.core.permissions import OPERATE
+from replication_admin.core.spark import ping_service
 from replication_admin.engine.statements import StatementError
 from replication_admin.models import AuditEntry, Server
 from replication_admin.statements import execute
+
+SERVICE_PROBE_SECONDS = 0.5  # how long the TCP probe of the local Spark service may take
+SERVICE_PING_SECONDS = 15  # how long the service then has to run one task (a warm one takes about a second)
 
 
 def format_table(rows: list[list[str]], headers: list[str]) -> str:
@@ -54,7 +63,8 @@ class Command(BaseCommand):
             if context is None:
                 raise CommandError(f"server {opts['server']!r} is not registered")
         try:
-            outcomes = execute(actor, text, context=context, wait=not opts["queue"])
+            with self.running_spark_service():
+                outcomes = execute(actor, text, context=context, wait=not opts["queue"])
         except StatementError as exc:
             raise CommandError(f"{exc}\n{exc.excerpt}") from None
         rows = [
@@ -66,6 +76,55 @@ class Command(BaseCommand):
         if failed:  # its message is in the table above: said once
             number = outcomes.index(failed[0]) + 1
             raise CommandError(f"a statement failed (number {number}, ERROR above); the ones after it were not run")
+
+    @contextmanager
+    def running_spark_service(self) -> Iterator[None]:
+        """Without REPLADMIN_SPARK_REMOTE, the statements use the Spark service that answers at the configured
+        address (REPLADMIN_SPARK_CONNECT_HOST / _PORT, where `manage.py spark_service` listens) instead of starting
+        a JVM of their own for each run (seconds against tens of seconds), saying so on stderr. Nothing listening
+        there, or something that is not the service: an embedded session, as before, when a statement needs
+        Spark."""
+        if settings.SPARK_REMOTE:
+            yield
+            return
+        host, port = settings.SPARK_CONNECT_HOST, settings.SPARK_CONNECT_PORT
+        remote = f"sc://{host}:{port}"
+        try:
+            socket.create_connection((host, port), timeout=SERVICE_PROBE_SECONDS).close()
+        except OSError:
+            yield
+            return
+        previous = settings.SPARK_REMOTE
+        settings.SPARK_REMOTE = remote  # for this command only: put back when the statements have run
+        try:
+            problem = self._ping()
+            if problem:  # something else listens there, or the service is not ready
+                self.stderr.write(f"Spark: no service answers at {remote} ({problem}); a statement that needs "
+                                  "Spark starts an embedded session")  # fmt: skip
+                settings.SPARK_REMOTE = previous
+            else:
+                self.stderr.write(f"Spark: the service at {remote}")
+            yield
+        finally:
+            settings.SPARK_REMOTE = previous
+
+    @staticmethod
+    def _ping() -> str:
+        """Why the configured service does not answer ("" when it does), within SERVICE_PING_SECONDS: a listener
+        that accepts and never answers must not hold the command."""
+        outcome: list[str] = []
+
+        def ping() -> None:
+            try:
+                ping_service()
+                outcome.append("")
+            except Exception as exc:
+                outcome.append((str(exc).splitlines() or [type(exc).__name__])[0][:200])
+
+        thread = threading.Thread(target=ping, name="spark-service-ping", daemon=True)
+        thread.start()
+        thread.join(SERVICE_PING_SECONDS)
+        return outcome[0] if outcome else f"no answer within {SERVICE_PING_SECONDS} s"
 
     @staticmethod
     def actor(username: str | None) -> Actor:
