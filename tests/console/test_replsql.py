@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import socket
 import threading
@@ -118,3 +119,12 @@ def test_replsql_says_so_when_what_listens_there_is_not_a_spark_service(db, sett
 def test_replsql_with_nothing_listening_says_nothing_of_spark(db, settings):
     port = free_ports(1)
     assert run_replsql_without_a_remote(settings, "127.0.0.1", port) == ""
+
+
+def test_replsql_prints_no_job_queue_chatter(shop, capfd):
+    queue_log = logging.getLogger("django-q")
+    queue_log.setLevel(logging.INFO)
+    call_command("replsql", "repl_this_server ()", "--server", "shop")
+    queue_log.info("Enqueued [replication_admin] 7")  # what django-q2 says of each job a statement queues
+    out, err = capfd.readouterr()
+    assert "repl_this_server ()" in out and "Enqueued" not in out + err

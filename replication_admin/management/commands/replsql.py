@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import sys
 import threading
@@ -50,6 +51,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **opts):
+        # Only the statements' own results: django-q2 says "Enqueued …" at INFO for every job a statement queues.
+        logging.getLogger("django-q").setLevel(logging.WARNING)
         actor = self.actor(opts["user"])
         if opts["file"]:
             text = sys.stdin.read() if opts["file"] == "-" else Path(opts["file"]).read_text(encoding="utf-8")
