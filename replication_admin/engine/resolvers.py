@@ -81,6 +81,18 @@ VALID_CODES: dict[str, tuple[int, ...]] = {t.code: t.valid_codes for t in CONFLI
 DEFAULT_DECISION = {t.code: t.default_decision for t in CONFLICT_TYPES.values()}
 
 
+def default_rules_text() -> str:
+    """The default rule, in words, from the registry above: what every page that mentions it says (the wizard,
+    the inbox, the resolvers page), so none can state another. E.g. "inserts and updates: publisher wins (3);
+    deletes: ignore (5)"."""
+    by_decision: dict[int, list[str]] = {}
+    for t in CONFLICT_TYPES.values():
+        by_decision.setdefault(t.default_decision, []).append(f"{t.label}s")
+    return "; ".join(
+        f"{' and '.join(labels)}: {CODE_NAMES[decision]} ({decision})" for decision, labels in by_decision.items()
+    )
+
+
 @dataclass(frozen=True)
 class ColumnTypes:
     """The columns a resolver class can work on: Spark type families (empty: any type)."""

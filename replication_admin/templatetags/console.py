@@ -11,8 +11,15 @@ from replication_admin.core.times import duration_text
 from replication_admin.core.web import STAMP, local_stamp
 from replication_admin.core.words import plain
 from replication_admin.engine import health
+from replication_admin.engine.resolvers import default_rules_text
 
 register = template.Library()
+
+
+@register.simple_tag
+def default_conflict_rules() -> str:
+    """What happens to a conflict no resolver decides (engine/resolvers.py: one statement for every page)."""
+    return default_rules_text()
 
 
 @register.filter(name="plain")

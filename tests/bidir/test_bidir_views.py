@@ -372,7 +372,7 @@ def test_the_resolver_page_explains_codes_defaults_and_what_expressions_may_read
     for code, name in [(0, "undecided"), (1, "subscriber wins"), (2, "subscriber wins, origin changes to the publisher"),
                        (3, "publisher wins"), (5, "ignore")]:  # fmt: skip
         assert f'<td class="num mono">{code}</td><td>{name}</td>' in help_text
-    assert "I and U — publisher wins (3)" in help_text and "D — ignore (5)" in help_text
+    assert "inserts and updates: publisher wins (3); deletes: ignore (5)" in help_text
     assert "<code>pub.column</code>" in help_text and "<code>new.column</code>" in help_text
     assert "<code>old.ROWGUID</code>" in help_text and "only by its" in help_text
     assert '<td class="mono">price</td><td class="muted">decimal(12,2)</td>' in body

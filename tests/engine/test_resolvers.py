@@ -24,6 +24,7 @@ from replication_admin.engine.resolvers import (
     class_names,
     compile_assignments,
     compile_expression,
+    default_rules_text,
     from_json_value,
     generated_resolver,
     resolver_class,
@@ -446,3 +447,8 @@ def test_one_registry_entry_is_a_new_class_for_the_generator_and_both_statement_
     assert (trx.cls, trx.column) == ("latest", "updated")
     snapshot = st.parse_one("REPL_ADD_SNAPSHOT_CR ('pg1.items', 'I', 'late', 10, 'latest', 'updated')")
     assert (snapshot.cls, snapshot.column) == ("latest", "updated")
+
+
+def test_the_default_rule_is_stated_from_the_registry():
+    assert DEFAULT_DECISION == {"I": 3, "U": 3, "D": 5}
+    assert default_rules_text() == "inserts and updates: publisher wins (3); deletes: ignore (5)"

@@ -361,3 +361,14 @@ def test_a_scheduled_sync_without_an_interval_is_refused_at_the_interval(editor_
     assert "needs its interval" in " ".join(response.context["form"].errors["schedule_minutes"])
     assert_next(post(editor_client, "schedule", {"sync_mode": "manual", "schedule_minutes": "0"}), "review")
     assert "No sync runs by itself" in editor_client.get(step("review")).content.decode()
+
+
+def test_the_wizard_and_the_inbox_state_the_same_default_rule(editor_client, shop, make_server):
+    make_server("sqlite", "branch")
+    walk_to_tables(editor_client, "shop", "branch", "bidir")
+    assert_next(post(editor_client, "tables", {"tables": ["items"]}), "resolvers")
+    wizard = editor_client.get(step("resolvers")).content.decode()
+    inbox = editor_client.get(reverse("conflicts")).content.decode()
+    rule = "inserts and updates: publisher wins (3); deletes: ignore (5)"
+    assert rule in wizard and "an insert of an existing key is refused" not in wizard
+    assert rule in inbox  # an empty inbox says what decides a conflict
