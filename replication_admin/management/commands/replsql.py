@@ -76,9 +76,8 @@ class Command(BaseCommand):
         ]
         self.stdout.write(format_table(rows, ["statement", "result", "message", "job"]))
         failed = [o for o in outcomes if not o.ok]
-        if failed:  # its message is in the table above: said once
-            number = outcomes.index(failed[0]) + 1
-            raise CommandError(f"a statement failed (number {number}, ERROR above); the ones after it were not run")
+        if failed:
+            raise CommandError(f"a statement failed ({failed[0].message}); the ones after it were not run")
 
     @contextmanager
     def running_spark_service(self) -> Iterator[None]:
