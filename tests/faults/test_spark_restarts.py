@@ -60,6 +60,7 @@ class PrivateSpark:
     port: int = field(default_factory=free_port)
     ui_port: int = field(default_factory=free_port)
     service_port: int = field(default_factory=free_port)
+    no_executors_seconds: int = NO_EXECUTORS_SECONDS
 
     @property
     def master(self) -> str:
@@ -76,7 +77,7 @@ class PrivateSpark:
             "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(self.work), "SPARK_WORKER_DIR": str(self.work),
             "REPLADMIN_SPARK_REMOTE": self.remote, "REPLADMIN_SPARK_MASTER": self.master,
             "REPLADMIN_SPARK_MASTER_UI_PORT": str(self.ui_port),
-            "REPLADMIN_SPARK_NO_EXECUTORS_SECONDS": str(NO_EXECUTORS_SECONDS),
+            "REPLADMIN_SPARK_NO_EXECUTORS_SECONDS": str(self.no_executors_seconds),
             "REPLADMIN_SPARK_CONF": "spark.cores.max=2 spark.executor.memory=1g spark.executor.cores=1",
             "REPLADMIN_SPARK_DRIVER_MEMORY": "1g", "REPLADMIN_SPARK_SQLITE_SHARED": "1",
             "REPLADMIN_SPARK_CONNECT_RETRY_SECONDS": "30",  # the product's default, not the suite's long wait
@@ -152,12 +153,15 @@ class PrivateSpark:
 
 @pytest.fixture
 def cluster(request, transactional_db, settings, tmp_path, monkeypatch) -> Iterator[tuple[PrivateSpark, Hosts]]:
-    """The private Spark and two worker hosts on it; the watchdog's bound is the product's default unless the test
-    gives its own (indirect parametrisation)."""
+    """The private Spark and two worker hosts on it; the watchdog's bound is the product's default and the service's
+    bound without executors NO_EXECUTORS_SECONDS, unless the test gives its own (indirect parametrisation:
+    {"stall": seconds, "no_executors": seconds})."""
     if shutil.which("java") is None:
         unavailable("no java on PATH (Spark needs a Java runtime)")
     db_path = str(settings.DATABASES["default"]["NAME"])
-    spark = PrivateSpark(tmp_path, catalog_env(db_path))
+    bounds = getattr(request, "param", {})
+    spark = PrivateSpark(tmp_path, catalog_env(db_path),
+                         no_executors_seconds=bounds.get("no_executors", NO_EXECUTORS_SECONDS))  # fmt: skip
     pool = Hosts(db_path, tmp_path)
     try:
         spark.start_master()
@@ -169,7 +173,7 @@ def cluster(request, transactional_db, settings, tmp_path, monkeypatch) -> Itera
             if key.startswith("REPLADMIN_SPARK") or key == "REPLADMIN_RETRY_SECONDS":
                 monkeypatch.setenv(key, value)
         monkeypatch.setenv("REPLADMIN_FULL_COPY_PATH", "spark")
-        monkeypatch.setenv("REPLADMIN_SPARK_STALL_SECONDS", str(getattr(request, "param", 600)))
+        monkeypatch.setenv("REPLADMIN_SPARK_STALL_SECONDS", str(bounds.get("stall", 600)))
         settings.SPARK_REMOTE, settings.SPARK_MASTER = spark.remote, spark.master
         settings.FULL_COPY_PATH = "spark"
         pool.start()
@@ -289,6 +293,9 @@ def test_a_refresh_whose_spark_master_restarts_mid_job_is_retried_after_the_serv
         time.sleep(1)
 
 
+# Frozen workers also leave the driver without executors: the service's own restart for that must not come first
+# and run out the job's retry window before the watchdog acts (the watchdog is what this test is about).
+@pytest.mark.parametrize("cluster", [{"no_executors": 20 * STALL_SECONDS}], indirect=True)
 def test_a_refresh_whose_spark_work_makes_no_progress_is_interrupted_by_the_watchdog_and_retried(
     cluster, make_server, settings, monkeypatch
 ):
