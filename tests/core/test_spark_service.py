@@ -154,7 +154,9 @@ def test_a_lone_command_without_the_service_runs_on_an_embedded_session(sqlite_s
     require_spark()
     source, dest = sqlite_snapshot
     insert_rows(source, "items", ["id", "name"], [(i, f"item {i}") for i in range(41, 101)])
-    env = {**os.environ, **catalog_env(str(settings.DATABASES["default"]["NAME"])), "REPLADMIN_SPARK_REMOTE": ""}
+    # No remote, and no service where replsql looks for one: the command's own embedded session.
+    env = {**os.environ, **catalog_env(str(settings.DATABASES["default"]["NAME"])), "REPLADMIN_SPARK_REMOTE": "",
+           "REPLADMIN_SPARK_CONNECT_PORT": str(free_port())}  # fmt: skip
     env.pop("REPLADMIN_SPARK_SQLITE_SHARED", None)
     out = subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "replsql", "update snapshot pgd.items_copy"],
