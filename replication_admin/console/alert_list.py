@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from replication_admin.core.alerts import OPEN
 from replication_admin.core.web import SortFields, listing
 from replication_admin.models import Alert
 
@@ -18,7 +19,6 @@ ALERT_SORTS: dict[str, SortFields] = {
     "target": ("target", "-last_seen_at"),
     "count": ("count", "-last_seen_at"),
 }
-OPEN = Q(acknowledged_at__isnull=True, resolved_at__isnull=True)
 # The states an alert is in, as the page's tabs name them; "all" is every alert.
 STATES: dict[str, Q] = {
     "open": OPEN,

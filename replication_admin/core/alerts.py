@@ -8,7 +8,7 @@ import logging
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
-from django.db.models import F, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from replication_admin.models import Alert
@@ -47,8 +47,12 @@ def safely_raise(kind: str, target: str, message: str, url: str = "") -> None:
         log.exception("could not raise the %s alert for %s", kind, target)
 
 
+# An alert neither acknowledged nor resolved (the dashboard's alerts, the Alerts page's "open" tab).
+OPEN = Q(acknowledged_at__isnull=True, resolved_at__isnull=True)
+
+
 def open_alerts() -> QuerySet[Alert]:
-    return Alert.objects.filter(acknowledged_at__isnull=True, resolved_at__isnull=True)
+    return Alert.objects.filter(OPEN)
 
 
 def resolve_alerts(kind: str, target: str, reason: str) -> int:

@@ -11,7 +11,7 @@ from replication_admin.engine.resolvers import resolver_classes
 from replication_admin.engine.schema import TableInfo
 from replication_admin.models import Server
 from replication_admin.servers.forms import ServerForm
-from replication_admin.wizard.plan import CR_TYPES, MODES, SNAPSHOT_MODES
+from replication_admin.wizard.plan import CR_TYPES, MODES, SNAPSHOT_MODES, SYNC_MODES
 
 # Tables the replication itself keeps; never offered for publishing.
 
@@ -122,14 +122,6 @@ class ResolversForm(forms.Form):
             for cr_type, _ in CR_TYPES
             if d.get(f"cls_{cr_type}")
         }
-
-
-# How a transactional subscription keeps up: the first is the default, the one a DBA means by "replication".
-SYNC_MODES = [
-    ("in_sync", "In sync (continuous): the follower applies each transaction within a second of its commit"),
-    ("scheduled", "Scheduled: a sync every N minutes"),
-    ("manual", "By hand: a sync only when someone asks (REPL_SYNC, or the subscription page)"),
-]
 
 
 class ScheduleStepForm(forms.Form):

@@ -54,6 +54,13 @@ MODE_LABELS = {key: label for key, label, _ in MODES}
 SNAPSHOT_MODES = ("noninc", "inc")
 CONFLICT_MODES = ("bidir", "trx_upd")
 KEYED_MODES = ("inc", "bidir", "trx", "trx_upd")
+TRANSACTIONAL_MODES = ("trx", "trx_upd")
+# How a transactional subscription keeps up: the first is the default, the one a DBA means by "replication".
+SYNC_MODES = [
+    ("in_sync", "In sync (continuous): the follower applies each transaction within a second of its commit"),
+    ("scheduled", "Scheduled: a sync every N minutes"),
+    ("manual", "By hand: a sync only when someone asks (REPL_SYNC, or the subscription page)"),
+]
 # The conflict types in the order the wizard asks about them: updates, the common case, first.
 CR_TYPES = tuple((t.code, t.label) for t in sorted(CONFLICT_TYPES.values(), key=lambda t: t.code != "U"))
 # The steps in order; "resolvers" only shows for the modes that have conflicts.
@@ -139,7 +146,7 @@ class Plan:
     rows_per_commit: int = 1000  # bi-directional initial copy
     resolvers: dict[str, dict] = field(default_factory=dict)  # conflict type -> {"cls", "column"}
     schedule_minutes: int = 0
-    sync_mode: str = "in_sync"  # transactional modes: in_sync, scheduled or manual (forms.SYNC_MODES)
+    sync_mode: str = "in_sync"  # transactional modes: in_sync, scheduled or manual (SYNC_MODES)
     done: list[str] = field(default_factory=list)  # steps completed, so a later step can't be reached early
 
     @classmethod
@@ -288,7 +295,7 @@ def check_tables(plan: Plan) -> list[TableInfo]:
             item = f"{plan.publisher.name}.{info.name}"
             if SnapshotPublication.objects.filter(item__iexact=item).exists():
                 raise PlanError(f"{item} is already published bi-directionally; subscribe to it on its page")
-    if plan.mode in ("trx", "trx_upd"):
+    if plan.mode in TRANSACTIONAL_MODES:
         if not plan.account:
             raise PlanError("name the publication (its account)", field="account")
         try:
@@ -331,8 +338,8 @@ def check_resolvers(plan: Plan) -> None:
 def check_schedule(plan: Plan) -> None:
     if not 0 <= plan.schedule_minutes <= 525_600:
         raise PlanError("the interval is 0 (no schedule) to 525600 minutes")
-    if plan.mode in ("trx", "trx_upd"):
-        if plan.sync_mode not in ("in_sync", "scheduled", "manual"):
+    if plan.mode in TRANSACTIONAL_MODES:
+        if plan.sync_mode not in dict(SYNC_MODES):
             raise PlanError("choose how the subscriber keeps up: in sync, scheduled or by hand")
         if plan.sync_mode == "scheduled" and not plan.schedule_minutes:
             raise PlanError("a scheduled sync needs its interval: 1 minute or more")
@@ -521,7 +528,7 @@ def do_run_plan(actor: Actor, plan: Plan) -> RunResult:
             publication = bidir_actions.publication_for(publisher, describe(publisher, table).name)
             bidir_actions.do_schedule_publication(actor, publication, plan.schedule_minutes)
     job_ids = [o.job_id for o in outcomes if o.job_id]
-    if plan.mode in ("trx", "trx_upd") and plan.sync_mode == "in_sync":
+    if plan.mode in TRANSACTIONAL_MODES and plan.sync_mode == "in_sync":
         sub = trx_actions.find_subscription(
             Server.objects.get(name=plan.subscriber.name), plan.publisher.name, plan.account
         )

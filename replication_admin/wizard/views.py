@@ -31,6 +31,7 @@ from replication_admin.wizard.plan import (
     MODE_LABELS,
     MODES,
     SNAPSHOT_MODES,
+    TRANSACTIONAL_MODES,
     Plan,
     PlanError,
     ServerChoice,
@@ -206,7 +207,7 @@ def _tables_step(request: HttpRequest, plan: Plan, step: str) -> HttpResponse:
         candidate.columns = d.get("columns") or []
         candidate.condition = (d.get("condition") or "").strip()
         candidate.account = (d.get("account") or "").strip()
-        if not candidate.account and plan.mode in ("trx", "trx_upd") and candidate.tables:
+        if not candidate.account and plan.mode in TRANSACTIONAL_MODES and candidate.tables:
             candidate.account = default_account(candidate.tables[0])
         candidate.rows_per_commit = d.get("rows_per_commit") or 1000
         try:
@@ -250,7 +251,7 @@ def _resolver_rows(form: ResolversForm) -> list[tuple]:
 
 
 def _schedule_step(request: HttpRequest, plan: Plan, step: str) -> HttpResponse:
-    transactional = plan.mode in ("trx", "trx_upd")
+    transactional = plan.mode in TRANSACTIONAL_MODES
     initial = {"schedule_minutes": plan.schedule_minutes or (1 if transactional else 0), "sync_mode": plan.sync_mode}
     form = ScheduleStepForm(request.POST or None, initial=initial, transactional=transactional)
     if request.method == "POST" and form.is_valid():
