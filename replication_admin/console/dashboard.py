@@ -13,7 +13,7 @@ from replication_admin.bidir.selectors import bidir_states
 from replication_admin.conflicts.selectors import conflicts_per_day_figure, recent_conflicts
 from replication_admin.console.actions import do_acknowledge_alert
 from replication_admin.console.status_api import snapshot_rows, trx_rows
-from replication_admin.console.topology import topology
+from replication_admin.console.topology import DASHBOARD_DRAWN_SERVERS, topology
 from replication_admin.core.alerts import open_alerts
 from replication_admin.core.audit import MACHINE_VIAS, Actor
 from replication_admin.core.permissions import OPERATE
@@ -173,7 +173,7 @@ def replication_items(now: datetime, shown: int | None = None) -> list[dict]:
 
 def items_context(now: datetime) -> dict:
     items = replication_items(now, shown=ITEMS_SHOWN)
-    graph = topology(items, rows_shown=ITEMS_SHOWN)
+    graph = topology(items, rows_shown=ITEMS_SHOWN, max_drawn=DASHBOARD_DRAWN_SERVERS)
     counts = {state: 0 for state in reversed(health.STATES)}
     for item in items:
         counts[item["state"]] += 1

@@ -46,7 +46,7 @@ def servers(sqlite_path) -> dict[str, Server]:
 
 def edges_of(page: str) -> dict[str, tuple[str, str]]:
     """item name → (its colour class, its link) of each edge drawn."""
-    found = re.findall(r'<a href="([^"]+)" class="edge edge-(\w+)" data-item="([^"]+)">', page)
+    found = re.findall(r'<a href="([^"]+)" class="edge edge-(\w+)" data-item="([^"]+)"', page)
     return {html.unescape(name): (badge, html.unescape(url)) for url, badge, name in found}
 
 
