@@ -8,7 +8,7 @@ from typing import Any
 
 from replication_admin.bidir.initial_copy import init_subscription
 from replication_admin.bidir.sync import sync_publication
-from replication_admin.core.jobs import JobParams, JobResult, JobRunner, Subject, register
+from replication_admin.core.jobs import JobParams, JobResult, JobRunner, Subject, register, run_counts
 from replication_admin.models import SnapshotPublication, SnapshotSubscription
 
 
@@ -34,6 +34,9 @@ class InitResult(JobResult):
     rows_per_commit: int | None = None
     resumed: bool = False
     path: str = ""  # how the rows were staged: "stream" or "spark" ("" when a staged copy was resumed)
+
+    def counts(self) -> dict[str, int]:
+        return run_counts(read=self.rows, written=self.inserted)
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,12 @@ class SyncResult(JobResult):
     subscribers: dict[str, SubscriberSync] = field(default_factory=dict)
     schema_changes: list[str] = field(default_factory=list)
     conflicts: int = 0
+
+    def counts(self) -> dict[str, int]:
+        """No "written": a pulled change is settled on the publisher whether it was written or lost a conflict."""
+        parts = self.subscribers.values()
+        return run_counts(read=sum(p.read for p in parts), pulled=sum(p.pulled for p in parts),
+                          pushed=sum(p.pushed for p in parts), conflicts=sum(p.conflicts for p in parts))  # fmt: skip
 
 
 @register

@@ -60,7 +60,8 @@ def publication_list_context(request: HttpRequest) -> dict:
     shown = list(pubs.page)
     names = {bidir.publication_event_name(p): p.pk for p in shown}
     events = {names[e.name]: e for e in ScheduledEvent.objects.filter(name__in=names)}
-    pubs.page.object_list = [(p, events.get(p.pk)) for p in shown]
+    states = {row["id"]: row for row in bidir_status_rows({p.item for p in shown})} if shown else {}
+    pubs.page.object_list = [(p, events.get(p.pk), states.get(p.pk)) for p in shown]
     return {"publications": pubs, "form": PublicationForm()}
 
 

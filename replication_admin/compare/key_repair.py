@@ -19,7 +19,7 @@ from typing import Any
 
 from replication_admin.core import connections
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.jobs import JobResult
+from replication_admin.core.jobs import JobResult, run_counts
 from replication_admin.core.locks import item_lock
 from replication_admin.core.transactions import with_retries
 from replication_admin.engine import key_repair as sql
@@ -84,6 +84,9 @@ class RepairKeysResult(JobResult):
     updated: int = 0
     inserted: int = 0
     deleted: int = 0
+
+    def counts(self) -> dict[str, int]:
+        return run_counts(read=self.keys, written=self.updated + self.inserted + self.deleted)
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ from django.urls import reverse
 from jobs import compare
 from replication_admin.compare.key_repair import ChosenKey, RepairKeysResult, RepairRefused, repair_keys
 from replication_admin.core import connections, spark_sizing
-from replication_admin.core.jobs import JobError, JobParams, JobResult, JobRunner, Subject, register
+from replication_admin.core.jobs import JobError, JobParams, JobResult, JobRunner, Subject, register, run_counts
 from replication_admin.core.spark import spark_session
 from replication_admin.engine import dialects
 from replication_admin.engine.compare import ComparePlan, ComparePlanError, plan_compare
@@ -58,6 +58,10 @@ class CompareResult(JobResult):
     equal: bool = False
     key_columns: list[str] = field(default_factory=list)
     compared_columns: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return run_counts(read=self.left_count + self.right_count, written=0)
+
     only_left_columns: list[str] = field(default_factory=list)
     only_right_columns: list[str] = field(default_factory=list)
     families: dict[str, str] = field(default_factory=dict)  # how each listed column's values are written

@@ -18,7 +18,7 @@ from replication_admin.conflicts.chains import (
     table_columns,
 )
 from replication_admin.core.conflicts import resolver_chain
-from replication_admin.core.jobs import JobParams, JobResult, JobRunner, Subject, register
+from replication_admin.core.jobs import JobParams, JobResult, JobRunner, Subject, register, run_counts
 from replication_admin.core.spark import spark_session
 from replication_admin.engine.resolvers import ResolverError
 from replication_admin.models import (
@@ -65,6 +65,9 @@ class DryRunResult(JobResult):
     changed: int = 0
     conflicts: int = 0
     item: str = ""
+
+    def counts(self) -> dict[str, int]:
+        return run_counts(read=self.conflicts, written=0, conflicts=len(self.rows))
 
 
 @register

@@ -32,7 +32,7 @@ JOB_SORTS: dict[str, SortFields] = {
 # The columns the list shows: the log, result and timings of thousands of jobs stay in the database.
 JOB_LIST_FIELDS = (
     "id", "kind", "target", "item", "params", "state", "error", "progress_done", "progress_total", "created_at",
-    "started_at", "finished_at", "created_by__username",
+    "started_at", "finished_at", "created_by__username", "result",
 )  # fmt: skip
 FAILURE_GROUPS = 10  # the failures panel shows this many groups of identical failures, the latest first
 ITEM_CHOICES = 500  # the item filter offers the objects of this many latest jobs

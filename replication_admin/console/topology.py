@@ -405,7 +405,7 @@ def topology(items: list[dict], rows_shown: int | None = None, max_drawn: int | 
                           both_ways=item["kind"] == "bi-directional subscription"))  # fmt: skip
     drawn = list(nodes.values())
     drawable = len(drawn) <= min(MAX_DRAWN_SERVERS, max_drawn or MAX_DRAWN_SERVERS)
-    height, left_out = MIN_HEIGHT, 0
+    height, left_out = float(MIN_HEIGHT), 0
     if drawable:
         edges = _bundled(edges)
         height, left_out = _draw(drawn, edges)

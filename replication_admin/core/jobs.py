@@ -26,7 +26,7 @@ import logging
 import os
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from types import UnionType
@@ -119,6 +119,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# The figures of a run every job kind reports in the same words and order (the job page, the jobs list, an item's
+# history and its chart): what it read, what it wrote, what it pulled from and pushed to subscribers, the
+# conflicts it decided and what it skipped. A kind reports those it has.
+RUN_COUNTS = ("read", "written", "pulled", "pushed", "conflicts", "skipped")
+
+
+def run_counts(**counts: int) -> dict[str, int]:
+    """The counts given, in RUN_COUNTS order."""
+    return {name: int(counts[name]) for name in RUN_COUNTS if name in counts}
+
+
 @dataclasses.dataclass(frozen=True)
 class JobResult:
     """A job kind's result: returned by its runner, stored as JSON on the JobRun (its fields as keys, in their
@@ -127,6 +138,11 @@ class JobResult:
     names each by its `mode` key (`modes`: {mode: subclass}); reading picks the shape the row's mode names."""
 
     modes: ClassVar[dict[str, type[JobResult]]] = {}
+    unit: ClassVar[str] = "rows"  # what its counts count
+
+    def counts(self) -> dict[str, int]:
+        """This run's figures among RUN_COUNTS (run_counts), those its kind has."""
+        return {}
 
     @classmethod
     def mode_of(cls, data: dict[str, Any]) -> str:
@@ -587,3 +603,54 @@ def do_retry_job(actor: Actor, job: JobRun) -> JobRun:
     runner = RUNNERS[job.kind]
     # do_start_job writes the job, its audit row and the job.retry row in one transaction.
     return do_start_job(actor, runner, job.target, runner.params_type.from_json(job.params), rerun_of=job)
+
+
+# The counts a chart of runs draws against rows (left axis) and the few it draws on their own axis (right), so that
+# three conflicts are not a flat line under a million rows read.
+ROW_COUNTS = ("read", "written", "pulled", "pushed")
+COUNT_COLOURS = {"read": "#90a4ae", "written": "#1565c0", "pulled": "#6a1b9a", "pushed": "#00838f",
+                 "conflicts": "#c62828", "skipped": "#ef6c00"}  # fmt: skip
+
+
+def counts_of(job: JobRun) -> tuple[dict[str, int], str]:
+    """A finished job's counts (JobResult.counts) and what they count; nothing for a job without a result."""
+    result = result_of(job)
+    if result is None:
+        return {}, ""
+    return result.counts(), result.unit
+
+
+def runs_figure(jobs: Iterable[JobRun]) -> dict[str, Any]:
+    """A plotly figure of the counts of each run (oldest first, one group of bars per run): rows on the left axis,
+    conflicts and skips on a right axis of their own."""
+    runs = [(job, *counts_of(job)) for job in sorted(jobs, key=lambda j: j.pk)]
+    runs = [(job, counts, unit) for job, counts, unit in runs if counts]
+    units = sorted({unit for _, _, unit in runs})
+    traces: list[dict[str, Any]] = []
+    for n, name in enumerate(RUN_COUNTS):
+        points = [(f"#{job.pk}", counts[name]) for job, counts, _ in runs if name in counts]
+        # A count every run has at 0 (no run pulled anything) is left out, but for read and written.
+        if not points or (not any(y for _, y in points) and name not in ("read", "written")):
+            continue
+        traces.append({
+            "type": "bar", "name": name, "x": [x for x, _ in points], "y": [y for _, y in points],
+            "offsetgroup": str(n), "marker": {"color": COUNT_COLOURS[name]},
+            **({} if name in ROW_COUNTS else {"yaxis": "y2"}),
+        })  # fmt: skip
+    layout: dict[str, Any] = {
+        "barmode": "group",
+        "height": 240,
+        "margin": {"l": 50, "r": 50, "t": 30, "b": 40},
+        "showlegend": True,
+        "legend": {"orientation": "h", "y": 1.15},
+        "xaxis": {"type": "category", "title": {"text": "run"}},
+        "yaxis": {"title": {"text": " / ".join(units) or "rows"}, "rangemode": "tozero", "tickformat": ",d"},
+    }
+    for axis, key in (("y", "yaxis"), ("y2", "yaxis2")):
+        drawn = [t for t in traces if t.get("yaxis", "y") == axis]
+        if axis == "y2" and drawn:
+            layout[key] = {"title": {"text": "conflicts, skipped"}, "overlaying": "y", "side": "right",
+                           "rangemode": "tozero", "tickformat": ",d", "showgrid": False}  # fmt: skip
+        if drawn and max((max(t["y"]) for t in drawn), default=0) <= 5:
+            layout[key]["dtick"] = 1  # whole-number ticks on a short count axis
+    return {"data": traces, "layout": layout}

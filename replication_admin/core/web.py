@@ -329,27 +329,59 @@ def _line_range(stamps: list[str], since: datetime | None, until: datetime | Non
     return [start.strftime(STAMP), end.strftime(STAMP)]
 
 
+# Lines whose highest points differ by more than this factor do not share an axis: each group of alike lines gets a
+# panel of its own (at most MAX_PANELS, the biggest on top), so that a lag of 3 is not drawn flat under one of 5,000.
+SCALE_RATIO = 20
+MAX_PANELS = 3
+PANEL_HEIGHT = 150
+
+
+def magnitude_groups(traces: list[dict[str, Any]]) -> list[list[int]]:
+    """The traces' indexes in groups of alike scale, the largest first (see SCALE_RATIO); lines that never rise
+    above 0 join the last group."""
+    highest = [max((y for y in t["y"] if y is not None), default=0) for t in traces]
+    groups: list[list[int]] = []
+    for i in sorted(range(len(traces)), key=lambda i: -highest[i]):
+        lead = highest[groups[-1][0]] if groups else None
+        if lead is None or (highest[i] > 0 and highest[i] * SCALE_RATIO < lead and len(groups) < MAX_PANELS):
+            groups.append([i])
+        else:
+            groups[-1].append(i)
+    return groups
+
+
 def line_chart(
     traces: list[dict[str, Any]], y_title: str, since: datetime | None = None, until: datetime | None = None
 ) -> dict[str, Any]:
     """A plotly figure of lines over time (levels, lag, refresh durations). Its x axis starts at the first point (a
     window from `since` to `until` squashes points that start late against the right edge) and ends at `until`,
-    or at the last point when no window is given (_line_range)."""
+    or at the last point when no window is given (_line_range). Lines of very different scales are drawn in
+    panels of their own, one above the other on the same time axis (magnitude_groups)."""
     xaxis: dict[str, Any] = {"type": "date"}
     shown = _line_range([x for trace in traces for x in trace["x"]], since, until)
     if shown:
         xaxis["range"] = shown
-    return {
-        "data": traces,
-        "layout": {
-            "height": 260,
-            "margin": {"l": 50, "r": 10, "t": 30, "b": 30},
-            "showlegend": True,  # even one line is named: which subscriber or snapshot it is
-            "legend": LEGEND_ABOVE,
-            "xaxis": xaxis,
-            "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
-        },
+    layout: dict[str, Any] = {
+        "height": 260,
+        "margin": {"l": 50, "r": 10, "t": 30, "b": 30},
+        "showlegend": True,  # even one line is named: which subscriber or snapshot it is
+        "legend": LEGEND_ABOVE,
+        "xaxis": xaxis,
+        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
     }
+    groups = magnitude_groups(traces)
+    if len(groups) > 1:
+        panels = len(groups)
+        layout["height"] = 110 + PANEL_HEIGHT * panels
+        for n, group in enumerate(groups):
+            name = "yaxis" if n == 0 else f"yaxis{n + 1}"
+            top = 1 - n / panels
+            layout[name] = {"title": {"text": y_title}, "rangemode": "tozero", "anchor": "x",
+                            "domain": [max(top - 1 / panels + 0.06, 0), top]}  # fmt: skip
+            for i in group:
+                traces[i]["yaxis"] = "y" if n == 0 else f"y{n + 1}"
+        xaxis["anchor"] = f"y{panels}"
+    return {"data": traces, "layout": layout}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.urls import reverse
 
-from replication_admin.core.jobs import JobParams, JobResult, JobRunner, Subject, register
+from replication_admin.core.jobs import JobParams, JobResult, JobRunner, Subject, register, run_counts
 from replication_admin.snapshots.refresh import refresh_snapshot, repair_snapshot
 
 
@@ -55,6 +55,9 @@ class FullRefresh(RefreshResult):
     def moved(self) -> int | None:
         return self.rows
 
+    def counts(self) -> dict[str, int]:
+        return run_counts(read=self.rows, written=self.rows)
+
 
 @dataclass(frozen=True)
 class IncrementalRefresh(RefreshResult):
@@ -72,6 +75,9 @@ class IncrementalRefresh(RefreshResult):
     def moved(self) -> int | None:
         return self.changes
 
+    def counts(self) -> dict[str, int]:
+        return run_counts(read=self.changes, written=self.changes)
+
 
 RefreshResult.modes = {"full": FullRefresh, "incremental": IncrementalRefresh}
 
@@ -83,6 +89,9 @@ class RepairResult(JobResult):
     mode: str = "repair"
     upserts: int = 0
     deletes: int = 0
+
+    def counts(self) -> dict[str, int]:
+        return run_counts(written=self.upserts + self.deletes)
 
 
 def snapshot_subject(params: dict[str, Any]) -> Subject:

@@ -7,11 +7,13 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from replication_admin.core.conflicts import key_label
+from replication_admin.core.jobs import counts_of, runs_figure
 from replication_admin.core.times import duration_text
-from replication_admin.core.web import STAMP, local_stamp
+from replication_admin.core.web import STAMP, Chart, local_stamp
 from replication_admin.core.words import plain
 from replication_admin.engine import health
 from replication_admin.engine.resolvers import default_rules_text
+from replication_admin.models import JobRun
 
 register = template.Library()
 
@@ -20,6 +22,21 @@ register = template.Library()
 def default_conflict_rules() -> str:
     """What happens to a conflict no resolver decides (engine/resolvers.py: one statement for every page)."""
     return default_rules_text()
+
+
+@register.inclusion_tag("partials/run_counts.html")
+def run_counts(job: JobRun) -> dict[str, object]:
+    """A job's counts in the same words on every page: read, written, pulled, pushed, conflicts, skipped."""
+    counts, unit = counts_of(job)
+    return {"counts": list(counts.items()), "unit": unit}
+
+
+@register.inclusion_tag("partials/run_chart.html")
+def runs_chart(jobs: list[JobRun] | list[tuple[JobRun, object]]) -> dict[str, object]:
+    """The chart of the counts of an item's runs, on its page under its jobs (a page's rows may pair each job
+    with its result)."""
+    runs = [j[0] if isinstance(j, tuple) else j for j in jobs]
+    return {"chart": Chart(runs_figure(runs), x_title="Run")}
 
 
 @register.filter(name="plain")

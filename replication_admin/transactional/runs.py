@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from replication_admin.core.jobs import STORED_WHEN_SET, JobParams, JobResult, JobRunner, Subject, register
+from replication_admin.core.jobs import STORED_WHEN_SET, JobParams, JobResult, JobRunner, Subject, register, run_counts
 from replication_admin.models import ReplSubscriber
 from replication_admin.transactional.initial_copy import init_copy, init_from_image
 from replication_admin.transactional.sync import SyncOutcome, sync_subscription
@@ -35,6 +35,9 @@ class CopyInit(InitResult):
     count: int = 0
     path: str = ""  # how the tables were copied: "stream", "spark" or both ("spark + stream")
 
+    def counts(self) -> dict[str, int]:
+        return run_counts(read=sum(self.rows.values()), written=sum(self.rows.values()))
+
 
 @dataclass(frozen=True)
 class ImageInit(InitResult):
@@ -45,6 +48,9 @@ class ImageInit(InitResult):
     rows: int = 0
     level: int = 0
     count: int = 0
+
+    def counts(self) -> dict[str, int]:
+        return run_counts(read=self.rows, written=self.rows)
 
 
 InitResult.modes = {"init": CopyInit, "image": ImageInit}

@@ -135,9 +135,12 @@ def publication_list_context(request: HttpRequest) -> dict:
         for r in _of_accounts(ReplSubscriber.objects.filter(subscribed=True), shown).values("server", "account")
         .annotate(n=Count("id")).order_by()
     }  # fmt: skip
+    shown_keys = [(a.server, a.account) for a in shown]
+    states = {(r["server"], r["account"]): r for r in trx_status_rows(accounts_shown=shown_keys)} if shown else {}
     accounts.page.object_list = [
         {"account": a, "items": items.get((a.server, a.account), 0),
-         "subscribers": subscribers.get((a.server, a.account), 0), "purger": purger_summary(a)}
+         "subscribers": subscribers.get((a.server, a.account), 0), "purger": purger_summary(a),
+         "status": states.get((a.server, a.account))}
         for a in shown
     ]  # fmt: skip
     return {"trx_publications": accounts, "trx_form": PublishForm()}

@@ -66,10 +66,15 @@ def trx_broken(presence: Presence, tables: list[str], publisher: str, subscriber
     return ""
 
 
-def trx_status_rows(now: datetime | None = None, subscriptions: Iterable[int] | None = None) -> list[dict]:
+def trx_status_rows(
+    now: datetime | None = None,
+    subscriptions: Iterable[int] | None = None,
+    accounts_shown: Iterable[tuple[str, str]] | None = None,
+) -> list[dict]:
     """Every transactional publication with its subscribers (with `subscriptions`, only the publications of those
-    subscription ids and only those subscribers), each with the state engine/health.py decides from live facts: the
-    status API, /metrics, the dashboard, the alerts and the transactional pages all show these rows."""
+    subscription ids and only those subscribers; with `accounts_shown`, only those (server, account) publications),
+    each with the state engine/health.py decides from live facts: the status API, /metrics, the dashboard, the
+    alerts and the transactional pages all show these rows."""
     now = now or timezone.now()
     default_backlog = RegistryEntry.get_int("repl_max_backlog")
     accounts = {(a.server, a.account): a for a in ReplAccount.objects.all()}
@@ -78,6 +83,10 @@ def trx_status_rows(now: datetime | None = None, subscriptions: Iterable[int] | 
     chosen = ReplSubscriber.objects.filter(subscribed=True)
     if subscriptions is not None:
         chosen = chosen.filter(pk__in=list(subscriptions))
+    shown = set(accounts_shown) if accounts_shown is not None else None
+    if shown is not None:
+        accounts = {key: a for key, a in accounts.items() if key in shown}
+        chosen = chosen.filter(pk__in=[s.pk for s in chosen if (s.server, s.account) in shown])
     subs = list(chosen.order_by("server", "account", "subscriber").values(*TRX_SUB_FIELDS))
     schedules = schedule_intervals(subs, accounts)
     lags = live_lags(subs, now, {key: a.count for key, a in accounts.items()})
@@ -125,6 +134,8 @@ def trx_status_rows(now: datetime | None = None, subscriptions: Iterable[int] | 
     rows = []
     # Subscribers of an uncatalogued publication too; asked for some subscriptions, only their publications.
     keys = subscribers.keys() if subscriptions is not None else accounts.keys() | subscribers.keys()
+    if shown is not None:
+        keys = {key for key in keys if key in shown}
     for server, name in sorted(keys):
         account, sub_rows = accounts.get((server, name)), subscribers.get((server, name), [])
         gone = next(

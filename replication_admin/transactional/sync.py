@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import pyodbc
 from django.conf import settings
@@ -40,7 +41,7 @@ from replication_admin.core import connections, heartbeats, reaper
 from replication_admin.core.alerts import safely_raise
 from replication_admin.core.audit import Actor
 from replication_admin.core.follow_leases import FollowLeases
-from replication_admin.core.jobs import RUNNERS, JobResult, do_start_job
+from replication_admin.core.jobs import RUNNERS, JobResult, do_start_job, run_counts
 from replication_admin.core.locks import LockBusy, item_lock, wait_behind
 from replication_admin.core.transactions import (
     error_message,
@@ -191,6 +192,12 @@ class SyncOutcome(JobResult):
     reinitialise: bool = False  # a change conflicted and the publication re-initialises the subscriber
     discarded: int = 0  # the subscriber's unpushed changes kept as conflict backups then
     waiting: str = ""  # why the subscriber stopped short of the publisher (a schema change to approve)
+
+    unit: ClassVar[str] = "transactions"
+
+    def counts(self) -> dict[str, int]:
+        return run_counts(read=self.applied + self.skipped, written=self.applied, pushed=self.pushed,
+                          skipped=self.skipped)  # fmt: skip
 
     def plus(self, earlier: SyncOutcome) -> SyncOutcome:
         """This outcome with the transactions an earlier attempt of the same sync applied, skipped, in batches."""

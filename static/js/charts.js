@@ -1,8 +1,9 @@
 /* Dashboard charts: each .chart[data-figure] holds a plotly figure as JSON; an empty one shows its data-empty text.
    The dashboard gets its charts in a second request (#charts, swapped in by htmx) and draws them once they have
    settled; the charts page alone draws them when it loads. */
-function drawCharts(root) {
-  root.querySelectorAll(".chart[data-figure]").forEach(function (el) {
+function drawCharts(root, selector) {
+  root.querySelectorAll(selector || ".chart[data-figure]").forEach(function (el) {
+    el.dataset.drawn = "1";
     var fig = JSON.parse(el.dataset.figure);
     if (!fig.data.length) {
       var empty = document.createElement("div");
@@ -16,6 +17,8 @@ function drawCharts(root) {
 }
 
 function drawNewCharts() {
+  // An item's chart of its runs (partials/run_chart.html), drawn when its page loads and again when htmx swaps it.
+  if (window.Plotly) drawCharts(document, ".chart.run-chart[data-figure]:not([data-drawn])");
   var charts = document.getElementById("charts");
   if (charts && charts.dataset.loaded && !charts.dataset.drawn && window.Plotly) {
     charts.dataset.drawn = "1";

@@ -149,3 +149,23 @@ def test_a_table_view_of_many_traces_at_their_own_times_has_a_row_per_point_not_
     assert len(table.rows) == 3000 and all(len(cells) == 2 for _, cells in table.rows)
     assert table.rows[:2] == [("2026-11-24 03:00:00", ["copy0000", 0]), ("2026-11-24 03:00:01", ["copy0001", 1])]
     assert ("2026-11-24 05:16:39", ["copy0999", 1001]) in table.rows
+
+
+def test_lines_of_very_different_scales_get_panels_of_their_own_and_alike_lines_share_one():
+    stamps = ["2026-11-24 03:00:00", "2026-11-24 03:01:00"]
+    alike = line_chart([{"name": "a", "x": stamps, "y": [10, 40]}, {"name": "b", "x": stamps, "y": [5, 30]}], "lag")
+    assert "yaxis2" not in alike["layout"] and not any("yaxis" in t for t in alike["data"])
+    apart = line_chart(
+        [
+            {"name": "small", "x": stamps, "y": [1, 3]},
+            {"name": "big", "x": stamps, "y": [4000, 5000]},
+            {"name": "idle", "x": stamps, "y": [0, 0]},
+            {"name": "big too", "x": stamps, "y": [900, 1200]},
+        ],
+        "lag",
+    )
+    axes = {t["name"]: t["yaxis"] for t in apart["data"]}
+    assert axes == {"big": "y", "big too": "y", "small": "y2", "idle": "y2"}  # 5,000 and 1,200 are alike
+    layout = apart["layout"]
+    assert layout["yaxis"]["domain"][0] > layout["yaxis2"]["domain"][1]  # the biggest on top
+    assert layout["xaxis"]["anchor"] == "y2"  # one time axis, under the lowest panel

@@ -14,6 +14,7 @@ from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
 
+from replication_admin.core.times import duration_text
 from replication_admin.engine import health
 from replication_admin.models import ReplAccount, ReplSubscriber, Server, SnapshotPublication, SnapshotSubscription
 from tests.transactional.test_trx_live_status import closed_port
@@ -131,3 +132,44 @@ def test_every_page_shows_each_bidirectional_subscriptions_state_in_the_words_of
         pub = SnapshotPublication.objects.get(item=item)
         detail = viewer_client.get(reverse("publications-detail", args=[pub.pk])).content.decode()
         assert BADGE.findall(row_of(detail, f'data-server="{server}"')) == [words], (item, server)
+
+
+def lag_cells(row: str) -> tuple[str, str]:
+    """The Behind and Pending cells of a list row (partials/lag_cells.html), as text."""
+    found = re.findall(r'<td class="num item-(?:lag|pending)">(.*?)</td>', row, re.S)
+    assert len(found) == 2, row
+    behind, pending = (re.sub(r"<[^>]+>", "", cell).strip() for cell in found)
+    return behind, pending
+
+
+def words_of(row: dict, unit: str) -> tuple[str, str]:
+    """How the status API's row reads in those cells."""
+    behind = "unknown" if row["lag_seconds"] is None else duration_text(row["lag_seconds"])
+    n = row["pending_rows"]
+    return behind, "—" if n is None else f"{n} {unit}{'' if n == 1 else 's'}"
+
+
+def test_every_list_says_how_far_behind_each_item_is_and_what_waits_as_the_status_api_does(
+    subscriptions, bidir_subscriptions, client, viewer_client
+):
+    body = client.get(reverse("api-status"), HTTP_AUTHORIZATION=f"Bearer {TOKEN}").json()
+    subscriptions_page = viewer_client.get(reverse("subscriptions")).content.decode()
+    publications_page = viewer_client.get(reverse("publications")).content.decode()
+    [trx] = body["transactional_publications"]
+    assert BADGE.findall(row_of(publications_page, 'data-account="pub/acc"')) == [
+        (trx["state"], health.LABELS[trx["state"]])
+    ]
+    assert lag_cells(row_of(publications_page, 'data-account="pub/acc"')) == words_of(trx, "transaction")
+    for sub in trx["subscribers"]:
+        row = row_of(subscriptions_page, f'data-subscription="{sub["subscriber"]} pub/acc"')
+        assert lag_cells(row) == words_of(sub, "transaction"), sub["subscriber"]
+    lagging = next(s for s in trx["subscribers"] if s["subscriber"] == "s_lagging")
+    assert lag_cells(row_of(subscriptions_page, 'data-subscription="s_lagging pub/acc"'))[1] == "20 transactions"
+    assert lagging["pending_rows"] == 20  # 120 published, 100 applied
+    for pub in body["bidirectional_publications"]:
+        row = row_of(publications_page, f">{pub['item']}</a>")
+        assert BADGE.findall(row) == [(pub["state"], health.LABELS[pub["state"]])], pub["item"]
+        assert lag_cells(row) == words_of(pub, "change"), pub["item"]
+        for sub in pub["subscribers"]:
+            row = row_of(subscriptions_page, f'data-subscription="{sub["server"]} {pub["item"]}"')
+            assert lag_cells(row) == words_of(sub, "change"), (pub["item"], sub["server"])

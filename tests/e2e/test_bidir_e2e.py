@@ -66,6 +66,15 @@ def wait_until_idle(page, timeout: float = 180_000) -> None:
     page.wait_for_selector("#subscribers[data-active='0']", timeout=timeout)
 
 
+def counts_shown(counts) -> dict[str, int]:
+    """The counts a run-counts element shows (partials/run_counts.html), by name."""
+    parts = counts.locator(".run-count")
+    return {
+        parts.nth(i).get_attribute("data-count"): int(parts.nth(i).locator("b").inner_text().replace(",", ""))
+        for i in range(parts.count())
+    }
+
+
 def job_badge(page, job: JobRun) -> str:
     row = page.locator("#publication-jobs tbody tr", has=page.locator(f"a[href='/jobs/{job.pk}/']"))
     return row.locator(".badge").inner_text()
@@ -139,6 +148,27 @@ def test_an_editor_publishes_copies_syncs_resolves_a_conflict_and_a_viewer_may_n
     wait_until_idle(page)
     assert job_badge(page, sync_job) == "succeeded", JobRun.objects.get(pk=sync_job.pk).error
     shot(page, "synced-with-conflict")
+    # The facts above the subscribers followed the sync without a reload.
+    assert page.inner_text("#publication-last-sync") != "never"
+    # Its counts, in its row and on its page: branch's one change read and pulled (settled on the publisher: it
+    # lost its conflict), the publisher's row pushed back to branch; and the chart of the publication's runs.
+    row = page.locator("#publication-jobs tbody tr", has=page.locator(f"a[href='/jobs/{sync_job.pk}/']"))
+    expected = {"read": 1, "pulled": 1, "pushed": 1, "conflicts": 1}
+    assert counts_shown(row.locator(".run-counts")) == expected
+    page.wait_for_selector("#runs-chart .main-svg")
+    assert page.locator("#runs-chart .legendtext").all_text_contents() == [
+        "read",
+        "written",
+        "pulled",
+        "pushed",
+        "conflicts",
+    ]  # the initial copy read and wrote; the sync
+    shot(page, "sync-counts-chart")
+    page.goto(f"{live_server.url}/jobs/{sync_job.pk}/")
+    assert counts_shown(page.locator("#job-counts")) == expected
+    shot(page, "sync-job-counts")
+    page.goto(live_server.url + publication.get_absolute_url())
+    page.wait_for_selector("#sync-now")
     # No resolver: the publisher wins an update conflict, and its row goes back to the subscriber.
     assert price_of(shop, 2) == Decimal("9.99") and price_of(branch, 2) == Decimal("9.99")
     conflict = ConflictBackup.objects.get()
