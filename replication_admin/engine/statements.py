@@ -593,8 +593,9 @@ class PubSchemaChanges(Statement):
 
 @dataclass(frozen=True)
 class AddCr(Statement):
-    """REPL_ADD_CR(table, type, suffix, order, class, column, expression): a conflict resolver of an
-    updateable publication, as REPL_ADD_SNAPSHOT_CR is for bi-directional snapshots."""
+    """REPL_ADD_CR(table, suffix, type, order, class, column, expression): a conflict resolver of an
+    updateable publication, as REPL_ADD_SNAPSHOT_CR is for bi-directional snapshots (the earlier order, with the
+    type before the suffix, is read too: _suffix_and_type)."""
 
     table: Name = Name("")
     cr_type: str = ""
@@ -684,6 +685,21 @@ def _word_arg(value: Arg, what: str, max_length: int | None = None) -> str:
     if max_length is not None and len(value) > max_length:
         raise ValueError(f"{what} must be at most {max_length} characters")
     return value
+
+
+def _suffix_and_type(second: Arg, third: Arg) -> dict[str, str]:
+    """A resolver's name suffix and conflict type from the second and third arguments of REPL_ADD_CR /
+    REPL_ADD_SNAPSHOT_CR. Virtuoso's procedures take (table, name_suffix, type, ...), as the reference does;
+    this product first took (table, type, name_suffix, ...), and scripts written so still run. The type is one
+    letter of I, U and D: when only the second argument is one, it is the type (the earlier order); otherwise
+    the third is (Virtuoso's order, also when both could be)."""
+
+    def is_type(value: Arg) -> bool:
+        return isinstance(value, str) and value.upper() in CR_TYPES
+
+    if is_type(second) and not is_type(third):
+        return {"suffix": _word_arg(third, "suffix"), "cr_type": _cr_type(second)}
+    return {"suffix": _word_arg(second, "suffix"), "cr_type": _cr_type(third)}
 
 
 def _cr_type(value: Arg) -> str:
@@ -912,12 +928,12 @@ FUNCTIONS: dict[str, Function] = {
     "REPL_UPDATE_SNAPSHOT": Function(
         ("item", "type"), lambda i, t: UpdateSnapshotPub(item=_name_arg(i, "item"), item_type=_item_type(t))
     ),
+    # (table, name_suffix, type, order, class, column, expression); (table, type, name_suffix, ...) too
     "REPL_ADD_SNAPSHOT_CR": Function(
-        ("table", "type", "suffix", "order", "class", "column", "expression"),
-        lambda tb, ty, suf, order, cls, col=None, expr=None: AddSnapshotCr(
-            table=_name_arg(tb, "table"), cr_type=_cr_type(ty), suffix=_word_arg(suf, "suffix"),
-            order=_int_arg(order, "order", 0, 1_000_000), cls=_word_arg(cls, "class").lower(),
-            column=_text_arg(col), expression=_text_arg(expr),
+        ("table", "suffix", "type", "order", "class", "column", "expression"),
+        lambda tb, suf, ty, order, cls, col=None, expr=None: AddSnapshotCr(
+            table=_name_arg(tb, "table"), **_suffix_and_type(suf, ty), order=_int_arg(order, "order", 0, 1_000_000),
+            cls=_word_arg(cls, "class").lower(), column=_text_arg(col), expression=_text_arg(expr),
         ),
         optional=2,
     ),
@@ -981,12 +997,12 @@ FUNCTIONS: dict[str, Function] = {
         lambda a, lv=None, t=None: Wait(account=_account(a), level=_opt_level(lv), timeout=_seconds(t, "the timeout")),
         optional=2,
     ),
+    # (table, name_suffix, type, order, class, column, expression); (table, type, name_suffix, ...) too
     "REPL_ADD_CR": Function(
-        ("table", "type", "suffix", "order", "class", "column", "expression"),
-        lambda tb, ty, suf, order, cls, col=None, expr=None: AddCr(
-            table=_name_arg(tb, "table"), cr_type=_cr_type(ty), suffix=_word_arg(suf, "suffix"),
-            order=_int_arg(order, "order", 0, 1_000_000), cls=_cr_class(cls, class_names(transactional=True)),
-            column=_text_arg(col), expression=_text_arg(expr),
+        ("table", "suffix", "type", "order", "class", "column", "expression"),
+        lambda tb, suf, ty, order, cls, col=None, expr=None: AddCr(
+            table=_name_arg(tb, "table"), **_suffix_and_type(suf, ty), order=_int_arg(order, "order", 0, 1_000_000),
+            cls=_cr_class(cls, class_names(transactional=True)), column=_text_arg(col), expression=_text_arg(expr),
         ),
         optional=2,
     ),

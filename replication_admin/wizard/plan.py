@@ -392,7 +392,7 @@ def _resolver_statements(plan: Plan, function: str, item_server: str, table: str
             continue
         table_name = f"{item_server}.{table}"
         suffix = resolver_actions.free_suffix(model, table_name, cr_type, choice["cls"], choice.get("column"))
-        args = [_item(item_server, table), _literal(cr_type), _literal(suffix), "10", _literal(choice["cls"])]
+        args = [_item(item_server, table), _literal(suffix), _literal(cr_type), "10", _literal(choice["cls"])]
         if choice.get("column"):
             args.append(_literal(choice["column"]))
         lines.append(f"{function} ({', '.join(args)})")

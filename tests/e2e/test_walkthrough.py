@@ -131,7 +131,7 @@ def test_a_dba_sets_up_replication_with_the_wizard_and_runs_it_from_the_console(
     next_step(page, "review")
     statements = page.inner_text("#review-statements")
     assert "REPL_CREATE_SNAPSHOT_PUB ('shop.items', 2)" in statements
-    assert "REPL_ADD_SNAPSHOT_CR ('shop.items', 'I', 'pub_wins', 10, 'pub_wins')" in statements
+    assert "REPL_ADD_SNAPSHOT_CR ('shop.items', 'pub_wins', 'I', 10, 'pub_wins')" in statements
     assert "REPL_INIT_SNAPSHOT ('branch', 'shop.items', 2, 2)" in statements
     assert "register branch" in page.inner_text("#wizard-step")
     assert SnapshotPublication.objects.count() == 0 and not Server.objects.filter(name="branch").exists()

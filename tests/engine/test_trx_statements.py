@@ -225,6 +225,29 @@ def test_the_other_publisher_functions_parse(text, expected):
     assert parse_one(text) == expected
 
 
+@pytest.mark.parametrize("function", ["REPL_ADD_CR", "REPL_ADD_SNAPSHOT_CR"])
+@pytest.mark.parametrize(
+    ("args", "suffix", "cr_type"),
+    [
+        ("'total', 'U'", "total", "U"),  # Virtuoso's order: (table, name_suffix, type, ...)
+        ("'U', 'total'", "total", "U"),  # the earlier order: (table, type, name_suffix, ...)
+        ("'d', 'i'", "d", "I"),  # both could be a type: Virtuoso's order decides
+        ("'u', 'D'", "u", "D"),
+    ],
+)
+def test_a_resolver_takes_virtuosos_argument_order_and_the_earlier_one(function, args, suffix, cr_type):
+    parsed = parse_one(f"{function} ('items', {args}, 10, 'max', 'price')")
+    assert (parsed.suffix, parsed.cr_type, parsed.order, parsed.cls, parsed.column) == (
+        suffix, cr_type, 10, "max", "price"
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("function", ["REPL_ADD_CR", "REPL_ADD_SNAPSHOT_CR"])
+def test_a_resolver_with_no_conflict_type_in_either_place_is_refused_in_one_line(function):
+    with pytest.raises(StatementError, match="the conflict type must be 'I', 'U' or 'D'"):
+        parse_one(f"{function} ('items', 'total', 'sum', 10, 'max', 'price')")
+
+
 # --- repl_text: any number of arguments ---------------------------------------------------------------------
 
 

@@ -105,7 +105,7 @@ def test_default_decisions_keep_the_publishers_version_and_the_losing_one_in_the
 
 def test_the_originator_receives_the_decided_version_in_the_same_sync(nodes):
     pub, my, _pg = nodes
-    run(pub, "REPL_ADD_CR ('items', 'U', 'ave', 10, 'ave', 'price')")
+    run(pub, "REPL_ADD_CR ('items', 'ave', 'U', 10, 'ave', 'price')")  # Virtuoso's order: suffix, then type
     sql(pub, "UPDATE items SET price = 30.00 WHERE id = 4")
     sql(my, "UPDATE items SET price = 50.00 WHERE id = 4")
     outcome = run(my, "repl_sync ('pub', 'shop')")[0]

@@ -107,8 +107,8 @@ def test_the_wizard_publishes_bidirectionally_from_sqlite_to_postgresql_and_copi
     expected = [
         "REPL_CREATE_SNAPSHOT_PUB ('shop.items', 2)",
         "REPL_CREATE_SNAPSHOT_SUB ('branch', 'shop.items', 2)",
-        "REPL_ADD_SNAPSHOT_CR ('shop.items', 'U', 'max_price', 10, 'max', 'price')",
-        "REPL_ADD_SNAPSHOT_CR ('shop.items', 'I', 'pub_wins', 10, 'pub_wins')",
+        "REPL_ADD_SNAPSHOT_CR ('shop.items', 'max_price', 'U', 10, 'max', 'price')",
+        "REPL_ADD_SNAPSHOT_CR ('shop.items', 'pub_wins', 'I', 10, 'pub_wins')",
         "REPL_INIT_SNAPSHOT ('branch', 'shop.items', 2, 2)",
     ]
     for line in expected:
@@ -308,8 +308,8 @@ def test_an_updateable_transactional_review_publishes_updateable_with_the_chosen
     assert publisher_script.splitlines() == [
         "REPL_PUBLISH ('upd', 'upd.log', 1);",
         "REPL_PUB_ADD ('upd', 'items', 2, 0);",
-        "REPL_ADD_CR ('shop.items', 'U', 'min_price', 10, 'min', 'price');",
-        "REPL_ADD_CR ('shop.items', 'D', 'sub_wins', 10, 'sub_wins');",
+        "REPL_ADD_CR ('shop.items', 'min_price', 'U', 10, 'min', 'price');",
+        "REPL_ADD_CR ('shop.items', 'sub_wins', 'D', 10, 'sub_wins');",
     ]
     parsed = st.parse(publisher_script)
     assert parsed[0].updateable and [s.verb for s in parsed] == ["Publish", "PubAdd", "AddCr", "AddCr"]

@@ -157,7 +157,7 @@ class Command(BaseCommand):
         if not SnapshotPublication.objects.filter(item="demo.Products").exists():
             statements += [
                 "REPL_CREATE_SNAPSHOT_PUB ('demo.Products', 2)",
-                "REPL_ADD_SNAPSHOT_CR ('demo.Products', 'U', 'cheapest', 10, 'min', 'UnitPrice')",
+                "REPL_ADD_SNAPSHOT_CR ('demo.Products', 'cheapest', 'U', 10, 'min', 'UnitPrice')",
             ]
         for server in (target, "branch"):
             if not SnapshotSubscription.objects.filter(item="demo.Products", server=server).exists():
