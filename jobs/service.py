@@ -32,6 +32,41 @@ def job_pool(job_id: int) -> str:
     return f"job-{job_id % JOB_POOLS:02d}"
 
 
+# The service's log4j2 configuration: Spark's defaults (its log4j2-defaults.properties), but for the errors Spark
+# Connect logs when a client leaves an operation it is done with. A client that reattaches to its query, or has read
+# its result, makes the server interrupt the sender of the earlier stream ("during: async-grpc-response-sender",
+# INVALID_CURSOR.DISCONNECTED), and a release that arrives after its session closed fails the same way
+# (releaseExecute, INVALID_HANDLE.SESSION_CLOSED). Spark logs each at ERROR with a stack trace, though the query's
+# own outcome reaches the client (and the job's log) either way; such lines are dropped so that an ERROR in this log
+# is worth reading. Every other error of ErrorUtils is kept.
+CLEANUP_RPCS = ("async-grpc-response-sender", "releaseExecute", "releaseSession")
+LOG_CONFIG = """\
+rootLogger.level = info
+rootLogger.appenderRef.stdout.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+logger.jetty.name = org.sparkproject.jetty
+logger.jetty.level = warn
+logger.jetty2.name = org.sparkproject.jetty.util.component.AbstractLifeCycle
+logger.jetty2.level = error
+logger.parquet.name = org.apache.parquet.CorruptStatistics
+logger.parquet.level = error
+logger.connect_errors.name = org.apache.spark.sql.connect.utils.ErrorUtils
+logger.connect_errors.filter.cleanup.type = RegexFilter
+logger.connect_errors.filter.cleanup.regex = Spark Connect RPC error during: ({rpcs})\\. .*
+logger.connect_errors.filter.cleanup.onMatch = DENY
+logger.connect_errors.filter.cleanup.onMismatch = NEUTRAL
+"""
+
+
+def log_config() -> str:
+    """The service's log4j2.properties (LOG_CONFIG)."""
+    return LOG_CONFIG.format(rpcs="|".join(CLEANUP_RPCS))
+
+
 def fair_pools() -> str:
     pools = ["default", *(job_pool(n) for n in range(JOB_POOLS))]
     declared = "".join(
@@ -126,6 +161,8 @@ def service_command(
     work_dir.mkdir(parents=True, exist_ok=True)
     pools = work_dir / "fairscheduler.xml"
     pools.write_text(fair_pools())
+    logging_file = work_dir / "log4j2.properties"
+    logging_file.write_text(log_config())
     conf = spark_conf(config, parallelism=task_slots(config, master_ui_port))
     if status_port:
         conf.update(
@@ -141,6 +178,9 @@ def service_command(
                 "spark.sql.ui.retainedExecutions": "50",
             }
         )
+    driver_options = " ".join(
+        filter(None, [conf.get("spark.driver.extraJavaOptions"), f"-Dlog4j2.configurationFile={logging_file.as_uri()}"])
+    )
     conf.update(
         {
             "spark.connect.grpc.binding.address": host,
@@ -148,6 +188,7 @@ def service_command(
             "spark.scheduler.mode": "FAIR",
             "spark.scheduler.allocation.file": str(pools),
             "spark.log.level": "WARN",
+            "spark.driver.extraJavaOptions": driver_options,
             # The service outlives every job: cached frames of ended sessions are dropped with them.
             "spark.cleaner.periodicGC.interval": "5min",
         }
