@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from replication_admin.bidir import runs as bidir_runs
 from replication_admin.compare import runs as compare_runs
+from replication_admin.conflicts import actions as conflict_actions
 from replication_admin.conflicts import runs as conflict_runs
 from replication_admin.core import events, heartbeats, jobs, reaper
 from replication_admin.core.alerts import safely_raise
@@ -73,6 +74,7 @@ def scheduler_round() -> list[str]:
     reaper.safely_reap()  # also here, for hosts that run the scheduler without this product's qcluster
     handed = scheduler_tick()
     trx_actions.retry_due_halts()  # halted subscriptions no follower serves: their next try, when due
+    conflict_actions.safely_purge_expired_conflicts()  # hourly: backups past their retention
     with suppress(Exception), transaction.atomic():  # a missed beat shows as a late tick, never as a failed round
         heartbeats.beat(heartbeats.Kind.SCHEDULER, {"tick": timezone.now().isoformat()})
     return handed
@@ -93,6 +95,7 @@ def scheduler_loop(stop: threading.Event) -> None:
                 next_lag_check = time.monotonic() + settings.LAG_CHECK_SECONDS
                 health_checks.safely_check_lag()
                 state_alerts.safely_check_items()  # broken items (a table gone) alert in the same round
+                conflict_actions.safely_purge_expired_conflicts()  # hourly: backups past their retention
             wait = events.seconds_to_next(timezone.now(), longest)
         except Exception:  # the next tick tries again; the scheduler never takes its host down
             log.exception("scheduler tick failed")

@@ -3,12 +3,15 @@ remove, and dry runs that decide recorded conflicts again with a saved or propos
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
 from replication_admin.bidir import actions as bidir_actions
@@ -42,12 +45,14 @@ from replication_admin.models import (
     AuditEntry,
     ConflictBackup,
     JobRun,
+    RegistryEntry,
     Server,
     SnapshotConflictResolver,
     TransactionalConflictResolver,
 )
 from replication_admin.transactional import actions as trx_actions
 
+log = logging.getLogger(__name__)
 ORDER_STEP = 10
 
 
@@ -465,3 +470,64 @@ def do_decide_held(actor: Actor, backup: ConflictBackup, choice: int, edited: di
     if not still:
         safely_resolve(HELD_ALERT, held_target(backup.item, backup.source), f"decided by {actor.username}")
     return message
+
+
+# --- retention of conflict backups ------------------------------------------------------------------------
+
+RETENTION_KEY = "conflict_retention_days"
+MAX_RETENTION_DAYS = 36_500
+PURGE_BATCH = 5_000  # backups deleted per statement: a long purge never holds the catalog for long
+PURGE_EVERY = 3_600.0  # seconds between two purges by one scheduler
+_last_purge = {"at": float("-inf")}
+
+
+def retention_days() -> int:
+    return RegistryEntry.get_int(RETENTION_KEY)
+
+
+@transaction.atomic(durable=True)
+def do_set_conflict_retention(actor: Actor, days: int) -> str:
+    """How many days decided conflicts' backups are kept (0: for ever); the scheduler purges older ones hourly."""
+    require(actor, EDIT, "conflict.retention", str(days))
+    if not 0 <= days <= MAX_RETENTION_DAYS:
+        raise ReplicationError(f"the retention must be 0 (keep every backup) to {MAX_RETENTION_DAYS} days, not {days}")
+    RegistryEntry.objects.update_or_create(key=RETENTION_KEY, defaults={"value": str(days)})
+    record(actor, "conflict.retention", str(days), detail={"days": days})
+    return f"Decided conflicts are kept {days} days" if days else "Every conflict backup is kept"
+
+
+def expired_conflicts(now: datetime, days: int) -> QuerySet[ConflictBackup]:
+    """The backups past the retention: decided before the cutoff and not waiting for a person (a held
+    conflict nobody has picked a version for stays, however old; a pending one belongs to a running sync)."""
+    waiting = Q(decision=ConflictBackup.HELD, chosen__isnull=True)
+    return ConflictBackup.objects.filter(created_at__lt=now - timedelta(days=days)).exclude(waiting)
+
+
+def purge_expired_conflicts(now: datetime | None = None, actor: Actor | None = None) -> int:
+    """Delete the backups past the retention (expired_conflicts), in batches; one audit row says how many."""
+    days = retention_days()
+    if days <= 0:
+        return 0
+    now = now or timezone.now()
+    purged = 0
+    while True:
+        ids = list(expired_conflicts(now, days).order_by("id").values_list("id", flat=True)[:PURGE_BATCH])
+        if not ids:
+            break
+        with transaction.atomic():
+            purged += ConflictBackup.with_pending.filter(pk__in=ids).delete()[0]
+    if purged:
+        record(actor or Actor.scheduler(), "conflict.purge", f"{purged} backups", detail={"days": days,
+               "purged": purged})  # fmt: skip
+    return purged
+
+
+def safely_purge_expired_conflicts() -> None:
+    """The scheduler's hourly purge (at most once an hour per process); a failure waits for the next hour."""
+    if time.monotonic() - _last_purge["at"] < PURGE_EVERY:
+        return
+    _last_purge["at"] = time.monotonic()
+    try:
+        purge_expired_conflicts()
+    except Exception:
+        log.exception("the purge of old conflict backups failed; it runs again within the hour")

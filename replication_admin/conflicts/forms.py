@@ -27,6 +27,7 @@ STATUSES = {
 class ConflictFilterForm(forms.Form):
     item = forms.ChoiceField(choices=[], required=False, label="Publication")
     table = forms.CharField(max_length=320, required=False)
+    source = forms.CharField(max_length=128, required=False, label="Subscriber")  # where the change came from
     type = forms.ChoiceField(choices=[("", "any type"), *CR_TYPES], required=False)
     decision = forms.TypedChoiceField(
         choices=[("", "any decision"), *ConflictBackup.DECISIONS], coerce=int, empty_value=None, required=False
@@ -56,6 +57,8 @@ class ConflictFilterForm(forms.Form):
             queryset = queryset.filter(item=d["item"])
         if d.get("table"):
             queryset = queryset.filter(table_name=d["table"].strip())
+        if d.get("source"):
+            queryset = queryset.filter(source=d["source"].strip())
         if d.get("type"):
             queryset = queryset.filter(conflict_type=d["type"])
         if d.get("decision") is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterator
-from datetime import UTC
+from datetime import UTC, timedelta
 from typing import Any
 
 from django.contrib import messages
@@ -14,15 +14,23 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from replication_admin.conflicts import actions as resolver_actions
 from replication_admin.conflicts.forms import ConflictFilterForm
-from replication_admin.conflicts.selectors import conflicts_per_day_figure
+from replication_admin.conflicts.selectors import (
+    RECENT_DAYS,
+    STATS_DAYS,
+    conflict_statistics,
+    conflicts_by_subscription_figure,
+    conflicts_per_day_figure,
+)
 from replication_admin.core.audit import Actor
 from replication_admin.core.errors import ReplicationError
-from replication_admin.core.permissions import OPERATE
+from replication_admin.core.permissions import EDIT, OPERATE
 from replication_admin.core.web import (
+    Chart,
     HtmxHttpRequest,
     Listing,
     chart_table,
@@ -120,6 +128,38 @@ class _Echo:
 
 def _json(value: Any) -> str:
     return "" if value is None else json.dumps(value, ensure_ascii=False, default=str)
+
+
+@require_GET
+def conflict_statistics_page(request: HttpRequest) -> HttpResponse:
+    """Conflicts per subscription and type (today, this week, this month, kept, held) and per day, and the
+    retention of their backups."""
+    last = timezone.localdate()
+    first = last - timedelta(days=STATS_DAYS - 1)
+    context = {
+        "stats": conflict_statistics(),
+        "chart": Chart(conflicts_by_subscription_figure(first, last), x_title="Day"),
+        "days": STATS_DAYS,
+        "week_days": RECENT_DAYS,
+        "retention": resolver_actions.retention_days(),
+        "max_days": resolver_actions.MAX_RETENTION_DAYS,
+    }
+    return render(request, "replication_admin/conflicts/statistics.html", context)
+
+
+@require_POST
+@requires(EDIT, "conflict.retention", lambda request: request.POST.get("days", ""))
+def conflict_retention(request: HttpRequest) -> HttpResponse:
+    try:
+        days = int(request.POST.get("days", ""))
+    except ValueError:
+        messages.error(request, f"The retention is a number of days, not {request.POST.get('days', '')!r}.")
+        return redirect("conflicts-statistics")
+    try:
+        messages.success(request, resolver_actions.do_set_conflict_retention(Actor.from_request(request), days))
+    except ReplicationError as exc:
+        messages.error(request, str(exc))
+    return redirect("conflicts-statistics")
 
 
 @require_GET

@@ -312,6 +312,19 @@ def _conflict_metrics(out: Exposition) -> None:
         labels = {"kind": r["kind"], "type": types.get(r["conflict_type"], r["conflict_type"]),
                   "decision": decisions.get(r["decision"], r["decision"])}  # fmt: skip
         out.sample("repladmin_conflicts_total", labels, r["n"])
+    per_subscription = (
+        ConflictBackup.objects.values("item", "source", "conflict_type")
+        .annotate(n=Count("id"))
+        .order_by("item", "source", "conflict_type")
+    )
+    out.family(
+        "repladmin_subscription_conflicts_total",
+        "counter",
+        "Replication conflicts kept, by publication item, the subscriber the change came from, and type.",
+    )
+    for r in per_subscription:
+        labels = {"item": r["item"], "source": r["source"], "type": types.get(r["conflict_type"], r["conflict_type"])}
+        out.sample("repladmin_subscription_conflicts_total", labels, r["n"])
 
 
 def _snapshot_metrics(out: Exposition) -> None:

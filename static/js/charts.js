@@ -17,8 +17,9 @@ function drawCharts(root, selector) {
 }
 
 function drawNewCharts() {
-  // An item's chart of its runs (partials/run_chart.html), drawn when its page loads and again when htmx swaps it.
-  if (window.Plotly) drawCharts(document, ".chart.run-chart[data-figure]:not([data-drawn])");
+  // A page's own charts (an item's runs, the conflict statistics): drawn when the page loads, and again when
+  // htmx swaps one in. The dashboard's wait for their second request (#charts) below.
+  if (window.Plotly) drawCharts(document, ".chart.page-chart[data-figure]:not([data-drawn])");
   var charts = document.getElementById("charts");
   if (charts && charts.dataset.loaded && !charts.dataset.drawn && window.Plotly) {
     charts.dataset.drawn = "1";
