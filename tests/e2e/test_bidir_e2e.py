@@ -194,6 +194,15 @@ def test_an_editor_publishes_copies_syncs_resolves_a_conflict_and_a_viewer_may_n
     assert f"#{conflict.pk}" in listed and "branch" in listed and "3 · publisher wins" in listed and "id=2" in listed
     assert "1 conflict match" in page.inner_text("#conflict-results")
     shot(page, "conflict-inbox")
+    # Its statistics: one update conflict of shop.items from branch today, charted by subscription.
+    page.click("#statistics-link")
+    page.wait_for_selector("#conflict-stats-chart .main-svg")
+    stats = page.locator('#conflict-stats tr[data-subscription="shop.items branch"][data-type="U"] td.num')
+    assert stats.all_inner_texts() == ["1", "1", "1", "1", "0"]  # today, 7 days, 30 days, kept, held
+    assert page.locator("#conflict-stats-chart .legendtext").all_text_contents() == ["shop.items ← branch"]
+    shot(page, "conflict-statistics")
+    page.go_back()
+    page.wait_for_selector("#conflict-rows")
 
     page.click(f"#conflict-rows a:has-text('#{conflict.pk}')")
     page.wait_for_selector("#winner-loser")
