@@ -39,6 +39,7 @@ from replication_admin.core.web import (
     requires,
     sort_queryset,
     text_filter,
+    window_words,
 )
 from replication_admin.models import (
     ConflictBackup,
@@ -136,9 +137,11 @@ def conflict_statistics_page(request: HttpRequest) -> HttpResponse:
     retention of their backups."""
     last = timezone.localdate()
     first = last - timedelta(days=STATS_DAYS - 1)
+    figure = conflicts_by_subscription_figure(first, last)
     context = {
         "stats": conflict_statistics(),
-        "chart": Chart(conflicts_by_subscription_figure(first, last), x_title="Day"),
+        "chart": Chart(figure, x_title="Day"),
+        "window": window_words(figure, timedelta(days=STATS_DAYS), f"last {STATS_DAYS} days", timezone.now()),
         "days": STATS_DAYS,
         "week_days": RECENT_DAYS,
         "retention": resolver_actions.retention_days(),

@@ -19,7 +19,6 @@ from replication_admin.core.audit import MACHINE_VIAS, Actor
 from replication_admin.core.permissions import OPERATE
 from replication_admin.core.times import duration_text
 from replication_admin.core.web import (
-    STAMP,
     Chart,
     is_htmx,
     line_chart,
@@ -28,6 +27,7 @@ from replication_admin.core.web import (
     render_page_or_partial,
     requires,
     stacked_bars,
+    window_words,
 )
 from replication_admin.engine import health
 from replication_admin.models import (
@@ -249,25 +249,6 @@ def refresh_figures(now: datetime, days: int = 7) -> tuple[dict, dict]:
         line_chart(lines(durations), "duration (s)", since=since, until=now),
         line_chart(lines(throughput), "rows/s", since=since, until=now),
     )
-
-
-def window_words(figure: dict, window: timedelta, full: str, now: datetime) -> str:
-    """What a chart's title says of its time span: `full` ("last 24 hours") when its axis shows most of the
-    window, else where its data starts ("since 20:39", "since Nov 24"): the axis is fitted to the data, and a
-    title claiming a day over a few minutes of points reads wrong."""
-    layout = figure.get("layout", {})
-    shown = layout.get("xaxis", {}).get("range")
-    if not shown:
-        return full
-    start = datetime.strptime(shown[0], STAMP)
-    local_now = datetime.strptime(local_stamp(now), STAMP)
-    if local_now - start >= window * 0.9:
-        return full
-    if "barmode" in layout:  # bars per day: the axis starts half a day before the first one
-        return f"since {(start + timedelta(hours=12)).strftime('%b %d')}"
-    if start.date() == local_now.date():
-        return f"since {start.strftime('%H:%M')}"
-    return f"since {start.strftime('%b %d %H:%M')}"
 
 
 def charts_context(now: datetime) -> dict:

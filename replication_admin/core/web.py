@@ -384,6 +384,25 @@ def line_chart(
     return {"data": traces, "layout": layout}
 
 
+def window_words(figure: dict, window: timedelta, full: str, now: datetime) -> str:
+    """What a chart's title says of its time span: `full` ("last 24 hours") when its axis shows most of the
+    window, else where its data starts ("since 20:39", "since Nov 24"): the axis is fitted to the data, and a
+    title claiming a day over a few minutes of points reads wrong."""
+    layout = figure.get("layout", {})
+    shown = layout.get("xaxis", {}).get("range")
+    if not shown:
+        return full
+    start = datetime.strptime(shown[0], STAMP)
+    local_now = datetime.strptime(local_stamp(now), STAMP)
+    if local_now - start >= window * 0.9:
+        return full
+    if "barmode" in layout:  # bars per day: the axis starts half a day before the first one
+        return f"since {(start + timedelta(hours=12)).strftime('%b %d')}"
+    if start.date() == local_now.date():
+        return f"since {start.strftime('%H:%M')}"
+    return f"since {start.strftime('%b %d %H:%M')}"
+
+
 @dataclass(frozen=True)
 class ChartTable:
     """A chart's data as a table, for screen readers and for reading exact values: a row per x value (a day or a

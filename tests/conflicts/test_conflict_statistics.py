@@ -60,6 +60,9 @@ def test_the_statistics_count_each_subscriptions_conflicts_by_type_today_this_we
     assert found, "no chart"
     traces = {t["name"]: sum(t["y"]) for t in json.loads(html.unescape(found.group(1)))["data"]}
     assert traces == {"shop.items ← branch": 4}  # outlet's are 40 days old
+    # the title says where the chart's days start, not a month it does not show
+    ten_days_ago = (timezone.localdate() - timedelta(days=10)).strftime("%b %d")
+    assert f"<h2>Per day and subscription, since {ten_days_ago}</h2>" in page
     assert 'id="retention-form"' not in page  # a viewer may not change the retention
     # each row leads to the inbox filtered to it
     assert "?item=shop.items&amp;source=outlet&amp;type=U" in page
