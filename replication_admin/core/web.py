@@ -384,7 +384,7 @@ def line_chart(
     return {"data": traces, "layout": layout}
 
 
-def window_words(figure: dict, window: timedelta, full: str, now: datetime) -> str:
+def window_words(figure: dict[str, Any], window: timedelta, full: str, now: datetime) -> str:
     """What a chart's title says of its time span: `full` ("last 24 hours") when its axis shows most of the
     window, else where its data starts ("since 20:39", "since Nov 24"): the axis is fitted to the data, and a
     title claiming a day over a few minutes of points reads wrong."""
