@@ -441,6 +441,9 @@ def _run(job: JobRun, reporter: Reporter, started: float) -> str:
     except JobCancelled:
         reporter.timings["total"] = round(time.monotonic() - started, 4)
         JobRun.objects.filter(pk=job_id).update(timings=reporter.timings)
+        # A cancelled job ends when its worker stops, not when the cancel was asked: its duration then holds
+        # its own timings (the cancellation's audit row keeps when it was asked).
+        JobRun.objects.filter(pk=job_id, state=JobRun.State.CANCELLED).update(finished_at=timezone.now())
         return f"job {job_id} cancelled"
     except LockBusy as busy:
         if job.trigger == JobRun.Trigger.SCHEDULER:

@@ -3,7 +3,7 @@ finished job, `error` with the job's one-line error for a failed, lost or cancel
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -11,7 +11,7 @@ from django.utils import timezone
 from replication_admin.compare.actions import do_start_compare
 from replication_admin.core import reaper
 from replication_admin.core.audit import Actor
-from replication_admin.core.jobs import RUNNERS, do_cancel_job, do_start_job
+from replication_admin.core.jobs import RUNNERS, do_cancel_job, do_start_job, execute
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import AuditEntry, JobRun
 from tests.tables import create_table
@@ -74,3 +74,24 @@ def test_a_job_lost_for_good_is_audited_under_the_name_of_who_queued_its_first_a
         [row] = finished_rows(job)
         assert (row.username, row.outcome, row.detail["state"]) == ("alice", AuditEntry.Outcome.ERROR, "lost")
         assert row.detail["error"] == job.error and job.error.startswith("lost: its worker stopped")
+
+
+def test_a_job_cancelled_while_running_ends_when_its_worker_stops_not_when_the_cancel_was_asked(monkeypatch):
+    class Stalls(RUNNERS["snapshot_refresh"]):  # type: ignore[misc,valid-type]
+        def run(self):
+            do_cancel_job(Actor.command(), self.job)  # asked while it runs; it notices at its next report
+            cancelled_at = JobRun.objects.get(pk=self.job.pk).finished_at
+            with self.reporter.phase("work after the cancel was asked"):
+                JobRun.objects.filter(pk=self.job.pk).update(message=cancelled_at.isoformat())
+                self.reporter.progress(1, 2, "still at it")  # raises JobCancelled
+            raise AssertionError("the cancelled job went on")
+
+    monkeypatch.setitem(RUNNERS, "snapshot_refresh", Stalls)
+    params = Stalls.params_type.from_json({"snapshot": "dst.t", "nonincremental": False})
+    job = do_start_job(Actor.command(), Stalls, "snapshot dst.t", params, sync=False)
+    assert execute(job.pk) == f"job {job.pk} cancelled"
+    job.refresh_from_db()
+    assert job.state == JobRun.State.CANCELLED
+    # it ended when its worker stopped, after the work its timings count, not when the cancel was asked
+    assert job.finished_at > datetime.fromisoformat(job.message)
+    assert "work after the cancel was asked" in job.timings
