@@ -114,8 +114,11 @@ def do_publish(
     with _guarded(actor, "trx.publish", target):
         if ReplAccount.objects.filter(server=server.name, account=account).exists():
             raise trx_lookups.TrxError(f"The publication '{account}' already exists on {server.name}")
+        if sync_user:
+            # The subscribers' changes are replayed on the publisher with this user's privileges (push.py).
+            _check_replay_user(server, sync_user)
         mode, why = choose_capture(server, capture)
-        trx_capture.create_log(server, account, wal=mode == ReplAccount.Capture.WAL)
+        trx_capture.create_log(server, account, wal=mode == ReplAccount.Capture.WAL, writer=sync_user)
     now = timezone.now()
     with transaction.atomic():
         row = ReplAccount.objects.create(
@@ -358,18 +361,19 @@ def do_subscribe(
     return row
 
 
-def _check_replay_user(subscriber: Server, user: str) -> None:
-    """The replaying user must be one the subscriber's login may act as (PostgreSQL: a role it is a member
-    of); a dialect that cannot switch users refuses it rather than ignore it."""
-    d = dialects.get(subscriber.dialect)
+def _check_replay_user(server: Server, user: str) -> None:
+    """A replaying user (REPL_SUBSCRIBE's on a subscriber, REPL_PUBLISH's sync user on a publisher) must be one
+    the server's login may act as (PostgreSQL: a role it is a member of); a dialect that cannot switch users
+    refuses it rather than ignore it."""
+    d = dialects.get(server.dialect)
     if d.replay_user_problem:
-        raise trx_lookups.TrxError(f"{subscriber.name} cannot replay as {user!r}: {d.replay_user_problem}")
-    with connections.connect(subscriber, readonly=True) as conn:
+        raise trx_lookups.TrxError(f"{server.name} cannot replay as {user!r}: {d.replay_user_problem}")
+    with connections.connect(server, readonly=True) as conn:
         row = conn.cursor().execute(d.role_check_sql(), [user]).fetchone()
     if row is None:
-        raise trx_lookups.TrxError(f"{subscriber.name} has no user or role {user!r} to replay as")
+        raise trx_lookups.TrxError(f"{server.name} has no user or role {user!r} to replay as")
     if not int(row[0]):
-        raise trx_lookups.TrxError(f"{subscriber.name}'s login may not act as {user!r} (grant it the role first)")
+        raise trx_lookups.TrxError(f"{server.name}'s login may not act as {user!r} (grant it the role first)")
 
 
 def find_subscription(subscriber: Server, publisher_name: str, account_name: str) -> ReplSubscriber:

@@ -93,7 +93,9 @@ def _log_d(server: Server, account: str) -> Dialect:
     return d
 
 
-def create_log(server: Server, account: str, wal: bool = False) -> None:
+def create_log(server: Server, account: str, wal: bool = False, writer: str | None = None) -> None:
+    """The publication's log tables and capture objects; with `writer` (its sync user), that role may write the
+    log entries that its replayed changes make (trigger capture fires under the role that changed the rows)."""
     d = _d(server)
     schema = schema_of(server)
     names = sql.log_names(d, account)
@@ -114,6 +116,8 @@ def create_log(server: Server, account: str, wal: bool = False) -> None:
         append, drop_append = sql.append_function_ddl(d, account, server.name, schema, wal=wal)
         statements += append
         drop = [*drop_append, *drop]
+    if writer:
+        statements += d.grant_log_sql([d.qualify(n, schema) for n in (names.tx, names.log)], writer)
     run_with_undo(server, statements, drop)
     if wal:
         try:  # not in a transaction that wrote: the slot waits for the transactions under way to end

@@ -142,6 +142,14 @@ def _current(cursor, d, table: TableInfo, key: list) -> dict | None:
     return None if row is None else json_row(dict(zip([c.name for c in table.columns], row, strict=True)))
 
 
+def _sync_user_sql(d, acct: ReplAccount, pub_server: Server) -> tuple[list[str], list[str]]:
+    if not acct.sync_user:
+        return [], []
+    if d.replay_user_problem:  # stored before publishing checked it: refused, never ignored
+        raise TrxError(f"{pub_server.name} cannot replay as {acct.sync_user!r}: {d.replay_user_problem}")
+    return d.replay_role_sql(acct.sync_user)
+
+
 def push_transaction(
     acct: ReplAccount,
     pub_server: Server,
@@ -199,6 +207,11 @@ def _push_work(
     push_acct = sql.push_account(acct.account)
     guid = sql.ROWGUID_COLUMN
     for statement in sql.replay_context_sql(d, False, subscriber, schema):
+        cursor.execute(statement)
+    # REPL_PUBLISH's sync user: the subscriber's changes are written with its privileges, the bookkeeping below
+    # (origin, level) with the login's. A dialect that cannot act as another user refused it at publish time.
+    assume, release = _sync_user_sql(d, acct, pub_server)
+    for statement in assume:
         cursor.execute(statement)
     conflicted = False
     undecided: list[tuple[TableInfo, dict]] = []
@@ -267,6 +280,8 @@ def _push_work(
                 "note": decision.get("note") or "",
             }
         )
+    for statement in release:
+        cursor.execute(statement)
     if undecided:
         raise _Undecided(undecided)
     if conflicted:

@@ -201,7 +201,7 @@ def test_repairing_an_updateable_subscribers_copy_is_not_pushed_back_as_its_own_
     sub = make_server("mysql", "my")
     trx_sql(pub, "CREATE TABLE items (id integer PRIMARY KEY, name varchar(40))",
             *[f"INSERT INTO items (id, name) VALUES ({i}, 'item {i}')" for i in range(1, 6)])  # fmt: skip
-    trx_run(pub, "repl_publish ('shop', 'shop.log', 1, 'demo'); repl_pub_add ('shop', 'items', 2, 0, null)")
+    trx_run(pub, "repl_publish ('shop', 'shop.log', 1); repl_pub_add ('shop', 'items', 2, 0, null)")
     trx_run(sub, "repl_server ('pub', 'pub'); repl_subscribe ('pub', 'shop'); repl_init_copy ('pub', 'shop')")
     # The copy drifts without replication seeing it (as after a restore): written in the replay context.
     d = dialects.get(sub.dialect)

@@ -29,7 +29,7 @@ def trx_nodes(make_server, jobs_sync, spark):
         "CREATE TABLE items (id integer PRIMARY KEY, name varchar(40), price numeric(10, 2), qty integer)",
         *[f"INSERT INTO items (id, name, price, qty) VALUES ({i}, 'item {i}', {i}0.00, 10)" for i in range(1, 6)],
     )
-    run(pub, "repl_publish ('shop', 'shop.log', 1, 'demo'); repl_pub_add ('shop', 'items', 2, 0, null)")
+    run(pub, "repl_publish ('shop', 'shop.log', 1); repl_pub_add ('shop', 'items', 2, 0, null)")
     run(my, "repl_server ('pub', 'pub'); repl_subscribe ('pub', 'shop'); repl_init_copy ('pub', 'shop')")
     run(pub, "REPL_ADD_CR ('items', 'U', 'hold', 10, 'manual')")
     return pub, my

@@ -24,7 +24,7 @@ def shop(make_server, jobs_sync, spark):
         "CREATE TABLE items (id integer PRIMARY KEY, name varchar(40), price numeric(10, 2))",
         *[f"INSERT INTO items VALUES ({i}, 'item {i}', 5.00)" for i in range(1, 4)],
     )
-    run(pub, "repl_publish ('shop', 'shop.log', 1, 'demo'); repl_pub_add ('shop', 'items', 2, 0, null)")
+    run(pub, "repl_publish ('shop', 'shop.log', 1); repl_pub_add ('shop', 'items', 2, 0, null)")
     run(my, "repl_server ('pub', 'pub'); repl_subscribe ('pub', 'shop'); repl_init_copy ('pub', 'shop')")
     sql(pub, "UPDATE items SET price = 5.50 WHERE id = 1")
     sql(my, "UPDATE items SET price = 3.00 WHERE id = 1")  # cheaper on the subscriber: the publisher wins (default)

@@ -44,7 +44,7 @@ def test_an_operator_decides_a_held_conflict_in_the_inbox_and_every_copy_gets_th
     sub = do_register_server(Actor.command(), server_data("mysql", "sub", live_database("mysql")))
     run_sql(pub, "CREATE TABLE items (id integer PRIMARY KEY, name varchar(40), qty integer)")
     run_sql(pub, "INSERT INTO items (id, name, qty) VALUES (1, 'pen', 5), (2, 'ink', 7)")
-    run("repl_publish ('shop', 'shop.log', 1, 'demo'); repl_pub_add ('shop', 'items', 2, 0, null)", pub)
+    run("repl_publish ('shop', 'shop.log', 1); repl_pub_add ('shop', 'items', 2, 0, null)", pub)
     run("repl_server ('pub', 'pub'); repl_subscribe ('pub', 'shop'); repl_init_copy ('pub', 'shop')", sub)
     run("REPL_ADD_CR ('items', 'U', 'hold', 10, 'manual')", pub)
     run_sql(pub, "UPDATE items SET name = 'pen (publisher)' WHERE id = 1")

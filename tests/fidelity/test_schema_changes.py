@@ -283,7 +283,7 @@ def test_an_updateable_subscriber_keeps_sending_its_changes_after_a_rename(make_
     source, dest = make_server("postgresql", "ssrc"), make_server("mysql", "sdst")
     run_sql(source, "CREATE TABLE stock (id integer PRIMARY KEY, name varchar(40), qty integer)")
     run_sql(source, "INSERT INTO stock (id, name, qty) VALUES (1, 'a', 1), (2, 'b', 2)")
-    run("REPL_PUBLISH ('s', 's.log', 1, 'demo'); REPL_PUB_ADD ('s', 'stock', 2, 0, null)", source)
+    run("REPL_PUBLISH ('s', 's.log', 1); REPL_PUB_ADD ('s', 'stock', 2, 0, null)", source)
     run("REPL_SERVER ('ssrc', '1111'); REPL_SUBSCRIBE ('ssrc', 's'); REPL_INIT_COPY ('ssrc', 's')", dest)
     run_sql(source, "ALTER TABLE stock RENAME COLUMN qty TO amount")
     run("REPL_SYNC ('ssrc', 's')", dest)

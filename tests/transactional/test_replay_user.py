@@ -77,7 +77,7 @@ def test_the_replaying_role_writes_the_rows_on_a_postgresql_subscriber(make_serv
     [
         (
             "mysql",
-            "MariaDB cannot act as another user without its password; register the subscriber with that user's login",
+            "MariaDB cannot act as another user without its password; register the server with that user's login",
         ),
         ("sqlite", "SQLite has no users: every writer of the file has the same rights"),
     ],

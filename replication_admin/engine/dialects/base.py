@@ -280,6 +280,11 @@ class Dialect:
         end that (before the level moves: the level table is the login's)."""
         raise NotImplementedError
 
+    def grant_log_sql(self, tables: Sequence[str], role: str) -> list[str]:
+        """What `role` needs on a publication's log tables to write the log entries its changes make (the capture
+        triggers run with the privileges of the user whose statement fired them)."""
+        raise NotImplementedError
+
     def role_check_sql(self) -> str:
         """One row (1: the login may act as the role bound as the parameter, 0: it may not) when the role
         exists, none when it does not."""

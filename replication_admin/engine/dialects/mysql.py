@@ -309,7 +309,7 @@ class MySQL(Dialect):
 
     # MariaDB switches users only by logging in (a role adds privileges, it takes none away).
     replay_user_problem = (
-        "MariaDB cannot act as another user without its password; register the subscriber with that user's login"
+        "MariaDB cannot act as another user without its password; register the server with that user's login"
     )
 
     def defaults_sql(self, schema: str, table: str) -> tuple[str, list[str]]:

@@ -240,6 +240,9 @@ class PostgreSQL(Dialect):
         # SET LOCAL: the role ends with the transaction even if the reset is never reached.
         return [f"SET LOCAL ROLE {self.quote(role)}"], ["RESET ROLE"]
 
+    def grant_log_sql(self, tables: Sequence[str], role: str) -> list[str]:
+        return [f"GRANT SELECT, INSERT, UPDATE ON {table} TO {self.quote(role)}" for table in tables]
+
     def role_check_sql(self) -> str:
         member = "CASE WHEN pg_has_role(current_user, oid, 'MEMBER') THEN 1 ELSE 0 END"
         return f"SELECT {member} FROM pg_roles WHERE rolname = ?"
