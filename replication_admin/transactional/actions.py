@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from replication_admin.core import connections
+from replication_admin.core import connections, crypto
 from replication_admin.core.alerts import resolve_alerts
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
@@ -314,8 +314,11 @@ def do_subscribe(
     dav_user: str | None = None,
     dav_group: str | None = None,
     replay_user: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
 ) -> ReplSubscriber:
-    """REPL_SUBSCRIBE, with the reference's preconditions and messages."""
+    """REPL_SUBSCRIBE, with the reference's preconditions and messages; with a replication `user`, its grant and
+    its login on the publisher are checked (check_login)."""
     target = f"{subscriber.name} <- {publisher_name}/{account_name}"
     require(actor, EDIT, "trx.subscribe", target)
     with _guarded(actor, "trx.subscribe", target):
@@ -330,9 +333,12 @@ def do_subscribe(
             server=publisher_name, account=account_name, subscriber=subscriber.name, subscribed=True
         ).exists():
             raise trx_lookups.TrxError(f"The subscription '{account_name}' already exist")
-        grants = TpGrant.objects.filter(acct=account_name)
-        if grants.exists() and not grants.filter(grantee__in=[subscriber.name, actor.username]).exists():
-            raise trx_lookups.TrxError(f"{subscriber.name} has no grant on the publication '{account_name}'")
+        if user:
+            check_login(account, user, password)
+        else:
+            grants = TpGrant.objects.filter(acct=account_name)
+            if grants.exists() and not grants.filter(grantee__in=[subscriber.name, actor.username]).exists():
+                raise trx_lookups.TrxError(f"{subscriber.name} has no grant on the publication '{account_name}'")
         for item in trx_lookups.table_items(account):
             if lookup_table(subscriber, trx_lookups.item_table(item.item)) is not None:
                 raise trx_lookups.TrxError(f"The table '{item.item}' already exists")
@@ -359,6 +365,41 @@ def do_subscribe(
         )
         record(actor, "trx.subscribe", target)
     return row
+
+
+def account_of(sub: ReplSubscriber) -> ReplAccount:
+    account = ReplAccount.objects.filter(server=sub.server, account=sub.account).first()
+    if account is None:
+        raise trx_lookups.TrxError(f"{sub.server} has no publication '{sub.account}'")
+    return account
+
+
+def login_note(publisher_name: str) -> str:
+    """What check_login could not check on this publisher ("" when it checks everything)."""
+    publisher = Server.objects.filter(name=publisher_name).first()
+    if publisher is not None and dialects.get(publisher.dialect).file_based:
+        return f"{publisher.name} has no logins ({publisher.get_dialect_display()}): only the grant was checked"
+    return ""
+
+
+def check_login(account: ReplAccount, user: str, password: str | None) -> None:
+    """REPL_SUBSCRIBE's and REPL_SYNC's replication user and password: when the publication has grants, the user
+    must be one of the grantees (REPL_GRANT); the publisher must accept the user's login with that password. A
+    file-based publisher has no logins: only the grant is checked (login_note says so)."""
+    grantees = set(TpGrant.objects.filter(acct=account.account).values_list("grantee", flat=True))
+    if grantees and user not in grantees:
+        raise trx_lookups.TrxError(f"{user!r} has no grant on the publication '{account.account}'")
+    publisher = trx_lookups.server_named(account.server)
+    if dialects.get(publisher.dialect).file_based:
+        return
+    login = Server(
+        name=publisher.name, dialect=publisher.dialect, host=publisher.host, port=publisher.port,
+        database=publisher.database, schema=publisher.schema, odbc_dsn=publisher.odbc_dsn, user=user,
+        password_encrypted=crypto.encrypt(password or ""),
+    )  # fmt: skip
+    checked = connections.test_connection(login)
+    if not checked.ok:
+        raise trx_lookups.TrxError(f"{publisher.name} refused the login of {user!r}: {checked.message}")
 
 
 def _check_replay_user(server: Server, user: str) -> None:

@@ -167,9 +167,12 @@ def subscribe(statement: st.Subscribe, caller: Caller) -> Outcome:
     here = caller.context_server("repl_subscribe")
     trx.do_subscribe(
         caller.actor, here, statement.server, statement.account, statement.dav_user, statement.dav_group,
-        statement.replay_user,
+        statement.replay_user, user=statement.user, password=statement.password,
     )  # fmt: skip
-    return Outcome(True, f"{here.name} subscribes to {statement.server}/{statement.account}")
+    note = trx.login_note(statement.server) if statement.user else ""
+    return Outcome(
+        True, f"{here.name} subscribes to {statement.server}/{statement.account}" + (f"; {note}" * bool(note))
+    )
 
 
 @handles(st.Unsubscribe)
@@ -195,6 +198,8 @@ def _followed_by(sub: ReplSubscriber) -> str | None:
 @handles(st.Sync)
 def sync(statement: st.Sync, caller: Caller) -> Outcome:
     sub = _subscription(caller, statement.server, statement.account, "repl_sync")
+    if statement.user:  # the replication user's grant and login, as REPL_SUBSCRIBE checks them
+        trx.check_login(trx.account_of(sub), statement.user, statement.password)
     if caller.actor.via == "scheduler":
         # A schedule beside in-sync mode is the fallback for a follower that is gone: while one serves the
         # subscription, its sync would only queue behind the follower's step (and be skipped).
