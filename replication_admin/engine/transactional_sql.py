@@ -161,6 +161,15 @@ def context_ddl(d: Dialect, schema: str = "") -> list[str]:
     return d.replay_context_ddl(d.qualify(CONTEXT_TABLE, schema))
 
 
+def drop_context_ddl(d: Dialect, schema: str = "") -> list[str]:
+    """The replay context table's drop, where the dialect keeps one (context_ddl)."""
+    return [f"DROP TABLE IF EXISTS {d.qualify(CONTEXT_TABLE, schema)}"] if context_ddl(d, schema) else []
+
+
+def drop_text_table_ddl(d: Dialect, schema: str = "") -> list[str]:
+    return [f"DROP TABLE IF EXISTS {d.qualify(TEXT_TABLE, schema)}"]
+
+
 def replay_context_sql(d: Dialect, nolog: bool, origin: str | None, schema: str = "") -> list[str]:
     """Statements that open an apply transaction: what the capture triggers should do with its changes."""
     return d.replay_context_sql(nolog, origin, d.qualify(CONTEXT_TABLE, schema))

@@ -158,6 +158,11 @@ def do_unpublish(actor: Actor, account: ReplAccount) -> str:
         ScheduledEvent.objects.filter(name=purge_event_name(account)).delete()
         account.delete()
         record(actor, "trx.unpublish", target)
+    trx_capture.drop_shared_objects(
+        server,
+        publishes=ReplAccount.objects.filter(server=account.server).exists(),
+        subscribes=ReplSubscriber.objects.filter(subscriber=account.server, subscribed=True).exists(),
+    )
     return f"dropped the publication {target}"
 
 

@@ -139,6 +139,18 @@ def drop_log(server: Server, account: str) -> None:
     _untrack(server, account, None)
 
 
+def drop_shared_objects(server: Server, *, publishes: bool, subscribes: bool) -> None:
+    """What every publication of a server shares, once the last one is gone: REPL_TEXT (applications log their
+    calls there) and, while the server subscribes to nothing either, the replay context table (SQLite's RTCTX,
+    which its applies read too)."""
+    if publishes:
+        return
+    d = _d(server)
+    schema = schema_of(server)
+    drops = [*sql.drop_text_table_ddl(d, schema), *([] if subscribes else sql.drop_context_ddl(d, schema))]
+    run_each(server, drops, ignore_errors=True)
+
+
 def _untrack(server: Server, account: str, table: str | None) -> None:
     """Stop logging the schema changes of a table (None: of every table of the account) in place."""
     d = _d(server)
