@@ -3,7 +3,9 @@ that cannot act as another user refuses it at subscribe time, in one line."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -14,6 +16,26 @@ from replication_admin.statements import execute
 from tests.transactional.test_trx_replication import refused, run, sql
 
 pytestmark = [pytest.mark.spark, pytest.mark.live_db]
+
+
+# The dialects that cannot replay as another user, and why, in the words of their refusal.
+CANNOT_ACT_AS_ANOTHER_USER = [
+    ("mysql", "MariaDB cannot act as another user without its password; register the server with that user's login"),
+    ("sqlite", "SQLite has no users: every writer of the file has the same rights"),
+]
+
+
+@contextlib.contextmanager
+def scratch_role(server, prefix: str) -> Iterator[str]:
+    """A PostgreSQL role of its own for one test, dropped with what it owns and its grants afterwards."""
+    role = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    sql(server, f'CREATE ROLE "{role}"')
+    try:
+        yield role
+    finally:
+        with connections.connect(server) as conn:
+            conn.cursor().execute(f'DROP OWNED BY "{role}"')
+            conn.cursor().execute(f'DROP ROLE "{role}"')
 
 
 def publish(pub) -> None:
@@ -29,9 +51,7 @@ def subscribe(sub, user: str) -> str:
 def test_the_replaying_role_writes_the_rows_on_a_postgresql_subscriber(make_server, jobs_sync, spark):
     pub, sub = make_server("mysql", "rpub"), make_server("postgresql", "rsub")
     publish(pub)
-    role = f"replayer_{uuid.uuid4().hex[:8]}"
-    sql(sub, f'CREATE ROLE "{role}"')
-    try:
+    with scratch_role(sub, "replayer") as role:
         assert subscribe(sub, "nobody_here") == "rsub has no user or role 'nobody_here' to replay as"
         assert subscribe(sub, role) == "rsub subscribes to rpub/acct"
         assert ReplSubscriber.objects.get(subscriber="rsub").replay_user == role
@@ -66,22 +86,9 @@ def test_the_replaying_role_writes_the_rows_on_a_postgresql_subscriber(make_serv
         assert ReplSubscriber.objects.get(subscriber="rsub").halt_count is None
         with connections.connect(sub) as conn:
             assert conn.cursor().execute("SELECT COUNT(*) FROM items").fetchone()[0] == 1
-    finally:
-        with connections.connect(sub) as conn:
-            conn.cursor().execute(f'DROP OWNED BY "{role}"')
-            conn.cursor().execute(f'DROP ROLE "{role}"')
 
 
-@pytest.mark.parametrize(
-    ("dialect", "reason"),
-    [
-        (
-            "mysql",
-            "MariaDB cannot act as another user without its password; register the server with that user's login",
-        ),
-        ("sqlite", "SQLite has no users: every writer of the file has the same rights"),
-    ],
-)
+@pytest.mark.parametrize(("dialect", "reason"), CANNOT_ACT_AS_ANOTHER_USER)
 def test_a_replaying_user_is_refused_where_the_dialect_cannot_act_as_one(make_server, dialect, reason):
     publish(make_server("postgresql", "rpub"))
     sub = make_server(dialect, "rsub")

@@ -4,12 +4,11 @@ a role the login may not take, is refused at publish time in one line."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from replication_admin.core import connections
 from replication_admin.models import ReplAccount
+from tests.transactional.test_replay_user import CANNOT_ACT_AS_ANOTHER_USER, scratch_role
 from tests.transactional.test_trx_replication import refused, run, sql, value
 
 pytestmark = [pytest.mark.spark, pytest.mark.live_db]
@@ -24,9 +23,7 @@ def test_a_subscribers_change_is_written_on_the_publisher_as_the_sync_user_and_o
 ):
     pub, sub = make_server("postgresql", "spub"), make_server("mysql", "ssub")
     table(pub)
-    role = f"syncer_{uuid.uuid4().hex[:8]}"
-    sql(pub, f'CREATE ROLE "{role}"')
-    try:
+    with scratch_role(pub, "syncer") as role:
         assert refused(pub, "REPL_PUBLISH ('acct', 'acct.log', 1, 'nobody_here')") == (
             "spub has no user or role 'nobody_here' to replay as"
         )
@@ -61,22 +58,9 @@ def test_a_subscribers_change_is_written_on_the_publisher_as_the_sync_user_and_o
         assert run(sub, "REPL_SYNC ('spub', 'acct')")[0].details["pushed"] == 1
         assert value(pub, "SELECT name FROM items WHERE id = 2") == "dos"
         assert value(pub, "SELECT u FROM who WHERE op = 'UPDATE' ORDER BY u DESC LIMIT 1") == role
-    finally:
-        with connections.connect(pub) as conn:
-            conn.cursor().execute(f'DROP OWNED BY "{role}"')
-            conn.cursor().execute(f'DROP ROLE "{role}"')
 
 
-@pytest.mark.parametrize(
-    ("dialect", "reason"),
-    [
-        (
-            "mysql",
-            "MariaDB cannot act as another user without its password; register the server with that user's login",
-        ),
-        ("sqlite", "SQLite has no users: every writer of the file has the same rights"),
-    ],
-)
+@pytest.mark.parametrize(("dialect", "reason"), CANNOT_ACT_AS_ANOTHER_USER)
 def test_a_sync_user_is_refused_at_publish_where_the_dialect_cannot_act_as_one(make_server, dialect, reason):
     pub = make_server(dialect, "spub")
     table(pub)
