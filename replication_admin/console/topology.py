@@ -313,6 +313,9 @@ def _on_curve(points: tuple[tuple[float, float], ...], t: float) -> tuple[float,
 # Where along its line a label may sit, the middle first; and its baseline against the line (above, below).
 LABEL_SPOTS = [0.5 + sign * 0.05 * k for k in range(8) for sign in ((1, -1) if k else (1,))]
 LABEL_BASELINES = (-6, 16, -20, 30)
+# Sideways shifts of a label from its line's point: none first; where the middle is crowded (a hub's many lines),
+# a little to either side before the label is shortened.
+LABEL_NUDGES = ((0,), (-60, 60, -120, 120))
 
 
 def _short_labels(edge: Edge) -> list[str]:
@@ -334,11 +337,12 @@ def _place_labels(nodes: list[Node], edges: list[Edge], height: float) -> int:
     for edge in sorted(edges, key=lambda e: (-BADGE_RANK[e.item["badge"]], e.item["name"])):
         edge.label = ""
         bold = 1.08 if edge.item["badge"] == "bad" else 1.0  # console.css draws a broken one's label in bold
-        for text in _short_labels(edge):
+        tries = [(text, nudges) for text in _short_labels(edge) for nudges in LABEL_NUDGES]
+        for text, nudges in tries:
             width = round(text_width(text, LABEL_FONT) * bold, 1)
             spot = next(
-                ((x, baseline, box) for t in LABEL_SPOTS for x, y in [_on_curve(edge.points, t)]
-                 for baseline in (y + dy for dy in LABEL_BASELINES)
+                ((x, baseline, box) for t in LABEL_SPOTS for cx, y in [_on_curve(edge.points, t)]
+                 for x in (cx + dx for dx in nudges) for baseline in (y + dy for dy in LABEL_BASELINES)
                  for box in [Box(x - width / 2 - 2, baseline - LABEL_FONT - 1, x + width / 2 + 2, baseline + 4)]
                  if box.left >= 0 and box.right <= WIDTH and box.top >= 0 and box.bottom <= height
                  and not any(box.meets(other) for other in taken)),
