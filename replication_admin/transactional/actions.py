@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from replication_admin.core import connections, crypto
+from replication_admin.core import connections
 from replication_admin.core.alerts import resolve_alerts
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
@@ -320,10 +320,9 @@ def do_subscribe(
     dav_group: str | None = None,
     replay_user: str | None = None,
     user: str | None = None,
-    password: str | None = None,
 ) -> ReplSubscriber:
-    """REPL_SUBSCRIBE, with the reference's preconditions and messages; with a replication `user`, its grant and
-    its login on the publisher are checked (check_login)."""
+    """REPL_SUBSCRIBE, with the reference's preconditions and messages; a replication `user` must hold a grant
+    on a publication that has grants (check_grant)."""
     target = f"{subscriber.name} <- {publisher_name}/{account_name}"
     require(actor, EDIT, "trx.subscribe", target)
     with _guarded(actor, "trx.subscribe", target):
@@ -339,7 +338,7 @@ def do_subscribe(
         ).exists():
             raise trx_lookups.TrxError(f"The subscription '{account_name}' already exist")
         if user:
-            check_login(account, user, password)
+            check_grant(account, user)
         else:
             grants = TpGrant.objects.filter(acct=account_name)
             if grants.exists() and not grants.filter(grantee__in=[subscriber.name, actor.username]).exists():
@@ -379,32 +378,13 @@ def account_of(sub: ReplSubscriber) -> ReplAccount:
     return account
 
 
-def login_note(publisher_name: str) -> str:
-    """What check_login could not check on this publisher ("" when it checks everything)."""
-    publisher = Server.objects.filter(name=publisher_name).first()
-    if publisher is not None and dialects.get(publisher.dialect).file_based:
-        return f"{publisher.name} has no logins ({publisher.get_dialect_display()}): only the grant was checked"
-    return ""
-
-
-def check_login(account: ReplAccount, user: str, password: str | None) -> None:
-    """REPL_SUBSCRIBE's and REPL_SYNC's replication user and password: when the publication has grants, the user
-    must be one of the grantees (REPL_GRANT); the publisher must accept the user's login with that password. A
-    file-based publisher has no logins: only the grant is checked (login_note says so)."""
+def check_grant(account: ReplAccount, user: str) -> None:
+    """REPL_SUBSCRIBE's and REPL_SYNC's replication user, checked against the publication's grants (REPL_GRANT):
+    when it has grants, the user must be one of the grantees. The password names no login here: the publisher is
+    reached with its registered server's credentials (docs/design-notes.md)."""
     grantees = set(TpGrant.objects.filter(acct=account.account).values_list("grantee", flat=True))
     if grantees and user not in grantees:
         raise trx_lookups.TrxError(f"{user!r} has no grant on the publication '{account.account}'")
-    publisher = trx_lookups.server_named(account.server)
-    if dialects.get(publisher.dialect).file_based:
-        return
-    login = Server(
-        name=publisher.name, dialect=publisher.dialect, host=publisher.host, port=publisher.port,
-        database=publisher.database, schema=publisher.schema, odbc_dsn=publisher.odbc_dsn, user=user,
-        password_encrypted=crypto.encrypt(password or ""),
-    )  # fmt: skip
-    checked = connections.test_connection(login)
-    if not checked.ok:
-        raise trx_lookups.TrxError(f"{publisher.name} refused the login of {user!r}: {checked.message}")
 
 
 def _check_replay_user(server: Server, user: str) -> None:

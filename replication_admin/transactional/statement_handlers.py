@@ -167,12 +167,9 @@ def subscribe(statement: st.Subscribe, caller: Caller) -> Outcome:
     here = caller.context_server("repl_subscribe")
     trx.do_subscribe(
         caller.actor, here, statement.server, statement.account, statement.dav_user, statement.dav_group,
-        statement.replay_user, user=statement.user, password=statement.password,
+        statement.replay_user, user=statement.user,
     )  # fmt: skip
-    note = trx.login_note(statement.server) if statement.user else ""
-    return Outcome(
-        True, f"{here.name} subscribes to {statement.server}/{statement.account}" + (f"; {note}" * bool(note))
-    )
+    return Outcome(True, f"{here.name} subscribes to {statement.server}/{statement.account}")
 
 
 @handles(st.Unsubscribe)
@@ -198,8 +195,8 @@ def _followed_by(sub: ReplSubscriber) -> str | None:
 @handles(st.Sync)
 def sync(statement: st.Sync, caller: Caller) -> Outcome:
     sub = _subscription(caller, statement.server, statement.account, "repl_sync")
-    if statement.user:  # the replication user's grant and login, as REPL_SUBSCRIBE checks them
-        trx.check_login(trx.account_of(sub), statement.user, statement.password)
+    if statement.user:  # the replication user's grant, as REPL_SUBSCRIBE checks it
+        trx.check_grant(trx.account_of(sub), statement.user)
     if caller.actor.via == "scheduler":
         # A schedule beside in-sync mode is the fallback for a follower that is gone: while one serves the
         # subscription, its sync would only queue behind the follower's step (and be skipped).

@@ -110,6 +110,7 @@ POST_NEEDS = {
     "conflicts-reapply": "operate",
     "conflicts-decide": "operate",
     "conflicts-bulk": "operate",
+    "conflicts-retention": "edit",
     "jobs-compare": "operate",
     "jobs-cancel": "operate",
     "jobs-retry": "operate",
@@ -137,6 +138,7 @@ PAGES = {
     "publications-resolver-remove", "trx-publications-new", "trx-publications-detail", "trx-publications-drop",
     "subscriptions", "trx-subscriptions-new", "trx-subscriptions-detail", "trx-subscriptions-drop",
     "subscriptions-drop", "conflicts", "conflicts-export", "conflicts-bulk", "conflicts-detail", "conflicts-reapply", "scheduler",
+    "conflicts-statistics",
     "jobs", "jobs-compare", "jobs-compare-tables", "jobs-detail", "audit", "admin",
     # The confirmation pages of destructive actions (GET asks, POST acts; see test_confirmations.py).
     "snapshots-repair", "subscriptions-init", "trx-publications-remove-item", "trx-publications-revoke",
