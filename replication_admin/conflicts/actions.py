@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
-from django.db.models import Max, Q, QuerySet
+from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from replication_admin.bidir import actions as bidir_actions
@@ -23,6 +23,7 @@ from replication_admin.conflicts.chains import (
     table_columns,
 )
 from replication_admin.conflicts.runs import DryRunParams, ResolverDryRun
+from replication_admin.conflicts.selectors import WAITING_FOR_A_PERSON
 from replication_admin.core import connections
 from replication_admin.core.alerts import safely_resolve
 from replication_admin.core.audit import Actor, record, require
@@ -499,8 +500,7 @@ def do_set_conflict_retention(actor: Actor, days: int) -> str:
 def expired_conflicts(now: datetime, days: int) -> QuerySet[ConflictBackup]:
     """The backups past the retention: decided before the cutoff and not waiting for a person (a held
     conflict nobody has picked a version for stays, however old; a pending one belongs to a running sync)."""
-    waiting = Q(decision=ConflictBackup.HELD, chosen__isnull=True)
-    return ConflictBackup.objects.filter(created_at__lt=now - timedelta(days=days)).exclude(waiting)
+    return ConflictBackup.objects.filter(created_at__lt=now - timedelta(days=days)).exclude(WAITING_FOR_A_PERSON)
 
 
 def purge_expired_conflicts(now: datetime | None = None, actor: Actor | None = None) -> int:

@@ -10,11 +10,12 @@ from django import forms
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from replication_admin.conflicts.selectors import WAITING_FOR_A_PERSON
 from replication_admin.engine.resolvers import RESOLVER_CLASSES, join_words, resolver_classes
 from replication_admin.models import ConflictBackup
 from replication_admin.models.catalog import CR_TYPES
 
-HELD = Q(decision=ConflictBackup.HELD, chosen__isnull=True)
+HELD = WAITING_FOR_A_PERSON
 # Where a conflict stands in the inbox: handled (re-applied, dismissed), waiting for a person (held), or open.
 STATUSES = {
     "open": ("open", Q(reapplied_at__isnull=True, dismissed_at__isnull=True) & ~HELD),

@@ -18,6 +18,10 @@ from replication_admin.models import (
 )
 from replication_admin.models.catalog import CR_TYPES
 
+# A held conflict nobody has picked a version for: it waits for a person (the inbox's "held" status, the statistics'
+# "held now", and what the retention never purges).
+WAITING_FOR_A_PERSON = Q(decision=ConflictBackup.HELD, chosen__isnull=True)
+
 TYPE_COLOURS = {"I": "#1565c0", "U": "#b26a00", "D": "#c62828"}
 
 
@@ -112,13 +116,12 @@ def conflict_statistics(now: datetime | None = None) -> list[SubscriptionConflic
         name: timezone.make_aware(datetime.combine(today - timedelta(days=days - 1), time.min))
         for name, days in (("today", 1), ("week", RECENT_DAYS), ("month", STATS_DAYS))
     }
-    waiting = Q(decision=ConflictBackup.HELD, chosen__isnull=True)
     rows = (
         ConflictBackup.objects.order_by()
         .values("item", "source", "kind", "conflict_type")
         .annotate(
             kept=Count("id"),
-            held=Count("id", filter=waiting),
+            held=Count("id", filter=WAITING_FOR_A_PERSON),
             **{name: Count("id", filter=Q(created_at__gte=at)) for name, at in since.items()},
         )
     )
