@@ -357,6 +357,9 @@ FOLLOW_THREADS = env_int("REPLADMIN_FOLLOW_THREADS", 8)
 # one window within tens of MB, so a follower stays within 300 MB (docs/scale-out.md, "What one follower sustains").
 TRX_BATCH_ROWS = env_int("REPLADMIN_TRX_BATCH_ROWS", 10000)
 TRX_BATCH_BYTES = env_int("REPLADMIN_TRX_BATCH_BYTES", 8 * 1024 * 1024)
+# A sync reads the log's next window on a thread of its own while the subscriber applies the current one
+# (capture.ReadAhead): reading and applying overlap. Off: one after the other.
+TRX_READ_AHEAD = env_bool("REPLADMIN_TRX_READ_AHEAD", True)
 # An apply on a subscriber whose server can commit one transaction without waiting for its flush to disk
 # (PostgreSQL's synchronous_commit = off, as its own logical replication's apply workers do) commits that way: the
 # level moves in the same transaction, so a crash of the subscriber loses the rows and the level together and the

@@ -591,18 +591,21 @@ class Run:
     table: str
     op: str
     rows: int
-    seqs: str  # the entries' SEQs, joined by commas
+    seqs: str  # the entries' SEQs, joined by commas (a row of a statement's list: SEQ.part, see Entry.part)
     new: str  # the new images joined by commas ('null' for none)
     old: str
     names: tuple[str, ...] | None  # the images' column names in their order (None: not objects)
 
     def entries(self) -> list[Entry]:
-        seqs = [int(s) for s in self.seqs.split(",")]
-        news = _images_of(self.new, len(seqs))
-        olds = _images_of(self.old, len(seqs))
+        places = [s.partition(".") for s in self.seqs.split(",")]
+        news = _images_of(self.new, len(places))
+        olds = _images_of(self.old, len(places))
         out: list[Entry] = []
-        for seq, new, old in zip(seqs, news, olds, strict=True):
-            out.extend(_entries_of(seq, self.table, self.op, new, old))
+        for (seq, _dot, part), new, old in zip(places, news, olds, strict=True):
+            if part:
+                out.append(Entry(int(seq), self.table, self.op, new, old, part=int(part)))
+                continue
+            out.extend(_entries_of(int(seq), self.table, self.op, new, old))
         return out
 
 
@@ -654,6 +657,99 @@ def packed_transactions(rows: Sequence[Sequence[Any]]) -> list[PackedTransaction
             out.append(PackedTransaction(int(n), origin, at, []))
         out[-1].runs.append(run)
     return out
+
+
+# A statement's list of rows shorter than this holds fewer than TEXT_RUN_ROWS rows ("{}," per row at least): counted
+# as one row when a window is looked over for a run worth sending as text, not parsed.
+_LIST_CHARS_OF_A_RUN = 3 * TEXT_RUN_ROWS
+
+
+def _run_text(op: str, new: str | None, old: str | None) -> str | None:
+    """The image an insert (its new) or a delete (its old) is sent with; None: another kind."""
+    return new if op == "I" else old if op == "D" else None
+
+
+def _has_long_run(rows: Sequence[Sequence[Any]], parts: dict[int, int]) -> bool:
+    """Whether entries_sql's rows hold a run of at least TEXT_RUN_ROWS inserts or deletes of one transaction and
+    table (a statement's list counting its rows; a short one counted as one, a lower bound). `parts`: filled with
+    the rows of the lists it counted, by their place in `rows`."""
+    key: tuple[Any, ...] | None = None
+    length = 0
+    for i, (n, _origin, _at, _seq, tbl, op, new, old) in enumerate(rows):
+        text = _run_text(op, new, old)
+        if text is None:
+            key = None
+            continue
+        if (n, tbl, op) != key:
+            key, length = (n, tbl, op), 0
+        if text[:1] == "[" and len(text) >= _LIST_CHARS_OF_A_RUN:
+            try:
+                parts[i] = len(json.loads(text))
+            except ValueError:
+                return False  # a malformed image: decoded entry by entry, which names it
+            length += parts[i]
+        else:
+            length += 1
+        if length >= TEXT_RUN_ROWS:
+            return True
+    return False
+
+
+def pack_transactions(rows: Sequence[Sequence[Any]]) -> list[PackedTransaction] | None:
+    """Rows of entries_sql, in order, as transactions read in runs (PackedTransaction) by joining their text, with
+    no image decoded: consecutive entries of one transaction of one table and kind are one run, and a statement's
+    list of rows (PostgreSQL's statement triggers) gives its rows' text (the list without its brackets) and the
+    places SEQ.part its rows take when decoded one by one (group_transactions). The images of one table in one
+    transaction have one shape: a schema change between them is an entry of its own (a run of another kind).
+
+    None where no run of at least TEXT_RUN_ROWS inserts or deletes would be sent as text (group_transactions then
+    decodes the window in one parse, cheaper than a parse per run), or where an image is not what a run holds."""
+    counted: dict[int, int] = {}
+    if not _has_long_run(rows, counted):
+        return None
+    out: list[PackedTransaction] = []
+    total, i = len(rows), 0
+    while i < total:
+        n, origin, at, _seq, tbl, op = rows[i][:6]
+        seqs: list[str] = []
+        news: list[str] = []
+        olds: list[str] = []
+        while i < total and rows[i][0] == n and rows[i][4] == tbl and rows[i][5] == op:
+            seq, new, old = rows[i][3], rows[i][6], rows[i][7]
+            text = _run_text(op, new, old)
+            if text is not None and text[:1] == "[":
+                try:
+                    parts = counted[i] if i in counted else len(json.loads(text))
+                except ValueError:
+                    return None
+                if not parts:
+                    return None
+                inner = text.strip()[1:-1]
+                seqs.extend(str(seq) if not p else f"{seq}.{p}" for p in range(parts))
+                nulls = ",".join(["null"] * parts)
+                news.append(inner if op == "I" else nulls)
+                olds.append(inner if op == "D" else nulls)
+            elif (new is not None and new[:1] == "[") or (old is not None and old[:1] == "["):
+                return None  # a list of rows of another kind of entry
+            else:
+                seqs.append(str(seq))
+                news.append("null" if new is None else new)
+                olds.append("null" if old is None else old)
+            i += 1
+        joined_new, joined_old = ",".join(news), ",".join(olds)
+        names = _first_names(joined_new if op != "D" else joined_old)
+        run = Run(tbl, op, len(seqs), ",".join(seqs), joined_new, joined_old, names)
+        if not out or out[-1].count != int(n):
+            out.append(PackedTransaction(int(n), origin, at, []))
+        out[-1].runs.append(run)
+    return out
+
+
+def read_in_runs(rows: Sequence[Sequence[Any]]) -> list[Transaction]:
+    """Rows of entries_sql as the transactions an apply takes: in runs where one is worth sending as text
+    (pack_transactions), else decoded (group_transactions)."""
+    packed = pack_transactions(rows)
+    return group_transactions(rows) if packed is None else list(packed)
 
 
 def _first_names(joined: str) -> tuple[str, ...] | None:

@@ -762,7 +762,8 @@ def read_for_apply(
     d = _d(server)
     schema = schema_of(server)
     if sql.log_runs_sql(d, account, after, upto, schema) is None:
-        return read_transactions(server, account, after, upto, max_rows, max_bytes)
+        # Read entry by entry; runs worth sending as text are joined here, with no image decoded.
+        return sql.read_in_runs(read_window(server, account, after, upto, max_rows, max_bytes))
     with connections.connect(server, readonly=True) as conn:
         cursor = conn.cursor()
         # The window's entries are summed up to its bound only (see entries_bound_sql).
@@ -803,6 +804,58 @@ def read_for_apply(
     if txns is None or len(txns) != kept:  # a run the server cut, or a transaction too large to join
         return read_transactions(server, account, after, upto, max_rows, max_bytes)
     return list(txns)
+
+
+class ReadAhead:
+    """A sync's next log window, read on a thread of its own while the current one applies: reading (the
+    publisher's query, the driver's fetch, joining runs) and applying (the subscriber's statements) overlap instead
+    of taking turns. Only the publisher is read there, on the thread's own connection, and nothing of the catalog.
+    A window read ahead is taken only by a read of that very window (after the same count, up to the same bound):
+    a numbered transaction never changes, so it is what reading it then would give; any other read drops it."""
+
+    def __init__(self, server: Server, account: str, max_rows: int | None, max_bytes: int | None) -> None:
+        self.server, self.account, self.max_rows, self.max_bytes = server, account, max_rows, max_bytes
+        self._thread: threading.Thread | None = None
+        self._window: tuple[int, int] | None = None
+        self._found: list[sql.Transaction] | None = None
+        self._error: BaseException | None = None
+        self.taken = 0  # windows a read took from here (what the overlap served)
+
+    def read(self, after: int, upto: int) -> list[sql.Transaction]:
+        """read_for_apply's window after < N <= upto: the one read ahead when it is that one."""
+        window, found, error = self._wait()
+        if window == (after, upto):
+            if error is not None:
+                raise error
+            if found is not None:
+                self.taken += 1
+                return found
+        return read_for_apply(self.server, self.account, after, upto, self.max_rows, self.max_bytes)
+
+    def ahead(self, after: int, upto: int) -> None:
+        """Start reading the window after < N <= upto."""
+        self._wait()
+        self._window = (after, upto)
+
+        def read() -> None:
+            try:
+                self._found = read_for_apply(self.server, self.account, after, upto, self.max_rows, self.max_bytes)
+            except BaseException as exc:  # raised by the read that takes this window, if one does
+                self._error = exc
+
+        self._thread = threading.Thread(target=read, name=f"read-ahead {self.server.name}", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Wait for a read still going and drop what it read."""
+        self._wait()
+
+    def _wait(self) -> tuple[tuple[int, int] | None, list[sql.Transaction] | None, BaseException | None]:
+        if self._thread is not None:
+            self._thread.join()
+        taken = (self._window, self._found, self._error)
+        self._thread, self._window, self._found, self._error = None, None, None, None
+        return taken
 
 
 def read_window(
@@ -953,7 +1006,7 @@ def _sized(rows: list[Sequence[Any]]) -> list[tuple[sql.Transaction, int, int]]:
         figures = counts.setdefault(int(row[0]), [0, 0])
         figures[0] += 1
         figures[1] += len(row[6] or "") + len(row[7] or "")
-    return [(txn, *counts[txn.count]) for txn in sql.group_transactions(rows)]  # type: ignore[misc]
+    return [(txn, *counts[txn.count]) for txn in sql.read_in_runs(rows)]  # type: ignore[misc]
 
 
 def _image_size(rows: Sequence[Sequence[Any]]) -> int:

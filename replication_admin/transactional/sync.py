@@ -61,6 +61,7 @@ from replication_admin.models import (
 from replication_admin.transactional import schema as trx_schema
 from replication_admin.transactional.apply import LevelMoved, Target, apply_batch, skip_transaction, transaction_keys
 from replication_admin.transactional.capture import (
+    ReadAhead,
     SharedWindows,
     WalStream,
     oldest_count,
@@ -337,44 +338,54 @@ def sync_once(
     target = memo.target(sub, described) if memo is not None and not acct.is_updateable else described()
     batch = batch or RegistryEntry.get_int("repl_apply_batch")
     goal = pub_count if max_transactions is None else min(pub_count, count + max_transactions)
-    while count < goal:
-        upto = min(goal, count + batch)
-        bounds = (settings.TRX_BATCH_ROWS, settings.TRX_BATCH_BYTES)
-        if windows is not None:
-            txns = windows.read(pub_server, sub.account, count, upto, *bounds, log=acct.pk)
-        else:
-            txns = read_for_apply(pub_server, sub.account, count, upto, *bounds)
-        if (not txns or txns[0].count != count + 1) and remembered is not None:
-            raise LevelMoved(f"{sub.subscriber}'s remembered level {level} is not current; reading it again")
-        if not txns or txns[0].count != count + 1:
-            raise TrxError(
-                f"{sub.server}/{sub.account} has no transaction after level {levels.level_of(count)} "
-                f"(the log has been purged past it); re-initialise {sub.subscriber}"
-            )
-        txns, waiting = _until_held(acct, txns)
-        outcome = replace(outcome, waiting=waiting)
-        if txns:
-            tally = _Tally()
-            try:
-                count = _apply_or_halt(sub, acct, target, txns, count, tally)
-            except ApplyHalted as exc:
-                if exc.count != count or memo is not None:  # a follower's progress may be pending: the halt says it
-                    record_position(sub, exc.count, pub_count, account=acct)
-                raise
-            if sub.halt_count is not None and count >= sub.halt_count:
-                clear_halt(sub, f"the halted transaction applied (level {levels.level_of(count)})")
-            outcome = replace(
-                outcome, applied=outcome.applied + tally.applied, skipped=outcome.skipped + tally.skipped,
-                batches=outcome.batches + 1, count=count, level=levels.level_of(count),
-            )  # fmt: skip
-            if memo is not None:
-                memo.applied(sub, count, pub_count, acct)
+    bounds = (settings.TRX_BATCH_ROWS, settings.TRX_BATCH_BYTES)
+    # The next window is read while this one applies (a follower's shared windows are read as its steps go).
+    ahead = ReadAhead(pub_server, sub.account, *bounds) if windows is None and settings.TRX_READ_AHEAD else None
+    try:
+        while count < goal:
+            upto = min(goal, count + batch)
+            if windows is not None:
+                txns = windows.read(pub_server, sub.account, count, upto, *bounds, log=acct.pk)
+            elif ahead is not None:
+                txns = ahead.read(count, upto)
             else:
-                record_position(sub, count, pub_count, account=acct)
-            if progress is not None:
-                progress(outcome)
-        if outcome.waiting:
-            break
+                txns = read_for_apply(pub_server, sub.account, count, upto, *bounds)
+            if (not txns or txns[0].count != count + 1) and remembered is not None:
+                raise LevelMoved(f"{sub.subscriber}'s remembered level {level} is not current; reading it again")
+            if not txns or txns[0].count != count + 1:
+                raise TrxError(
+                    f"{sub.server}/{sub.account} has no transaction after level {levels.level_of(count)} "
+                    f"(the log has been purged past it); re-initialise {sub.subscriber}"
+                )
+            txns, waiting = _until_held(acct, txns)
+            outcome = replace(outcome, waiting=waiting)
+            if ahead is not None and txns and not waiting and txns[-1].count < goal:
+                ahead.ahead(txns[-1].count, min(goal, txns[-1].count + batch))
+            if txns:
+                tally = _Tally()
+                try:
+                    count = _apply_or_halt(sub, acct, target, txns, count, tally)
+                except ApplyHalted as exc:
+                    if exc.count != count or memo is not None:  # a follower's progress may be pending: the halt says it
+                        record_position(sub, exc.count, pub_count, account=acct)
+                    raise
+                if sub.halt_count is not None and count >= sub.halt_count:
+                    clear_halt(sub, f"the halted transaction applied (level {levels.level_of(count)})")
+                outcome = replace(
+                    outcome, applied=outcome.applied + tally.applied, skipped=outcome.skipped + tally.skipped,
+                    batches=outcome.batches + 1, count=count, level=levels.level_of(count),
+                )  # fmt: skip
+                if memo is not None:
+                    memo.applied(sub, count, pub_count, acct)
+                else:
+                    record_position(sub, count, pub_count, account=acct)
+                if progress is not None:
+                    progress(outcome)
+            if outcome.waiting:
+                break
+    finally:
+        if ahead is not None:
+            ahead.close()
     return outcome
 
 
@@ -428,8 +439,8 @@ class WalDirect:
             window = sql.bounded_window(rows[done:end], settings.TRX_BATCH_ROWS, settings.TRX_BATCH_BYTES, False)[0]
             if not window:
                 break
-            txns = sql.group_transactions(window)
-            schema = next((i for i, t in enumerate(txns) if any(e.op == "S" for e in t.entries)), None)
+            txns = sql.read_in_runs(window)
+            schema = next((i for i, t in enumerate(txns) if t.entries_of(("S",))), None)
             if schema is not None:
                 txns = txns[:schema]
             if txns:

@@ -356,37 +356,59 @@ def test_a_text_with_nul_reaches_a_sqlite_subscriber_whole(make_server):
     assert raw_rows(dest, "w") == [(1, "a\x00b"), (2, "plain")]
 
 
-def mariadb_backlog(make_server) -> Server:
-    """A MariaDB publisher of w (SIMPLE) whose log holds bulk transactions (runs sent as the server joins them),
-    small ones, key changes, deletes after inserts and keys written again, in one log."""
-    source = logged_w(make_server, "mysql")
-    bulk = "INSERT INTO w (id, v) SELECT seq, CONCAT('v', seq) FROM seq_{}_to_{}"
-    run_sql(source, bulk.format(1, 300))
-    run_sql(source, "UPDATE w SET v = 'small' WHERE id = 1")
-    run_sql(source, "DELETE FROM w WHERE id BETWEEN 101 AND 200")  # a run of deletes
-    statements = [
-        bulk.format(1001, 1100),  # a run of inserts
-        "UPDATE w SET v = 'changed' WHERE id BETWEEN 1001 AND 1005",  # updates: decoded
-        "DELETE FROM w WHERE id BETWEEN 1050 AND 1100",  # deletes after inserts of the same transaction
-        bulk.format(1090, 1200),  # and keys written again after their delete
-        "UPDATE w SET id = 5000 WHERE id = 2",  # a key change
-        "INSERT INTO w (id, v) VALUES (2, 'the old key again')",
-    ]
-    with connections.connect(source, autocommit=False) as conn:
-        for statement in statements:
-            conn.cursor().execute(statement)
-        conn.commit()
+# A statement inserting rows lo..hi of w, in each publisher's dialect.
+BULK = {
+    "mysql": "INSERT INTO w (id, v) SELECT seq, CONCAT('{p}', seq) FROM seq_{lo}_to_{hi}",
+    "postgresql": "INSERT INTO w (id, v) SELECT g, '{p}' || g FROM generate_series({lo}, {hi}) g",
+    "sqlite": (
+        "INSERT INTO w (id, v) WITH RECURSIVE g(n) AS (SELECT {lo} UNION ALL SELECT n + 1 FROM g WHERE n < {hi}) "
+        "SELECT n, '{p}' || n FROM g"
+    ),
+}
+PUBLISHERS = ["mysql", "postgresql", "sqlite"]
+
+
+def backlog_of_runs(make_server, dialect: str) -> Server:
+    """A publisher of w (SIMPLE) whose log holds bulk transactions (runs sent as text: joined by MariaDB's server,
+    joined from their entries or a statement's list of rows elsewhere), small ones, key changes, deletes after
+    inserts and keys written again, in one log."""
+    source = logged_w(make_server, dialect)
+
+    def bulk(lo: int, hi: int, prefix: str = "v") -> str:
+        return BULK[dialect].format(lo=lo, hi=hi, p=prefix)
+
+    def transaction(*statements: tuple[str, list]) -> None:
+        with connections.connect(source, autocommit=False) as conn:
+            for statement, args in statements:
+                conn.cursor().execute(statement, *args)
+            conn.commit()
+        trx_capture.publisher_count(source, "tbl")  # SQLite's writer ends its transaction's number when read
+
+    transaction((bulk(1, 300), []))
+    transaction(("UPDATE w SET v = 'small' WHERE id = 1", []))
+    transaction(("DELETE FROM w WHERE id BETWEEN 101 AND 200", []))  # a run of deletes
+    transaction(
+        (bulk(1001, 1100), []),  # a run of inserts
+        ("UPDATE w SET v = 'changed' WHERE id BETWEEN 1001 AND 1005", []),  # updates: decoded
+        ("DELETE FROM w WHERE id BETWEEN 1050 AND 1100", []),  # deletes after inserts of the same transaction
+        (bulk(1090, 1200), []),  # and keys written again after their delete
+        ("UPDATE w SET id = 5000 WHERE id = 2", []),  # a key change
+        ("INSERT INTO w (id, v) VALUES (2, 'the old key again')", []),
+    )
     for i in range(3000, 3005):
-        run_sql(source, "INSERT INTO w (id, v) VALUES (?, 'one row')", [i])
-    run_sql(source, "DELETE FROM w WHERE id BETWEEN 201 AND 300")
-    run_sql(source, "INSERT INTO w (id, v) SELECT seq, CONCAT('again ', seq) FROM seq_250_to_400")
+        transaction(("INSERT INTO w (id, v) VALUES (?, 'one row')", [i]))
+    # A run of one-row statements in one transaction.
+    transaction(*[("INSERT INTO w (id, v) VALUES (?, 'many statements')", [i]) for i in range(4000, 4100)])
+    transaction(("DELETE FROM w WHERE id BETWEEN 201 AND 300", []))
+    transaction((bulk(250, 400, "again "), []))
     return source
 
 
-def test_a_mariadb_window_read_in_runs_holds_what_a_read_entry_by_entry_holds(make_server):
-    source = mariadb_backlog(make_server)
+@pytest.mark.parametrize("source_dialect", PUBLISHERS)
+def test_a_window_read_in_runs_holds_what_a_read_entry_by_entry_holds(make_server, source_dialect):
+    source = backlog_of_runs(make_server, source_dialect)
     count = trx_capture.publisher_count(source, "tbl")
-    assert count == 11
+    assert count == 12
     for bounds in ((None, None), (150, None), (10_000, 3_000), (1, 1)):
         after, kinds = 0, []
         while after < count:
@@ -402,15 +424,20 @@ def test_a_mariadb_window_read_in_runs_holds_what_a_read_entry_by_entry_holds(ma
         assert all(kinds)
     packed = trx_capture.read_for_apply(source, "tbl", 0, count)
     assert [e.seq for e in packed[3].entries_of(("U",))] == [e.seq for e in plain_entries(source, 4) if e.op == "U"]
+    assert [e.change_id for e in packed[3].entries] == [e.change_id for e in plain_entries(source, 4)]
 
 
 def plain_entries(source: Server, count: int) -> list[sql.Entry]:
     return trx_capture.read_transactions(source, "tbl", count - 1, count)[0].entries
 
 
-@pytest.mark.parametrize("dest_dialect", ["mysql", "postgresql"])
-def test_a_mariadb_backlog_read_in_runs_ends_as_the_publisher_in_few_statements(make_server, dest_dialect):
-    source = mariadb_backlog(make_server)
+@pytest.mark.parametrize(
+    ("source_dialect", "dest_dialect"),
+    [("mysql", "mysql"), ("mysql", "postgresql"), ("postgresql", "postgresql"), ("postgresql", "mysql"),
+     ("sqlite", "postgresql"), ("postgresql", "sqlite")],
+)  # fmt: skip
+def test_a_backlog_read_in_runs_ends_as_the_publisher_in_few_statements(make_server, source_dialect, dest_dialect):
+    source = backlog_of_runs(make_server, source_dialect)
     count = trx_capture.publisher_count(source, "tbl")
     dest = make_server(dest_dialect)
     run_sql(dest, SIMPLE[dest_dialect])
@@ -425,10 +452,13 @@ def test_a_mariadb_backlog_read_in_runs_ends_as_the_publisher_in_few_statements(
     assert statements <= 25
 
 
-def test_a_mariadb_run_over_the_parameter_size_is_sent_in_parts_that_end_as_the_publisher(make_server, monkeypatch):
+@pytest.mark.parametrize("source_dialect", ["mysql", "postgresql"])
+def test_a_run_over_the_parameter_size_is_sent_in_parts_that_end_as_the_publisher(
+    make_server, monkeypatch, source_dialect
+):
     monkeypatch.setattr(apply, "PARAMETER_CHARS", 1000)
     monkeypatch.setattr(apply, "IMAGES_PER_STATEMENT", 70)
-    source = mariadb_backlog(make_server)
+    source = backlog_of_runs(make_server, source_dialect)
     count = trx_capture.publisher_count(source, "tbl")
     dest = make_server("mysql")
     run_sql(dest, SIMPLE["mysql"])

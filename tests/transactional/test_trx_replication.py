@@ -520,3 +520,32 @@ def test_publishing_a_procedure_elsewhere_than_postgresql_is_refused_in_one_line
     )
     assert not TpItem.objects.filter(server="prp").exists()
     assert AuditEntry.objects.filter(action="trx.pub_add", outcome="error").count() == 1
+
+
+def test_a_sync_reads_its_next_window_while_it_applies_one_and_ends_as_the_publisher(
+    make_server, jobs_sync, spark, monkeypatch
+):
+    rep1, rep2 = make_server("postgresql", "rep1"), make_server("mysql", "rep2")
+    sql(rep1, *PUBLISHER_TABLES)
+    run(rep1, "REPL_PUBLISH ('tbl', 'tbl.log'); REPL_PUB_ADD ('tbl', 'DB.DBA.ab \"cd', 2, 0, null)")
+    run(rep2, "REPL_SERVER ('rep1', '1111'); REPL_SUBSCRIBE ('rep1', 'tbl'); REPL_INIT_COPY ('rep1', 'tbl')")
+    reads: list[trx_capture.ReadAhead] = []
+
+    class Counted(trx_capture.ReadAhead):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            reads.append(self)
+
+    monkeypatch.setattr(trx_sync, "ReadAhead", Counted)
+    RegistryEntry.objects.update_or_create(key="repl_apply_batch", defaults={"value": "7"})
+    for key in range(100, 150):  # 50 transactions: windows of 7, the last of 1
+        sql(rep1, f'INSERT INTO "ab ""cd" VALUES ({key}, \'row {key}\')')
+    sql(rep1, 'UPDATE "ab ""cd" SET "ef ""gh" = \'changed\' WHERE "id key" BETWEEN 120 AND 125')
+    sql(rep1, 'DELETE FROM "ab ""cd" WHERE "id key" > 140')
+    run(rep2, "REPL_SYNC ('rep1', 'tbl')")
+    assert same(rep1, rep2, 'ab "cd')["equal"]
+    assert value(rep2, 'SELECT COUNT(*) FROM `ab "cd`') == 42
+    # Every window after the first was read while the one before it applied: 52 transactions in 8 windows.
+    assert [r.taken for r in reads] == [7]
+    sub = ReplSubscriber.objects.get(subscriber="rep2")
+    assert sub.valid and not sub.last_error and sub.halt_count is None
