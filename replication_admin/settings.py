@@ -360,6 +360,10 @@ TRX_BATCH_BYTES = env_int("REPLADMIN_TRX_BATCH_BYTES", 8 * 1024 * 1024)
 # A sync reads the log's next window on a thread of its own while the subscriber applies the current one
 # (capture.ReadAhead): reading and applying overlap. Off: one after the other.
 TRX_READ_AHEAD = env_bool("REPLADMIN_TRX_READ_AHEAD", True)
+# A sync applying a WAL publication's slot straight to its only subscriber streams the slot (the replication
+# protocol: the server decodes the next changes while the subscriber applies these) when it holds at least this
+# many bytes of WAL; a smaller backlog is read by SQL (a peek), which costs no second connection. 0: never streamed.
+WAL_STREAM_BYTES = env_int("REPLADMIN_WAL_STREAM_BYTES", 4 * 1024 * 1024)
 # An apply on a subscriber whose server can commit one transaction without waiting for its flush to disk
 # (PostgreSQL's synchronous_commit = off, as its own logical replication's apply workers do) commits that way: the
 # level moves in the same transaction, so a crash of the subscriber loses the rows and the level together and the

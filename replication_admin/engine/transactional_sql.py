@@ -682,7 +682,9 @@ def _has_long_run(rows: Sequence[Sequence[Any]], parts: dict[int, int]) -> bool:
             continue
         if (n, tbl, op) != key:
             key, length = (n, tbl, op), 0
-        if text[:1] == "[" and len(text) >= _LIST_CHARS_OF_A_RUN:
+        if i in parts:
+            length += parts[i]
+        elif text[:1] == "[" and len(text) >= _LIST_CHARS_OF_A_RUN:
             try:
                 parts[i] = len(json.loads(text))
             except ValueError:
@@ -695,7 +697,9 @@ def _has_long_run(rows: Sequence[Sequence[Any]], parts: dict[int, int]) -> bool:
     return False
 
 
-def pack_transactions(rows: Sequence[Sequence[Any]]) -> list[PackedTransaction] | None:
+def pack_transactions(
+    rows: Sequence[Sequence[Any]], parts: dict[int, int] | None = None
+) -> list[PackedTransaction] | None:
     """Rows of entries_sql, in order, as transactions read in runs (PackedTransaction) by joining their text, with
     no image decoded: consecutive entries of one transaction of one table and kind are one run, and a statement's
     list of rows (PostgreSQL's statement triggers) gives its rows' text (the list without its brackets) and the
@@ -703,8 +707,9 @@ def pack_transactions(rows: Sequence[Sequence[Any]]) -> list[PackedTransaction] 
     transaction have one shape: a schema change between them is an entry of its own (a run of another kind).
 
     None where no run of at least TEXT_RUN_ROWS inserts or deletes would be sent as text (group_transactions then
-    decodes the window in one parse, cheaper than a parse per run), or where an image is not what a run holds."""
-    counted: dict[int, int] = {}
+    decodes the window in one parse, cheaper than a parse per run), or where an image is not what a run holds.
+    `parts`: the rows of lists the caller knows, by their place in `rows` (they are not parsed to count them)."""
+    counted: dict[int, int] = dict(parts or {})
     if not _has_long_run(rows, counted):
         return None
     out: list[PackedTransaction] = []
@@ -719,14 +724,14 @@ def pack_transactions(rows: Sequence[Sequence[Any]]) -> list[PackedTransaction] 
             text = _run_text(op, new, old)
             if text is not None and text[:1] == "[":
                 try:
-                    parts = counted[i] if i in counted else len(json.loads(text))
+                    listed = counted[i] if i in counted else len(json.loads(text))
                 except ValueError:
                     return None
-                if not parts:
+                if not listed:
                     return None
                 inner = text.strip()[1:-1]
-                seqs.extend(str(seq) if not p else f"{seq}.{p}" for p in range(parts))
-                nulls = ",".join(["null"] * parts)
+                seqs.extend(str(seq) if not p else f"{seq}.{p}" for p in range(listed))
+                nulls = ",".join(["null"] * listed)
                 news.append(inner if op == "I" else nulls)
                 olds.append(inner if op == "D" else nulls)
             elif (new is not None and new[:1] == "[") or (old is not None and old[:1] == "["):
@@ -745,10 +750,10 @@ def pack_transactions(rows: Sequence[Sequence[Any]]) -> list[PackedTransaction] 
     return out
 
 
-def read_in_runs(rows: Sequence[Sequence[Any]]) -> list[Transaction]:
+def read_in_runs(rows: Sequence[Sequence[Any]], parts: dict[int, int] | None = None) -> list[Transaction]:
     """Rows of entries_sql as the transactions an apply takes: in runs where one is worth sending as text
-    (pack_transactions), else decoded (group_transactions)."""
-    packed = pack_transactions(rows)
+    (pack_transactions, given `parts`), else decoded (group_transactions)."""
+    packed = pack_transactions(rows, parts)
     return group_transactions(rows) if packed is None else list(packed)
 
 

@@ -167,6 +167,11 @@ def stream_options(slot: str) -> dict[str, str]:
     return {"proto_version": "1", "publication_names": slot, "messages": "true"}
 
 
+def slot_backlog_bytes_sql() -> str:
+    """Parameter: slot. The bytes of WAL flushed after the slot's confirmed position (no row: no such slot)."""
+    return "SELECT pg_current_wal_flush_lsn() - confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = ?"
+
+
 def pending_sql() -> str:
     """Parameter: slot. Whether WAL was flushed after the slot's confirmed position (NULL: no such slot)."""
     return (
@@ -330,6 +335,8 @@ class Decoded:
     at: dt.datetime  # commit time, UTC
     origin: str | None = None
     entries: list[tuple[str, str, str | None, str | None]] = field(default_factory=list)
+    # The rows of each entry that holds a run of one table's inserts or deletes (a JSON list), by the entry's place.
+    parts: dict[int, int] = field(default_factory=dict)
 
 
 _COUNT, _SIZE, _RELID = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">I")
@@ -535,7 +542,9 @@ class PgOutputDecoder:
             return
         table, kind = self._group
         images = "[" + ", ".join(self._rows) + "]"
-        self._current().entries.append((table, "I", images, None) if kind == _I else (table, "D", None, images))
+        txn = self._current()
+        txn.parts[len(txn.entries)] = len(self._rows)
+        txn.entries.append((table, "I", images, None) if kind == _I else (table, "D", None, images))
         self._group = None
         self._rows.clear()
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import secrets
+import select
 import threading
 import time
 from collections import Counter
@@ -354,20 +356,24 @@ class _WalLog:
             raise TrxError(f"the log's count moved from {count} while its slot was read")
         return new_count
 
-    def rows(self, txns: Sequence[wal_capture.Decoded], count: int) -> list[tuple]:
+    def rows(self, txns: Sequence[wal_capture.Decoded], count: int) -> tuple[list[tuple], dict[int, int]]:
         """`txns` numbered after `count` as the rows entries_sql would read once they are stored (N, ORIGIN, AT,
-        SEQ, TBL, OP, NEW, OLD; SEQ: the entry's place among them)."""
+        SEQ, TBL, OP, NEW, OLD; SEQ: the entry's place among them), and the rows of those that hold a run's list,
+        by their place (sql.pack_transactions then need not parse them to count)."""
         out: list[tuple] = []
+        parts: dict[int, int] = {}
         for n, txn in enumerate(txns, count + 1):
             origin = txn.origin or self.local
+            parts.update((len(out) + i, rows) for i, rows in txn.parts.items())
             out.extend((n, origin, txn.at, len(out) + 1, *entry) for entry in txn.entries)
-        return out
+        return out, parts
 
 
 # Applies transactions read from the slot straight to a publication's only subscriber before they are stored: given
-# the log's count and the rows (as _WalLog.rows gives them, numbered after it), it returns the count that
-# subscriber has durably reached (the count itself when it applied nothing). What lies past it is stored as usual.
-DirectApply = Callable[[int, list[tuple]], int]
+# the log's count, the rows and their lists' rows (as _WalLog.rows gives them, numbered after it), it returns the
+# count that subscriber has durably reached (the count itself when it applied nothing). What lies past it is stored
+# as usual.
+DirectApply = Callable[[int, list[tuple], dict[int, int]], int]
 
 
 def _slot_gone(server: Server, account: str, slot: str) -> TrxError:
@@ -389,6 +395,10 @@ def read_wal(server: Server, account: str, direct: DirectApply | None = None) ->
     without storing them and stores only the rest. A crash before the log's count moved reads the same
     transactions again with the same numbers: they are stored, and the subscriber's level already covers them."""
     slot = _slot(server, account)
+    if direct is not None and settings.WAL_STREAM_BYTES:
+        streamed = _stream_direct(server, account, direct)
+        if streamed is not None:
+            return streamed
     log = _WalLog(server, account)
     decoder = wal_capture.PgOutputDecoder(account, sql.TEXT_TABLE)
     with connections.connect(server, autocommit=False) as conn:
@@ -413,7 +423,7 @@ def read_wal(server: Server, account: str, direct: DirectApply | None = None) ->
                 base = count
                 if direct is not None and txns:
                     conn.rollback()  # no snapshot held while the subscriber applies (the advisory lock stays)
-                    base = max(count, min(count + len(txns), direct(count, log.rows(txns, count))))
+                    base = max(count, min(count + len(txns), direct(count, *log.rows(txns, count))))
                 count = log.store(cursor, txns[base - count :], count, upto, base)
                 conn.commit()
                 if upto > confirmed:
@@ -425,6 +435,111 @@ def read_wal(server: Server, account: str, direct: DirectApply | None = None) ->
             conn.rollback()
             cursor.execute(_d(server).unlock_sql(), [wal_capture.lock_key(slot)]).fetchall()
             conn.commit()
+
+
+# A streamed read that has received nothing for this long, and has not heard that the server sent everything up to
+# where it started, ends with what it stored (the next sync goes on from there).
+STREAM_QUIET_SECONDS = 10.0
+
+
+def _stream_direct(server: Server, account: str, direct: DirectApply) -> int | None:
+    """read_wal for a sync applying straight to the only subscriber, over the replication protocol (WalStream)
+    where the slot holds at least settings.WAL_STREAM_BYTES of WAL: the server decodes the next changes while the
+    subscriber applies these, instead of decoding a whole peek first and waiting while it applies. The order is
+    read_wal's: applied, then counted (and whatever the apply left stored), committed, then confirmed. Ends when the
+    server says it has sent everything up to the WAL flushed when the read began (a reply it is asked for).
+
+    None: a smaller backlog, or no stream (a follower holds the slot, the role may not replicate, psycopg2 is
+    missing): read_wal reads the slot by SQL."""
+    slot = _slot(server, account)
+    with connections.connect(server, readonly=True) as conn:
+        row = conn.cursor().execute(wal_capture.slot_backlog_bytes_sql(), [slot]).fetchone()
+    if row is None or int(row[0] or 0) < settings.WAL_STREAM_BYTES:
+        return None
+    try:
+        stream = WalStream(server, account)
+    except Exception as exc:  # any reason a stream cannot start: the SQL reader says what is wrong, if anything
+        log.info("%s/%s: the slot is read by SQL (%s)", server.name, account, exc)
+        return None
+    try:
+        cursor = stream.conn.cursor()
+        position = cursor.execute(wal_capture.slot_position_sql(), [slot]).fetchone()
+        stream.conn.rollback()
+        if position is None:
+            raise _slot_gone(server, account, slot)
+        return _apply_streamed(stream, cursor, direct, int(position[1]))
+    finally:
+        stream.close()
+
+
+# Messages a streamed read decodes per part: the next part is decoded while the subscriber applies this one.
+STREAM_PART_MESSAGES = 10_000
+
+
+def _next_parts(parts: queue.Queue) -> tuple[list[wal_capture.Decoded], int, bool]:
+    """The next decoded part, joined with those already waiting behind it (one apply, one durable commit and one
+    count for them all instead of one each): (transactions, the position after them, whether the read ended)."""
+    txns: list[wal_capture.Decoded] = []
+    upto, last = 0, False
+    block = True
+    while not last:
+        try:
+            part = parts.get(block=block)
+        except queue.Empty:
+            break
+        if isinstance(part, BaseException):
+            raise part
+        txns.extend(part[0])
+        upto, last, block = max(upto, part[1]), part[2], False
+    return txns, upto, last
+
+
+def _apply_streamed(stream: WalStream, cursor, direct: DirectApply, flushed: int) -> int:
+    """_stream_direct's reading: a thread of its own takes the stream's messages and decodes them, part by part,
+    while this one applies each decoded part to the subscriber, counts it (storing what the apply left), commits
+    and hands back the position to confirm, which the reading thread sends (the stream's socket is its alone).
+    Nothing but the stream is touched there (no catalog, no subscriber). Returns the log's count."""
+    parts: queue.Queue = queue.Queue(maxsize=2)
+    stop = threading.Event()
+    confirmed = [0]  # the position stored and committed here, for the reading thread to confirm
+    after = stream.stored  # transactions the log stored before this stream started are skipped
+
+    def read() -> None:
+        try:
+            while not stop.is_set():
+                messages, sent = stream.receive(STREAM_PART_MESSAGES, flushed, STREAM_QUIET_SECONDS, confirmed, stop)
+                txns = stream.decoder.feed(messages, after=after)
+                caught_up = sent and not stream.decoder.in_transaction
+                upto = max(stream.decoder.last_end, flushed) if caught_up else stream.decoder.last_end
+                last = caught_up or not messages or stop.is_set()
+                parts.put((txns, upto, last))
+                if last:
+                    return
+        except BaseException as exc:  # raised where the part would have been applied
+            parts.put(exc)
+
+    reader = threading.Thread(target=read, name=f"wal stream {stream.slot}", daemon=True)
+    reader.start()
+    count = stream.count
+    try:
+        while True:
+            txns, upto, last = _next_parts(parts)
+            base = count
+            if txns:
+                base = max(count, min(count + len(txns), direct(count, *stream.log.rows(txns, count))))
+            count = stream.log.store(cursor, txns[base - count :], count, upto, base)
+            stream.conn.commit()
+            confirmed[0] = max(confirmed[0], upto)
+            if last:
+                return count
+    finally:
+        stop.set()
+        while reader.is_alive():  # a reader waiting to hand over a part is let go
+            with contextlib.suppress(queue.Empty):
+                parts.get(timeout=0.1)
+        reader.join()
+        if confirmed[0]:
+            stream.stream.send_feedback(flush_lsn=confirmed[0], force=True)
 
 
 def _lock_slot(cursor, server: Server, account: str, slot: str) -> bool:
@@ -563,6 +678,45 @@ class WalStream:
         if confirm:
             self.stream.send_feedback(flush_lsn=confirm)
         return len(txns), len(messages) >= limit
+
+    def receive(
+        self,
+        limit: int,
+        until: int,
+        quiet: float,
+        confirmed: list[int] | None = None,
+        stop: threading.Event | None = None,
+    ) -> tuple[list[bytes], bool]:
+        """Up to `limit` messages, taken as they arrive: (the messages, whether the server has sent everything up to
+        the WAL position `until`). With none waiting, the server is asked how far it has sent (it answers at once
+        with a keepalive, whose position follows every message sent before it); it returns early with
+        STREAM_PUMP_MESSAGES or more in hand (applied while the server decodes on), or after `quiet` seconds without
+        a message, or once `stop` is set. `confirmed`: the position stored so far, sent to the server as it moves."""
+        messages: list[bytes] = []
+        silent_until = time.monotonic() + quiet
+        asked_at = 0.0
+        told = 0
+        while len(messages) < limit and not (stop is not None and stop.is_set()):
+            if confirmed is not None and confirmed[0] > told:
+                told = confirmed[0]
+                self.stream.send_feedback(flush_lsn=told)
+            message = self.stream.read_message()
+            if message is not None:
+                messages.append(message.payload)
+                silent_until = time.monotonic() + quiet
+                continue
+            if int(self.stream.wal_end or 0) >= until:
+                return messages, True
+            if len(messages) >= STREAM_PUMP_MESSAGES:
+                return messages, False
+            now = time.monotonic()
+            if now >= silent_until:
+                return messages, False
+            if now - asked_at >= 1.0:  # asked again when no answer came within a second
+                self.stream.send_feedback(reply=True)
+                asked_at = now
+            select.select([self.fileno()], [], [], min(silent_until - now, 0.2))
+        return messages, False
 
     def fileno(self) -> int:
         """The replication connection's socket: readable when the server sent something (a follower waits on it)."""

@@ -427,7 +427,7 @@ class WalDirect:
                         replay_user=sub.replay_user)  # fmt: skip
         return cls(sub, acct, target, count, batch or RegistryEntry.get_int("repl_apply_batch"))
 
-    def __call__(self, count: int, rows: list[tuple]) -> int:
+    def __call__(self, count: int, rows: list[tuple], parts: dict[int, int] | None = None) -> int:
         if count != self.reached:
             return count  # behind the log (or ahead of it after a crash): the log is read as usual
         done = 0
@@ -439,7 +439,8 @@ class WalDirect:
             window = sql.bounded_window(rows[done:end], settings.TRX_BATCH_ROWS, settings.TRX_BATCH_BYTES, False)[0]
             if not window:
                 break
-            txns = sql.read_in_runs(window)
+            within = {i - done: n for i, n in (parts or {}).items() if done <= i < done + len(window)}
+            txns = sql.read_in_runs(window, within)
             schema = next((i for i, t in enumerate(txns) if t.entries_of(("S",))), None)
             if schema is not None:
                 txns = txns[:schema]

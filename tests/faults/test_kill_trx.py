@@ -72,14 +72,18 @@ def publish_transactions(pub, first: int, count: int) -> None:
             conn.commit()
 
 
-@pytest.mark.parametrize("capture", ["postgresql", "pgwal"])  # triggers, or the WAL (a kill may land mid-read)
+# Triggers, or the WAL (a kill may land mid-read), its slot read by SQL or streamed (every backlog).
+@pytest.mark.parametrize("capture", ["postgresql", "pgwal", "pgwal streamed"])
 def test_a_sync_killed_at_random_points_applies_every_transaction_once_and_in_order(
-    transactional_db, settings, make_server, spark, capture
+    transactional_db, settings, make_server, spark, capture, monkeypatch
 ):
     settings.JOBS_SYNC = True
+    if capture == "pgwal streamed":
+        settings.WAL_STREAM_BYTES = 1
+        monkeypatch.setenv("REPLADMIN_WAL_STREAM_BYTES", "1")  # the killed syncs' processes
     rng = random.Random(20261123)
     db_path = str(settings.DATABASES["default"]["NAME"])
-    pub = make_server(capture, "pg1")
+    pub = make_server(capture.split()[0], "pg1")
     sub = make_server("mysql", "my2")
     with connections.connect(pub) as conn:
         conn.cursor().execute("CREATE TABLE items (id integer PRIMARY KEY, name varchar(40))")

@@ -8,10 +8,31 @@ import pytest
 
 from replication_admin.core import connections
 from replication_admin.models import ReplSubscriber
+from replication_admin.transactional import capture as trx_capture
 from tests.bidir.test_bidir_sync import same
 from tests.transactional.test_trx_replication import refused, run, sql, value
 
 pytestmark = [pytest.mark.live_db]
+
+
+@pytest.fixture(params=["sql", "stream"])
+def slot_read(request, settings, monkeypatch):
+    """The slot read by SQL (a peek) or over the replication protocol (any backlog streamed); yields the streamed
+    reads' counts (None: read by SQL), checked after the test: every read went the way asked for."""
+    settings.WAL_STREAM_BYTES = 0 if request.param == "sql" else 1
+    streamed: list[int | None] = []
+    stream_direct = trx_capture._stream_direct
+
+    def counted(*args, **kwargs):
+        streamed.append(stream_direct(*args, **kwargs))
+        return streamed[-1]
+
+    monkeypatch.setattr(trx_capture, "_stream_direct", counted)
+    yield streamed
+    if request.param == "stream":
+        assert streamed and all(n is not None for n in streamed)
+    else:
+        assert not streamed
 
 
 def published(make_server):
@@ -53,7 +74,7 @@ def log_of(pub) -> tuple[int, int, int]:
 
 
 def test_the_only_subscriber_applies_a_backlog_straight_from_the_slot_and_the_log_stores_none_of_it(
-    make_server, jobs_sync, spark
+    make_server, jobs_sync, spark, slot_read
 ):
     pub = published(make_server)
     sub = subscribed(make_server, "mysql", "w2")
@@ -70,7 +91,7 @@ def test_the_only_subscriber_applies_a_backlog_straight_from_the_slot_and_the_lo
 
 
 def test_a_transaction_the_only_subscriber_halts_at_and_those_after_it_are_stored_and_applied_from_the_log(
-    make_server, jobs_sync, spark
+    make_server, jobs_sync, spark, slot_read
 ):
     pub = published(make_server)
     sub = subscribed(make_server, "mysql", "w2")
