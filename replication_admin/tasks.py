@@ -22,7 +22,7 @@ from replication_admin.compare import runs as compare_runs
 from replication_admin.conflicts import actions as conflict_actions
 from replication_admin.conflicts import runs as conflict_runs
 from replication_admin.core import events, heartbeats, jobs, reaper
-from replication_admin.core.alerts import safely_raise
+from replication_admin.core.alerts import safely_raise, safely_send_notifications
 from replication_admin.core.audit import Actor, record
 from replication_admin.core.locks import LockBusy, item_lock
 from replication_admin.demo import CONTESTED_EVERY, reprice, simulate_activity
@@ -75,6 +75,7 @@ def scheduler_round() -> list[str]:
     handed = scheduler_tick()
     trx_actions.retry_due_halts()  # halted subscriptions no follower serves: their next try, when due
     conflict_actions.safely_purge_expired_conflicts()  # hourly: backups past their retention
+    safely_send_notifications()
     with suppress(Exception), transaction.atomic():  # a missed beat shows as a late tick, never as a failed round
         heartbeats.beat(heartbeats.Kind.SCHEDULER, {"tick": timezone.now().isoformat()})
     return handed
@@ -90,6 +91,7 @@ def scheduler_loop(stop: threading.Event) -> None:
         try:
             scheduler_tick()
             trx_actions.retry_due_halts()  # halted subscriptions no follower serves: their next try, when due
+            safely_send_notifications()  # conflicts the followers decided, alerts for the channels, retries
             pulse({"tick": timezone.now().isoformat()})  # the Health page's "last tick"
             if time.monotonic() >= next_lag_check:  # lag and slot alerts within about a minute, without a sync
                 next_lag_check = time.monotonic() + settings.LAG_CHECK_SECONDS

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import pyodbc
-from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
@@ -40,11 +39,10 @@ from replication_admin.bidir.objects import (
     server_now,
     subscriber_table,
 )
-from replication_admin.core import connections, spark_sizing
+from replication_admin.core import alerts, connections, spark_sizing
 from replication_admin.core.conflicts import (
     alert_held,
     decide,
-    key_label,
     key_text,
     new_guid,
     resolver_chain,
@@ -69,7 +67,6 @@ from replication_admin.models import (
     RegistryEntry,
     SchemaChange,
     Server,
-    SnapshotConflictResolver,
     SnapshotPublication,
     SnapshotSubscription,
 )
@@ -694,42 +691,12 @@ def sync_publication(job: JobRun, reporter, publication_id: int) -> dict:
     SnapshotPublication.objects.filter(pk=publication.pk).update(
         last_ts=now, last_sync_at=now, last_sync_error="; ".join(errors)
     )
-    _notify(publication, job)
+    alerts.safely_send_notifications()  # the conflicts it decided go out now, not at the next round
     if errors:
         raise BidirError("; ".join(errors))
     reporter.progress(1, 1, "synchronised " + ", ".join(s.server for s in subscriptions) if subscriptions else "")
     summary["conflicts"] = sum(v.get("conflicts", 0) for v in summary["subscribers"].values())
     return summary
-
-
-def _notify(publication: SnapshotPublication, job: JobRun) -> None:
-    """E-mail the owners named by the resolvers that decided this run's conflicts."""
-    addresses = dict(
-        SnapshotConflictResolver.objects.filter(table_name=publication.item)
-        .exclude(notify="")
-        .values_list("id", "notify")
-    )
-    if not addresses:
-        return
-    pending = ConflictBackup.objects.filter(job=job, notified=False, resolver_id__in=list(addresses))
-    by_address: dict[str, list[ConflictBackup]] = {}
-    for backup in pending:
-        assert backup.resolver_id is not None  # pending is filtered on resolver_id__in
-        by_address.setdefault(addresses[backup.resolver_id], []).append(backup)
-    for address, backups in by_address.items():
-        lines = [
-            f"- {b.get_conflict_type_display()} conflict on {key_label(b.primary_key)} from {b.source}: "
-            f"{b.get_decision_display()} ({b.resolver})"
-            for b in backups
-        ]
-        send_mail(
-            f"[replication_admin] {len(backups)} conflict(s) on {publication.item}",
-            "The sync decided these conflicts; the losing versions are kept in the conflict inbox.\n\n"
-            + "\n".join(lines),
-            None,
-            [address],
-        )
-        ConflictBackup.objects.filter(pk__in=[b.pk for b in backups]).update(notified=True)
 
 
 def purge_replay_logs(publication: SnapshotPublication, subscription: SnapshotSubscription, server: Server) -> int:

@@ -1,6 +1,7 @@
 """Console actions: acknowledging alerts (the alert leaves the dashboard; the same trouble later opens a new
-one), lifting login lockouts, making and revoking the API tokens of the status API and metrics, and the scheduler's run
-now, pause, resume and interval of a SYS_SCHEDULED_EVENT."""
+one), lifting login lockouts, making and revoking the API tokens of the status API and metrics, the notification
+channels and who hears of default-rule conflicts, and the scheduler's run now, pause, resume and interval of a
+SYS_SCHEDULED_EVENT."""
 
 from __future__ import annotations
 
@@ -8,15 +9,24 @@ from collections.abc import Iterable
 
 from axes.utils import reset as axes_reset
 from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
-from replication_admin.core import events
+from replication_admin.core import crypto, events, notifications
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.permissions import EDIT, OPERATE, UNLOCK_LOGINS
 from replication_admin.engine.schedule import due_at, next_run, slot_at
-from replication_admin.models import Alert, ApiToken, AuditEntry, ReplLock, ScheduledEvent
+from replication_admin.models import (
+    Alert,
+    ApiToken,
+    AuditEntry,
+    NotificationChannel,
+    RegistryEntry,
+    ReplLock,
+    ScheduledEvent,
+)
 
 MAX_INTERVAL = 525_600  # minutes: a year
 
@@ -76,6 +86,98 @@ def do_revoke_api_token(actor: Actor, token: ApiToken) -> bool:
         record(actor, "api_token.revoke", str(token), outcome, {"token": token.pk, "prefix": token.prefix,
                                                                 "already_revoked": not revoked})  # fmt: skip
     return bool(revoked)
+
+
+# --- notification channels -----------------------------------------------------------------------------------
+
+
+def _channel_refused(actor: Actor, action: str, name: str, message: str) -> ValidationError:
+    record(actor, action, name, AuditEntry.Outcome.ERROR, {"refused": message})
+    return ValidationError(message)
+
+
+def _events(actor: Actor, action: str, name: str, chosen: Iterable[str]) -> list[str]:
+    wanted = set(chosen)
+    picked = [event for event in NotificationChannel.Event.values if event in wanted]
+    if not picked or len(picked) != len(wanted):
+        raise _channel_refused(
+            actor, action, name, f"choose what the channel hears among {', '.join(NotificationChannel.Event.values)}"
+        )
+    return picked
+
+
+def do_create_notification_channel(actor: Actor, name: str, url: str, chosen: Iterable[str]) -> NotificationChannel:
+    """A channel alerts or conflicts (or both) are sent to: its Apprise URL checked, then kept encrypted; the audit
+    row names it by its hint, never by the URL (which may hold a webhook's secret)."""
+    name = name.strip()
+    require(actor, EDIT, "notify_channel.create", name)
+    if not name:
+        raise _channel_refused(actor, "notify_channel.create", name, "give the channel a name, e.g. on-call Slack")
+    picked = _events(actor, "notify_channel.create", name, chosen)
+    try:
+        hint = notifications.check_url(url)
+    except notifications.NotificationError as exc:
+        raise _channel_refused(actor, "notify_channel.create", name, str(exc)) from None
+    if NotificationChannel.objects.filter(name=name).exists():
+        raise _channel_refused(actor, "notify_channel.create", name, f"a channel named {name!r} exists already")
+    with transaction.atomic(durable=True):
+        channel = NotificationChannel.objects.create(
+            name=name, url_encrypted=crypto.encrypt(url.strip()), hint=hint, events=picked, created_by=actor.username
+        )
+        record(actor, "notify_channel.create", name, detail={"channel": channel.pk, "hint": hint, "events": picked})
+    return channel
+
+
+def do_set_notification_channel(
+    actor: Actor, channel: NotificationChannel, *, enabled: bool, chosen: Iterable[str]
+) -> str:
+    """Switch a channel on or off and choose what it hears. Messages waiting for a channel switched off are not
+    sent while it stays off."""
+    require(actor, EDIT, "notify_channel.change", channel.name)
+    picked = _events(actor, "notify_channel.change", channel.name, chosen)
+    with transaction.atomic(durable=True):
+        NotificationChannel.objects.filter(pk=channel.pk).update(enabled=enabled, events=picked)
+        record(actor, "notify_channel.change", channel.name, detail={"channel": channel.pk, "enabled": enabled,
+               "events": picked, "before": {"enabled": channel.enabled, "events": channel.events}})  # fmt: skip
+    state = "on" if enabled else "off"
+    return f"The channel {channel.name} is {state}; it hears {', '.join(picked)}."
+
+
+def do_delete_notification_channel(actor: Actor, channel: NotificationChannel) -> str:
+    """Drop a channel and the messages still waiting for it."""
+    require(actor, EDIT, "notify_channel.delete", channel.name)
+    with transaction.atomic(durable=True):
+        waiting = channel.notification_set.filter(state="pending").count()
+        channel.delete()
+        record(actor, "notify_channel.delete", channel.name, detail={"hint": channel.hint, "waiting": waiting})
+    return f"Deleted the channel {channel.name}" + (f" and its {waiting} waiting message(s)." if waiting else ".")
+
+
+def do_test_notification_channel(actor: Actor, channel: NotificationChannel) -> str | None:
+    """Send a test message now: None when the service took it, else its error (both in the audit log)."""
+    require(actor, EDIT, "notify_channel.test", channel.name)
+    error = notifications.send_test(channel, actor.username)
+    outcome = AuditEntry.Outcome.OK if error is None else AuditEntry.Outcome.ERROR
+    record(actor, "notify_channel.test", channel.name, outcome, {"channel": channel.pk, "error": error or ""})
+    return error
+
+
+def do_set_conflict_notify_email(actor: Actor, address: str) -> str:
+    """Who is e-mailed about conflicts the default rule decided (empty: nobody)."""
+    address = address.strip()
+    require(actor, EDIT, "conflict.notify_email", address or "nobody")
+    if address:
+        try:
+            validate_email(address)
+        except ValidationError:
+            message = f"{address!r} is not an e-mail address"
+            raise _channel_refused(actor, "conflict.notify_email", address, message) from None
+    with transaction.atomic(durable=True):
+        RegistryEntry.objects.update_or_create(key=notifications.DEFAULT_EMAIL_KEY, defaults={"value": address})
+        record(actor, "conflict.notify_email", address or "nobody", detail={"address": address})
+    if address:
+        return f"Conflicts the default rule decides are e-mailed to {address}."
+    return "Nobody is e-mailed about conflicts the default rule decides."
 
 
 # --- the scheduler's events ----------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from typing import cast
 
 from django import forms
 
-from replication_admin.models import ApiToken, JobRun, Server
+from replication_admin.models import ApiToken, JobRun, NotificationChannel, Server
 
 
 class JobFilterForm(forms.Form):
@@ -37,4 +37,30 @@ class ApiTokenForm(forms.Form):
     scopes = forms.MultipleChoiceField(
         choices=ApiToken.Scope.choices, widget=forms.CheckboxSelectMultiple, initial=[ApiToken.Scope.STATUS],
         help_text="What it may read",
+    )  # fmt: skip
+
+
+class NotificationChannelForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text='Who hears it, e.g. "on-call Slack"')
+    url = forms.CharField(
+        max_length=2000, label="URL", widget=forms.TextInput(attrs={"size": 60, "autocomplete": "off"}),
+        help_text="An Apprise URL: json://host/path (a JSON webhook), slack://…, msteams://…, mailto://…; encrypted",
+    )  # fmt: skip
+    events = forms.MultipleChoiceField(
+        choices=NotificationChannel.Event.choices, widget=forms.CheckboxSelectMultiple,
+        initial=[NotificationChannel.Event.ALERTS], label="Hears", help_text="What is sent to it",
+    )  # fmt: skip
+
+
+class ChannelSettingsForm(forms.Form):
+    enabled = forms.BooleanField(required=False, label="On")
+    events = forms.MultipleChoiceField(
+        choices=NotificationChannel.Event.choices, widget=forms.CheckboxSelectMultiple, label="Hears"
+    )
+
+
+class ConflictNotifyEmailForm(forms.Form):
+    address = forms.CharField(
+        max_length=254, required=False, label="Default-rule conflicts to",
+        help_text="E-mailed about conflicts no resolver decided (resolvers name their own owner); empty: nobody",
     )  # fmt: skip

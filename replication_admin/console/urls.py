@@ -1,5 +1,5 @@
-"""URLs of the dashboard, jobs, the statement console, the publications and subscriptions pages,
-the scheduler, the audit log, login lockouts, API tokens, the status API and metrics."""
+"""URLs of the dashboard, jobs, the statement console, the publications and subscriptions pages, the alerts and
+their notification channels, the scheduler, the audit log, login lockouts, API tokens, the status API and metrics."""
 
 from django.urls import path
 
@@ -10,6 +10,7 @@ from replication_admin.console import (
     jobs,
     lists,
     logins,
+    notification_channels,
     statement_console,
     tokens,
 )
@@ -24,6 +25,10 @@ urlpatterns = [
     path("topology/", dashboard.topology_page, name="topology"),
     path("alerts/", alert_list.alert_list, name="alerts"),
     path("alerts/<int:pk>/acknowledge/", dashboard.alert_acknowledge, name="alerts-acknowledge"),
+    path("alerts/channels/", notification_channels.channel_list, name="alerts-channels"),
+    path("alerts/channels/<int:pk>/change/", notification_channels.channel_change, name="alerts-channels-change"),
+    path("alerts/channels/<int:pk>/test/", notification_channels.channel_test, name="alerts-channels-test"),
+    path("alerts/channels/<int:pk>/delete/", notification_channels.channel_delete, name="alerts-channels-delete"),
     path("snapshots/new/columns/", jobs.column_options, name="snapshots-columns"),
     path("statements/", statement_console.statement_console, name="statements"),
     path("publications/", lists.publication_list, name="publications"),

@@ -9,8 +9,10 @@ from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q, QuerySet
+from django.urls import reverse
 from django.utils import timezone
 
+from replication_admin.core import notifications
 from replication_admin.models import Alert
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,10 @@ def raise_alert(kind: str, target: str, message: str, url: str = "") -> Alert:
             alert = Alert.objects.create(kind=kind, target=target, message=message, url=url, last_seen_at=now)
     except IntegrityError:  # raised at the same moment elsewhere
         return open_alerts().get(kind=kind, target=target)
+    try:
+        notifications.queue_alert(alert)
+    except Exception:  # the alert stands whether or not its channels can be told
+        log.exception("could not queue the %s alert for its notification channels", kind)
     recipients = list(settings.ALERT_RECIPIENTS)
     if recipients:
         subject = f"[replication_admin] {alert.get_kind_display()}: {target}"
@@ -72,3 +78,31 @@ def safely_resolve(kind: str, target: str, reason: str) -> None:
         resolve_alerts(kind, target, reason)
     except Exception:
         log.exception("could not resolve the %s alert for %s", kind, target)
+
+
+# --- notification rounds ------------------------------------------------------------------------------------------
+
+
+def send_notifications() -> list[notifications.Outcome]:
+    """One round of notices: the conflicts nobody was told of made into messages, then the due messages sent. A
+    destination whose message has failed ALERT_AFTER_ATTEMPTS times opens a "notification not delivered" alert,
+    resolved by the next message it takes."""
+    notifications.record_conflicts()
+    outcomes = notifications.deliver_due()
+    for outcome in outcomes:
+        kind, target = Alert.Kind.NOTIFY_FAILED, outcome.destination
+        if outcome.error is None:
+            resolve_alerts(kind, target, f"notification #{outcome.notification.pk} delivered")
+        elif outcome.notification.attempts >= notifications.ALERT_AFTER_ATTEMPTS:
+            tries = "no more tries" if outcome.final else "tried again later"
+            message = f"{outcome.notification.attempts} tries failed ({tries}): {outcome.error}"
+            raise_alert(kind, target, message, reverse("alerts-channels"))
+    return outcomes
+
+
+def safely_send_notifications() -> None:
+    """For the scheduler's rounds and the end of syncs: a notice that cannot be sent never fails the work."""
+    try:
+        send_notifications()
+    except Exception:
+        log.exception("the notification round failed")

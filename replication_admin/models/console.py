@@ -24,6 +24,9 @@ REGISTRY_DEFAULTS = {
     # Days a decided conflict's backup is kept (0: kept for ever); held conflicts wait for a person whatever their
     # age. The conflict statistics reach as far back as the backups kept.
     "conflict_retention_days": "90",
+    # Who is e-mailed about conflicts decided by the default rule (no resolver decided them; Virtuoso's default
+    # resolver notifies its `_notify_email`); empty: nobody. Resolvers name their own owner (CR_NOTIFY).
+    "conflict_notify_email": "",
 }
 
 
@@ -245,6 +248,7 @@ class Alert(models.Model):
         COMPONENT_DOWN = "component_down", "component down"
         SLOT_WAL = "slot_wal", "replication slot holds WAL"
         ITEM_BROKEN = "item_broken", "replication broken"
+        NOTIFY_FAILED = "notify_failed", "notification not delivered"
 
     kind = models.CharField(max_length=24, choices=Kind.choices, db_column="AL_KIND")
     target = models.CharField(max_length=300, db_column="AL_TARGET")
@@ -391,3 +395,75 @@ class FollowLease(models.Model):
 
     def __str__(self) -> str:
         return f"subscription #{self.subscription_id} -> {self.holder}"
+
+
+class NotificationChannel(models.Model):
+    """Where alerts and conflict notices go besides e-mail: an Apprise URL (`json://` a generic JSON webhook,
+    `slack://`, `msteams://`, `mailto://` and the rest Apprise knows), made in the console by an editor. The URL
+    often holds a secret (a webhook token), so it is kept encrypted (core.crypto); `hint` is the part shown."""
+
+    class Event(models.TextChoices):
+        ALERTS = "alerts", "alerts (when one opens)"
+        CONFLICTS = "conflicts", "conflicts (each batch a sync decided)"
+
+    name = models.CharField(max_length=100, unique=True)
+    url_encrypted = models.TextField()
+    hint = models.CharField(max_length=200, help_text="The service and host: what the list shows of the URL")
+    events = models.JSONField(default=list, help_text='"alerts", "conflicts" or both')
+    enabled = models.BooleanField(default=True)
+    created_by = models.CharField(max_length=150)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_sent_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "REPL_NOTIFY_CHANNEL"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def event_labels(self) -> list[str]:
+        labels = dict(self.Event.choices)
+        return [labels.get(event, event) for event in self.events]
+
+
+class Notification(models.Model):
+    """One message to send, to a channel or to e-mail addresses: written in the transaction that decides to
+    notify (an outbox), sent by the scheduler's rounds and at the end of a sync, retried with backoff until it
+    is sent or has failed `MAX_ATTEMPTS` times. A send that dies after the message left may send it again (at
+    least once): a claim is held for `CLAIM_SECONDS`."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        SENT = "sent"
+        FAILED = "failed"
+
+    MAX_ATTEMPTS = 8
+    CLAIM_SECONDS = 120
+
+    channel = models.ForeignKey(NotificationChannel, null=True, blank=True, on_delete=models.CASCADE)
+    emails = models.JSONField(default=list, blank=True, help_text="Addresses, when not sent to a channel")
+    event = models.CharField(max_length=20, choices=NotificationChannel.Event.choices)
+    subject = models.CharField(max_length=250)
+    body = models.TextField()
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    attempts = models.IntegerField(default=0)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "REPL_NOTIFICATION"
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["state", "next_attempt_at"], name="repl_notification_due")]
+
+    def __str__(self) -> str:
+        return f"{self.subject} → {self.destination}"
+
+    @property
+    def destination(self) -> str:
+        return self.channel.name if self.channel_id and self.channel else ", ".join(self.emails)

@@ -16,7 +16,7 @@ from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.permissions import EDIT, OPERATE
 from replication_admin.engine import dialects
 from replication_admin.engine.dialects import AddressError
-from replication_admin.models import AuditEntry, Server
+from replication_admin.models import AuditEntry, NotificationChannel, Server
 
 SERVER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
@@ -241,5 +241,10 @@ def do_rotate_passwords(actor: Actor) -> int:
             server.password_encrypted = crypto.rotate(server.password_encrypted)
             server.save(update_fields=["password_encrypted"])
             count += 1
-        record(actor, "server.rotate_keys", detail={"servers": count})
+        channels = 0  # the notification channels' URLs are kept under the same keys
+        for channel in NotificationChannel.objects.select_for_update():
+            channel.url_encrypted = crypto.rotate(channel.url_encrypted)
+            channel.save(update_fields=["url_encrypted"])
+            channels += 1
+        record(actor, "server.rotate_keys", detail={"servers": count, "channels": channels})
     return count

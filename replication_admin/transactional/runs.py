@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from replication_admin.core.alerts import safely_send_notifications
 from replication_admin.core.jobs import STORED_WHEN_SET, JobParams, JobResult, JobRunner, Subject, register, run_counts
 from replication_admin.models import ReplSubscriber
 from replication_admin.transactional.initial_copy import init_copy, init_from_image
@@ -100,4 +101,6 @@ class TrxSync(JobRunner[SubscriptionParams]):
             self.reporter.log(f"{result.discarded} unpushed change(s) kept in the conflict inbox; copying again")
             copy = InitResult.from_json(init_copy(self.job, self.reporter, self.params.subscription))
             result = replace(result, copy=copy)
+        if result.pushed or result.reinitialise:  # the conflicts its push decided go out now, not at the next round
+            safely_send_notifications()
         return result

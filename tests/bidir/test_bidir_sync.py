@@ -355,7 +355,10 @@ def test_the_dry_run_decides_recorded_conflicts_as_the_sync_did_and_owners_are_t
     assert decisions == {10: 3, 11: 2, 12: 3, 13: 2}  # 12: equal prices, undecided, so the default
     assert rows(pub)[11][0] == "sub 11 (cheaper)"
     assert len(mailoutbox) == 1 and mailoutbox[0].to == ["owner@example.com"]
-    assert "conflict on id=11 from" in mailoutbox[0].body and ConflictBackup.objects.filter(notified=True).count() == 3
+    assert (
+        "conflict on id=11 in items from" in mailoutbox[0].body
+        and ConflictBackup.objects.filter(notified=True).count() == 4
+    )  # 12 too: told to nobody (no default address)
 
     job = do_start_dry_run(Actor.command(), "pg1.items", pub, "items", sync=True)
     assert job.state == JobRun.State.SUCCEEDED, job.error

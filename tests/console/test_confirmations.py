@@ -19,12 +19,14 @@ from django.utils import timezone
 
 from replication_admin.bidir import actions as bidir_actions
 from replication_admin.core.audit import Actor
+from replication_admin.core.crypto import encrypt
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import (
     ApiToken,
     AuditEntry,
     ConflictBackup,
     JobRun,
+    NotificationChannel,
     ReplAccount,
     ReplSubscriber,
     Server,
@@ -143,7 +145,13 @@ def world(make_server) -> World:
         ]},
     )  # fmt: skip
     token = ApiToken.objects.create(name="monitoring", prefix="ra_sample0", token_hash="0" * 64, scopes=["status"])
-    extra = {"trx_resolver": trx_resolver, "compared": compared, "token": token}
+    channel = NotificationChannel.objects.create(
+        name="on-call",
+        url_encrypted=encrypt("json://127.0.0.1:9/hook"),
+        hint="json://127.0.0.1:9/hook",
+        events=["alerts"],
+    )
+    extra = {"trx_resolver": trx_resolver, "compared": compared, "token": token, "channel": channel}
     return World(demo, branch, publication, subscription, resolver, conflict, job, extra)
 
 
@@ -222,6 +230,8 @@ CASES = [
          lambda w: JobRun.objects.get(pk=w.job.pk).state == JobRun.State.CANCELLED),
     Case("tokens-revoke", [], "", ("Revoke the API token monitoring?", "ra_sample0…", "refused"),
          lambda w: ApiToken.objects.get(pk=w.extra["token"].pk).revoked_at is not None),
+    Case("alerts-channels-delete", [], "", ("Delete the notification channel on-call?", "json://127.0.0.1:9/hook"),
+         lambda w: not NotificationChannel.objects.exists()),
     Case("jobs-compare-repair", [], "?row=0&row=1", ("Repair 2 key(s)?", "demo.t ↔ branch.t_copy", "id=2; id=9",
                                                       "is deleted"),
          lambda w: JobRun.objects.filter(kind="compare_repair", params__keys=[["2"], ["9"]]).exists()),
@@ -251,6 +261,7 @@ def pk_args(case: Case, w: World) -> list:
         "conflicts-reapply": [w.conflict.pk],
         "jobs-cancel": [w.job.pk],
         "tokens-revoke": [w.extra["token"].pk],
+        "alerts-channels-delete": [w.extra["channel"].pk],
         "jobs-compare-repair": [w.extra["compared"].pk],
     }[case.name]
 

@@ -18,12 +18,14 @@ from django.urls import URLPattern, URLResolver, reverse
 from django.utils import timezone
 
 from replication_admin import urls
+from replication_admin.core.crypto import encrypt
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import (
     ApiToken,
     AuditEntry,
     ConflictBackup,
     JobRun,
+    NotificationChannel,
     RegistryEntry,
     ReplAccount,
     ReplSubscriber,
@@ -124,6 +126,10 @@ POST_NEEDS = {
     "setup-reset": "edit",
     "tokens": "edit",  # making an API token; the list is a page every role reads
     "tokens-revoke": "edit",
+    "alerts-channels": "edit",  # adding a channel, or the default-rule conflicts' address; every role reads the page
+    "alerts-channels-change": "edit",
+    "alerts-channels-test": "edit",
+    "alerts-channels-delete": "edit",
 }
 # The snapshot log actions, by the action named in the URL.
 LOG_ACTIONS = {"create": "edit", "drop": "edit", "purge": "operate"}
@@ -148,6 +154,8 @@ PAGES = {
     "trx-items-resolvers", "trx-resolver-edit", "trx-resolver-remove",
     # API tokens: every role sees the list and the revoke confirmation; making and revoking need edit.
     "tokens", "tokens-revoke",
+    # Notification channels: every role sees the page and the delete confirmation; changes need edit.
+    "alerts-channels", "alerts-channels-delete",
 }  # fmt: skip
 PAGES |= {
     "setup",
@@ -172,6 +180,7 @@ BY_PK = {
     "alerts-acknowledge", "jobs-compare-repair", "jobs-compare-again",
     "trx-items-resolvers", "trx-items-resolvers-add", "trx-items-dry-run", "trx-resolver-edit", "trx-resolver-move",
     "trx-resolver-remove", "trx-schema-change-approve", "tokens-revoke",
+    "alerts-channels-change", "alerts-channels-test", "alerts-channels-delete",
 }  # fmt: skip
 BY_NAME = {
     "servers-table": ["demo", "t"],
@@ -240,6 +249,8 @@ DATA = {
     "setup-step": {"use": "existing", "existing": "demo"},
     "jobs-compare": {"left_server": "demo", "left_table": "t", "right_server": "branch", "right_table": "t"},
     "tokens": {"name": "monitoring", "scopes": ["status"]},
+    "alerts-channels": {"form": "create", "name": "hook", "url": "json://127.0.0.1:9/hook", "events": ["alerts"]},
+    "alerts-channels-change": {"c1-enabled": "on", "c1-events": ["alerts"]},
     "scheduler-interval": {"interval": "15"},
 }  # fmt: skip
 IGNORED = ("api-",)  # token-protected endpoints, outside the console's login and roles
@@ -304,7 +315,7 @@ def console(make_server, roles):
     """A sample row for every kind of URL argument: servers demo (with tables t and u), branch and spare; snapshot
     branch.t_copy of demo.t with a schedule; demo.t published bi-directionally (pk 1) to branch (pk 1) with a
     resolver and a recorded conflict; transactional publication demo/acct with an item, a grant and the subscriber
-    branch; a queued job; an alert; an API token."""
+    branch; a queued job; an alert; an API token; a notification channel."""
     demo = make_server("sqlite", "demo")
     branch = make_server("sqlite", "branch")
     make_server("sqlite", "spare")
@@ -346,6 +357,13 @@ def console(make_server, roles):
     ReplSubscriber.objects.create(server="demo", account="acct", subscriber="branch", init_state="done")
     JobRun.objects.create(pk=1, kind="compare", target="demo.t ↔ branch.t")
     ApiToken.objects.create(pk=1, name="monitoring", prefix="ra_sample0", token_hash="0" * 64, scopes=["status"])
+    NotificationChannel.objects.create(
+        pk=1,
+        name="on-call",
+        url_encrypted=encrypt("json://127.0.0.1:9/hook"),
+        hint="json://127.0.0.1:9/hook",
+        events=["alerts"],
+    )  # nothing listens on port 9: a test message is refused at once
     if "alerts-acknowledge" in url_names():
         apps.get_model("replication_admin", "Alert").objects.create(
             pk=1, kind="job_failed", target="job #1", message="failed", last_seen_at=timezone.now()

@@ -7,13 +7,16 @@ from decimal import Decimal
 
 import pytest
 
-from replication_admin.conflicts.actions import do_reapply_conflict
+from replication_admin.conflicts.actions import do_reapply_conflict, do_update_resolver
+from replication_admin.conflicts.chains import table_columns
+from replication_admin.console.actions import do_create_notification_channel, do_set_conflict_notify_email
 from replication_admin.core.audit import Actor
 from replication_admin.models import ConflictBackup, JobRun, ReplSubscriber, TransactionalConflictResolver
 from replication_admin.statements import execute
 from replication_admin.transactional import sync as trx_sync
 from tests.bidir.test_bidir_sync import same
 from tests.transactional.test_trx_replication import run, sql, value
+from tests.webhook import webhook
 
 
 @pytest.fixture(params=["postgresql", "pgwal"])
@@ -209,3 +212,37 @@ def test_a_followed_subscriber_whose_change_conflicts_is_copied_again_and_follow
     assert sub.state == ReplSubscriber.IN_SYNC and sub.init_state == "done"
     assert value(my, "SELECT qty FROM items WHERE id = 5") == 1
     assert same(pub, my, "items")["equal"]
+
+
+def test_the_owner_of_a_resolver_and_the_default_rules_address_are_told_of_the_conflicts_a_sync_decided(
+    nodes, mailoutbox
+):
+    pub, my, _pg = nodes
+    run(pub, "REPL_ADD_CR ('items', 'sub', 'U', 10, 'sub_wins')")
+    resolver = TransactionalConflictResolver.objects.get()
+    do_update_resolver(  # the owner it names, as the resolver editor sets it
+        Actor.command(), resolver, resolver.expression, resolver.assignments, "owner@example.com",
+        table_columns(pub, "items"),
+    )  # fmt: skip
+    do_set_conflict_notify_email(Actor.command(), "dba@example.com")
+    with webhook() as hook:
+        do_create_notification_channel(Actor.command(), "chat", hook.url, ["conflicts"])
+        sql(pub, "UPDATE items SET name = 'publisher' WHERE id = 1")
+        sql(my, "UPDATE items SET name = 'subscriber' WHERE id = 1")  # decided by the resolver
+        sql(pub, "INSERT INTO items (id, name, price, qty) VALUES (7, 'pub seven', 7, 7)")
+        sql(my, "INSERT INTO items (id, name, price, qty) VALUES (7, 'my seven', 7, 7)")  # by the default rule
+        outcome = run(my, "repl_sync ('pub', 'shop')")[0]
+        assert outcome.details["pushed"] >= 1
+        assert value(pub, "SELECT name FROM items WHERE id = 1") == "subscriber"
+        decided = {b.primary_key["id"]: b for b in ConflictBackup.objects.filter(kind="transactional")}
+        assert sorted(decided) == [1, 7] and decided[7].resolver_id is None
+        # The sync's own end sent them: no round of the scheduler in between.
+        by_address = {tuple(m.to): m.body for m in mailoutbox}
+        assert sorted(by_address) == [("dba@example.com",), ("owner@example.com",)]
+        assert "id=1 in items from my: subscriber wins" in by_address[("owner@example.com",)]
+        assert "id=7 in items from my: publisher wins (default)" in by_address[("dba@example.com",)]
+        assert "id=7" not in by_address[("owner@example.com",)]
+        assert len(hook.received) == 1 and "2 conflict(s) on pub.items" in hook.received[0]["title"]
+        sync_all(my)  # nothing more decided: nobody told twice
+        assert len(mailoutbox) == 2 and len(hook.received) == 1
+    assert ConflictBackup.objects.filter(notified=False).count() == 0
