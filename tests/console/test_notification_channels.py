@@ -5,6 +5,7 @@ tested and deleted by editors only, audited, their URLs kept encrypted."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -304,3 +305,26 @@ def test_the_default_rules_address_is_checked_and_set_from_the_page(editor_clien
     )
     assert "e-mailed to dba@example.com" in response.content.decode()
     assert notifications.RegistryEntry.get_value("conflict_notify_email") == "dba@example.com"
+
+
+# --- a real cluster's rounds ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_a_running_cluster_sends_an_alert_and_a_conflict_a_follower_decided_to_the_channel(qcluster):
+    """Nothing here sends: the cluster's scheduler thread does, as it would for a follower's conflict."""
+    with webhook() as hook:
+        do_create_notification_channel(Actor.command(), "on-call", hook.url, BOTH)
+        raise_alert("follower_down", "replfollow on host-a", "no heartbeat for 40 s")
+        backup(1)  # written by a follower: no sync job ends to send it
+        deadline = time.monotonic() + 120
+        while len(hook.received) < 2 and time.monotonic() < deadline and qcluster.poll() is None:
+            time.sleep(0.5)
+        assert sorted(hook.titles()) == [
+            "[replication_admin] 1 conflict(s) on pub.items",
+            "[replication_admin] follower down: replfollow on host-a",
+        ], qcluster.log_path.read_text(errors="replace")[-3000:]
+        assert set(Notification.objects.values_list("state", flat=True)) == {"sent"}
+        assert ConflictBackup.objects.get().notified
+        time.sleep(2 * 5)  # two more rounds (REPLADMIN_SCHEDULER_TICK): nothing is sent twice
+        assert len(hook.received) == 2
