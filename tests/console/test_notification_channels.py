@@ -9,7 +9,6 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
@@ -30,6 +29,7 @@ from replication_admin.models import (
     TransactionalConflictResolver,
 )
 from replication_admin.servers.actions import do_rotate_passwords
+from tests.stored import everything_stored
 from tests.webhook import webhook
 
 pytestmark = pytest.mark.django_db
@@ -51,15 +51,6 @@ def channel(hook, name: str = "on-call", events: list[str] | None = None) -> Not
 def time_passes() -> None:
     """The retry's wait is over (the backoff is what is tested, not the clock)."""
     Notification.objects.filter(state="pending").update(next_attempt_at=timezone.now() - timedelta(seconds=1))
-
-
-def everything_stored() -> str:
-    values = []
-    with connection.cursor() as cursor:
-        for table in connection.introspection.table_names(cursor):
-            cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")
-            values.extend(repr(row) for row in cursor.fetchall())
-    return "\n".join(values)
 
 
 def backup(key: int, *, kind: str = "transactional", resolver_id: int | None = None, decision: int = 3, **extra):

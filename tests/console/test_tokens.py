@@ -19,6 +19,7 @@ from replication_admin.console.actions import do_create_api_token, do_revoke_api
 from replication_admin.core.audit import Actor, PermissionDenied
 from replication_admin.management.commands.demo_setup import Command as DemoSetup
 from replication_admin.models import ApiToken, AuditEntry
+from tests.stored import everything_stored
 from tests.users import make_user
 
 pytestmark = pytest.mark.django_db
@@ -37,16 +38,6 @@ def bearer(token: str) -> dict:
 
 def make(name: str = "prometheus", scopes: list[str] | None = None) -> str:
     return do_create_api_token(Actor.command(), name, scopes or BOTH)[1]
-
-
-def everything_stored() -> str:
-    """Every value of every table of the catalog, as text."""
-    values = []
-    with connection.cursor() as cursor:
-        for table in connection.introspection.table_names(cursor):
-            cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")
-            values.extend(repr(row) for row in cursor.fetchall())
-    return "\n".join(values)
 
 
 # --- making a token in the console ----------------------------------------------------------------------------
