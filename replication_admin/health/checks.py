@@ -73,15 +73,15 @@ def _judge_lag(subs: list[ReplSubscriber], now: datetime, open_new: bool) -> tup
     back under both; a lag that cannot be known leaves its alert as it is. Returns (over, resolved). The lag and
     its time limit are the status rows' (transactional/states.py): a scheduled subscription may be behind by its
     interval on top of the limit, as its state allows."""
-    accounts = {(a.server, a.account): a for a in ReplAccount.objects.all()}
     states = subscriber_states((s.pk for s in subs), now)
     over = resolved = 0
     for sub in subs:
-        row, account = states.get(sub.pk), accounts.get((sub.server, sub.account))
+        row = states.get(sub.pk)
         if row is None or row["lag_transactions"] is None:
             continue
         transactions, seconds = row["lag_transactions"], row["lag_seconds"]
-        count_limit, time_limit = (account.alert_lag if account else None), row["lag_limit_seconds"]
+        # The subscription's own limits, else its publication's (transactional/profile.py).
+        count_limit, time_limit = row["alert_lag"], row["lag_limit_seconds"]
         reasons = []
         if count_limit is not None and transactions > count_limit:
             reasons.append(f"{transactions} transactions behind (alert above {count_limit})")

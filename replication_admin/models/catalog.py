@@ -431,6 +431,12 @@ class ReplSubscriber(models.Model):
     halted_at = models.DateTimeField(null=True, blank=True, db_column="RS_HALTED_AT")
     halt_attempts = models.IntegerField(default=0, db_column="RS_HALT_ATTEMPTS")
     retry_at = models.DateTimeField(null=True, blank=True, db_column="RS_RETRY_AT")
+    # The subscription's profile: what it overrides of the publication's and the registry's tuning (empty: theirs;
+    # transactional/profile.py reads each with its fallbacks, the subscription's page shows them and their source).
+    apply_batch = models.IntegerField(null=True, blank=True, db_column="RS_APPLY_BATCH")  # transactions a commit
+    max_backlog = models.IntegerField(null=True, blank=True, db_column="RS_MAX_BACKLOG")  # in sync: cut above it
+    alert_lag = models.IntegerField(null=True, blank=True, db_column="RS_ALERT_LAG")  # alert over this many behind
+    alert_lag_seconds = models.IntegerField(null=True, blank=True, db_column="RS_ALERT_LAG_SECONDS")
 
     class Meta:
         db_table = "SYS_REPL_SUBSCRIBERS"

@@ -907,6 +907,39 @@ def do_set_lag_alert(actor: Actor, account: ReplAccount, *, transactions: int | 
     return f"{target} alerts {by_count} or when a subscriber's oldest unapplied transaction is older than {by_time}"
 
 
+# The profile's bounds: what a person may set (None: inherit the publication's or the registry's value).
+PROFILE_BOUNDS = {
+    "apply_batch": (1, 100_000),
+    "max_backlog": (1, 1_000_000_000),
+    "alert_lag": (0, 1_000_000_000),
+    "alert_lag_seconds": (1, 30 * 86_400),
+}
+
+
+def do_set_subscription_profile(actor: Actor, sub: ReplSubscriber, **values: int | None) -> str:
+    """The subscription's own tuning (transactional/profile.py): transactions per subscriber commit, the in-sync
+    backlog limit, the lag alert by count and by age. None: the publication's or the registry's value."""
+    target = sub.label
+    require(actor, EDIT, "trx.profile", target)
+    unknown = set(values) - PROFILE_BOUNDS.keys()
+    wrong = [
+        f"{name} must be {low} to {high}"
+        for name, (low, high) in PROFILE_BOUNDS.items()
+        if values.get(name) is not None and not low <= int(values[name] or 0) <= high
+    ]
+    if unknown or wrong:
+        error = trx_lookups.TrxError("; ".join([*(f"{name} is not a setting" for name in sorted(unknown)), *wrong]))
+        _failed(actor, "trx.profile", target, error)
+        raise error
+    before = {name: getattr(sub, name) for name in PROFILE_BOUNDS}
+    after = {name: values.get(name) for name in PROFILE_BOUNDS}
+    with transaction.atomic(durable=True):
+        ReplSubscriber.objects.filter(pk=sub.pk).update(**after)
+        record(actor, "trx.profile", target, detail={"before": before, "after": after})
+    own = [f"{name} {value}" for name, value in after.items() if value is not None]
+    return f"{target}: " + (", ".join(own) if own else "every setting from its publication and the registry")
+
+
 def advance_idle_slot(server: str, account: str) -> bool:
     """The periodic check's heartbeat of an idle WAL publication (transactional.capture.advance_idle_slot)."""
     return trx_capture.advance_idle_slot(trx_lookups.server_named(server), account)

@@ -114,6 +114,21 @@ class LagAlertForm(forms.Form):
                                            label="Oldest unapplied transaction older than (seconds)")  # fmt: skip
 
 
+class SubscriptionProfileForm(forms.Form):
+    """A subscription's own tuning; an empty field takes the publication's or the registry's value."""
+
+    apply_batch = forms.IntegerField(min_value=1, max_value=100_000, required=False,
+                                     label="Transactions per subscriber commit")  # fmt: skip
+    max_backlog = forms.IntegerField(min_value=1, max_value=1_000_000_000, required=False,
+                                     label="In sync: cut the feed above (transactions behind)")  # fmt: skip
+    alert_lag = forms.IntegerField(min_value=0, max_value=1_000_000_000, required=False,
+                                   label="Alert above (transactions behind)")  # fmt: skip
+    alert_lag_seconds = forms.IntegerField(
+        min_value=1, max_value=30 * 86400, required=False,
+        label="Alert when the oldest unapplied transaction is older than (s)",
+    )  # fmt: skip
+
+
 class OnConflictForm(forms.Form):
     """An updateable publication's answer to a subscriber's conflicting change (REPL_PUB_ON_CONFLICT)."""
 

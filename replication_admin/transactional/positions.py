@@ -26,6 +26,7 @@ from replication_admin.transactional.lookups import (
     _d,
     schema_of,
 )
+from replication_admin.transactional.profile import alert_lag
 
 
 def ensure_level_table(server: Server) -> None:
@@ -108,12 +109,9 @@ def record_position(
         .values_list("at", flat=True)
         .first()
     )
-    if account is not None:
-        threshold: list[int | None] = [account.alert_lag]
-    else:
-        threshold = list(
-            ReplAccount.objects.filter(server=sub.server, account=sub.account).values_list("alert_lag", flat=True)
-        )
+    if account is None:
+        account = ReplAccount.objects.filter(server=sub.server, account=sub.account).first()
+    threshold: list[int | None] = [] if account is None and sub.alert_lag is None else [alert_lag(sub, account)]
     behind = pub_count - count
     if threshold and threshold[0] is not None and behind > threshold[0]:
         safely_raise(

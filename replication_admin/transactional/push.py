@@ -28,12 +28,12 @@ from replication_admin.engine.resolvers import DEFAULT_DECISION, HELD, ResolverC
 from replication_admin.engine.schema import TableInfo
 from replication_admin.models import (
     ConflictBackup,
-    RegistryEntry,
     ReplAccount,
     ReplSubscriber,
     Server,
     TransactionalConflictResolver,
 )
+from replication_admin.transactional import profile
 from replication_admin.transactional.apply import LevelMoved
 from replication_admin.transactional.capture import (
     add_capture,
@@ -391,7 +391,7 @@ def push(sub: ReplSubscriber, acct: ReplAccount) -> int:
         return 0
     tables = published_tables(acct, cached=True)
     sent = 0
-    batch = RegistryEntry.get_int("repl_apply_batch")
+    batch = profile.apply_batch(sub)
     chains: dict[str, list] = {}  # the tables' resolver chains, read once per push
     while pushed < available:
         for txn in read_transactions(sub_server, push_acct, pushed, min(available, pushed + batch)):

@@ -26,12 +26,14 @@ from replication_admin.models import (
     SkippedTransaction,
     TpItem,
 )
+from replication_admin.transactional import profile
 from replication_admin.transactional.actions import schedule_event_name
-from replication_admin.transactional.lag import lag_limit_seconds, live_lags
+from replication_admin.transactional.lag import live_lags
 from replication_admin.transactional.lookups import item_table
 
 TRX_SUB_FIELDS = ("server", "account", "subscriber", "level", "count", "valid", "state", "init_state",
-                  "last_sync_at", "last_error", "halt_count", "halt_error", "id", "follow")  # fmt: skip
+                  "last_sync_at", "last_error", "halt_count", "halt_error", "id", "follow",
+                  *profile.FIELDS)  # fmt: skip
 
 
 def gap_counts() -> dict[tuple[str, str, str], int]:
@@ -102,12 +104,12 @@ def trx_status_rows(
         broken = trx_broken(presence, published.get((server, name), []), server, subscriber, sub["init_state"])
         # A subscription synced by a schedule is behind by up to its interval between runs, which is normal.
         every = schedules.get(sub["id"]) if sub["state"] != health.TRX_IN_SYNC else None
-        limit = lag_limit_seconds(account) + (every or 0) * 60
+        limit = profile.lag_limit_seconds(sub, account) + (every or 0) * 60
         unrepaired = gaps.get((server, name, subscriber), (0, 0))[1]
         state = health.trx_subscriber_state(
             valid=sub["valid"], sync_state=sub["state"], last_error=sub["last_error"],
             init_done=sub["init_state"] == "done" and live.initialised, lag=lag, last_sync_at=sub["last_sync_at"],
-            now=now, max_backlog=(account.max_backlog if account else None) or default_backlog,
+            now=now, max_backlog=profile.max_backlog(sub, account, lambda _key: default_backlog),
             reachable=live.reachable, broken=broken, halted=sub["halt_count"] is not None,
             gaps=unrepaired,  # a gap not repaired yet: not ok
             copying=sub["init_state"] in ("staging", "copying"),
@@ -127,7 +129,7 @@ def trx_status_rows(
             "last_success": iso(sub["last_sync_at"]),
             "last_error": broken or sub["halt_error"] or gaps_text(unrepaired) or sub["last_error"] or live.problem,
             "gaps": gaps.get((server, name, subscriber), (0, 0))[0],
-            "unrepaired_gaps": unrepaired, "lag_limit_seconds": limit,
+            "unrepaired_gaps": unrepaired, "lag_limit_seconds": limit, "alert_lag": profile.alert_lag(sub, account),
             "mode": mode_of(sub["follow"], sub["state"], every), "id": sub["id"],
             "state": state, "state_label": health.LABELS[state],
         })  # fmt: skip

@@ -58,6 +58,7 @@ from replication_admin.models import (
     ReplSubscriber,
     Server,
 )
+from replication_admin.transactional import profile
 from replication_admin.transactional import schema as trx_schema
 from replication_admin.transactional.apply import LevelMoved, Target, apply_batch, skip_transaction, transaction_keys
 from replication_admin.transactional.capture import (
@@ -336,7 +337,7 @@ def sync_once(
 
     # A follower keeps the subscriber's table descriptions between steps (not an updateable one's: its held keys move).
     target = memo.target(sub, described) if memo is not None and not acct.is_updateable else described()
-    batch = batch or RegistryEntry.get_int("repl_apply_batch")
+    batch = batch or profile.apply_batch(sub)
     goal = pub_count if max_transactions is None else min(pub_count, count + max_transactions)
     bounds = (settings.TRX_BATCH_ROWS, settings.TRX_BATCH_BYTES)
     # The next window is read while this one applies (a follower's shared windows are read as its steps go).
@@ -425,7 +426,7 @@ class WalDirect:
             return None
         target = Target(sub_server, sub.server, sub.account, source_dialect=pub_server.dialect,
                         replay_user=sub.replay_user)  # fmt: skip
-        return cls(sub, acct, target, count, batch or RegistryEntry.get_int("repl_apply_batch"))
+        return cls(sub, acct, target, count, batch or profile.apply_batch(sub))
 
     def __call__(self, count: int, rows: list[tuple], parts: dict[int, int] | None = None) -> int:
         if count != self.reached:
@@ -614,10 +615,6 @@ def sync_subscription(job: JobRun, reporter, subscription_id: int) -> dict:
 
 
 # --- in-sync mode -------------------------------------------------------------------------------------------
-
-
-def max_backlog(account: ReplAccount, registry: Callable[[str], int] = RegistryEntry.get_int) -> int:
-    return account.max_backlog or registry("repl_max_backlog")
 
 
 # The follower reads the registry's tuning values (batch size, backlog threshold) at most this often: a change
@@ -866,8 +863,8 @@ def follow_step(
     try:
         # The same item lock as a sync job: while one runs, the follower leaves the subscription to it.
         with item_lock(lock_name(sub), None, wait=0):
-            batch = registry("repl_apply_batch")
-            limit = max_backlog(acct, registry)
+            batch = profile.apply_batch(sub, registry)
+            limit = profile.max_backlog(sub, acct, registry)
             cut = None if watch is None else (lambda backlog: watch.cut(sub, backlog))
             outcome = sync_once(
                 sub, max_transactions=batch, max_backlog=limit, cut=cut, following=True, account=acct, batch=batch,

@@ -36,7 +36,7 @@ from replication_admin.models import (
     subscription_label,
 )
 from replication_admin.transactional import actions as trx_actions
-from replication_admin.transactional import durability, tracers
+from replication_admin.transactional import durability, profile, tracers
 from replication_admin.transactional import lookups as trx_lookups
 from replication_admin.transactional import schema as trx_schema
 from replication_admin.transactional.forms import (
@@ -52,6 +52,7 @@ from replication_admin.transactional.forms import (
     SchemaPolicyForm,
     SubScheduleForm,
     SubscribeForm,
+    SubscriptionProfileForm,
     TracerScheduleForm,
 )
 from replication_admin.transactional.selectors import (
@@ -666,6 +667,8 @@ def _subscription_context(request: HttpRequest, sub: ReplSubscriber) -> dict:
         "event": event,
         "next_run": event_next_run(event),
         "schedule_form": SubScheduleForm(initial={"minutes": event.interval if event else 0}),
+        "profile": profile.settings_of(sub, account),
+        "profile_form": SubscriptionProfileForm(initial={name: getattr(sub, name) for name in profile.FIELDS}),
         "level_figure": level_figure,
         "lag_figure": lag_figure,
         "level_table": chart_table(level_figure),
@@ -774,6 +777,20 @@ def subscription_schedule(request: HttpRequest, subscriber: str, server: str, ac
         return _back(request, sub)
     minutes = form.cleaned_data["minutes"]
     return _attempt(request, lambda actor: trx_actions.do_sub_schedule(actor, sub, minutes)) or _back(request, sub)
+
+
+@require_POST
+@requires(EDIT, "trx.profile", _sub_label)
+def subscription_profile(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
+    sub = _subscription(subscriber, server, account)
+    form = SubscriptionProfileForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"The profile was not saved: {_form_errors(form)}")
+        return _back(request, sub)
+    values = {name: form.cleaned_data[name] for name in profile.FIELDS}
+    return _attempt(request, lambda actor: trx_actions.do_set_subscription_profile(actor, sub, **values)) or _back(
+        request, sub
+    )
 
 
 @require_http_methods(["GET", "POST"])

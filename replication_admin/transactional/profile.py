@@ -1,0 +1,89 @@
+"""A transactional subscription's profile: the tuning it overrides, each with the fallbacks a DBA expects (the
+subscription's own value, else the publication's, else the registry's or the environment's), in one place, so the
+sync, the follower, the states, the lag alerts and the subscription's page read the same numbers.
+
+- apply batch: transactions one subscriber commit takes (registry `repl_apply_batch`);
+- backlog limit: an in-sync subscriber further behind has its feed cut and re-syncs (the publication's
+  ACC_MAX_BACKLOG, registry `repl_max_backlog`);
+- lag alerts: more transactions behind than (the publication's ACC_ALERT_LAG; none: no such alert), oldest
+  unapplied transaction older than (ACC_ALERT_LAG_SECONDS, REPLADMIN_LAG_ALERT_SECONDS)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from replication_admin.models import RegistryEntry, ReplAccount, ReplSubscriber
+
+Registry = Callable[[str], int]
+# The profile's fields, as ReplSubscriber names them (states.py reads them with the other subscription fields).
+FIELDS = ("apply_batch", "max_backlog", "alert_lag", "alert_lag_seconds")
+
+
+def _own(sub: ReplSubscriber | Mapping[str, Any], name: str) -> Any:
+    return sub.get(name) if isinstance(sub, Mapping) else getattr(sub, name)
+
+
+def apply_batch(sub: ReplSubscriber | Mapping[str, Any], registry: Registry = RegistryEntry.get_int) -> int:
+    return int(_own(sub, "apply_batch") or registry("repl_apply_batch"))
+
+
+def max_backlog(
+    sub: ReplSubscriber | Mapping[str, Any], account: ReplAccount | None, registry: Registry = RegistryEntry.get_int
+) -> int:
+    return int(_own(sub, "max_backlog") or (account.max_backlog if account else None) or registry("repl_max_backlog"))
+
+
+def alert_lag(sub: ReplSubscriber | Mapping[str, Any], account: ReplAccount | None) -> int | None:
+    own = _own(sub, "alert_lag")
+    return own if own is not None else (account.alert_lag if account else None)
+
+
+def lag_limit_seconds(sub: ReplSubscriber | Mapping[str, Any], account: ReplAccount | None) -> float:
+    own = _own(sub, "alert_lag_seconds")
+    if own:
+        return float(own)
+    if account is not None and account.alert_lag_seconds:
+        return float(account.alert_lag_seconds)
+    return float(settings.LAG_ALERT_SECONDS)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One line of the profile as the subscription's page shows it."""
+
+    name: str
+    label: str
+    value: Any
+    source: str  # "this subscription", "the publication", "the registry (repl_apply_batch)", …
+    own: Any  # the subscription's override (None: none)
+
+
+def settings_of(sub: ReplSubscriber, account: ReplAccount | None) -> list[Setting]:
+    """Every setting of the profile with the value in force and where it comes from."""
+
+    def source(own: Any, of_publication: Any, fallback: str) -> str:
+        if own not in (None, 0):
+            return "this subscription"
+        if of_publication not in (None, 0):
+            return "the publication"
+        return fallback
+
+    pub_backlog = account.max_backlog if account else None
+    pub_lag = account.alert_lag if account else None
+    pub_seconds = account.alert_lag_seconds if account else None
+    return [
+        Setting("apply_batch", "Transactions per subscriber commit", apply_batch(sub),
+                source(sub.apply_batch, None, "the registry (repl_apply_batch)"), sub.apply_batch),
+        Setting("max_backlog", "In sync: the feed is cut above (transactions behind)", max_backlog(sub, account),
+                source(sub.max_backlog, pub_backlog, "the registry (repl_max_backlog)"), sub.max_backlog),
+        Setting("alert_lag", "Alert above (transactions behind)", alert_lag(sub, account),
+                source(sub.alert_lag, pub_lag, "none set"), sub.alert_lag),
+        Setting("alert_lag_seconds", "Alert when the oldest unapplied transaction is older than (s)",
+                lag_limit_seconds(sub, account),
+                source(sub.alert_lag_seconds, pub_seconds, "the environment (REPLADMIN_LAG_ALERT_SECONDS)"),
+                sub.alert_lag_seconds),
+    ]  # fmt: skip
