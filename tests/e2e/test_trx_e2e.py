@@ -164,3 +164,26 @@ def test_an_editor_sets_the_ack_policy_and_writes_a_transactional_resolver_check
         "#chain-U"
     ) or "new.price < pub.price" in page.inner_text("#chain-U")
     shot(page, "resolver-added")
+
+
+def test_an_editor_sets_a_subscriptions_profile_and_sees_which_values_are_its_own(live_server, page, shot):
+    make_user("editor", "edit", "operate")
+    publication_with_two_subscribers()
+    ReplAccount.objects.filter(server="shop", account="sales").update(max_backlog=700)
+    sub = ReplSubscriber.objects.get(subscriber="kiosk")
+    sign_in(page, live_server.url, "editor")
+    page.goto(live_server.url + sub.get_absolute_url())
+    rows = page.locator("#trx-profile-rows")
+    assert "the registry (repl_apply_batch)" in rows.locator("[data-setting='apply_batch']").inner_text()
+    assert "the publication" in rows.locator("[data-setting='max_backlog']").inner_text()
+    page.fill("#trx-profile-form #id_apply_batch", "25")
+    page.fill("#trx-profile-form #id_alert_lag", "5")
+    page.click("#trx-profile-form button:has-text('Save profile')")
+    page.wait_for_selector(".messages li.success")
+    assert "apply_batch 25, alert_lag 5" in page.inner_text(".messages")
+    batch = page.locator("#trx-profile-rows [data-setting='apply_batch']").inner_text()
+    assert "25" in batch and "this subscription" in batch
+    assert "this subscription" in page.locator("#trx-profile-rows [data-setting='alert_lag']").inner_text()
+    sub.refresh_from_db()
+    assert (sub.apply_batch, sub.alert_lag, sub.max_backlog) == (25, 5, None)
+    shot(page, "subscription-profile")
