@@ -437,6 +437,7 @@ class ReplSubscriber(models.Model):
     max_backlog = models.IntegerField(null=True, blank=True, db_column="RS_MAX_BACKLOG")  # in sync: cut above it
     alert_lag = models.IntegerField(null=True, blank=True, db_column="RS_ALERT_LAG")  # alert over this many behind
     alert_lag_seconds = models.IntegerField(null=True, blank=True, db_column="RS_ALERT_LAG_SECONDS")
+    retry_most = models.IntegerField(null=True, blank=True, db_column="RS_RETRY_MOST")  # halted: longest wait, s
 
     class Meta:
         db_table = "SYS_REPL_SUBSCRIBERS"

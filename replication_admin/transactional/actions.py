@@ -609,7 +609,7 @@ def retry_due_halts() -> list[int]:
             if pending.exists():
                 continue
             # The next try after this one, should this job not even reach the halted transaction.
-            later = now + timedelta(seconds=trx_sync.halt_backoff(sub.halt_attempts + 1))
+            later = now + timedelta(seconds=trx_sync.halt_backoff(sub.halt_attempts + 1, sub.retry_most))
             ReplSubscriber.objects.filter(pk=sub.pk).update(retry_at=later)
             job = do_start_job(
                 Actor.scheduler(), TrxSync, sub.label,
@@ -913,6 +913,7 @@ PROFILE_BOUNDS = {
     "max_backlog": (1, 1_000_000_000),
     "alert_lag": (0, 1_000_000_000),
     "alert_lag_seconds": (1, 30 * 86_400),
+    "retry_most": (5, 86_400),
 }
 
 

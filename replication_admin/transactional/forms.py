@@ -127,6 +127,8 @@ class SubscriptionProfileForm(forms.Form):
         min_value=1, max_value=30 * 86400, required=False,
         label="Alert when the oldest unapplied transaction is older than (s)",
     )  # fmt: skip
+    retry_most = forms.IntegerField(min_value=5, max_value=86_400, required=False,
+                                    label="Halted: the longest wait between two tries (s)")  # fmt: skip
 
 
 class OnConflictForm(forms.Form):

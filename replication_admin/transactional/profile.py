@@ -6,7 +6,8 @@ sync, the follower, the states, the lag alerts and the subscription's page read 
 - backlog limit: an in-sync subscriber further behind has its feed cut and re-syncs (the publication's
   ACC_MAX_BACKLOG, registry `repl_max_backlog`);
 - lag alerts: more transactions behind than (the publication's ACC_ALERT_LAG; none: no such alert), oldest
-  unapplied transaction older than (ACC_ALERT_LAG_SECONDS, REPLADMIN_LAG_ALERT_SECONDS)."""
+  unapplied transaction older than (ACC_ALERT_LAG_SECONDS, REPLADMIN_LAG_ALERT_SECONDS);
+- retry window: a halted apply is tried again after 5 s, the wait doubling up to this many seconds (300)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from replication_admin.models import RegistryEntry, ReplAccount, ReplSubscriber
 
 Registry = Callable[[str], int]
 # The profile's fields, as ReplSubscriber names them (states.py reads them with the other subscription fields).
-FIELDS = ("apply_batch", "max_backlog", "alert_lag", "alert_lag_seconds")
+FIELDS = ("apply_batch", "max_backlog", "alert_lag", "alert_lag_seconds", "retry_most")
+HALT_RETRY_MOST = 300.0  # seconds: the longest wait between two tries of a halted apply, unless the profile says
 
 
 def _own(sub: ReplSubscriber | Mapping[str, Any], name: str) -> Any:
@@ -49,6 +51,10 @@ def lag_limit_seconds(sub: ReplSubscriber | Mapping[str, Any], account: ReplAcco
     if account is not None and account.alert_lag_seconds:
         return float(account.alert_lag_seconds)
     return float(settings.LAG_ALERT_SECONDS)
+
+
+def retry_most(sub: ReplSubscriber | Mapping[str, Any]) -> float:
+    return float(_own(sub, "retry_most") or HALT_RETRY_MOST)
 
 
 @dataclass(frozen=True)
@@ -86,4 +92,6 @@ def settings_of(sub: ReplSubscriber, account: ReplAccount | None) -> list[Settin
                 lag_limit_seconds(sub, account),
                 source(sub.alert_lag_seconds, pub_seconds, "the environment (REPLADMIN_LAG_ALERT_SECONDS)"),
                 sub.alert_lag_seconds),
+        Setting("retry_most", "Halted: the longest wait between two tries (s)", retry_most(sub),
+                source(sub.retry_most, None, "the default (300 s)"), sub.retry_most),
     ]  # fmt: skip

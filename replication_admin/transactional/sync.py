@@ -117,7 +117,7 @@ FOLLOW_IDLE_WAIT = 1.0
 CUT_GRACE_SECONDS = 30.0
 # A halted subscription is tried again after 5 s, doubling up to 5 minutes (with jitter).
 HALT_RETRY_FIRST = 5.0
-HALT_RETRY_MOST = 300.0
+HALT_RETRY_MOST = profile.HALT_RETRY_MOST  # a subscription's profile may set its own (RS_RETRY_MOST)
 
 
 class ApplyHalted(TrxError):
@@ -128,9 +128,10 @@ class ApplyHalted(TrxError):
         self.count = count  # the subscriber's count: the transactions before the failing one are applied
 
 
-def halt_backoff(attempts: int) -> float:
-    """Seconds until the `attempts`-th failed try of a halted transaction is tried again."""
-    wait = min(HALT_RETRY_MOST, HALT_RETRY_FIRST * 2 ** max(0, attempts - 1))
+def halt_backoff(attempts: int, most: float | None = None) -> float:
+    """Seconds until the `attempts`-th failed try of a halted transaction is tried again (at most `most`, the
+    subscription's retry window, else HALT_RETRY_MOST)."""
+    wait = min(most or HALT_RETRY_MOST, HALT_RETRY_FIRST * 2 ** max(0, attempts - 1))
     return wait * random.uniform(0.8, 1.2)  # noqa: S311 - jitter spreads retries, no secret
 
 
@@ -150,7 +151,7 @@ def _record_halt(sub: ReplSubscriber, txn: sql.Transaction, error: str, keys: li
     now = timezone.now()
     updates = {
         "halt_count": txn.count, "halt_level": txn.level, "halt_error": line, "halt_keys": keys,
-        "halt_attempts": attempts, "retry_at": now + dt.timedelta(seconds=halt_backoff(attempts)),
+        "halt_attempts": attempts, "retry_at": now + dt.timedelta(seconds=halt_backoff(attempts, sub.retry_most)),
     }  # fmt: skip
     if not (fresh and fresh[0] == txn.count):
         updates["halted_at"] = now

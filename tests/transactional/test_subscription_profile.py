@@ -4,14 +4,18 @@ with where each comes from, and are set by editors only, in bounds, audited."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.core.cache import cache
 from django.urls import reverse
+from django.utils import timezone
 
 from replication_admin.core.alerts import open_alerts
 from replication_admin.core.audit import Actor
 from replication_admin.health.checks import check_lag
 from replication_admin.models import AuditEntry, ReplAccount, ReplSubscriber
+from replication_admin.statements import execute
 from replication_admin.transactional import profile
 from replication_admin.transactional.actions import do_set_subscription_profile
 from replication_admin.transactional.lookups import TrxError
@@ -82,6 +86,7 @@ def test_the_profile_says_where_each_setting_comes_from(subscribed):
         "max_backlog": (700, "the publication"),
         "alert_lag": (None, "none set"),
         "alert_lag_seconds": (60.0, "the environment (REPLADMIN_LAG_ALERT_SECONDS)"),
+        "retry_most": (300.0, "the default (300 s)"),
     }
     do_set_subscription_profile(Actor.command(), sub, max_backlog=50, alert_lag_seconds=5)
     sub.refresh_from_db()
@@ -129,3 +134,27 @@ def test_an_editor_sets_the_profile_on_the_subscriptions_page_and_a_viewer_may_n
     sub.refresh_from_db()
     assert sub.apply_batch == 25
     assert AuditEntry.objects.filter(action="trx.profile", outcome="denied").exists()
+
+
+def test_a_halted_subscription_is_tried_again_within_its_own_retry_window(subscribed):
+    pub, my, _pg = subscribed
+    sql(my, "ALTER TABLE items ADD CONSTRAINT small_keys CHECK (id < 100)")  # the subscriber refuses key 200
+    do_set_subscription_profile(Actor.command(), subscription("my"), retry_most=20)
+    sql(pub, "INSERT INTO items VALUES (200, 'too big for my')")
+    outcomes = execute(Actor.command(), "REPL_SYNC ('pub', 'shop')", context=my)
+    assert not outcomes[-1].ok and "halted" in outcomes[-1].message
+    ReplSubscriber.objects.filter(subscriber="my").update(halt_attempts=9)  # it has failed many times already
+    before = timezone.now()
+    outcomes = execute(Actor.command(), "REPL_SYNC ('pub', 'shop')", context=my)
+    halted = subscription("my")
+    assert halted.halt_attempts == 10 and halted.halt_count is not None
+    # The tenth wait would be 5 s · 2⁹; the window keeps it at 20 s (± the jitter's 20 %).
+    assert halted.retry_at - before <= timedelta(seconds=24)
+    shown = {s.name: (s.value, s.source) for s in profile.settings_of(halted, None)}
+    assert shown["retry_most"] == (20.0, "this subscription")
+
+    do_set_subscription_profile(Actor.command(), halted, retry_most=None)
+    ReplSubscriber.objects.filter(subscriber="my").update(halt_attempts=9)
+    before = timezone.now()
+    execute(Actor.command(), "REPL_SYNC ('pub', 'shop')", context=my)
+    assert subscription("my").retry_at - before >= timedelta(seconds=240)  # the default window, 300 s
