@@ -13,12 +13,12 @@ from replication_admin.bidir import sync as bidir_sync
 from replication_admin.bidir.objects import BidirError
 from replication_admin.bidir.runs import BidirInit, BidirSync, InitParams, SyncParams
 from replication_admin.core.audit import Actor, record, require
-from replication_admin.core.conflicts import key_label
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import require_table
 from replication_admin.core.jobs import do_start_job
 from replication_admin.core.permissions import EDIT, OPERATE
 from replication_admin.core.schema_follow import live_definition
+from replication_admin.core.words import key_label
 from replication_admin.engine.statements import Name
 from replication_admin.models import (
     AuditEntry,

@@ -50,11 +50,6 @@ def key_text(values: Iterable[object]) -> str:
     return json.dumps([str(v) for v in values])
 
 
-def key_label(key: dict[str, Any]) -> str:
-    """A backup's primary key for people: {'OrderID': 10248, 'ProductID': 11} -> 'OrderID=10248, ProductID=11'."""
-    return ", ".join(f"{name}={value}" for name, value in key.items())
-
-
 def new_guid(server_name: str) -> str:
     """A ROWGUID of a version made on `server_name`."""
     return f"{server_name}@{uuid.uuid4()}"

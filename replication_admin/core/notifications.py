@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from replication_admin.core import crypto
+from replication_admin.core.words import key_label
 from replication_admin.models import (
     ConflictBackup,
     Notification,
@@ -88,6 +89,21 @@ def channel_url(channel: NotificationChannel) -> str:
     return crypto.decrypt(channel.url_encrypted)
 
 
+def send_to_channel(channel: NotificationChannel, subject: str, body: str) -> str | None:
+    """Send one message to a channel and note on it when it last took one or why it did not: None when it took it,
+    else the error in one line."""
+    try:
+        error = send_to_url(channel_url(channel), subject, body)
+    except crypto.SecretError as exc:
+        error = str(exc).replace("password", "channel URL")
+    now = timezone.now()
+    if error is None:
+        NotificationChannel.objects.filter(pk=channel.pk).update(last_sent_at=now, last_error="")
+    else:
+        NotificationChannel.objects.filter(pk=channel.pk).update(last_error=error, last_error_at=now)
+    return error
+
+
 def send_to_url(url: str, subject: str, body: str) -> str | None:
     """Send one message through Apprise: None when the service took it, else its error in one line."""
     apprise = _apprise()
@@ -125,15 +141,9 @@ def queue_alert(alert: Alert) -> int:
     return len(rows)
 
 
-@dataclass
-class _Batch:
-    backups: list[ConflictBackup] = field(default_factory=list)
-
-
 def _line(backup: ConflictBackup) -> str:
-    key = ", ".join(f"{name}={value}" for name, value in (backup.primary_key or {}).items())  # as the inbox says it
     return (
-        f"- {backup.get_conflict_type_display()} conflict on {key} in "
+        f"- {backup.get_conflict_type_display()} conflict on {key_label(backup.primary_key or {})} in "
         f"{backup.table_name} from {backup.source}: {backup.get_decision_display()} ({backup.resolver or 'default'})"
     )
 
@@ -217,13 +227,8 @@ def retry_after(attempts: int) -> timedelta:
 
 
 def _send(notification: Notification) -> str | None:
-    if notification.channel_id is not None:
-        assert notification.channel is not None
-        try:
-            url = channel_url(notification.channel)
-        except crypto.SecretError as exc:
-            return str(exc).replace("password", "channel URL")
-        return send_to_url(url, notification.subject, notification.body)
+    if notification.channel is not None:
+        return send_to_channel(notification.channel, notification.subject, notification.body)
     try:
         send_mail(notification.subject, notification.body, None, list(notification.emails))
     except Exception as exc:  # the mail server's refusal, whatever its class: said on the message
@@ -261,8 +266,6 @@ def _settle(notification: Notification, error: str | None) -> Outcome:
         Notification.objects.filter(pk=notification.pk).update(
             state=Notification.State.SENT, sent_at=now, last_error=""
         )
-        if notification.channel_id is not None:
-            NotificationChannel.objects.filter(pk=notification.channel_id).update(last_sent_at=now, last_error="")
         return Outcome(notification)
     final = notification.attempts >= Notification.MAX_ATTEMPTS
     Notification.objects.filter(pk=notification.pk).update(
@@ -270,26 +273,14 @@ def _settle(notification: Notification, error: str | None) -> Outcome:
         next_attempt_at=now + retry_after(notification.attempts),
         last_error=error,
     )
-    if notification.channel_id is not None:
-        NotificationChannel.objects.filter(pk=notification.channel_id).update(last_error=error, last_error_at=now)
     log.warning("notification %s to %s not delivered: %s", notification.pk, notification.destination, error)
     return Outcome(notification, error, final)
 
 
 def send_test(channel: NotificationChannel, by: str) -> str | None:
     """Send a test message to the channel now (not through the outbox): None when the service took it."""
-    try:
-        url = channel_url(channel)
-    except crypto.SecretError as exc:
-        return str(exc).replace("password", "channel URL")
-    error = send_to_url(
-        url,
+    return send_to_channel(
+        channel,
         f"[replication_admin] test of the channel {channel.name}",
         f"{by} sent this from {settings.CONSOLE_URL}: alerts and conflicts chosen for this channel will arrive here.",
     )
-    now = timezone.now()
-    if error is None:
-        NotificationChannel.objects.filter(pk=channel.pk).update(last_sent_at=now, last_error="")
-    else:
-        NotificationChannel.objects.filter(pk=channel.pk).update(last_error=error, last_error_at=now)
-    return error

@@ -17,3 +17,8 @@ def plain(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)
+
+
+def key_label(key: dict[str, Any]) -> str:
+    """A backup's primary key for people: {'OrderID': 10248, 'ProductID': 11} -> 'OrderID=10248, ProductID=11'."""
+    return ", ".join(f"{name}={value}" for name, value in key.items())

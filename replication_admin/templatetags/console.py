@@ -6,11 +6,10 @@ from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from replication_admin.core.conflicts import key_label
 from replication_admin.core.jobs import counts_of, runs_figure
 from replication_admin.core.times import duration_text
 from replication_admin.core.web import STAMP, Chart, local_stamp
-from replication_admin.core.words import plain
+from replication_admin.core.words import key_label, plain
 from replication_admin.engine import health
 from replication_admin.engine.resolvers import default_rules_text
 from replication_admin.models import JobRun

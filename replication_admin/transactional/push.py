@@ -12,7 +12,6 @@ from replication_admin.core.conflicts import (
     decide,
     default_decision,
     json_row,
-    key_label,
     key_text,
     new_guid,
     resolver_chain,
@@ -22,6 +21,7 @@ from replication_admin.core.transactions import (
     run_in_transaction,
     with_retries,
 )
+from replication_admin.core.words import key_label
 from replication_admin.engine import levels
 from replication_admin.engine import transactional_sql as sql
 from replication_admin.engine.resolvers import DEFAULT_DECISION, HELD, ResolverColumn, spark_type

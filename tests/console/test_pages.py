@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 
 from replication_admin.core.audit import Actor
-from replication_admin.core.conflicts import key_label
+from replication_admin.core.words import key_label
 from replication_admin.engine.types import LogicalType
 from replication_admin.models import AuditEntry, SnapshotLog, SnapshotPublication, StatementRun
 from replication_admin.snapshots.actions import SnapshotError, do_create_snapshot_log
