@@ -48,6 +48,7 @@ from replication_admin.transactional import push as trx_push
 from replication_admin.transactional import schema as trx_schema
 from replication_admin.transactional import sync as trx_sync
 from replication_admin.transactional.apply import Target, gap_entries, move_past, repair_keys, transaction_keys
+from replication_admin.transactional.profile import KNOBS
 from replication_admin.transactional.runs import SubscriptionParams, TrxInit, TrxSync
 
 log = logging.getLogger(__name__)
@@ -907,33 +908,24 @@ def do_set_lag_alert(actor: Actor, account: ReplAccount, *, transactions: int | 
     return f"{target} alerts {by_count} or when a subscriber's oldest unapplied transaction is older than {by_time}"
 
 
-# The profile's bounds: what a person may set (None: inherit the publication's or the registry's value).
-PROFILE_BOUNDS = {
-    "apply_batch": (1, 100_000),
-    "max_backlog": (1, 1_000_000_000),
-    "alert_lag": (0, 1_000_000_000),
-    "alert_lag_seconds": (1, 30 * 86_400),
-    "retry_most": (5, 86_400),
-}
-
-
 def do_set_subscription_profile(actor: Actor, sub: ReplSubscriber, **values: int | None) -> str:
     """The subscription's own tuning (transactional/profile.py): transactions per subscriber commit, the in-sync
-    backlog limit, the lag alert by count and by age. None: the publication's or the registry's value."""
+    backlog limit, the lag alert by count and by age, the retry window of a halted apply. None: the publication's
+    or the registry's value."""
     target = sub.label
     require(actor, EDIT, "trx.profile", target)
-    unknown = set(values) - PROFILE_BOUNDS.keys()
+    unknown = set(values) - KNOBS.keys()
     wrong = [
-        f"{name} must be {low} to {high}"
-        for name, (low, high) in PROFILE_BOUNDS.items()
-        if values.get(name) is not None and not low <= int(values[name] or 0) <= high
+        f"{name} must be {knob.low} to {knob.high}"
+        for name, knob in KNOBS.items()
+        if (value := values.get(name)) is not None and not knob.low <= value <= knob.high
     ]
     if unknown or wrong:
         error = trx_lookups.TrxError("; ".join([*(f"{name} is not a setting" for name in sorted(unknown)), *wrong]))
         _failed(actor, "trx.profile", target, error)
         raise error
-    before = {name: getattr(sub, name) for name in PROFILE_BOUNDS}
-    after = {name: values.get(name) for name in PROFILE_BOUNDS}
+    before = {name: getattr(sub, name) for name in KNOBS}
+    after = {name: values.get(name) for name in KNOBS}
     with transaction.atomic(durable=True):
         ReplSubscriber.objects.filter(pk=sub.pk).update(**after)
         record(actor, "trx.profile", target, detail={"before": before, "after": after})

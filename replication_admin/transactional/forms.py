@@ -9,6 +9,7 @@ from django.core.validators import RegexValidator
 
 from replication_admin.engine.levels import DEFAULT_PURGE_MINUTES
 from replication_admin.models import ReplAccount, Server
+from replication_admin.transactional.profile import KNOBS
 
 NO_SLASH = RegexValidator(r"^[^/]+$", "A name may not contain '/'.")
 WEEKDAYS = [(1, "Monday"), (2, "Tuesday"), (3, "Wednesday"), (4, "Thursday"), (5, "Friday"), (6, "Saturday"),
@@ -115,20 +116,15 @@ class LagAlertForm(forms.Form):
 
 
 class SubscriptionProfileForm(forms.Form):
-    """A subscription's own tuning; an empty field takes the publication's or the registry's value."""
+    """A subscription's own tuning (transactional/profile.py's settings); an empty field takes the publication's or
+    the registry's value."""
 
-    apply_batch = forms.IntegerField(min_value=1, max_value=100_000, required=False,
-                                     label="Transactions per subscriber commit")  # fmt: skip
-    max_backlog = forms.IntegerField(min_value=1, max_value=1_000_000_000, required=False,
-                                     label="In sync: cut the feed above (transactions behind)")  # fmt: skip
-    alert_lag = forms.IntegerField(min_value=0, max_value=1_000_000_000, required=False,
-                                   label="Alert above (transactions behind)")  # fmt: skip
-    alert_lag_seconds = forms.IntegerField(
-        min_value=1, max_value=30 * 86400, required=False,
-        label="Alert when the oldest unapplied transaction is older than (s)",
-    )  # fmt: skip
-    retry_most = forms.IntegerField(min_value=5, max_value=86_400, required=False,
-                                    label="Halted: the longest wait between two tries (s)")  # fmt: skip
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for name, knob in KNOBS.items():
+            self.fields[name] = forms.IntegerField(
+                min_value=knob.low, max_value=knob.high, required=False, label=knob.label
+            )
 
 
 class OnConflictForm(forms.Form):

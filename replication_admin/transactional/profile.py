@@ -20,8 +20,26 @@ from django.conf import settings
 from replication_admin.models import RegistryEntry, ReplAccount, ReplSubscriber
 
 Registry = Callable[[str], int]
-# The profile's fields, as ReplSubscriber names them (states.py reads them with the other subscription fields).
-FIELDS = ("apply_batch", "max_backlog", "alert_lag", "alert_lag_seconds", "retry_most")
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One setting of the profile: what people read it as, and the values a person may give it."""
+
+    label: str
+    low: int
+    high: int
+
+
+# The profile's settings, by their ReplSubscriber field (the form, the action's check and the page read these).
+KNOBS = {
+    "apply_batch": Knob("Transactions per subscriber commit", 1, 100_000),
+    "max_backlog": Knob("In sync: the feed is cut above (transactions behind)", 1, 1_000_000_000),
+    "alert_lag": Knob("Alert above (transactions behind)", 0, 1_000_000_000),
+    "alert_lag_seconds": Knob("Alert when the oldest unapplied transaction is older than (s)", 1, 30 * 86_400),
+    "retry_most": Knob("Halted: the longest wait between two tries (s)", 5, 86_400),
+}
+FIELDS = tuple(KNOBS)  # states.py reads them with the other subscription fields
 HALT_RETRY_MOST = 300.0  # seconds: the longest wait between two tries of a halted apply, unless the profile says
 
 
@@ -78,20 +96,18 @@ def settings_of(sub: ReplSubscriber, account: ReplAccount | None) -> list[Settin
             return "the publication"
         return fallback
 
-    pub_backlog = account.max_backlog if account else None
-    pub_lag = account.alert_lag if account else None
-    pub_seconds = account.alert_lag_seconds if account else None
+    # name: (the value in force, the publication's own, where it comes from without either)
+    rows: dict[str, tuple[Any, Any, str]] = {
+        "apply_batch": (apply_batch(sub), None, "the registry (repl_apply_batch)"),
+        "max_backlog": (max_backlog(sub, account), account.max_backlog if account else None,
+                        "the registry (repl_max_backlog)"),
+        "alert_lag": (alert_lag(sub, account), account.alert_lag if account else None, "none set"),
+        "alert_lag_seconds": (lag_limit_seconds(sub, account), account.alert_lag_seconds if account else None,
+                              "the environment (REPLADMIN_LAG_ALERT_SECONDS)"),
+        "retry_most": (retry_most(sub), None, "the default (300 s)"),
+    }  # fmt: skip
     return [
-        Setting("apply_batch", "Transactions per subscriber commit", apply_batch(sub),
-                source(sub.apply_batch, None, "the registry (repl_apply_batch)"), sub.apply_batch),
-        Setting("max_backlog", "In sync: the feed is cut above (transactions behind)", max_backlog(sub, account),
-                source(sub.max_backlog, pub_backlog, "the registry (repl_max_backlog)"), sub.max_backlog),
-        Setting("alert_lag", "Alert above (transactions behind)", alert_lag(sub, account),
-                source(sub.alert_lag, pub_lag, "none set"), sub.alert_lag),
-        Setting("alert_lag_seconds", "Alert when the oldest unapplied transaction is older than (s)",
-                lag_limit_seconds(sub, account),
-                source(sub.alert_lag_seconds, pub_seconds, "the environment (REPLADMIN_LAG_ALERT_SECONDS)"),
-                sub.alert_lag_seconds),
-        Setting("retry_most", "Halted: the longest wait between two tries (s)", retry_most(sub),
-                source(sub.retry_most, None, "the default (300 s)"), sub.retry_most),
+        Setting(name, KNOBS[name].label, value, source(getattr(sub, name), of_publication, fallback),
+                getattr(sub, name))
+        for name, (value, of_publication, fallback) in rows.items()
     ]  # fmt: skip
