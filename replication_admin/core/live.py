@@ -18,9 +18,10 @@ from __future__ import annotations
 import hashlib
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -42,10 +43,11 @@ _MISSING = object()
 
 @dataclass(frozen=True)
 class Live:
-    """A live value, or why it could not be read (`error`, one line)."""
+    """A live value, or why it could not be read (`error`, one line), and when it was read (epoch seconds)."""
 
     value: Any = None
     error: str = ""
+    read_at: float = field(default_factory=time.time)
 
     @property
     def ok(self) -> bool:
@@ -113,15 +115,23 @@ def reachability(servers: Iterable[Server]) -> dict[str, str]:
     return result
 
 
-def read(server: Server, reach: dict[str, str], key: tuple[object, ...], compute: Callable[[], Any]) -> Live:
+def read(
+    server: Server,
+    reach: dict[str, str],
+    key: tuple[object, ...],
+    compute: Callable[[], Any],
+    changed_at: datetime | None = None,
+) -> Live:
     """`compute()` (a bounded read on `server`), cached for LIVE_SECONDS under `key`; an unreachable server
-    (per `reach`, from reachability()) or a failed read gives a Live with the error instead."""
+    (per `reach`, from reachability()) or a failed read gives a Live with the error instead. `changed_at`: when the
+    catalog says the value last changed (a sync's end): a cached read older than that is read again, since the cache
+    is each process's own and the process that changed it cannot drop this one's copy."""
     cause = reach.get(server.name, "")
     if cause:
         return Live(error=unreachable(server.name, cause))
     cache_key = _key("read", server.name, server.host, server.port, server.database, *key)
     cached = cache.get(cache_key, _MISSING)
-    if isinstance(cached, Live):
+    if isinstance(cached, Live) and (changed_at is None or cached.read_at > changed_at.timestamp()):
         return cached
     outcome: list[Live] = []
 

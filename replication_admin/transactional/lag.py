@@ -147,11 +147,19 @@ def live_lags(
     # Read here, not in the bounded reads (they run on threads of their own and read the servers only).
     wal = wal_publications()
 
-    def read(name: str, key: tuple, compute) -> live.Live:
+    def read(name: str, key: tuple, compute, changed_at: datetime | None = None) -> live.Live:
         server = servers.get(name)
         if server is None:
             return live.Live(value=NOT_REGISTERED, error=f"server {name} is not registered")
-        return live.read(server, reach, key, lambda: compute(server))
+        return live.read(server, reach, key, lambda: compute(server), changed_at)
+
+    # A subscriber's levels read before its last sync ended are stale: read again, or a lag check right after a
+    # sync would reopen the lag alert that sync resolved.
+    synced: dict[str, datetime] = {}
+    for s in subs:
+        at = s.get("last_sync_at")
+        if at is not None and (s["subscriber"] not in synced or at > synced[s["subscriber"]]):
+            synced[s["subscriber"]] = at
 
     pub_counts = {
         (s["server"], s["account"]):
@@ -160,7 +168,10 @@ def live_lags(
         read(s["server"], ("trx-count", s["account"]), lambda srv, a=s["account"]: visible_count(srv, a, wal=False))
         for s in subs
     }  # fmt: skip
-    sub_levels = {s["subscriber"]: read(s["subscriber"], ("trx-levels",), _subscriber_counts) for s in subs}
+    sub_levels = {
+        name: read(name, ("trx-levels",), _subscriber_counts, synced.get(name))
+        for name in {s["subscriber"] for s in subs}
+    }
     result = {}
     for s in subs:
         pub, levels = pub_counts[(s["server"], s["account"])], sub_levels[s["subscriber"]]

@@ -649,7 +649,7 @@ def _subscription_context(request: HttpRequest, sub: ReplSubscriber) -> dict:
     event = ScheduledEvent.objects.filter(name=trx_actions.schedule_event_name(sub.subscriber, sub)).first()
     level_figure, lag_figure = level_figures(sub.server, sub.account, [sub.subscriber])
     fields = {"server": sub.server, "account": sub.account, "subscriber": sub.subscriber, "count": sub.count,
-              "init_state": sub.init_state}  # fmt: skip
+              "init_state": sub.init_state, "last_sync_at": sub.last_sync_at}  # fmt: skip
     counts = {(sub.server, sub.account): account.count} if account else None
     live = live_lags([fields], timezone.now(), counts)[(sub.server, sub.account, sub.subscriber)]
     return {

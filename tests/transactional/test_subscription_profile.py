@@ -14,7 +14,7 @@ from django.utils import timezone
 from replication_admin.core.alerts import open_alerts
 from replication_admin.core.audit import Actor
 from replication_admin.health.checks import check_lag
-from replication_admin.models import AuditEntry, ReplAccount, ReplSubscriber
+from replication_admin.models import Alert, AuditEntry, ReplAccount, ReplSubscriber
 from replication_admin.statements import execute
 from replication_admin.transactional import profile
 from replication_admin.transactional.actions import do_set_subscription_profile
@@ -64,16 +64,28 @@ def test_the_subscriptions_lag_limit_alerts_for_it_alone_and_resolves_when_it_ca
     assert list(lagging.values_list("target", flat=True)) == [subscription("my").label]
     assert "3 transactions behind (alert above 2)" in lagging.get().message
     run(my, "REPL_SYNC ('pub', 'shop')")
-    cache.clear()  # the live lags read a few seconds ago are kept that long (core.live): their time has passed
     check_lag()
     assert not open_alerts().filter(kind="lag").exists()
 
     # The publication's own limit applies to the subscriptions without one.
     ReplAccount.objects.filter(server="pub", account="shop").update(alert_lag=1)
     write(pub, 2, start=10)
-    cache.clear()
+    cache.clear()  # the publication's count read a few seconds ago is kept that long (core.live)
     check_lag()
     assert list(open_alerts().filter(kind="lag").values_list("target", flat=True)) == [subscription("pg").label]
+
+
+def test_a_lag_check_right_after_the_sync_that_caught_up_does_not_reopen_its_alert(subscribed):
+    pub, my, _pg = subscribed
+    do_set_subscription_profile(Actor.command(), subscription("my"), alert_lag=2)
+    write(pub, 3)
+    check_lag()  # reads (and keeps a few seconds) the subscriber's level before the sync
+    assert open_alerts().filter(kind="lag", target=subscription("my").label).exists()
+    run(my, "REPL_SYNC ('pub', 'shop')")
+    assert not open_alerts().filter(kind="lag").exists()  # the sync resolved it
+    check_lag()  # no cache.clear(): the level kept from before the sync is read again
+    assert not open_alerts().filter(kind="lag").exists()
+    assert Alert.objects.filter(kind="lag").count() == 1  # opened once, never reopened
 
 
 def test_the_profile_says_where_each_setting_comes_from(subscribed):
