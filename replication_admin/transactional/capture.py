@@ -12,7 +12,7 @@ import select
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -589,6 +589,10 @@ def _streamed(cursor, server: Server, account: str, slot: str) -> bool:
 # Messages a follower's stream decodes and stores at a time (a round's 50,000 in several parts): what one store holds
 # in memory (the messages, their decoded images, the JSON sent) stays a few MB.
 STREAM_PUMP_MESSAGES = 5_000
+# A pumped part of at most this many image characters, read at the head of the stream, is kept in memory for the
+# follower's steps (WalStream.fresh): a step then applies it without reading the log back. Larger parts, and the
+# full parts of a backlog, are read from the log: the follower holds no second copy of a backlog's images.
+STREAM_FRESH_CHARS = 1_000_000
 
 
 class WalStream:
@@ -608,6 +612,9 @@ class WalStream:
         self.decoder = wal_capture.PgOutputDecoder(account, sql.TEXT_TABLE)
         self.conn = connections.open_connection(server, autocommit=False)
         self.repl = None
+        # The rows of the last part stored (entries_sql's shape, numbered as stored) and their lists' rows, for
+        # the steps to take instead of reading them back (SharedWindows.offer); None when it was too large.
+        self.fresh: tuple[list[tuple], dict[int, int]] | None = None
         try:
             cursor = self.conn.cursor()
             # Not waiting: the holder is a reader about to finish or another follower's stream; the caller
@@ -644,6 +651,7 @@ class WalStream:
         """Store every transaction that arrived (up to about `limit` messages, STREAM_PUMP_MESSAGES at a time);
         returns how many."""
         stored = 0
+        self.fresh = None
         for _ in range(max(1, -(-limit // STREAM_PUMP_MESSAGES))):
             count, more = self._pump_part(min(limit, STREAM_PUMP_MESSAGES))
             stored += count
@@ -661,6 +669,7 @@ class WalStream:
             messages.append(message.payload)
         txns = self.decoder.feed(messages, after=self.stored)
         if txns:
+            before = self.count
             cursor = self.conn.cursor()
             try:
                 self.count = self.log.store(cursor, txns, self.count, self.decoder.last_end)
@@ -669,6 +678,11 @@ class WalStream:
                 self.conn.rollback()
                 raise
             self.stored = self.decoder.last_end
+            # Kept only once committed (what a step takes from memory is what the log holds under those numbers),
+            # and only at the head of the stream: a full part is a backlog's, which its step reads from the log.
+            if len(messages) < limit:
+                rows, parts = self.log.rows(txns, before)
+                self.fresh = (rows, parts) if _image_size(rows) <= STREAM_FRESH_CHARS else None
         confirm = self.decoder.last_end
         if len(messages) < limit and not self.decoder.in_transaction:
             # Caught up, everything read is stored: the server's keepalives carry how far it has decoded (past
@@ -1089,13 +1103,33 @@ class SharedWindows:
         # characters) in order)
         self.kept: dict[tuple[str, str], tuple[object, float, list[tuple[sql.Transaction, int, int]]]] = {}
 
-    def followed(self, publications: Sequence[tuple[str, str]]) -> None:
-        """The publications of the subscriptions followed now (one pair per subscription)."""
+    def followed(self, publications: Sequence[tuple[str, str]], streamed: Iterable[tuple[str, str]] = ()) -> None:
+        """The publications of the subscriptions followed now (one pair per subscription), and those of them whose
+        WAL the follower streams (their stream offers what it stored: `offer`)."""
         shared = {key for key, subscriptions in Counter(publications).items() if subscriptions > 1}
+        shared |= set(streamed) & set(publications)
         with self.guard:
             self.shared = shared
             for key in [k for k in self.kept if k not in shared]:
                 del self.kept[key]
+
+    def offer(self, key: tuple[str, str], log: object, rows: list[tuple], parts: dict[int, int]) -> None:
+        """What a follower's WalStream just stored of the publication `key` (entries_sql's rows, numbered as stored,
+        and their lists' rows), kept as the publication's window (after the window kept, when it follows on, within
+        STREAM_FRESH_CHARS of images): its subscribers' steps apply it without reading the log back. `log`: the
+        identity of the publication's log, as a step gives it to read."""
+        window = _sized(rows, parts)
+        with self.guard:
+            self.shared.add(key)
+            self.locks.setdefault(key, threading.Lock())
+            kept_log, _at, kept = self.kept.get(key, (None, 0.0, []))
+            if window and kept and kept_log == log and kept[-1][0].count + 1 == window[0][0].count:
+                # The parts pumped since a step last took them: joined, the oldest dropped past the bound.
+                window = kept + window
+                size = sum(images for _txn, _rows, images in window)
+                while len(window) > 1 and size > STREAM_FRESH_CHARS:
+                    size -= window.pop(0)[2]
+            self.kept[key] = (log, time.monotonic(), window)
 
     def read(
         self,
@@ -1153,14 +1187,17 @@ def _fits(entries: int, size: int, max_rows: int | None, max_bytes: int | None) 
     return (max_rows is None or entries <= max_rows) and (max_bytes is None or size <= max_bytes)
 
 
-def _sized(rows: list[Sequence[Any]]) -> list[tuple[sql.Transaction, int, int]]:
-    """Entries as transactions, each with its count of log entries and of image characters."""
+def _sized(
+    rows: Sequence[Sequence[Any]], parts: dict[int, int] | None = None
+) -> list[tuple[sql.Transaction, int, int]]:
+    """Entries as transactions, each with its count of log entries and of image characters (`parts`: the rows of the
+    lists among them, by their place, when the caller knows them)."""
     counts: dict[int, list[int]] = {}
     for row in rows:
         figures = counts.setdefault(int(row[0]), [0, 0])
         figures[0] += 1
         figures[1] += len(row[6] or "") + len(row[7] or "")
-    return [(txn, *counts[txn.count]) for txn in sql.read_in_runs(rows)]  # type: ignore[misc]
+    return [(txn, *counts[txn.count]) for txn in sql.read_in_runs(rows, parts)]  # type: ignore[misc]
 
 
 def _image_size(rows: Sequence[Sequence[Any]]) -> int:

@@ -1001,10 +1001,14 @@ class WalStreams:
         self.failed: dict[tuple[str, str], float] = {}  # when opening last failed
         self.wal: set[tuple[str, str]] = set()  # the followed publications that capture from the WAL
         self.counts: dict[tuple[str, str], int] = {}  # what each open stream has stored
+        self.logs: dict[tuple[str, str], object] = {}  # the identity of each open stream's log (its catalog row)
 
-    def pump(self, subs: list[ReplSubscriber], servers: dict[str, Server]) -> None:
+    def pump(
+        self, subs: list[ReplSubscriber], servers: dict[str, Server], windows: SharedWindows | None = None
+    ) -> None:
         """Pump every stream the subscriptions need. Which publications capture from the WAL is read from the
-        catalog when a followed publication was not known at the last read, else every CAPTURE_SECONDS."""
+        catalog when a followed publication was not known at the last read, else every CAPTURE_SECONDS. What a
+        stream stored is offered to `windows` (the steps' shared windows): the steps apply it from memory."""
         wanted = {(s.server, s.account) for s in subs}
         now = time.monotonic()
         if not wanted <= self.known or now - self.known_at >= self.CAPTURE_SECONDS:
@@ -1012,6 +1016,7 @@ class WalStreams:
         self.wal = wanted & self.every_wal
         for key in [k for k in self.open if k not in self.wal]:
             self.open.pop(key).close()
+            self.logs.pop(key, None)
         self.counts = {}
         now = time.monotonic()
         for key in self.wal:
@@ -1022,7 +1027,11 @@ class WalStreams:
                 if stream is None:
                     server = servers.get(key[0]) or servers.setdefault(key[0], server_named(key[0]))
                     stream = self.open[key] = WalStream(server, key[1])
-                stream.pump()
+                    self.logs[key] = (
+                        ReplAccount.objects.filter(server=key[0], account=key[1]).values_list("pk", flat=True).first()
+                    )
+                if stream.pump() and stream.fresh is not None and windows is not None:
+                    windows.offer(key, self.logs.get(key), *stream.fresh)
                 self.counts[key] = stream.count
             except Exception as exc:  # another follower streams it, or the server is away: probe instead
                 log.info(
@@ -1240,12 +1249,12 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, reaps: bool = T
                     else:
                         subs = followed(leases)
                         rows = (read_at, list(subs))
-                    steps.windows.followed([(s.server, s.account) for s in subs])
+                    steps.windows.followed([(s.server, s.account) for s in subs], streamed=streams.open)
                     steps.memo.check(subs, read_at)
                     held = [s.pk for s in subs]
                     wanted = {(s.server, s.account) for s in subs}
                     _look_at_schemas(subs, looked)
-                    streams.pump(subs, servers)
+                    streams.pump(subs, servers, steps.windows)
                     steps.memo.stream_counts = dict(streams.counts)
                     if not steps.busy():  # a busy follower polls: writers then commit without notifying
                         covered = wake.arm(wanted - streams.wal, _servers_of(wanted, servers))

@@ -70,3 +70,26 @@ def test_a_publication_one_subscription_follows_keeps_no_window(source):
     trx_capture.purge_log(source, "tbl", count)
     assert windows.read(source, "tbl", 0, count, 100, 10**6, log=1) == []
     assert windows.kept == {}
+
+
+def test_what_a_stream_offers_is_read_from_memory_joined_when_it_follows_on_and_bounded(source, monkeypatch):
+    windows = trx_capture.SharedWindows()
+    key = (source.name, "tbl")
+    windows.followed([key], streamed=[key])  # one subscription, its publication streamed
+    count = trx_capture.publisher_count(source, "tbl")
+    rows = trx_capture.read_window(source, "tbl", 0, count)
+    by_count = {n: [r for r in rows if r[0] == n] for n in range(1, count + 1)}
+    windows.offer(key, 1, [r for n in (1, 2, 3) for r in by_count[n]], {})
+    windows.offer(key, 1, [r for n in (4, 5) for r in by_count[n]], {})  # follows on: joined
+    trx_capture.purge_log(source, "tbl", count)  # only the offered parts are left
+    assert ids(windows.read(source, "tbl", 0, 5, 100, 10**6, log=1)) == [1, 2, 3, 4, 5]
+    assert windows.read(source, "tbl", 0, 5, 100, 10**6, log=2) == []  # another log's window is not taken
+    windows.offer(key, 1, by_count[8], {})  # a gap (7 was stored in a part too large to keep): replaced
+    assert counts(windows.read(source, "tbl", 7, 8, 100, 10**6, log=1)) == [8]
+    assert windows.read(source, "tbl", 0, 5, 100, 10**6, log=1) == []  # not kept any more, and purged
+    monkeypatch.setattr(trx_capture, "STREAM_FRESH_CHARS", 1)
+    windows.offer(key, 1, by_count[9], {})
+    windows.offer(key, 1, by_count[10], {})
+    assert [t.count for t, _rows, _size in windows.kept[key][2]] == [10]  # past the bound: the oldest dropped
+    windows.followed([key])  # no longer streamed, one subscription: nothing kept
+    assert windows.kept == {}
