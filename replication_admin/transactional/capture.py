@@ -1098,6 +1098,9 @@ class SharedWindows:
     def __init__(self) -> None:
         self.guard = threading.Lock()
         self.shared: set[tuple[str, str]] = set()
+        # The publications whose follower's stream offers what it stored (`offer`); with one subscription, a window
+        # read from the log is not kept for them: nobody else would take it, and a backlog's would hold memory.
+        self.streamed: set[tuple[str, str]] = set()
         self.locks: dict[tuple[str, str], threading.Lock] = {}
         # publication -> (its log's identity, when read, its last window: (transaction, its log entries, its image
         # characters) in order)
@@ -1107,10 +1110,9 @@ class SharedWindows:
         """The publications of the subscriptions followed now (one pair per subscription), and those of them whose
         WAL the follower streams (their stream offers what it stored: `offer`)."""
         shared = {key for key, subscriptions in Counter(publications).items() if subscriptions > 1}
-        shared |= set(streamed) & set(publications)
         with self.guard:
-            self.shared = shared
-            for key in [k for k in self.kept if k not in shared]:
+            self.shared, self.streamed = shared, set(streamed) & set(publications)
+            for key in [k for k in self.kept if k not in shared and k not in self.streamed]:
                 del self.kept[key]
 
     def offer(self, key: tuple[str, str], log: object, rows: list[tuple], parts: dict[int, int]) -> None:
@@ -1120,7 +1122,7 @@ class SharedWindows:
         identity of the publication's log, as a step gives it to read."""
         window = _sized(rows, parts)
         with self.guard:
-            self.shared.add(key)
+            self.streamed.add(key)
             self.locks.setdefault(key, threading.Lock())
             kept_log, _at, kept = self.kept.get(key, (None, 0.0, []))
             if window and kept and kept_log == log and kept[-1][0].count + 1 == window[0][0].count:
@@ -1146,7 +1148,8 @@ class SharedWindows:
         (its catalog row), a window of another is not taken."""
         key = (server.name, account)
         with self.guard:
-            lock = self.locks.setdefault(key, threading.Lock()) if key in self.shared else None
+            kept_here = key in self.shared or key in self.streamed
+            lock = self.locks.setdefault(key, threading.Lock()) if kept_here else None
         if lock is None:
             return read_for_apply(server, account, after, upto, max_rows, max_bytes)
         with lock:
@@ -1171,6 +1174,10 @@ class SharedWindows:
             left = None if max_bytes is None else max_bytes - size
             if found and ((room is not None and room <= 0) or (left is not None and left <= 0)):
                 return found
+            with self.guard:
+                shared = key in self.shared
+            if not shared:  # streamed, one subscription: the rest is read as an unshared step reads it
+                return found + read_for_apply(server, account, start, upto, room, left)
             window = _sized(read_window(server, account, start, upto, room, left))
             with self.guard:
                 if key in self.shared:

@@ -59,17 +59,18 @@ def pump_until_stored(streams, steps, count: int) -> list:  # noqa: F811
         time.sleep(0.01)
 
 
-def log_reads(monkeypatch) -> list[tuple[int, int]]:
-    """Every read of a window of the log, as (after, upto) (a step of a streamed publication reads through
-    SharedWindows, which reads read_window)."""
-    reads: list[tuple[int, int]] = []
-    read_window = trx_capture.read_window
+def log_reads(monkeypatch) -> list[tuple[str, int, int]]:
+    """Every read of the log by a step, as (how, after, upto): for an apply (read_for_apply, which may read its
+    entries in turn) or entry by entry (read_window)."""
+    reads: list[tuple[str, int, int]] = []
+    for name, how in (("read_for_apply", "runs"), ("read_window", "entries")):
+        original = getattr(trx_capture, name)
 
-    def counted(server, account, after, upto, *args, **kwargs):
-        reads.append((after, upto))
-        return read_window(server, account, after, upto, *args, **kwargs)
+        def counted(server, account, after, upto, *args, _original=original, _how=how, **kwargs):
+            reads.append((_how, after, upto))
+            return _original(server, account, after, upto, *args, **kwargs)
 
-    monkeypatch.setattr(trx_capture, "read_window", counted)
+        monkeypatch.setattr(trx_capture, name, counted)
     return reads
 
 
@@ -100,6 +101,6 @@ def test_a_part_too_large_to_keep_is_read_from_the_log(streamed, steps, monkeypa
     reads = log_reads(monkeypatch)
     steps.memo.check(subs, time.monotonic())
     steps.hand_out(subs, time.monotonic(), lambda: None)
-    assert reads == [(start, start + 1)]
+    assert reads[0] == ("runs", start, start + 1)  # as a step of a publication not streamed reads it
     assert value(rep2, 'SELECT COUNT(*) FROM `ab "cd` WHERE `id key` = 910') == 1
     assert same(rep1, rep2, 'ab "cd')["equal"]
