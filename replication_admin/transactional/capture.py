@@ -1123,7 +1123,6 @@ class SharedWindows:
         window = _sized(rows, parts)
         with self.guard:
             self.streamed.add(key)
-            self.locks.setdefault(key, threading.Lock())
             kept_log, _at, kept = self.kept.get(key, (None, 0.0, []))
             if window and kept and kept_log == log and kept[-1][0].count + 1 == window[0][0].count:
                 # The parts pumped since a step last took them: joined, the oldest dropped past the bound.
@@ -1148,8 +1147,8 @@ class SharedWindows:
         (its catalog row), a window of another is not taken."""
         key = (server.name, account)
         with self.guard:
-            kept_here = key in self.shared or key in self.streamed
-            lock = self.locks.setdefault(key, threading.Lock()) if kept_here else None
+            shared = key in self.shared
+            lock = self.locks.setdefault(key, threading.Lock()) if shared or key in self.streamed else None
         if lock is None:
             return read_for_apply(server, account, after, upto, max_rows, max_bytes)
         with lock:
@@ -1174,8 +1173,6 @@ class SharedWindows:
             left = None if max_bytes is None else max_bytes - size
             if found and ((room is not None and room <= 0) or (left is not None and left <= 0)):
                 return found
-            with self.guard:
-                shared = key in self.shared
             if not shared:  # streamed, one subscription: the rest is read as an unshared step reads it
                 return found + read_for_apply(server, account, start, upto, room, left)
             window = _sized(read_window(server, account, start, upto, room, left))

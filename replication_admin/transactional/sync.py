@@ -1001,14 +1001,16 @@ class WalStreams:
         self.failed: dict[tuple[str, str], float] = {}  # when opening last failed
         self.wal: set[tuple[str, str]] = set()  # the followed publications that capture from the WAL
         self.counts: dict[tuple[str, str], int] = {}  # what each open stream has stored
-        self.logs: dict[tuple[str, str], object] = {}  # the identity of each open stream's log (its catalog row)
 
     def pump(
-        self, subs: list[ReplSubscriber], servers: dict[str, Server], windows: SharedWindows | None = None
+        self,
+        subs: list[ReplSubscriber],
+        servers: dict[str, Server],
+        offer: Callable[[tuple[str, str], list[tuple], dict[int, int]], None] | None = None,
     ) -> None:
         """Pump every stream the subscriptions need. Which publications capture from the WAL is read from the
         catalog when a followed publication was not known at the last read, else every CAPTURE_SECONDS. What a
-        stream stored is offered to `windows` (the steps' shared windows): the steps apply it from memory."""
+        stream stored is handed to `offer` (the steps' shared windows): the steps apply it from memory."""
         wanted = {(s.server, s.account) for s in subs}
         now = time.monotonic()
         if not wanted <= self.known or now - self.known_at >= self.CAPTURE_SECONDS:
@@ -1016,7 +1018,6 @@ class WalStreams:
         self.wal = wanted & self.every_wal
         for key in [k for k in self.open if k not in self.wal]:
             self.open.pop(key).close()
-            self.logs.pop(key, None)
         self.counts = {}
         now = time.monotonic()
         for key in self.wal:
@@ -1027,11 +1028,8 @@ class WalStreams:
                 if stream is None:
                     server = servers.get(key[0]) or servers.setdefault(key[0], server_named(key[0]))
                     stream = self.open[key] = WalStream(server, key[1])
-                    self.logs[key] = (
-                        ReplAccount.objects.filter(server=key[0], account=key[1]).values_list("pk", flat=True).first()
-                    )
-                if stream.pump() and stream.fresh is not None and windows is not None:
-                    windows.offer(key, self.logs.get(key), *stream.fresh)
+                if stream.pump() and stream.fresh is not None and offer is not None:
+                    offer(key, *stream.fresh)
                 self.counts[key] = stream.count
             except Exception as exc:  # another follower streams it, or the server is away: probe instead
                 log.info(
@@ -1085,6 +1083,11 @@ class FollowSteps:
         self.last_applied = float("-inf")  # when a step last applied something
         self.threads: list[threading.Thread] = []
         self.ending = threading.Event()  # set when a step ends
+
+    def offer(self, key: tuple[str, str], rows: list[tuple], parts: dict[int, int]) -> None:
+        """What a WAL stream of the loop stored of the publication `key`, for the steps to apply from memory: kept
+        under the identity of the log their steps read (the publication's row, as the memory gives it to them)."""
+        self.windows.offer(key, self.memo.account(*key).pk, rows, parts)
 
     def hand_out(self, subs: list[ReplSubscriber], read_at: float, between: Callable[[], None]) -> int:
         """Start a step for each subscription that has none running and was read (at `read_at`) after its last step
@@ -1254,7 +1257,7 @@ def follow_loop(stop: Callable[[], bool], interval: float = 0.1, reaps: bool = T
                     held = [s.pk for s in subs]
                     wanted = {(s.server, s.account) for s in subs}
                     _look_at_schemas(subs, looked)
-                    streams.pump(subs, servers, steps.windows)
+                    streams.pump(subs, servers, steps.offer)
                     steps.memo.stream_counts = dict(streams.counts)
                     if not steps.busy():  # a busy follower polls: writers then commit without notifying
                         covered = wake.arm(wanted - streams.wal, _servers_of(wanted, servers))

@@ -51,7 +51,7 @@ def pump_until_stored(streams, steps, count: int) -> list:  # noqa: F811
     while True:
         subs = trx_sync.followed()
         steps.windows.followed([(s.server, s.account) for s in subs], streamed=streams.open)
-        streams.pump(subs, {}, steps.windows)
+        streams.pump(subs, {}, steps.offer)
         steps.memo.stream_counts = dict(streams.counts)
         if streams.counts.get(KEY, 0) >= count:
             return subs
