@@ -438,6 +438,7 @@ class ReplSubscriber(models.Model):
     alert_lag = models.IntegerField(null=True, blank=True, db_column="RS_ALERT_LAG")  # alert over this many behind
     alert_lag_seconds = models.IntegerField(null=True, blank=True, db_column="RS_ALERT_LAG_SECONDS")
     retry_most = models.IntegerField(null=True, blank=True, db_column="RS_RETRY_MOST")  # halted: longest wait, s
+    apply_timeout = models.IntegerField(null=True, blank=True, db_column="RS_APPLY_TIMEOUT")  # a statement's most, s
 
     class Meta:
         db_table = "SYS_REPL_SUBSCRIBERS"

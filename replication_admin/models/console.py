@@ -21,6 +21,9 @@ REGISTRY_DEFAULTS = {
     "repl_max_backlog": "10000",
     # Transactions a transactional sync applies per subscriber transaction (each stays whole).
     "repl_apply_batch": "500",
+    # Seconds an apply statement on a subscriber may run (a wait for an application's row lock included) before it is
+    # cancelled, its transaction rolled back and tried again; 0: no bound but the server's own.
+    "repl_apply_timeout": "0",
     # Days a decided conflict's backup is kept (0: kept for ever); held conflicts wait for a person whatever their
     # age. The conflict statistics reach as far back as the backups kept.
     "conflict_retention_days": "90",

@@ -910,8 +910,8 @@ def do_set_lag_alert(actor: Actor, account: ReplAccount, *, transactions: int | 
 
 def do_set_subscription_profile(actor: Actor, sub: ReplSubscriber, **values: int | None) -> str:
     """The subscription's own tuning (transactional/profile.py): transactions per subscriber commit, the in-sync
-    backlog limit, the lag alert by count and by age, the retry window of a halted apply. None: the publication's
-    or the registry's value."""
+    backlog limit, the lag alert by count and by age, the retry window of a halted apply, the apply timeout (refused
+    where the subscriber's dialect cannot cancel a statement). None: the publication's or the registry's value."""
     target = sub.label
     require(actor, EDIT, "trx.profile", target)
     unknown = set(values) - KNOBS.keys()
@@ -920,6 +920,10 @@ def do_set_subscription_profile(actor: Actor, sub: ReplSubscriber, **values: int
         for name, knob in KNOBS.items()
         if (value := values.get(name)) is not None and not knob.low <= value <= knob.high
     ]
+    if values.get("apply_timeout") is not None and (
+        refused := dialects.get(trx_lookups.server_named(sub.subscriber).dialect).apply_timeout_refused
+    ):
+        wrong.append(f"apply_timeout: {refused}")
     if unknown or wrong:
         error = trx_lookups.TrxError("; ".join([*(f"{name} is not a setting" for name in sorted(unknown)), *wrong]))
         _failed(actor, "trx.profile", target, error)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyodbc
 from django.conf import settings
 
 from replication_admin.core import connections
@@ -59,6 +60,8 @@ class Target:
     uniques: dict[str, bool] = field(default_factory=dict)
     # Kept from an earlier step (a follower's FollowMemo.target): its descriptions may predate a change of the tables.
     remembered: bool = False
+    # The subscription's apply timeout (profile.apply_timeout), seconds; 0: none. Set by the sync for each step.
+    timeout: int = 0
 
     def forget_tables(self) -> None:
         """Describe the tables again when next used."""
@@ -487,6 +490,19 @@ class LevelMoved(RuntimeError):
     """The subscriber's level is not where this apply started: another apply got there first."""
 
 
+class ApplyTimedOut(TrxError):
+    """A statement of the apply ran past the subscription's apply timeout: cancelled, the whole apply transaction
+    rolled back. Nothing against the transactions it applied (not a halt): the sync is tried again."""
+
+    def __init__(self, target: Target) -> None:
+        server = target.server.name
+        super().__init__(
+            f"an apply statement on {server} ran longer than the subscription's apply timeout ({target.timeout} s) "
+            f"and was cancelled, its transaction rolled back; it is tried again (a lock another session of {server} "
+            "holds, or a batch too large for the bound: see the subscription's profile)"
+        )
+
+
 def async_commit_sql(server: Server, nolog: bool = True) -> list[str]:
     """What makes an apply on `server` commit without waiting for its flush (settings.APPLY_ASYNC_COMMIT): nothing
     where the server has no per-transaction way, or where the applied rows are captured again (not `nolog`: a
@@ -509,9 +525,20 @@ def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, 
     new_count = txns[-1].count
 
     assume, release = d.replay_role_sql(target.replay_user) if target.replay_user else ([], [])
+    # A dialect that cannot bound them (SQLite) leaves a registry-wide timeout aside; a subscription's own is refused.
+    timed = bool(target.timeout) and not d.apply_timeout_refused
+    bound, unbound = d.apply_timeout_sql(target.timeout) if timed else ([], [])
 
     def work(cursor) -> int:
-        for statement in opening:
+        try:
+            return statements(cursor)
+        except pyodbc.Error as exc:
+            if bound and any(text in str(exc) for text in d.apply_timeout_errors):
+                raise ApplyTimedOut(target) from exc
+            raise
+
+    def statements(cursor) -> int:
+        for statement in [*bound, *opening]:
             cursor.execute(statement)
         # The level first: an apply that did not start where the subscriber is (another apply got there, a follower's
         # remembered level was stale) writes no row at all, and a second apply of the same batch waits on this row.
@@ -524,9 +551,7 @@ def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, 
         for statement in assume:
             cursor.execute(statement)
         replay(cursor, target, txns)
-        for statement in release:
-            cursor.execute(statement)
-        for statement in sql.reset_context_sql(d, schema):
+        for statement in [*release, *unbound, *sql.reset_context_sql(d, schema)]:
             cursor.execute(statement)
         return new_count
 

@@ -7,7 +7,9 @@ sync, the follower, the states, the lag alerts and the subscription's page read 
   ACC_MAX_BACKLOG, registry `repl_max_backlog`);
 - lag alerts: more transactions behind than (the publication's ACC_ALERT_LAG; none: no such alert), oldest
   unapplied transaction older than (ACC_ALERT_LAG_SECONDS, REPLADMIN_LAG_ALERT_SECONDS);
-- retry window: a halted apply is tried again after 5 s, the wait doubling up to this many seconds (300)."""
+- retry window: a halted apply is tried again after 5 s, the wait doubling up to this many seconds (300);
+- apply timeout: an apply statement on the subscriber running longer (waiting for an application's lock, say) is
+  cancelled, its transaction rolled back and tried again; not a halt (registry `repl_apply_timeout`, 0: none)."""
 
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ KNOBS = {
     "alert_lag": Knob("Alert above (transactions behind)", 0, 1_000_000_000),
     "alert_lag_seconds": Knob("Alert when the oldest unapplied transaction is older than (s)", 1, 30 * 86_400),
     "retry_most": Knob("Halted: the longest wait between two tries (s)", 5, 86_400),
+    "apply_timeout": Knob("An apply statement is cancelled and tried again after (s)", 1, 86_400),
 }
 FIELDS = tuple(KNOBS)  # states.py reads them with the other subscription fields
 HALT_RETRY_MOST = 300.0  # seconds: the longest wait between two tries of a halted apply, unless the profile says
@@ -75,6 +78,11 @@ def retry_most(sub: ReplSubscriber | Mapping[str, Any]) -> float:
     return float(_own(sub, "retry_most") or HALT_RETRY_MOST)
 
 
+def apply_timeout(sub: ReplSubscriber | Mapping[str, Any], registry: Registry = RegistryEntry.get_int) -> int:
+    """Seconds an apply statement may run on the subscriber (0: no bound of the product's)."""
+    return int(_own(sub, "apply_timeout") or registry("repl_apply_timeout"))
+
+
 @dataclass(frozen=True)
 class Setting:
     """One line of the profile as the subscription's page shows it."""
@@ -86,8 +94,9 @@ class Setting:
     own: Any  # the subscription's override (None: none)
 
 
-def settings_of(sub: ReplSubscriber, account: ReplAccount | None) -> list[Setting]:
-    """Every setting of the profile with the value in force and where it comes from."""
+def settings_of(sub: ReplSubscriber, account: ReplAccount | None, timeout_refused: str = "") -> list[Setting]:
+    """Every setting of the profile with the value in force and where it comes from (`timeout_refused`: why the
+    subscriber's dialect has no apply timeout, if it has none)."""
 
     def source(own: Any, of_publication: Any, fallback: str) -> str:
         if own not in (None, 0):
@@ -105,7 +114,10 @@ def settings_of(sub: ReplSubscriber, account: ReplAccount | None) -> list[Settin
         "alert_lag_seconds": (lag_limit_seconds(sub, account), account.alert_lag_seconds if account else None,
                               "the environment (REPLADMIN_LAG_ALERT_SECONDS)"),
         "retry_most": (retry_most(sub), None, "the default (300 s)"),
+        "apply_timeout": (apply_timeout(sub) or "none", None, "the registry (repl_apply_timeout)"),
     }  # fmt: skip
+    if timeout_refused:
+        rows["apply_timeout"] = ("none", None, timeout_refused)
     return [
         Setting(name, KNOBS[name].label, value, source(getattr(sub, name), of_publication, fallback),
                 getattr(sub, name))

@@ -60,7 +60,14 @@ from replication_admin.models import (
 )
 from replication_admin.transactional import profile
 from replication_admin.transactional import schema as trx_schema
-from replication_admin.transactional.apply import LevelMoved, Target, apply_batch, skip_transaction, transaction_keys
+from replication_admin.transactional.apply import (
+    ApplyTimedOut,
+    LevelMoved,
+    Target,
+    apply_batch,
+    skip_transaction,
+    transaction_keys,
+)
 from replication_admin.transactional.capture import (
     ReadAhead,
     SharedWindows,
@@ -252,16 +259,19 @@ def sync_once(
     batch: int | None = None,
     windows: SharedWindows | None = None,
     memo: FollowMemo | None = None,
+    timeout: int | None = None,
 ) -> SyncOutcome:
     """Bring a subscriber up to the publisher's current level (or `max_transactions` further). Over
-    `max_backlog` transactions behind, the feed is cut (when `cut`, given the backlog, says so). `account` and
-    `batch`: the publication's row and repl_apply_batch as the caller read them for this sync; `windows`: the log
+    `max_backlog` transactions behind, the feed is cut (when `cut`, given the backlog, says so). `account`,
+    `batch` and `timeout`: the publication's row, repl_apply_batch and the subscription's apply timeout as the caller
+    read them for this sync; `windows`: the log
     windows a follower's subscriptions of one publication share. `memo`: a follower's memory of its servers, the
     subscriber's position, the publisher's count and the catalog's progress (FollowMemo), instead of reading them
     again."""
     lookup = memo.server if memo is not None else server_named
     pub_server = lookup(sub.server)
     sub_server = lookup(sub.subscriber)
+    timeout = profile.apply_timeout(sub) if timeout is None else timeout
     acct = account or publication(sub.server, sub.account)
     remembered = memo.position(sub) if memo is not None else None
     position = remembered
@@ -273,7 +283,11 @@ def sync_once(
         raise TrxError(f"{sub.subscriber} has no level for {sub.server}/{sub.account} yet; run REPL_INIT_COPY first")
     level, _own_count = position
     trx_schema.detect(acct, throttle=following)  # a follower looks every few seconds, a sync every time
-    direct = WalDirect.offer(sub, acct, pub_server, sub_server, position, batch) if max_transactions is None else None
+    direct = (
+        WalDirect.offer(sub, acct, pub_server, sub_server, position, batch, timeout)
+        if max_transactions is None
+        else None
+    )
     known = memo.publisher_count(sub) if memo is not None and direct is None else None
     wal = acct.capture == ReplAccount.Capture.WAL
     pub_count = publisher_count(pub_server, sub.account, direct, wal=wal) if known is None else known
@@ -338,6 +352,7 @@ def sync_once(
 
     # A follower keeps the subscriber's table descriptions between steps (not an updateable one's: its held keys move).
     target = memo.target(sub, described) if memo is not None and not acct.is_updateable else described()
+    target.timeout = timeout
     batch = batch or profile.apply_batch(sub)
     goal = pub_count if max_transactions is None else min(pub_count, count + max_transactions)
     bounds = (settings.TRX_BATCH_ROWS, settings.TRX_BATCH_BYTES)
@@ -416,6 +431,7 @@ class WalDirect:
         sub_server: Server,
         position: tuple[int, int],
         batch: int | None,
+        timeout: int = 0,
     ) -> WalDirect | None:
         level, count = position
         if not (_d(pub_server).decodes_wal and acct.capture == ReplAccount.Capture.WAL) or acct.is_updateable:
@@ -426,7 +442,7 @@ class WalDirect:
         if others.exclude(pk=sub.pk).exists():
             return None
         target = Target(sub_server, sub.server, sub.account, source_dialect=pub_server.dialect,
-                        replay_user=sub.replay_user)  # fmt: skip
+                        replay_user=sub.replay_user, timeout=timeout)  # fmt: skip
         return cls(sub, acct, target, count, batch or profile.apply_batch(sub))
 
     def __call__(self, count: int, rows: list[tuple], parts: dict[int, int] | None = None) -> int:
@@ -516,8 +532,8 @@ def _apply_or_halt(
         count = apply_batch(target, txns, count)
         tally.applied += len(txns)
         return count
-    except LevelMoved:
-        raise
+    except (LevelMoved, ApplyTimedOut):
+        raise  # ApplyTimedOut: the bound cut a statement, nothing against these transactions; the sync is tried again
     except (pyodbc.Error, TrxError, ValueError, KeyError) as exc:
         if is_retryable(exc):
             # A lost or refused connection (its retries ran out) says nothing against this transaction: it is
@@ -869,7 +885,7 @@ def follow_step(
             cut = None if watch is None else (lambda backlog: watch.cut(sub, backlog))
             outcome = sync_once(
                 sub, max_transactions=batch, max_backlog=limit, cut=cut, following=True, account=acct, batch=batch,
-                windows=windows, memo=memo,
+                windows=windows, memo=memo, timeout=profile.apply_timeout(sub, registry),
             )  # fmt: skip
             if watch is not None and outcome.publisher_count - outcome.count <= limit:
                 watch.under(sub)

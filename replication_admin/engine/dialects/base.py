@@ -896,6 +896,17 @@ class Dialect:
         """Bound the current transaction's statements (`timeout`: "1200ms", "10s")."""
         raise NotImplementedError(f"{self.label} has no statement time bound here")
 
+    def apply_timeout_sql(self, seconds: int) -> tuple[list[str], list[str]]:
+        """Statements that bound each statement of the apply transaction they open to `seconds`, a wait for another
+        session's lock included, and those that end the bound before the commit (where it outlives the transaction:
+        a connection whose apply failed is closed, never handed out with the bound still on)."""
+        raise NotImplementedError(f"{self.label} has no statement time bound here")
+
+    # Texts of the error a statement fails with once apply_timeout_sql's bound ran out.
+    apply_timeout_errors: tuple[str, ...] = ()
+    # Why a subscription on this dialect cannot have an apply timeout ("": it can).
+    apply_timeout_refused: str = ""
+
     def drop_slot_sql(self) -> str:
         """Drop the replication slot named by the parameter (where decodes_wal)."""
         raise NotImplementedError(f"{self.label} has no replication slots")

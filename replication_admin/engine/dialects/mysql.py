@@ -606,6 +606,12 @@ class MySQL(Dialect):
         # Session variables outlive transactions.
         return ["SET @repladmin_nolog = NULL, @repladmin_origin = NULL"]
 
+    def apply_timeout_sql(self, seconds: int) -> tuple[list[str], list[str]]:
+        # MariaDB's bound covers every statement (MySQL's max_execution_time only SELECTs), a row lock wait included.
+        return [f"SET SESSION max_statement_time = {int(seconds)}"], ["SET SESSION max_statement_time = DEFAULT"]
+
+    apply_timeout_errors = ("max_statement_time exceeded", "(1969)")
+
     def json_value_sql(self, expr: str, family: str) -> str:
         if family == "boolean":
             return f"({expr} <> 0)"

@@ -126,6 +126,11 @@ class PostgreSQL(Dialect):
     def statement_timeout_sql(self, timeout: str) -> str:
         return f"SET LOCAL statement_timeout = {self.literal(timeout)}"
 
+    def apply_timeout_sql(self, seconds: int) -> tuple[list[str], list[str]]:
+        return [self.statement_timeout_sql(f"{int(seconds)}s")], []  # SET LOCAL: gone with the transaction
+
+    apply_timeout_errors = ("57014",)  # query_canceled: "canceling statement due to statement timeout"
+
     def drop_slot_sql(self) -> str:
         return "SELECT pg_drop_replication_slot(?)"
 

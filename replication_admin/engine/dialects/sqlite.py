@@ -51,6 +51,9 @@ def check_sqlite_path(path: str) -> str:
     return os.path.normpath(path)
 
 
+BUSY_TIMEOUT_MS = 30_000  # how long a session waits for another's lock on the file (the ODBC DSN says the same)
+
+
 class SQLite(Dialect):
     name = "sqlite"
     label = "SQLite"
@@ -210,7 +213,13 @@ class SQLite(Dialect):
         return super().render_default(default, logical)
 
     def session_setup_sql(self, readonly: bool) -> list[str]:
-        return ["PRAGMA busy_timeout = 30000", *(["PRAGMA query_only = 1"] if readonly else [])]
+        return [f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}", *(["PRAGMA query_only = 1"] if readonly else [])]
+
+    # No apply timeout: a statement of SQLite cannot be cancelled from outside, and the ODBC driver waits for the file's
+    # lock as its connection's Timeout says whatever PRAGMA busy_timeout or a query timeout set (measured: 30 s, 60 s).
+    apply_timeout_refused = (
+        "SQLite cannot cancel an apply's statement: it waits for the file's lock as its connection says (30 s)"
+    )
 
     def check_file_path(self, path: str) -> str:
         return check_sqlite_path(path)
@@ -219,13 +228,13 @@ class SQLite(Dialect):
         if address.odbc_dsn:
             return f"DSN={odbc_value(address.odbc_dsn)};"
         path = check_sqlite_path(address.database)
-        return f"DRIVER={{{self.odbc_driver}}};Database={odbc_value(path)};Timeout=30000;"
+        return f"DRIVER={{{self.odbc_driver}}};Database={odbc_value(path)};Timeout={BUSY_TIMEOUT_MS};"
 
     def jdbc_endpoint(self, address: Address) -> JdbcEndpoint:
         path = check_sqlite_path(address.database)
         return JdbcEndpoint(
             url=f"jdbc:sqlite:{path}",
-            properties={"driver": self.jdbc_driver, "busy_timeout": "30000"},
+            properties={"driver": self.jdbc_driver, "busy_timeout": str(BUSY_TIMEOUT_MS)},
         )
 
     # --- expressions and statement shapes ----------------------------------------------------------
