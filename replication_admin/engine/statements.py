@@ -439,6 +439,16 @@ class InitCopy(Statement):
 
 
 @dataclass(frozen=True)
+class ReloadTable(Statement):
+    """REPL_RELOAD_TABLE(server, account, table): copy one published table of a subscription from the publisher
+    again, the subscription's level kept, its other tables untouched; the stream resumes after its level."""
+
+    server: str = ""
+    account: str = ""
+    table: str = ""
+
+
+@dataclass(frozen=True)
 class Sync(Statement):
     """REPL_SYNC(server, account, user, password): replay what the publisher logged since the last sync."""
 
@@ -764,6 +774,13 @@ def _opt_level(value: Arg) -> int | None:
     return None if value is None else _int_arg(value, "the level", 0, 2**31 - 1)
 
 
+def _table_text(value: Arg) -> str:
+    """A published table's name as a text argument (as REPL_PUB_ADD stored it: quotes and all)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("the table must be a non-empty string naming a published table")
+    return value.strip()
+
+
 def _opt_text(value: Arg, what: str) -> str | None:
     """An optional text argument: NULL, or a string (a blank one counts as NULL)."""
     if value is None:
@@ -1032,6 +1049,10 @@ FUNCTIONS: dict[str, Function] = {
         ("server", "account", "image"),
         lambda s, a, i=None: InitCopy(server=_server(s), account=_account(a), image=_opt_text(i, "image")),
         optional=1,
+    ),
+    "REPL_RELOAD_TABLE": Function(
+        ("server", "account", "table"),
+        lambda s, a, t: ReloadTable(server=_server(s), account=_account(a), table=_table_text(t)),
     ),
     "REPL_SYNC": Function(
         ("server", "account", "user", "password"),

@@ -41,6 +41,7 @@ from replication_admin.models import (
 from replication_admin.transactional import capture as trx_capture
 from replication_admin.transactional import durability, tracers
 from replication_admin.transactional import image as trx_image
+from replication_admin.transactional import initial_copy as trx_initial_copy
 from replication_admin.transactional import lookups as trx_lookups
 from replication_admin.transactional import positions as trx_positions
 from replication_admin.transactional import procedures as trx_procedures
@@ -49,7 +50,7 @@ from replication_admin.transactional import schema as trx_schema
 from replication_admin.transactional import sync as trx_sync
 from replication_admin.transactional.apply import Target, gap_entries, move_past, repair_keys, transaction_keys
 from replication_admin.transactional.profile import KNOBS
-from replication_admin.transactional.runs import SubscriptionParams, TrxInit, TrxSync
+from replication_admin.transactional.runs import ReloadParams, SubscriptionParams, TrxInit, TrxReload, TrxSync
 
 log = logging.getLogger(__name__)
 
@@ -433,6 +434,20 @@ def do_init_copy(actor: Actor, sub: ReplSubscriber, sync: bool | None = None, im
         perm=OPERATE,
         sync=sync,
     )
+
+
+def do_reload_table(actor: Actor, sub: ReplSubscriber, table: str, sync: bool | None = None) -> JobRun:
+    """REPL_RELOAD_TABLE: copy one published table to the subscriber again, its level kept (initial_copy.reload_table).
+    A name that is not one of the publication's tables is refused before anything is queued."""
+    require(actor, OPERATE, "job.trx_reload", sub.label)
+    account = trx_lookups.publication(sub.server, sub.account)
+    try:
+        name = trx_initial_copy.published_table(account, table)
+    except trx_lookups.TrxError as exc:
+        _failed(actor, "job.trx_reload", sub.label, exc)
+        raise
+    return do_start_job(actor, TrxReload, f"{sub.label} {name}", ReloadParams(subscription=sub.pk, table=name),
+                        perm=OPERATE, sync=sync)  # fmt: skip
 
 
 def do_write_image(actor: Actor, account: ReplAccount, name: str, bytes_per_file: int | None = None) -> dict:

@@ -43,6 +43,7 @@ from replication_admin.transactional.positions import (
     ensure_level_table,
     record_position,
     set_subscriber_position,
+    subscriber_position,
 )
 from replication_admin.transactional.procedures import procedure_definitions
 from replication_admin.transactional.push import setup_push
@@ -70,6 +71,37 @@ def _copied(sub: ReplSubscriber, acct, count: int) -> None:
         clear_halt(sub, f"{sub.subscriber} copied again at level {levels.level_of(count)}")
 
 
+def _stage_table(
+    pub_server: Server, sub_server: Server, name: str, reporter, staged: list[tuple[TableInfo, str, tuple]]
+) -> tuple[TableInfo, str, tuple, native_copy.Copied]:
+    """Copy the publisher's rows of `name` into a staging table beside the subscriber's copy (created or checked
+    first), added to `staged` before it is filled (the caller drops what it staged, also on failure)."""
+    d, schema = _d(sub_server), schema_of(sub_server)
+    source = describe(pub_server, name)
+    dest = create_subscriber_table(pub_server, sub_server, name, log=reporter.log)
+    shape = inc_shape(pub_server, source, None, None)
+    moved = moved_columns(shape, dest)
+    staging = refresh_sql.staging_name(d, dest.name, "RTIC")
+    run_each(
+        sub_server,
+        [
+            f"DROP TABLE IF EXISTS {d.qualify(staging, schema)}",
+            create_table_ddl(d, staging, schema, [(m.alias, m.logical) for m in moved], []),
+        ],
+    )
+    staged.append((dest, staging, moved))
+    plan = native_copy.FullCopyPlan.of_shape(
+        shape, moved, sub_server, d.qualify(staging, schema), tuple(m.alias for m in moved)
+    )
+    return dest, staging, moved, native_copy.copy_table(plan, reporter)
+
+
+def _replace_from_staging(sub_server: Server, dest: TableInfo, staging: str, moved: tuple) -> list[tuple[str, list]]:
+    d, schema = _d(sub_server), schema_of(sub_server)
+    return [(s, []) for s in refresh_sql.replace_content_sql(d, dest.name, schema, staging, moved,
+                                                               [m.alias for m in moved])]  # fmt: skip
+
+
 def init_copy(job, reporter, subscription_id: int) -> dict:
     """Copy every published table to the subscriber and set its level to the publisher's level read
     before the copy: the sync replays what changed during the copy (replays are idempotent)."""
@@ -88,24 +120,8 @@ def init_copy(job, reporter, subscription_id: int) -> dict:
         paths: set[str] = set()
         try:
             for done, item in enumerate(items):
-                name = item_table(item.item)
-                source = describe(pub_server, name)
-                dest = create_subscriber_table(pub_server, sub_server, name, log=reporter.log)
-                shape = inc_shape(pub_server, source, None, None)
-                moved = moved_columns(shape, dest)
-                staging = refresh_sql.staging_name(d, dest.name, "RTIC")
-                run_each(
-                    sub_server,
-                    [
-                        f"DROP TABLE IF EXISTS {d.qualify(staging, schema)}",
-                        create_table_ddl(d, staging, schema, [(m.alias, m.logical) for m in moved], []),
-                    ],
-                )
-                staged.append((dest, staging, moved))
-                plan = native_copy.FullCopyPlan.of_shape(
-                    shape, moved, sub_server, d.qualify(staging, schema), tuple(m.alias for m in moved)
-                )
-                table_copy = native_copy.copy_table(plan, reporter)
+                dest, staging, moved, table_copy = _stage_table(pub_server, sub_server, item_table(item.item),
+                                                                 reporter, staged)  # fmt: skip
                 copied[dest.name] = table_copy.rows
                 paths.add(table_copy.path)
                 reporter.progress(done + 1, len(items) + 1, f"staged {copied[dest.name]} row(s) of {dest.name}")
@@ -119,10 +135,7 @@ def init_copy(job, reporter, subscription_id: int) -> dict:
             statements: list = [(s, []) for s in sql.replay_context_sql(d, True, None, schema)]
             statements += [(definition, []) for _, definition in definitions]
             for dest, staging, moved in staged:
-                replace = refresh_sql.replace_content_sql(
-                    d, dest.name, schema, staging, moved, [m.alias for m in moved]
-                )
-                statements += [(s, []) for s in replace]
+                statements += _replace_from_staging(sub_server, dest, staging, moved)
             statements += set_subscriber_position(sub_server, sub.server, sub.account, count)
             statements += [(s, []) for s in sql.reset_context_sql(d, schema)]
             with reporter.phase("apply"):
@@ -181,3 +194,58 @@ def init_from_image(job, reporter, subscription_id: int, image_name: str) -> dic
     _copied(sub, acct, count)
     reporter.progress(1, 1, f"loaded {loaded} row(s) of image {image_name} at level {levels.level_of(count)}")
     return {"mode": "image", "image": image_name, "rows": loaded, "level": levels.level_of(count), "count": count}
+
+
+def published_table(acct, table: str) -> str:
+    """The published table `table` names (its item as stored, `DB.DBA.TEST`, or the table's own name), or a
+    one-line refusal naming the publication's tables."""
+    names = [item_table(item.item) for item in table_items(acct)]
+    for item in table_items(acct):
+        if table in (item.item, item_table(item.item)):
+            return item_table(item.item)
+    raise TrxError(
+        f"{table!r} is not a published table of {acct.server}/{acct.account} "
+        f"(its tables: {', '.join(repr(n) for n in names) or 'none'})"
+    )
+
+
+def reload_table(job, reporter, subscription_id: int, table: str) -> dict:
+    """REPL_RELOAD_TABLE: one published table of a subscription copied from the publisher again and swapped in whole,
+    in one subscriber transaction, the subscriber's level kept and its other tables untouched.
+
+    The subscription's item lock is held from before the copy to the swap: its syncs and its follower wait (the
+    publication's other subscribers stream on), so the level cannot move. Every transaction up to that level
+    committed on the publisher before the copy read its rows, so the copy holds at least the level; the stream then
+    resumes after the level and replays what changed since, which converges as after REPL_INIT_COPY (each apply
+    writes whole images by key, and a second write of one changes nothing)."""
+    sub = ReplSubscriber.objects.get(pk=subscription_id)
+    acct = publication(sub.server, sub.account)
+    name = published_table(acct, table)
+    if acct.is_updateable:
+        raise TrxError(
+            f"{sub.subscriber}'s copy of {name} is updateable: its own changes not yet pushed would be lost; "
+            "re-initialise the subscription instead (REPL_INIT_COPY)"
+        )
+    pub_server, sub_server = server_named(sub.server), server_named(sub.subscriber)
+    d, schema = _d(sub_server), schema_of(sub_server)
+    with item_lock(lock_name(sub), job), connections.reuse():
+        position = subscriber_position(sub_server, sub.server, sub.account)
+        if position is None or sub.init_state != "done":
+            raise TrxError(
+                f"{sub.subscriber} has no level for {sub.server}/{sub.account} yet; run REPL_INIT_COPY first"
+            )
+        level, count = position
+        staged: list[tuple[TableInfo, str, tuple]] = []
+        try:
+            dest, staging, moved, table_copy = _stage_table(pub_server, sub_server, name, reporter, staged)
+            reporter.progress(1, 2, f"staged {table_copy.rows} row(s) of {dest.name}")
+            statements: list = [(s, []) for s in sql.replay_context_sql(d, True, None, schema)]
+            statements += _replace_from_staging(sub_server, dest, staging, moved)
+            statements += [(s, []) for s in sql.reset_context_sql(d, schema)]
+            with reporter.phase("apply"):
+                run_in_transaction(sub_server, statements)
+        finally:
+            run_each(sub_server, [f"DROP TABLE IF EXISTS {d.qualify(s, schema)}" for _, s, _ in staged],
+                     ignore_errors=True)  # fmt: skip
+    reporter.progress(2, 2, f"reloaded {table_copy.rows} row(s) of {dest.name} at level {level}")
+    return {"table": dest.name, "rows": table_copy.rows, "level": level, "count": count, "path": table_copy.path}

@@ -114,10 +114,10 @@ def settings_of(sub: ReplSubscriber, account: ReplAccount | None, timeout_refuse
         "alert_lag_seconds": (lag_limit_seconds(sub, account), account.alert_lag_seconds if account else None,
                               "the environment (REPLADMIN_LAG_ALERT_SECONDS)"),
         "retry_most": (retry_most(sub), None, "the default (300 s)"),
-        "apply_timeout": (apply_timeout(sub) or "none", None, "the registry (repl_apply_timeout)"),
+        "apply_timeout": (apply_timeout(sub) or None, None, "the registry (repl_apply_timeout)"),  # None: no bound
     }  # fmt: skip
     if timeout_refused:
-        rows["apply_timeout"] = ("none", None, timeout_refused)
+        rows["apply_timeout"] = (None, None, timeout_refused)
     return [
         Setting(name, KNOBS[name].label, value, source(getattr(sub, name), of_publication, fallback),
                 getattr(sub, name))

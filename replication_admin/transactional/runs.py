@@ -1,5 +1,5 @@
-"""The transactional feature's jobs: REPL_INIT_COPY and REPL_SYNC of a subscription, with their parameters and
-results."""
+"""The transactional feature's jobs: REPL_INIT_COPY, REPL_RELOAD_TABLE and REPL_SYNC of a subscription, with their
+parameters and results."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from replication_admin.core.alerts import safely_send_notifications
 from replication_admin.core.jobs import STORED_WHEN_SET, JobParams, JobResult, JobRunner, Subject, register, run_counts
 from replication_admin.models import ReplSubscriber
-from replication_admin.transactional.initial_copy import init_copy, init_from_image
+from replication_admin.transactional.initial_copy import init_copy, init_from_image, reload_table
 from replication_admin.transactional.sync import SyncOutcome, sync_subscription
 
 
@@ -84,6 +84,40 @@ class TrxInit(JobRunner[SubscriptionParams]):
             loaded = init_from_image(self.job, self.reporter, self.params.subscription, self.params.image)
             return InitResult.from_json(loaded)
         return InitResult.from_json(init_copy(self.job, self.reporter, self.params.subscription))
+
+
+@dataclass(frozen=True)
+class ReloadParams(JobParams):
+    subscription: int
+    table: str  # the published table, as REPL_RELOAD_TABLE named it
+
+
+@dataclass(frozen=True)
+class ReloadResult(JobResult):
+    """One table copied again, swapped in at the subscriber's level (kept)."""
+
+    table: str = ""
+    rows: int = 0
+    level: int = 0
+    count: int = 0
+    path: str = ""
+
+    def counts(self) -> dict[str, int]:
+        return run_counts(read=self.rows, written=self.rows)
+
+
+@register
+class TrxReload(JobRunner[ReloadParams]):
+    kind = "trx_reload"
+    label = "Reload one table of a transactional subscription"
+    params_type = ReloadParams
+    result_type = ReloadResult
+    subject = staticmethod(subscription_subject)
+
+    def run(self) -> ReloadResult:
+        return ReloadResult.from_json(
+            reload_table(self.job, self.reporter, self.params.subscription, self.params.table)
+        )
 
 
 @register

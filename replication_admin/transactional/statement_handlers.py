@@ -184,6 +184,13 @@ def init_copy(statement: st.InitCopy, caller: Caller) -> Outcome:
     return job_outcome(trx.do_init_copy(caller.actor, sub, sync=caller.sync, image=statement.image), "initial copy")
 
 
+@handles(st.ReloadTable)
+def reload_table(statement: st.ReloadTable, caller: Caller) -> Outcome:
+    sub = _subscription(caller, statement.server, statement.account, "repl_reload_table")
+    job = trx.do_reload_table(caller.actor, sub, statement.table, sync=caller.sync)
+    return job_outcome(job, f"reload of {statement.table}")
+
+
 def _followed_by(sub: ReplSubscriber) -> str | None:
     """The live follower that applies this in-sync subscription as its publisher commits ("host pid"), or None."""
     if not (sub.subscribed and sub.follow and sub.valid == 1 and sub.state == ReplSubscriber.IN_SYNC):

@@ -30,6 +30,7 @@ urlpatterns = [
     path(TRX_SUB, trx.subscription_detail, name="trx-subscriptions-detail"),
     path(TRX_SUB + "valid/", trx.subscription_valid, name="trx-subscriptions-valid"),
     path(TRX_SUB + "init/", trx.subscription_init, name="trx-subscriptions-init"),
+    path(TRX_SUB + "reload/", trx.subscription_reload, name="trx-subscriptions-reload"),
     path(TRX_SUB + "sync/", trx.subscription_sync, name="trx-subscriptions-sync"),
     path(TRX_SUB + "follow/", trx.subscription_follow, name="trx-subscriptions-follow"),
     path(TRX_SUB + "schedule/", trx.subscription_schedule, name="trx-subscriptions-schedule"),

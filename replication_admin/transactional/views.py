@@ -172,12 +172,12 @@ def level_figures(server: str, account: str, subscribers: Iterable[str]) -> tupl
 
 
 def _jobs(subs: list[ReplSubscriber]) -> list[JobRun]:
-    """The latest initial copies and syncs of these subscriptions, newest first."""
+    """The latest initial copies, table reloads and syncs of these subscriptions, newest first."""
     if not subs:
         return []
     return list(
         JobRun.objects.filter(
-            kind__in=["trx_init", "trx_sync"], params__subscription__in=[s.pk for s in subs]
+            kind__in=["trx_init", "trx_reload", "trx_sync"], params__subscription__in=[s.pk for s in subs]
         ).order_by("-id")[:20]
     )
 
@@ -669,6 +669,9 @@ def _subscription_context(request: HttpRequest, sub: ReplSubscriber) -> dict:
         "next_run": event_next_run(event),
         "schedule_form": SubScheduleForm(initial={"minutes": event.interval if event else 0}),
         "profile": profile.settings_of(sub, account, _timeout_refused(sub)),
+        "published_tables": [trx_lookups.item_table(i.item) for i in trx_lookups.table_items(account)]
+        if account
+        else [],
         "profile_form": SubscriptionProfileForm(initial={name: getattr(sub, name) for name in profile.FIELDS}),
         "level_figure": level_figure,
         "lag_figure": lag_figure,
@@ -740,6 +743,35 @@ def subscription_init(request: HttpRequest, subscriber: str, server: str, accoun
     def start(actor: Actor) -> str:
         job = trx_actions.do_init_copy(actor, sub)
         return f"Initial copy of {sub.server}/{sub.account} to {sub.subscriber} started (job #{job.pk})."
+
+    return _attempt(request, start) or _back(request, sub)
+
+
+@require_http_methods(["GET", "POST"])
+@requires(OPERATE, "job.trx_reload", _sub_label)
+def subscription_reload(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
+    """Reload one published table of the subscription (REPL_RELOAD_TABLE): asked first, then queued."""
+    sub = _subscription(subscriber, server, account)
+    table = (request.POST if request.method == "POST" else request.GET).get("table", "")
+    if request.method == "GET":
+        body = (
+            f"{table} is copied from {sub.server} to {sub.subscriber} again and swapped in whole: rows only "
+            f"{sub.subscriber} has are deleted, the others take the publisher's values. The subscription's level and "
+            f"its other tables are kept; its syncs wait for the copy, then resume after the level and replay what "
+            f"{sub.server} changed meanwhile. The publication's other subscribers are not held up."
+        )
+        return render(request, "replication_admin/confirm.html", {
+            "section": "subscriptions",
+            "title": f"Reload {table} on {sub.subscriber} from {sub.server}/{sub.account}?",
+            "body": body,
+            "action": "Reload",
+            "cancel_url": sub.get_absolute_url(),
+            "hidden": {"table": table},
+        })  # fmt: skip
+
+    def start(actor: Actor) -> str:
+        job = trx_actions.do_reload_table(actor, sub, table)
+        return f"Reload of {table} on {sub.subscriber} started (job #{job.pk})."
 
     return _attempt(request, start) or _back(request, sub)
 

@@ -99,7 +99,7 @@ def test_the_profile_says_where_each_setting_comes_from(subscribed):
         "alert_lag": (None, "none set"),
         "alert_lag_seconds": (60.0, "the environment (REPLADMIN_LAG_ALERT_SECONDS)"),
         "retry_most": (300.0, "the default (300 s)"),
-        "apply_timeout": ("none", "the registry (repl_apply_timeout)"),
+        "apply_timeout": (None, "the registry (repl_apply_timeout)"),
     }
     do_set_subscription_profile(Actor.command(), sub, max_backlog=50, alert_lag_seconds=5)
     sub.refresh_from_db()
