@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from django.urls import reverse
 
 from replication_admin.core.audit import Actor
 from replication_admin.engine.statements import StatementError
@@ -117,3 +118,14 @@ def test_a_subscription_never_copied_is_refused_a_reload(make_server, jobs_sync,
     outcome = execute(Actor.command(), "REPL_RELOAD_TABLE ('pub', 'shop', 'items')", context=sub)[-1]
     assert not outcome.ok and "has no level for pub/shop yet; run REPL_INIT_COPY first" in outcome.message
     assert ReplSubscriber.objects.get(subscriber="sub").init_state == "none"
+
+
+def test_a_viewer_may_not_reload_a_table_and_the_refusal_is_audited(make_server, jobs_sync, spark, viewer_client):
+    _pub, _sub = subscribed(make_server, "postgresql")
+    subscription = ReplSubscriber.objects.get(subscriber="sub")
+    address = reverse("trx-subscriptions-reload", args=[subscription.subscriber, subscription.server, "shop"])
+    jobs = JobRun.objects.count()
+    assert viewer_client.post(address, {"table": "items"}).status_code == 403
+    assert 'id="trx-reload"' not in viewer_client.get(subscription.get_absolute_url()).content.decode()
+    assert JobRun.objects.count() == jobs
+    assert AuditEntry.objects.filter(action="job.trx_reload", outcome=AuditEntry.Outcome.DENIED).exists()
