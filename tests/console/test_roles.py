@@ -101,6 +101,7 @@ POST_NEEDS = {
     "trx-subscriptions-new": "edit",
     "trx-subscriptions-valid": "operate",
     "trx-subscriptions-init": "operate",
+    "trx-subscriptions-reload": "operate",
     "trx-subscriptions-sync": "operate",
     "trx-subscriptions-follow": "operate",
     "trx-subscriptions-schedule": "operate",
@@ -149,7 +150,7 @@ PAGES = {
     "jobs", "jobs-compare", "jobs-compare-tables", "jobs-detail", "audit", "admin",
     # The confirmation pages of destructive actions (GET asks, POST acts; see test_confirmations.py).
     "snapshots-repair", "subscriptions-init", "trx-publications-remove-item", "trx-publications-revoke",
-    "trx-publications-purge", "trx-subscriptions-init", "trx-subscriptions-skip", "trx-subscriptions-repair",
+    "trx-publications-purge", "trx-subscriptions-init", "trx-subscriptions-reload", "trx-subscriptions-skip", "trx-subscriptions-repair",
     "jobs-cancel", "jobs-compare-repair",
     # The resolver editor over a transactional publication's table.
     "trx-items-resolvers", "trx-resolver-edit", "trx-resolver-remove",
