@@ -37,7 +37,7 @@ from replication_admin.core import jobs
 from replication_admin.core.alerts import safely_raise
 from replication_admin.core.audit import Actor, record
 from replication_admin.core.leases import HOST, lease_seconds, process_gone
-from replication_admin.core.spark import interrupt_job_spark
+from replication_admin.core.spark import INTERRUPT_WAIT, interrupt_job_spark
 from replication_admin.models import AuditEntry, JobRun, ReplLock
 
 log = logging.getLogger(__name__)
@@ -54,10 +54,6 @@ def backoff(attempt: int) -> float:
 
 def take_back(job_id: int, reason: str) -> JobRun | None:
     """Mark a running job lost, free its locks and queue its next attempt (None when none is left)."""
-    running = JobRun.objects.filter(pk=job_id, state=JobRun.State.RUNNING).first()
-    if running is None:
-        return None
-    interrupt_job_spark(running)  # before its locks are freed: nothing of it may run beside the next attempt
     now = timezone.now()
     with transaction.atomic():
         job = JobRun.objects.select_for_update().filter(pk=job_id, state=JobRun.State.RUNNING).first()
@@ -80,13 +76,18 @@ def take_back(job_id: int, reason: str) -> JobRun | None:
             state=JobRun.State.LOST, finished_at=now, message="lost", error=error, lease_expires_at=None
         )
         jobs.audit_finished(job, JobRun.State.LOST, error)
-        ReplLock.objects.filter(job_id=job.pk).delete()
-        # Jobs waiting behind the lost one now wait behind its next attempt.
-        JobRun.objects.filter(state=JobRun.State.QUEUED, waiting_for_id=job.pk).update(waiting_for=retry)
         record(
             REAPER, "job.retry" if retry else "job.lost", str(job), AuditEntry.Outcome.ERROR,
             {"job": job.pk, "reason": reason, "retry": retry.pk if retry else None},
         )  # fmt: skip
+    # Its Spark work is interrupted once the job is marked lost (the job's own thread, failing at the interruption,
+    # then finds it no longer running and records nothing: before, under load it could record "failed" first and
+    # no attempt followed), and before its locks are freed: nothing of it may run beside the next attempt.
+    interrupt_job_spark(job)
+    with transaction.atomic():
+        ReplLock.objects.filter(job_id=job.pk).delete()
+        # Jobs waiting behind the lost one now wait behind its next attempt.
+        JobRun.objects.filter(state=JobRun.State.QUEUED, waiting_for_id=job.pk).update(waiting_for=retry)
     log.warning("job %s: %s", job.pk, error)
     if retry is not None:
         # Handed out at once (the worker that takes it waits out the backoff): the attempt does not depend
@@ -150,7 +151,10 @@ def _take_back_stalled_jobs() -> list[int]:
 
 def _free_expired_locks() -> int:
     now = timezone.now()
-    stale = ReplLock.objects.filter(Q(expires_at__lt=now) | Q(job__state__in=JobRun.FINISHED))
+    # A lost job's locks are take_back's to free, once its Spark work is interrupted (at most INTERRUPT_WAIT after it
+    # was marked lost); another reaper leaves them that long.
+    taken_back = Q(job__state=JobRun.State.LOST, job__finished_at__gt=now - timedelta(seconds=INTERRUPT_WAIT + 5))
+    stale = ReplLock.objects.filter(Q(expires_at__lt=now) | (Q(job__state__in=JobRun.FINISHED) & ~taken_back))
     freed = stale.delete()[0]
     for lock in ReplLock.objects.filter(host=HOST):
         if process_gone(lock.pid):
