@@ -39,7 +39,7 @@ from replication_admin.models import (
     TpItem,
 )
 from replication_admin.transactional import capture as trx_capture
-from replication_admin.transactional import durability, tracers
+from replication_admin.transactional import durability, profile, tracers
 from replication_admin.transactional import image as trx_image
 from replication_admin.transactional import initial_copy as trx_initial_copy
 from replication_admin.transactional import lookups as trx_lookups
@@ -49,7 +49,6 @@ from replication_admin.transactional import push as trx_push
 from replication_admin.transactional import schema as trx_schema
 from replication_admin.transactional import sync as trx_sync
 from replication_admin.transactional.apply import Target, gap_entries, move_past, repair_keys, transaction_keys
-from replication_admin.transactional.profile import KNOBS
 from replication_admin.transactional.runs import ReloadParams, SubscriptionParams, TrxInit, TrxReload, TrxSync
 
 log = logging.getLogger(__name__)
@@ -929,22 +928,20 @@ def do_set_subscription_profile(actor: Actor, sub: ReplSubscriber, **values: int
     where the subscriber's dialect cannot cancel a statement). None: the publication's or the registry's value."""
     target = sub.label
     require(actor, EDIT, "trx.profile", target)
-    unknown = set(values) - KNOBS.keys()
+    unknown = set(values) - profile.KNOBS.keys()
     wrong = [
         f"{name} must be {knob.low} to {knob.high}"
-        for name, knob in KNOBS.items()
+        for name, knob in profile.KNOBS.items()
         if (value := values.get(name)) is not None and not knob.low <= value <= knob.high
     ]
-    if values.get("apply_timeout") is not None and (
-        refused := dialects.get(trx_lookups.server_named(sub.subscriber).dialect).apply_timeout_refused
-    ):
+    if values.get("apply_timeout") is not None and (refused := profile.timeout_refused(sub)):
         wrong.append(f"apply_timeout: {refused}")
     if unknown or wrong:
         error = trx_lookups.TrxError("; ".join([*(f"{name} is not a setting" for name in sorted(unknown)), *wrong]))
         _failed(actor, "trx.profile", target, error)
         raise error
-    before = {name: getattr(sub, name) for name in KNOBS}
-    after = {name: values.get(name) for name in KNOBS}
+    before = {name: getattr(sub, name) for name in profile.KNOBS}
+    after = {name: values.get(name) for name in profile.KNOBS}
     with transaction.atomic(durable=True):
         ReplSubscriber.objects.filter(pk=sub.pk).update(**after)
         record(actor, "trx.profile", target, detail={"before": before, "after": after})

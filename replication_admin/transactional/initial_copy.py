@@ -199,10 +199,11 @@ def init_from_image(job, reporter, subscription_id: int, image_name: str) -> dic
 def published_table(acct, table: str) -> str:
     """The published table `table` names (its item as stored, `DB.DBA.TEST`, or the table's own name), or a
     one-line refusal naming the publication's tables."""
-    names = [item_table(item.item) for item in table_items(acct)]
-    for item in table_items(acct):
-        if table in (item.item, item_table(item.item)):
-            return item_table(item.item)
+    items = {item.item: item_table(item.item) for item in table_items(acct)}
+    for item, name in items.items():
+        if table in (item, name):
+            return name
+    names = items.values()
     raise TrxError(
         f"{table!r} is not a published table of {acct.server}/{acct.account} "
         f"(its tables: {', '.join(repr(n) for n in names) or 'none'})"

@@ -19,7 +19,8 @@ from typing import Any
 
 from django.conf import settings
 
-from replication_admin.models import RegistryEntry, ReplAccount, ReplSubscriber
+from replication_admin.engine import dialects
+from replication_admin.models import RegistryEntry, ReplAccount, ReplSubscriber, Server
 
 Registry = Callable[[str], int]
 
@@ -83,6 +84,12 @@ def apply_timeout(sub: ReplSubscriber | Mapping[str, Any], registry: Registry = 
     return int(_own(sub, "apply_timeout") or registry("repl_apply_timeout"))
 
 
+def timeout_refused(sub: ReplSubscriber) -> str:
+    """Why the subscriber's dialect cannot bound an apply's statements ("": it can; Dialect.apply_timeout_refused)."""
+    dialect = Server.objects.filter(name=sub.subscriber).values_list("dialect", flat=True).first()
+    return dialects.get(dialect).apply_timeout_refused if dialect else ""
+
+
 @dataclass(frozen=True)
 class Setting:
     """One line of the profile as the subscription's page shows it."""
@@ -94,9 +101,8 @@ class Setting:
     own: Any  # the subscription's override (None: none)
 
 
-def settings_of(sub: ReplSubscriber, account: ReplAccount | None, timeout_refused: str = "") -> list[Setting]:
-    """Every setting of the profile with the value in force and where it comes from (`timeout_refused`: why the
-    subscriber's dialect has no apply timeout, if it has none)."""
+def settings_of(sub: ReplSubscriber, account: ReplAccount | None) -> list[Setting]:
+    """Every setting of the profile with the value in force and where it comes from."""
 
     def source(own: Any, of_publication: Any, fallback: str) -> str:
         if own not in (None, 0):
@@ -116,8 +122,8 @@ def settings_of(sub: ReplSubscriber, account: ReplAccount | None, timeout_refuse
         "retry_most": (retry_most(sub), None, "the default (300 s)"),
         "apply_timeout": (apply_timeout(sub) or None, None, "the registry (repl_apply_timeout)"),  # None: no bound
     }  # fmt: skip
-    if timeout_refused:
-        rows["apply_timeout"] = (None, None, timeout_refused)
+    if refused := timeout_refused(sub):
+        rows["apply_timeout"] = (None, None, refused)
     return [
         Setting(name, KNOBS[name].label, value, source(getattr(sub, name), of_publication, fallback),
                 getattr(sub, name))

@@ -22,7 +22,6 @@ from replication_admin.core.connections import ConnectionFailed
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.permissions import EDIT, OPERATE
 from replication_admin.core.web import chart_table, is_htmx, line_chart, local_stamp, requires
-from replication_admin.engine import dialects
 from replication_admin.models import (
     JobRun,
     LevelSample,
@@ -668,7 +667,7 @@ def _subscription_context(request: HttpRequest, sub: ReplSubscriber) -> dict:
         "event": event,
         "next_run": event_next_run(event),
         "schedule_form": SubScheduleForm(initial={"minutes": event.interval if event else 0}),
-        "profile": profile.settings_of(sub, account, _timeout_refused(sub)),
+        "profile": profile.settings_of(sub, account),
         "published_tables": [trx_lookups.item_table(i.item) for i in trx_lookups.table_items(account)]
         if account
         else [],
@@ -678,12 +677,6 @@ def _subscription_context(request: HttpRequest, sub: ReplSubscriber) -> dict:
         "level_table": chart_table(level_figure),
         "lag_table": chart_table(lag_figure),
     }
-
-
-def _timeout_refused(sub: ReplSubscriber) -> str:
-    """Why the subscriber's dialect has no apply timeout ("": it has one)."""
-    dialect = Server.objects.filter(name=sub.subscriber).values_list("dialect", flat=True).first()
-    return dialects.get(dialect).apply_timeout_refused if dialect else ""
 
 
 def _subscription_page(request: HttpRequest, sub: ReplSubscriber) -> HttpResponse:
