@@ -66,7 +66,8 @@ def take_back(job_id: int, reason: str) -> JobRun | None:
             retry = JobRun.objects.create(
                 kind=job.kind, target=job.target, params=job.params, item=job.item, created_by=job.created_by,
                 trigger=JobRun.Trigger.RETRY, retry_of=job, attempts=attempt,
-                not_before=now + timedelta(seconds=backoff(attempt)),
+                # Not before the interruption below is done (the backoff is counted again from then).
+                not_before=now + timedelta(seconds=INTERRUPT_WAIT + backoff(attempt)),
                 message=f"attempt {attempt + 1}, after job #{job.pk} was lost",
             )  # fmt: skip
             error = f"lost: {reason} ({where}); attempt {attempt + 1} was queued as job #{retry.pk}"
@@ -86,6 +87,10 @@ def take_back(job_id: int, reason: str) -> JobRun | None:
     interrupt_job_spark(job)
     with transaction.atomic():
         ReplLock.objects.filter(job_id=job.pk).delete()
+        if retry is not None:
+            # The backoff runs from the moment nothing of the lost attempt runs any more.
+            retry.not_before = timezone.now() + timedelta(seconds=backoff(attempt))
+            JobRun.objects.filter(pk=retry.pk).update(not_before=retry.not_before)
         # Jobs waiting behind the lost one now wait behind its next attempt.
         JobRun.objects.filter(state=JobRun.State.QUEUED, waiting_for_id=job.pk).update(waiting_for=retry)
     log.warning("job %s: %s", job.pk, error)
