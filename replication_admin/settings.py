@@ -404,6 +404,9 @@ SCHEDULER_BATCH = env_int("REPLADMIN_SCHEDULER_BATCH", 100)
 # than LAG_ALERT_SECONDS (a publication's ACC_ALERT_LAG_SECONDS overrides it).
 LAG_ALERT_SECONDS = env_int("REPLADMIN_LAG_ALERT_SECONDS", 60)
 LAG_CHECK_SECONDS = env_int("REPLADMIN_LAG_CHECK_SECONDS", 20)
+# A validation that found a slice different waits this long for the subscriber to apply what the publisher had
+# committed before it compares again (compare/validation.py); still behind then: inconclusive, never drift.
+VALIDATE_WAIT_SECONDS = env_int("REPLADMIN_VALIDATE_WAIT", 60)
 # A WAL publication's slot alerts when it keeps more than this many bytes of WAL on its publisher (or its
 # wal_status is unreserved or lost).
 SLOT_WAL_ALERT_BYTES = env_int("REPLADMIN_SLOT_WAL_ALERT_BYTES", 1024**3)

@@ -18,7 +18,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from replication_admin.bidir import runs as bidir_runs
+from replication_admin.compare import actions as compare_actions
 from replication_admin.compare import runs as compare_runs
+from replication_admin.compare import validation as compare_validation
 from replication_admin.conflicts import actions as conflict_actions
 from replication_admin.conflicts import runs as conflict_runs
 from replication_admin.core import events, heartbeats, jobs, reaper
@@ -39,7 +41,7 @@ from replication_admin.transactional import runs as trx_runs
 log = logging.getLogger(__name__)
 
 # Every job kind, registered by importing its feature's runs module.
-RUNNER_MODULES = (bidir_runs, conflict_runs, compare_runs, snapshot_runs, trx_runs)
+RUNNER_MODULES = (bidir_runs, conflict_runs, compare_runs, compare_validation, snapshot_runs, trx_runs)
 
 
 def run_job(job_id: int, inline: bool = False) -> str:
@@ -75,6 +77,7 @@ def scheduler_round() -> list[str]:
     handed = scheduler_tick()
     trx_actions.retry_due_halts()  # halted subscriptions no follower serves: their next try, when due
     conflict_actions.safely_purge_expired_conflicts()  # hourly: backups past their retention
+    compare_actions.safely_start_due_validations()  # subscriptions' tables whose validation is due
     safely_send_notifications()
     with suppress(Exception), transaction.atomic():  # a missed beat shows as a late tick, never as a failed round
         heartbeats.beat(heartbeats.Kind.SCHEDULER, {"tick": timezone.now().isoformat()})
@@ -98,6 +101,7 @@ def scheduler_loop(stop: threading.Event) -> None:
                 health_checks.safely_check_lag()
                 state_alerts.safely_check_items()  # broken items (a table gone) alert in the same round
                 conflict_actions.safely_purge_expired_conflicts()  # hourly: backups past their retention
+                compare_actions.safely_start_due_validations()  # subscriptions' tables whose validation is due
             wait = events.seconds_to_next(timezone.now(), longest)
         except Exception:  # the next tick tries again; the scheduler never takes its host down
             log.exception("scheduler tick failed")

@@ -3,6 +3,9 @@ again, and repair the keys chosen among a compare's listed differences (audited,
 
 from __future__ import annotations
 
+import logging
+
+from replication_admin.compare import validation
 from replication_admin.compare.key_repair import RepairRefused, destination_of
 from replication_admin.compare.runs import Compare, CompareParams, RepairKeys, RepairKeysParams
 from replication_admin.compare.selectors import compared_rows
@@ -10,7 +13,11 @@ from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.jobs import do_start_job
 from replication_admin.core.permissions import OPERATE
 from replication_admin.engine.statements import quote_name
-from replication_admin.models import AuditEntry, JobRun, Server, Snapshot
+from replication_admin.models import AuditEntry, JobRun, ReplSubscriber, Server, Snapshot
+from replication_admin.transactional import selectors as trx
+
+log = logging.getLogger(__name__)
+SCHEDULER = Actor.scheduler()
 
 
 def table_label(server: str, table: str) -> str:
@@ -83,3 +90,40 @@ def do_repair_keys(actor: Actor, job: JobRun, chosen: list[int], sync: bool | No
         right_keys=[row.right_key for row in rows],
     )  # fmt: skip
     return do_start_job(actor, RepairKeys, target, repair, sync=sync)
+
+
+def do_validate(actor: Actor, sub: ReplSubscriber, table: str | None = None, sync: bool | None = None) -> list[JobRun]:
+    """Validate the subscription's published tables now (or the one `table` names): a `trx_validate` job each
+    (compare/validation.py). A refusal (not copied yet, not a published table) is audited and raised as TrxError."""
+    target = sub.label
+    require(actor, OPERATE, f"job.{validation.TrxValidate.kind}", target)
+    try:
+        if sub.init_state != "done":
+            raise trx.TrxError(f"{sub.subscriber} has no initial copy of {sub.server}/{sub.account} yet")
+        tables = [trx.validated_table(sub, table)] if table else trx.validated_tables(sub)
+        if not tables:
+            raise trx.TrxError(f"{sub.server}/{sub.account} publishes no table")
+    except trx.TrxError as exc:
+        record(actor, f"job.{validation.TrxValidate.kind}", target, AuditEntry.Outcome.ERROR,
+               {"error": str(exc), "table": table})  # fmt: skip
+        raise
+    return [
+        do_start_job(actor, validation.TrxValidate, validation.item_target(sub, name),
+                     validation.validation_params(sub, name), sync=sync)
+        for name in tables
+    ]  # fmt: skip
+
+
+def start_due_validations() -> list[JobRun]:
+    """The scheduler's round: a validation of each table whose subscription's interval has passed since its last."""
+    started = []
+    for sub, table in validation.due_tables():
+        started += do_validate(SCHEDULER, sub, table)
+    return started
+
+
+def safely_start_due_validations() -> None:
+    try:
+        start_due_validations()
+    except Exception:  # a server that cannot be read now is validated at a later round
+        log.exception("scheduled validations could not be started; the next round tries again")

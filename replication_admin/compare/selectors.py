@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from replication_admin.compare.key_repair import RepairKeysResult
 from replication_admin.compare.runs import Compare, CompareResult, DifferingRow
+from replication_admin.compare.validation import TrxValidate, ValidationResult
 from replication_admin.core.jobs import result_of
 from replication_admin.models import JobRun
 
-__all__ = ["CompareResult", "DifferingRow", "RepairKeysResult", "compare_result", "compared_rows", "repair_result"]
+__all__ = [
+    "CompareResult", "DifferingRow", "RepairKeysResult", "ValidationResult", "compare_result", "compared_rows",
+    "repair_result",
+]  # fmt: skip
+
+
+# Kinds whose result is a compare's and whose listed keys may be repaired: a compare, and a validation (its drift).
+COMPARED_KINDS = (Compare.kind, TrxValidate.kind)
 
 
 def compare_result(job: JobRun) -> CompareResult | None:
-    """The result of a finished compare (None for another kind, or a compare without one)."""
+    """The result of a finished compare or validation (None for another kind, or one without a result)."""
     return result_of(job, CompareResult)
 
 
@@ -23,7 +31,7 @@ def compared_rows(job: JobRun, chosen: list[int]) -> list[DifferingRow]:
     """The listed rows of a finished compare at the positions `chosen` (ValueError when one is not listed)."""
     result = compare_result(job)
     rows = result.rows if result is not None else []
-    if job.kind != Compare.kind or job.state != JobRun.State.SUCCEEDED:
+    if job.kind not in COMPARED_KINDS or job.state != JobRun.State.SUCCEEDED:
         raise ValueError(f"job #{job.pk} is not a finished compare")
     if not chosen:
         raise ValueError("choose at least one key to repair")

@@ -1,5 +1,5 @@
 """URLs of compares: start one, the tables of a server, a snapshot's compare, and on a finished compare the repair
-of chosen keys and compare again."""
+of chosen keys and compare again; a transactional subscription's validation, now and again."""
 
 from django.urls import path
 
@@ -11,4 +11,10 @@ urlpatterns = [
     path("jobs/compare/tables/", views.table_options, name="jobs-compare-tables"),
     path("jobs/<int:pk>/repair/", views.compare_repair, name="jobs-compare-repair"),
     path("jobs/<int:pk>/compare-again/", views.compare_again, name="jobs-compare-again"),
+    path("jobs/<int:pk>/validate-again/", views.validate_again, name="jobs-validate-again"),
+    path(
+        "subscriptions/trx/<str:subscriber>/<str:server>/<str:account>/validate/",
+        views.subscription_validate,
+        name="trx-subscriptions-validate",
+    ),
 ]

@@ -17,13 +17,15 @@ from replication_admin.compare import actions, selectors
 from replication_admin.compare.forms import CompareForm
 from replication_admin.compare.key_repair import RepairRefused
 from replication_admin.compare.runs import Compare, RepairKeys
+from replication_admin.compare.validation import TrxValidate
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor
 from replication_admin.core.introspection import source_tables
 from replication_admin.core.jobs import JobError
 from replication_admin.core.permissions import OPERATE
 from replication_admin.core.web import requires
-from replication_admin.models import JobRun, Server, Snapshot
+from replication_admin.models import JobRun, ReplSubscriber, Server, Snapshot, subscription_label
+from replication_admin.transactional.selectors import TrxError
 
 SHOWN_KEYS = 20  # keys named on the confirmation page; the rest are counted
 
@@ -157,3 +159,44 @@ def table_options(request: HttpRequest) -> HttpResponse:
     return render(
         request, "replication_admin/compare/compare_form.html#table-options", {"tables": tables, "error": error}
     )
+
+
+def _sub_target(request: HttpRequest, subscriber: str, server: str, account: str) -> str:
+    return subscription_label(subscriber, server, account)
+
+
+@require_POST
+@requires(OPERATE, f"job.{TrxValidate.kind}", _sub_target)
+def subscription_validate(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
+    """Validate the subscription's tables now (or the one chosen): one job followed on its page, several on the
+    subscription's page."""
+    sub = get_object_or_404(ReplSubscriber, subscriber=subscriber, server=server, account=account)
+    try:
+        started = actions.do_validate(Actor.from_request(request), sub, request.POST.get("table") or None)
+    except TrxError as exc:
+        messages.error(request, f"Not validated: {exc}.")
+        return redirect(sub)
+    if len(started) == 1:
+        return redirect("jobs-detail", pk=started[0].pk)
+    messages.success(request, f"Validating {len(started)} table(s): jobs {', '.join(f'#{j.pk}' for j in started)}.")
+    return redirect(sub)
+
+
+@require_POST
+@requires(OPERATE, f"job.{TrxValidate.kind}", _job_target())
+def validate_again(request: HttpRequest, pk: int) -> HttpResponse:
+    """The validation of the same table as a new job (the same slice again after drift: a repair's check)."""
+    job = get_object_or_404(JobRun, pk=pk)
+    sub = ReplSubscriber.objects.filter(pk=job.params.get("subscription") or 0).first()
+    if job.kind != TrxValidate.kind:
+        messages.error(request, f"Not validated: job #{pk} is not a validation.")
+        return redirect("jobs-detail", pk=pk)
+    if sub is None:
+        messages.error(request, "Not validated: the subscription no longer exists.")
+        return redirect("jobs-detail", pk=pk)
+    try:
+        again = actions.do_validate(Actor.from_request(request), sub, job.params.get("table") or "")
+    except TrxError as exc:
+        messages.error(request, f"Not validated: {exc}.")
+        return redirect("jobs-detail", pk=pk)
+    return redirect("jobs-detail", pk=again[0].pk)

@@ -23,9 +23,9 @@ from typing import cast
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
-from django.db.models import Count, FloatField, Q, Sum
+from django.db.models import Count, F, FloatField, Q, Sum, Window
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, RowNumber
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -44,6 +44,7 @@ from replication_admin.models import (
     ScheduledEvent,
     Snapshot,
     TracerArrival,
+    Validation,
 )
 from replication_admin.snapshots.selectors import last_refreshes, snapshot_states
 from replication_admin.transactional.selectors import (
@@ -327,6 +328,39 @@ def _conflict_metrics(out: Exposition) -> None:
         out.sample("repladmin_subscription_conflicts_total", labels, r["n"])
 
 
+def _validation_metrics(out: Exposition) -> None:
+    """The latest validation of each table of each transactional subscription (one query)."""
+    latest = (
+        Validation.objects.annotate(
+            recency=Window(RowNumber(), partition_by=[F("subscription"), F("table")], order_by=[F("at").desc(),
+                                                                                                F("pk").desc()])
+        )
+        .filter(recency=1)
+        .values("subscription__server", "subscription__account", "subscription__subscriber", "table", "drift",
+                "in_flight", "verdict", "at")
+        .order_by("subscription__server", "subscription__account", "subscription__subscriber", "table")
+    )  # fmt: skip
+    rows = list(latest)
+    now = timezone.now()
+    for name, help_text in (
+        ("repladmin_validation_drift_keys", "Keys of a subscriber's table that its latest validation found different "
+         "from the publisher's once applied (0: equal; inconclusive validations are not counted as drift)."),
+        ("repladmin_validation_inconclusive", "1 when a table's latest validation could not tell (the subscriber "
+         "stayed behind what the publisher had committed)."),
+        ("repladmin_validation_age_seconds", "Seconds since a subscriber's table was last validated."),
+    ):  # fmt: skip
+        out.family(name, "gauge", help_text)
+        for r in rows:
+            labels = {"publisher": r["subscription__server"], "account": r["subscription__account"],
+                      "subscriber": r["subscription__subscriber"], "table": r["table"]}  # fmt: skip
+            value = {
+                "repladmin_validation_drift_keys": r["drift"],
+                "repladmin_validation_inconclusive": int(r["verdict"] == Validation.INCONCLUSIVE),
+                "repladmin_validation_age_seconds": round((now - r["at"]).total_seconds(), 3),
+            }[name]
+            out.sample(name, labels, value)
+
+
 def _snapshot_metrics(out: Exposition) -> None:
     refreshes = last_refreshes()
     rows = [
@@ -398,6 +432,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
     _trx_metrics(out)
     _slot_metrics(out)
     _conflict_metrics(out)
+    _validation_metrics(out)
     _job_metrics(out)
     _snapshot_metrics(out)
     _item_metrics(out)

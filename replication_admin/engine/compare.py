@@ -8,7 +8,7 @@ become "18"), and hashing the canonical non-key values of each row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from replication_admin.engine.dialects import Dialect
 from replication_admin.engine.schema import Column, TableInfo
@@ -83,6 +83,7 @@ class Side:
     table: TableInfo
     columns: tuple[SideColumn, ...]
     query: str | None = None  # compare the rows of a query (a snapshot's source) instead of a table
+    where: str | None = None  # only the rows of a key slice (KeySlice.condition): a validation's sample
 
     def select_sql(self) -> str:
         """SELECT of the compared columns under safe aliases, usable as a JDBC `dbtable` subquery."""
@@ -90,7 +91,14 @@ class Side:
             items = ", ".join(f"q.{self.dialect.quote(c.column.name)} AS {c.alias}" for c in self.columns)
             return f"SELECT {items} FROM ({self.query}) q"
         items = ", ".join(f"{self.dialect.quote(c.column.name)} AS {c.alias}" for c in self.columns)
-        return f"SELECT {items} FROM {self.dialect.qualify(self.table.name, self.table.schema)}"
+        where = f" WHERE {self.where}" if self.where else ""
+        return f"SELECT {items} FROM {self.dialect.qualify(self.table.name, self.table.schema)}{where}"
+
+    @property
+    def slice_column(self) -> SideColumn | None:
+        """The key column a table is sliced on (its first, when its values are integers), else none."""
+        first = self.columns[0] if self.columns and self.columns[0].alias == "k0" else None
+        return first if first is not None and first.read_type == "BIGINT" and first.family == "integer" else None
 
     def custom_schema(self) -> str:
         return ", ".join(f"{c.alias} {c.read_type}" for c in self.columns)
@@ -128,6 +136,52 @@ class ComparePlan:
             # How each listed value is written (binary values are hex text).
             "families": {c.column.name: c.family for c in self.left.columns},
         }
+
+
+@dataclass(frozen=True)
+class KeySlice:
+    """Slice `index` of `count` of a table's rows by its first key column's integer values: [low, high), the first
+    slice open below and the last open above (rows beyond the publisher's bounds, which only a subscriber has, fall
+    in them). Bounds are integers, written into the SQL as such: nothing of a row's text is."""
+
+    index: int
+    count: int
+    low: int | None
+    high: int | None
+
+    @classmethod
+    def of(cls, index: int, count: int, smallest: int | None, largest: int | None) -> KeySlice:
+        """Equal widths over [smallest, largest] (the publisher's bounds); an empty table is one open slice."""
+        if smallest is None or largest is None or count <= 1:
+            return cls(0, 1, None, None)
+        index = index % count
+        width = max(1, -(-(largest - smallest + 1) // count))
+        low = smallest + index * width
+        return cls(index, count, low if index > 0 else None, low + width if index < count - 1 else None)
+
+    def condition(self, dialect: Dialect, column: str) -> str | None:
+        name = dialect.quote(column)
+        parts = [f"{name} >= {int(self.low)}"] if self.low is not None else []
+        parts += [f"{name} < {int(self.high)}"] if self.high is not None else []
+        return " AND ".join(parts) or None
+
+    def describe(self) -> str:
+        if self.count == 1:
+            return "the whole table"
+        low = "" if self.low is None else f"{self.low} ≤ "
+        high = "" if self.high is None else f" < {self.high}"
+        return f"slice {self.index + 1} of {self.count} ({low}key{high})"
+
+
+def sliced(plan: ComparePlan, key_slice: KeySlice) -> ComparePlan:
+    """The same compare over one slice of the rows (both sides read only that slice, by their key's index)."""
+    column = plan.left.slice_column
+    if column is None or key_slice.count == 1:
+        return plan
+    right_column = plan.right.columns[0]
+    left = replace(plan.left, where=key_slice.condition(plan.left.dialect, column.column.name))
+    right = replace(plan.right, where=key_slice.condition(plan.right.dialect, right_column.column.name))
+    return replace(plan, left=left, right=right)
 
 
 def _pair_family(left: Column, right: Column) -> str:

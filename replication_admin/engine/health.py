@@ -63,7 +63,8 @@ EXPLANATIONS = {
     "lower bound or unknown.",
     INVALID: "The subscriber's level is no longer valid for its publisher; re-initialise it and mark it valid.",
     FAILING: "The apply is halted at a transaction that fails (retried with backoff; the cause is shown), "
-    "transactions were skipped and not yet repaired, or the last refresh or sync failed.",
+    "transactions were skipped and not yet repaired, a validation found its copy different from the publisher's, "
+    "or the last refresh or sync failed.",
 }
 STALE_AFTER = timedelta(minutes=5)
 # The default lag limit in seconds (REPLADMIN_LAG_ALERT_SECONDS, ACC_ALERT_LAG_SECONDS per publication).
@@ -136,14 +137,16 @@ def trx_subscriber_state(
     broken: str = "",
     lag_seconds: float | None = None,
     lag_limit_seconds: float = LAG_LIMIT_SECONDS,
+    drifted: bool = False,
 ) -> str:
     """`follower_alive`: whether a live follower holds it (None: not asked); `gaps`: skipped transactions not yet
-    repaired; `broken`: why a table it needs is gone ("" when none is)."""
+    repaired; `broken`: why a table it needs is gone ("" when none is); `drifted`: a validation found keys of its
+    copy that differ from the publisher's once applied, not yet found equal again."""
     if broken:
         return BROKEN
     if not valid:
         return INVALID
-    if halted or gaps or (last_error and sync_state == TRX_DISCONNECTED):
+    if halted or gaps or drifted or (last_error and sync_state == TRX_DISCONNECTED):
         return FAILING
     if copying:
         return COPYING

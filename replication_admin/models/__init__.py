@@ -18,6 +18,7 @@ from replication_admin.models.catalog import (
     Tracer,
     TracerArrival,
     TransactionalConflictResolver,
+    Validation,
     dialect_choices,
     subscription_label,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "Tracer",
     "TracerArrival",
     "TransactionalConflictResolver",
+    "Validation",
     "dialect_choices",
     "subscription_label",
 ]

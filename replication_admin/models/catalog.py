@@ -439,6 +439,8 @@ class ReplSubscriber(models.Model):
     alert_lag_seconds = models.IntegerField(null=True, blank=True, db_column="RS_ALERT_LAG_SECONDS")
     retry_most = models.IntegerField(null=True, blank=True, db_column="RS_RETRY_MOST")  # halted: longest wait, s
     apply_timeout = models.IntegerField(null=True, blank=True, db_column="RS_APPLY_TIMEOUT")  # a statement's most, s
+    validate_every = models.IntegerField(null=True, blank=True, db_column="RS_VALIDATE_EVERY")  # s; 0: never
+    validate_slices = models.IntegerField(null=True, blank=True, db_column="RS_VALIDATE_SLICES")  # a table's cut
 
     class Meta:
         db_table = "SYS_REPL_SUBSCRIBERS"
@@ -461,6 +463,38 @@ class ReplSubscriber(models.Model):
     @property
     def label(self) -> str:
         return subscription_label(self.subscriber, self.server, self.account)
+
+
+class Validation(models.Model):
+    """REPL_VALIDATION: one validation of one table of a transactional subscription, one slice of its rows compared
+    with the publisher's (transactional/validation.py): the drift trend of the subscription's page and its alert."""
+
+    EQUAL, DRIFT, INCONCLUSIVE = "equal", "drift", "inconclusive"
+    VERDICTS = [(EQUAL, "equal"), (DRIFT, "drift"), (INCONCLUSIVE, "inconclusive")]
+
+    subscription = models.ForeignKey(ReplSubscriber, on_delete=models.CASCADE, db_column="RV_SUBSCRIPTION",
+                                     related_name="validations")  # fmt: skip
+    table = models.CharField(max_length=256, db_column="RV_TABLE")  # the published table
+    job = models.IntegerField(null=True, blank=True, db_column="RV_JOB")  # the job that ran it (its keys, its repair)
+    at = models.DateTimeField(db_column="RV_AT")
+    slice_index = models.IntegerField(default=0, db_column="RV_SLICE")
+    slices = models.IntegerField(default=1, db_column="RV_SLICES")
+    slice_text = models.CharField(max_length=200, blank=True, db_column="RV_SLICE_TEXT")
+    compared = models.BigIntegerField(default=0, db_column="RV_COMPARED")  # rows of the slice, both sides
+    publisher_rows = models.BigIntegerField(null=True, blank=True, db_column="RV_PUBLISHER_ROWS")  # the whole table
+    subscriber_rows = models.BigIntegerField(null=True, blank=True, db_column="RV_SUBSCRIBER_ROWS")
+    drift = models.IntegerField(default=0, db_column="RV_DRIFT")  # keys that still differ once caught up
+    in_flight = models.IntegerField(default=0, db_column="RV_IN_FLIGHT")  # keys that differed, then applied
+    verdict = models.CharField(max_length=12, choices=VERDICTS, db_column="RV_VERDICT")
+    note = models.TextField(blank=True, db_column="RV_NOTE")
+
+    class Meta:
+        db_table = "REPL_VALIDATION"
+        ordering = ["-at", "-pk"]
+        indexes = [models.Index(fields=["subscription", "table", "at"], name="repl_validation_item")]
+
+    def __str__(self) -> str:
+        return f"{self.subscription}: {self.table} {self.verdict} ({self.slice_text})"
 
 
 class DeclaredServer(models.Model):

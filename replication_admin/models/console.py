@@ -24,6 +24,12 @@ REGISTRY_DEFAULTS = {
     # Seconds an apply statement on a subscriber may run (a wait for an application's row lock included) before it is
     # cancelled, its transaction rolled back and tried again; 0: no bound but the server's own.
     "repl_apply_timeout": "0",
+    # Seconds between two validations of a transactional subscription's tables (each compares one slice of every
+    # table with the publisher's rows); 0: never on a schedule.
+    "repl_validate_every": "3600",
+    # Slices a validated table is cut into by its key: each validation compares the next one, so a cycle of this
+    # many validations compares every row (24 at one an hour: each row once a day).
+    "repl_validate_slices": "24",
     # Days a decided conflict's backup is kept (0: kept for ever); held conflicts wait for a person whatever their
     # age. The conflict statistics reach as far back as the backups kept.
     "conflict_retention_days": "90",
@@ -252,6 +258,7 @@ class Alert(models.Model):
         SLOT_WAL = "slot_wal", "replication slot holds WAL"
         ITEM_BROKEN = "item_broken", "replication broken"
         NOTIFY_FAILED = "notify_failed", "notification not delivered"
+        VALIDATION_DRIFT = "validation_drift", "copy differs from the publisher"
 
     kind = models.CharField(max_length=24, choices=Kind.choices, db_column="AL_KIND")
     target = models.CharField(max_length=300, db_column="AL_TARGET")

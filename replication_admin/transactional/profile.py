@@ -9,7 +9,9 @@ sync, the follower, the states, the lag alerts and the subscription's page read 
   unapplied transaction older than (ACC_ALERT_LAG_SECONDS, REPLADMIN_LAG_ALERT_SECONDS);
 - retry window: a halted apply is tried again after 5 s, the wait doubling up to this many seconds (300);
 - apply timeout: an apply statement on the subscriber running longer (waiting for an application's lock, say) is
-  cancelled, its transaction rolled back and tried again; not a halt (registry `repl_apply_timeout`, 0: none)."""
+  cancelled, its transaction rolled back and tried again; not a halt (registry `repl_apply_timeout`, 0: none);
+- validation: how often its tables are compared with the publisher's, one slice each time (registry
+  `repl_validate_every`, 0: never on a schedule), and into how many slices (`repl_validate_slices`)."""
 
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ KNOBS = {
     "alert_lag_seconds": Knob("Alert when the oldest unapplied transaction is older than (s)", 1, 30 * 86_400),
     "retry_most": Knob("Halted: the longest wait between two tries (s)", 5, 86_400),
     "apply_timeout": Knob("An apply statement is cancelled and tried again after (s)", 1, 86_400),
+    "validate_every": Knob("Validate its tables every (s; 0: never on a schedule)", 0, 30 * 86_400),
+    "validate_slices": Knob("Slices a validated table is cut into (one compared a validation)", 1, 10_000),
 }
 FIELDS = tuple(KNOBS)  # states.py reads them with the other subscription fields
 HALT_RETRY_MOST = 300.0  # seconds: the longest wait between two tries of a halted apply, unless the profile says
@@ -84,6 +88,17 @@ def apply_timeout(sub: ReplSubscriber | Mapping[str, Any], registry: Registry = 
     return int(_own(sub, "apply_timeout") or registry("repl_apply_timeout"))
 
 
+def validate_every(sub: ReplSubscriber | Mapping[str, Any], registry: Registry = RegistryEntry.get_int) -> int:
+    """Seconds between two scheduled validations of the subscription's tables (0: none on a schedule). The
+    subscription's 0 is its own choice (never), not a fallback to the registry's."""
+    own = _own(sub, "validate_every")
+    return int(own if own is not None else registry("repl_validate_every"))
+
+
+def validate_slices(sub: ReplSubscriber | Mapping[str, Any], registry: Registry = RegistryEntry.get_int) -> int:
+    return max(1, int(_own(sub, "validate_slices") or registry("repl_validate_slices")))
+
+
 def timeout_refused(sub: ReplSubscriber) -> str:
     """Why the subscriber's dialect cannot bound an apply's statements ("": it can; Dialect.apply_timeout_refused)."""
     dialect = Server.objects.filter(name=sub.subscriber).values_list("dialect", flat=True).first()
@@ -104,8 +119,8 @@ class Setting:
 def settings_of(sub: ReplSubscriber, account: ReplAccount | None) -> list[Setting]:
     """Every setting of the profile with the value in force and where it comes from."""
 
-    def source(own: Any, of_publication: Any, fallback: str) -> str:
-        if own not in (None, 0):
+    def source(name: str, own: Any, of_publication: Any, fallback: str) -> str:
+        if own not in (None, 0) or (own == 0 and name == "validate_every"):
             return "this subscription"
         if of_publication not in (None, 0):
             return "the publication"
@@ -121,11 +136,13 @@ def settings_of(sub: ReplSubscriber, account: ReplAccount | None) -> list[Settin
                               "the environment (REPLADMIN_LAG_ALERT_SECONDS)"),
         "retry_most": (retry_most(sub), None, "the default (300 s)"),
         "apply_timeout": (apply_timeout(sub) or None, None, "the registry (repl_apply_timeout)"),  # None: no bound
+        "validate_every": (validate_every(sub), None, "the registry (repl_validate_every)"),
+        "validate_slices": (validate_slices(sub), None, "the registry (repl_validate_slices)"),
     }  # fmt: skip
     if refused := timeout_refused(sub):
         rows["apply_timeout"] = (None, None, refused)
     return [
-        Setting(name, KNOBS[name].label, value, source(getattr(sub, name), of_publication, fallback),
+        Setting(name, KNOBS[name].label, value, source(name, getattr(sub, name), of_publication, fallback),
                 getattr(sub, name))
         for name, (value, of_publication, fallback) in rows.items()
     ]  # fmt: skip

@@ -4,13 +4,15 @@ lists, a subscription's status."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Count
 from django.http import HttpRequest
 from django.utils import timezone
 
-from replication_admin.core.web import listing
+from replication_admin.core.alerts import open_alerts
+from replication_admin.core.web import line_chart, listing, local_stamp
 from replication_admin.engine import dialects
 from replication_admin.engine.schedule import next_run
 from replication_admin.models import (
@@ -19,23 +21,32 @@ from replication_admin.models import (
     ScheduledEvent,
     Server,
     TpItem,
+    Validation,
 )
 from replication_admin.transactional import actions as trx_actions
+from replication_admin.transactional import lookups as trx_lookups
 from replication_admin.transactional.capture import WalBacklog as WalBacklog  # re-exported
+from replication_admin.transactional.capture import visible_count, wal_backlog
 from replication_admin.transactional.forms import (
     MONTHS,
     WEEKDAYS,
     PublishForm,
     SubscribeForm,
 )
+from replication_admin.transactional.initial_copy import published_table
 from replication_admin.transactional.lag import Lag as Lag  # re-exported
 from replication_admin.transactional.lag import lag_limit_seconds as lag_limit_seconds  # re-exported
 from replication_admin.transactional.lag import live_lags as live_lags  # re-exported
 from replication_admin.transactional.lag import size_text as size_text  # re-exported
 from replication_admin.transactional.lag import slot_problem as slot_problem  # re-exported
 from replication_admin.transactional.lag import slots as slots  # re-exported
+from replication_admin.transactional.lag import wal_publications
+from replication_admin.transactional.lookups import TrxError as TrxError  # re-exported
 from replication_admin.transactional.lookups import item_table as item_table  # re-exported
 from replication_admin.transactional.positions import TIME_REASON as TIME_REASON  # re-exported
+from replication_admin.transactional.positions import subscriber_position
+from replication_admin.transactional.profile import validate_every as validate_every  # re-exported
+from replication_admin.transactional.profile import validate_slices as validate_slices  # re-exported
 from replication_admin.transactional.states import gap_counts as gap_counts  # re-exported
 from replication_admin.transactional.states import subscriber_states as subscriber_states  # re-exported
 from replication_admin.transactional.states import trx_status_rows as trx_status_rows  # re-exported
@@ -179,3 +190,66 @@ def table_item(server: str, table: str) -> TpItem | None:
         if item_table(item.item).lower() == table.lower():
             return item
     return None
+
+
+# --- what a validation of a subscription reads (compare/validation.py) ---------------------------------------
+
+
+def validated_tables(sub: ReplSubscriber) -> list[str]:
+    """The published tables of the subscription's publication, as their items name them (none: not published)."""
+    account = ReplAccount.objects.filter(server=sub.server, account=sub.account).first()
+    return [item_table(i.item) for i in trx_lookups.table_items(account)] if account is not None else []
+
+
+def validated_table(sub: ReplSubscriber, table: str) -> str:
+    """The published table `table` names, or TrxError naming the publication's tables."""
+    return published_table(trx_lookups.publication(sub.server, sub.account), table)
+
+
+def publisher_count(sub: ReplSubscriber) -> int:
+    """Transactions the publisher has committed for the publication, those its WAL slot still holds included."""
+    publisher = trx_lookups.server_named(sub.server)
+    if (sub.server, sub.account) in wal_publications():
+        return wal_backlog(publisher, sub.account).count
+    return visible_count(publisher, sub.account, wal=False)
+
+
+def applied_count(sub: ReplSubscriber) -> int | None:
+    """Transactions the subscriber has applied, as its own database records it (None: no level yet)."""
+    position = subscriber_position(trx_lookups.server_named(sub.subscriber), sub.server, sub.account)
+    return None if position is None else position[1]
+
+
+VALIDATIONS_SHOWN = 200  # validations the drift chart draws (of every table of the subscription), newest
+
+
+@dataclass(frozen=True)
+class ValidationPanel:
+    """The subscription page's validation panel: the latest validation of each table, the drift trend, when the next
+    scheduled one is due."""
+
+    latest: list[Validation]
+    figure: dict
+    every: int
+    slices: int
+    open_drift: int  # tables whose drift alert is open
+
+
+def validation_panel(sub: ReplSubscriber) -> ValidationPanel:
+    rows = list(Validation.objects.filter(subscription=sub).order_by("-at", "-pk")[:VALIDATIONS_SHOWN])
+    latest: dict[str, Validation] = {}
+    for row in rows:
+        latest.setdefault(row.table, row)
+    traces = []
+    for table in sorted(latest):
+        points = sorted((r for r in rows if r.table == table), key=lambda r: (r.at, r.pk))
+        traces.append({
+            "type": "scatter", "mode": "lines+markers", "name": table, "x": [local_stamp(r.at) for r in points],
+            "y": [r.drift for r in points], "text": [f"{r.slice_text}: {r.verdict}" for r in points],
+        })  # fmt: skip
+    target = f"{sub.label}: "
+    open_drift = open_alerts().filter(kind="validation_drift", target__startswith=target).count()
+    return ValidationPanel(
+        latest=[latest[t] for t in sorted(latest)], figure=line_chart(traces, "keys that differ"),
+        every=validate_every(sub), slices=validate_slices(sub), open_drift=open_drift,
+    )  # fmt: skip

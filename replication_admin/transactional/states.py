@@ -15,6 +15,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from replication_admin.core import heartbeats
+from replication_admin.core.alerts import open_alerts
 from replication_admin.core.presence import Presence
 from replication_admin.core.times import iso
 from replication_admin.engine import health
@@ -25,6 +26,7 @@ from replication_admin.models import (
     ScheduledEvent,
     SkippedTransaction,
     TpItem,
+    subscription_label,
 )
 from replication_admin.transactional import profile
 from replication_admin.transactional.actions import schedule_event_name
@@ -68,6 +70,20 @@ def trx_broken(presence: Presence, tables: list[str], publisher: str, subscriber
     return ""
 
 
+def drift_messages(subs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], str]:
+    """(publisher, account, subscriber) -> the message of an open drift alert of one of its tables (one query)."""
+    drift: dict[tuple[str, str, str], str] = {}
+    labels = {subscription_label(s["subscriber"], s["server"], s["account"]): (s["server"], s["account"],
+              s["subscriber"]) for s in subs}  # fmt: skip
+    if not labels:
+        return drift
+    for target, message in open_alerts().filter(kind="validation_drift").values_list("target", "message"):
+        key = labels.get(target.partition(": ")[0])
+        if key is not None:
+            drift.setdefault(key, f"validation: {message}")
+    return drift
+
+
 def trx_status_rows(
     now: datetime | None = None,
     subscriptions: Iterable[int] | None = None,
@@ -94,6 +110,7 @@ def trx_status_rows(
     lags = live_lags(subs, now, {key: a.count for key, a in accounts.items()})
     followers = heartbeats.live_followers(now=now)
     published = published_tables()
+    drift = drift_messages(subs)
     presence = Presence({s["server"] for s in subs} | {s["subscriber"] for s in subs} | {k[0] for k in accounts})
     for sub in subs:
         server, name, subscriber = sub["server"], sub["account"], sub["subscriber"]
@@ -114,6 +131,7 @@ def trx_status_rows(
             gaps=unrepaired,  # a gap not repaired yet: not ok
             copying=sub["init_state"] in ("staging", "copying"),
             follower_alive=alive, lag_seconds=live.seconds, lag_limit_seconds=limit,
+            drifted=(server, name, subscriber) in drift,
         )  # fmt: skip
         sync_state = health.TRX_STATE_LABELS.get(sub["state"], str(sub["state"]))
         if alive is False:
@@ -127,7 +145,8 @@ def trx_status_rows(
             "valid": bool(sub["valid"]), "sync_state": sync_state,
             "init_state": sub["init_state"], "last_sync_at": iso(sub["last_sync_at"]),
             "last_success": iso(sub["last_sync_at"]),
-            "last_error": broken or sub["halt_error"] or gaps_text(unrepaired) or sub["last_error"] or live.problem,
+            "last_error": broken or sub["halt_error"] or gaps_text(unrepaired) or drift.get((server, name, subscriber))
+            or sub["last_error"] or live.problem,
             "gaps": gaps.get((server, name, subscriber), (0, 0))[0],
             "unrepaired_gaps": unrepaired, "lag_limit_seconds": limit, "alert_lag": profile.alert_lag(sub, account),
             "mode": mode_of(sub["follow"], sub["state"], every), "id": sub["id"],

@@ -21,7 +21,7 @@ from replication_admin.core.audit import Actor
 from replication_admin.core.connections import ConnectionFailed
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.permissions import EDIT, OPERATE
-from replication_admin.core.web import chart_table, is_htmx, line_chart, local_stamp, requires
+from replication_admin.core.web import Chart, chart_table, is_htmx, line_chart, local_stamp, requires
 from replication_admin.models import (
     JobRun,
     LevelSample,
@@ -65,6 +65,7 @@ from replication_admin.transactional.selectors import (
     slot_problem,
     slots,
     subscriber_states,
+    validation_panel,
 )
 
 ACTION_ERRORS = (ReplicationError, ConnectionFailed, pyodbc.Error)
@@ -672,6 +673,8 @@ def _subscription_context(request: HttpRequest, sub: ReplSubscriber) -> dict:
         if account
         else [],
         "profile_form": SubscriptionProfileForm(initial={name: getattr(sub, name) for name in profile.FIELDS}),
+        "validation": (panel := validation_panel(sub)),
+        "drift_chart": Chart(panel.figure),
         "level_figure": level_figure,
         "lag_figure": lag_figure,
         "level_table": chart_table(level_figure),
