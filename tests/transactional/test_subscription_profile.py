@@ -100,12 +100,15 @@ def test_the_profile_says_where_each_setting_comes_from(subscribed):
         "alert_lag_seconds": (60.0, "the environment (REPLADMIN_LAG_ALERT_SECONDS)"),
         "retry_most": (300.0, "the default (300 s)"),
         "apply_timeout": (None, "the registry (repl_apply_timeout)"),
+        "validate_every": (3600, "the registry (repl_validate_every)"),
+        "validate_slices": (24, "the registry (repl_validate_slices)"),
     }
-    do_set_subscription_profile(Actor.command(), sub, max_backlog=50, alert_lag_seconds=5)
+    do_set_subscription_profile(Actor.command(), sub, max_backlog=50, alert_lag_seconds=5, validate_every=0)
     sub.refresh_from_db()
     shown = {s.name: (s.value, s.source) for s in profile.settings_of(sub, account)}
     assert shown["max_backlog"] == (50, "this subscription")
     assert shown["alert_lag_seconds"] == (5.0, "this subscription")
+    assert shown["validate_every"] == (0, "this subscription")  # its own "never", not the registry's hour
     assert profile.max_backlog(sub, account) == 50 and profile.lag_limit_seconds(sub, account) == 5.0
 
 
