@@ -11,6 +11,7 @@ This module knows no statement by name: parse, look up the handler, call it, rec
 from __future__ import annotations
 
 from replication_admin.bidir import statement_handlers as bidir_handlers
+from replication_admin.compare import statement_handlers as compare_handlers
 from replication_admin.conflicts import statement_handlers as conflict_handlers
 from replication_admin.core.audit import Actor, PermissionDenied, record
 from replication_admin.core.errors import ReplicationError
@@ -22,7 +23,9 @@ from replication_admin.snapshots import statement_handlers as snapshot_handlers
 from replication_admin.transactional import statement_handlers as trx_handlers
 
 # Every statement's handler, registered by importing its feature's statement_handlers module.
-HANDLER_MODULES = (bidir_handlers, conflict_handlers, server_handlers, snapshot_handlers, trx_handlers)
+HANDLER_MODULES = (
+    bidir_handlers, compare_handlers, conflict_handlers, server_handlers, snapshot_handlers, trx_handlers,
+)  # fmt: skip
 
 __all__ = ["HANDLER_MODULES", "Outcome", "StatementFailed", "execute", "run_statement", "shown_text"]
 

@@ -449,6 +449,16 @@ class ReloadTable(Statement):
 
 
 @dataclass(frozen=True)
+class Validate(Statement):
+    """REPL_VALIDATE(server, account[, table]): compare the next slice of each published table of a subscription
+    (or of the one named) with the publisher's rows; drift is alerted, its keys repaired from the job."""
+
+    server: str = ""
+    account: str = ""
+    table: str | None = None
+
+
+@dataclass(frozen=True)
 class Sync(Statement):
     """REPL_SYNC(server, account, user, password): replay what the publisher logged since the last sync."""
 
@@ -1053,6 +1063,11 @@ FUNCTIONS: dict[str, Function] = {
     "REPL_RELOAD_TABLE": Function(
         ("server", "account", "table"),
         lambda s, a, t: ReloadTable(server=_server(s), account=_account(a), table=_table_text(t)),
+    ),
+    "REPL_VALIDATE": Function(
+        ("server", "account", "table"),
+        lambda s, a, t=None: Validate(server=_server(s), account=_account(a), table=_opt_text(t, "table")),
+        optional=1,
     ),
     "REPL_SYNC": Function(
         ("server", "account", "user", "password"),

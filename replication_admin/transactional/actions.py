@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from replication_admin.core import connections
-from replication_admin.core.alerts import resolve_alerts
+from replication_admin.core.alerts import resolve_alerts, resolve_alerts_of
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import lookup_table, with_constraints
@@ -417,6 +417,7 @@ def do_unsubscribe(actor: Actor, sub: ReplSubscriber, item: str | None = None) -
     with transaction.atomic():
         ScheduledEvent.objects.filter(name=schedule_event_name(sub.subscriber, sub)).delete()
         sub.delete()
+        resolve_alerts_of("validation_drift", f"{target}: ", f"{sub.subscriber} no longer subscribes")
         record(actor, "trx.unsubscribe", target)
     return f"{sub.subscriber} no longer subscribes to {sub.server}/{sub.account}"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from replication_admin.core import connections, native_copy
+from replication_admin.core.alerts import resolve_alerts_of
 from replication_admin.core.introspection import with_constraints
 from replication_admin.core.locks import item_lock
 from replication_admin.core.shapes import ensure_copy, inc_shape, moved_columns
@@ -67,6 +68,8 @@ def _copied(sub: ReplSubscriber, acct, count: int) -> None:
         state=ReplSubscriber.IN_SYNC if sub.follow else ReplSubscriber.OFF,
     )  # fmt: skip
     record_position(sub, count, count, force=True)
+    # Every table copied whole: what a validation found different is the publisher's now.
+    resolve_alerts_of("validation_drift", f"{sub.label}: ", f"{sub.subscriber} copied again at count {count}")
     if sub.halt_count is not None:  # the copy carries the halted transaction's changes: the halt is over
         clear_halt(sub, f"{sub.subscriber} copied again at level {levels.level_of(count)}")
 

@@ -14,10 +14,12 @@ from django.utils import timezone
 from replication_admin.compare import actions, validation
 from replication_admin.compare.selectors import compare_result
 from replication_admin.core.audit import Actor
+from replication_admin.engine.statements import StatementError
 from replication_admin.models import Alert, AuditEntry, JobRun, ReplSubscriber, Validation
+from replication_admin.statements import execute
 from replication_admin.transactional.selectors import TrxError, applied_count
 from tests.bidir.test_bidir_sync import same
-from tests.transactional.test_trx_replication import run, sql, value
+from tests.transactional.test_trx_replication import refused, run, sql, value
 
 pytestmark = pytest.mark.live_db
 
@@ -193,3 +195,32 @@ def test_a_viewer_may_not_validate_and_the_page_shows_the_validations(make_serve
     assert 'id="trx-validate"' not in page  # a viewer has no button
     detail = viewer.get(reverse("jobs-detail", args=[job.pk])).content.decode()
     assert 'id="validation-verdict"' in detail and "drift" in detail and 'id="repair-selected"' not in detail
+
+
+def test_repl_validate_runs_on_the_subscriber_and_says_each_tables_verdict_in_one_line(make_server, jobs_sync, spark):
+    _pub, sub, subscription = subscribed(make_server, "sqlite", slices=2)
+    sql(sub, "DELETE FROM items WHERE id = 3")
+    outcome = run(sub, "REPL_VALIDATE ('pub', 'shop')")[0]
+    assert outcome.message == "items: drift, 1 key(s) differ (slice 1 of 2 (key < 101))"
+    assert Validation.objects.get(job=outcome.job_id).drift == 1
+    outcome = run(sub, "REPL_VALIDATE ('pub', 'shop', 'items')")[0]  # the same slice, until it is equal
+    assert outcome.message == "items: drift, 1 key(s) differ (slice 1 of 2 (key < 101))"
+    with pytest.raises(StatementError, match="repl_validate takes 2 to 3 argument"):
+        execute(COMMAND, "REPL_VALIDATE ('pub')", context=sub)
+    message = refused(sub, "REPL_VALIDATE ('pub', 'shop', 'items; DROP TABLE items')")
+    assert message == "'items; DROP TABLE items' is not a published table of pub/shop (its tables: 'items')"
+    assert value(sub, "SELECT count(*) FROM items") == 199  # nothing ran, nothing changed
+    assert Validation.objects.filter(subscription=subscription).count() == 2
+
+
+def test_a_drift_alert_resolves_when_the_subscription_is_copied_again_or_dropped(make_server, jobs_sync, spark):
+    _pub, sub, subscription = subscribed(make_server, "postgresql", slices=1)
+    sql(sub, "UPDATE items SET name = 'x' WHERE id = 10")
+    assert validated(subscription)[1].verdict == "drift" and len(drift_alerts()) == 1
+    run(sub, "REPL_INIT_COPY ('pub', 'shop')")
+    assert not drift_alerts()
+    assert value(sub, "SELECT name FROM items WHERE id = 10") == "item 10"
+    sql(sub, "UPDATE items SET name = 'y' WHERE id = 11")
+    assert validated(subscription)[1].verdict == "drift" and len(drift_alerts()) == 1
+    run(sub, "REPL_UNSUBSCRIBE ('pub', 'shop')")
+    assert not drift_alerts() and not Validation.objects.exists()

@@ -30,6 +30,7 @@ from replication_admin.models import (
 from replication_admin.servers.actions import ServerData, do_check_server, do_register_server
 from replication_admin.snapshots.actions import do_schedule_snapshot
 from replication_admin.statements import execute
+from replication_admin.transactional.actions import do_set_subscription_profile
 
 # The PostgreSQL and MariaDB database the demo replicates into (another name keeps a test's demo apart).
 DEMO_DATABASE = os.environ.get("REPLADMIN_DEMO_DATABASE", "replication_demo")
@@ -194,7 +195,12 @@ class Command(BaseCommand):
         for server, script in scripts:
             for outcome in execute(actor, script, context=Server.objects.get(name=server), wait=False):
                 self.stdout.write(f"{'ok  ' if outcome.ok else 'FAIL'} {outcome.statement}: {outcome.message}")
-        self.stdout.write(f'demo."Order Details" replicates transactionally to {target}, in sync')
+        sub = ReplSubscriber.objects.filter(server="demo", account="orders", subscriber=target).first()
+        if sub is not None and sub.validate_every is None:
+            # Validated every 2 minutes in 6 slices (the product's default: hourly in 24), so the demo's Validation
+            # panel fills while one watches.
+            do_set_subscription_profile(actor, sub, validate_every=120, validate_slices=6)
+        self.stdout.write(f'demo."Order Details" replicates transactionally to {target}, in sync, validated')
 
     def _create_database(self, conn: pyodbc.Connection, dialect: str) -> None:
         d = dialects.get(dialect)
