@@ -75,8 +75,10 @@ def resolve_alerts(kind: str, target: str, reason: str) -> int:
 def resolve_alerts_of(kind: str, target_prefix: str, reason: str) -> int:
     """Close every open alert of this kind whose target starts with `target_prefix` (the drift alerts of each table
     of a subscription copied again or dropped)."""
-    done = open_alerts().filter(kind=kind, target__startswith=target_prefix).update(
-        resolved_at=timezone.now(), resolution=reason[:300]
+    done = (
+        open_alerts()
+        .filter(kind=kind, target__startswith=target_prefix)
+        .update(resolved_at=timezone.now(), resolution=reason[:300])
     )
     if done:
         log.info("%s %s alert(s) of %s resolved: %s", done, kind, target_prefix, reason)
