@@ -33,7 +33,7 @@ from jobs import compare
 from replication_admin.compare.runs import CompareParams, CompareResult, compared_pair
 from replication_admin.core import connections, spark_sizing
 from replication_admin.core.alerts import raise_alert, resolve_alerts
-from replication_admin.core.jobs import JobError, JobRunner, Subject, register
+from replication_admin.core.jobs import JobError, JobRunner, register
 from replication_admin.core.spark import spark_session
 from replication_admin.engine.compare import ComparePlan, KeySlice, Side, sliced
 from replication_admin.engine.dialects import JdbcEndpoint
@@ -74,13 +74,6 @@ class ValidationResult(CompareResult):
 def item_target(sub: ReplSubscriber, table: str) -> str:
     """The alert's and the job's target: the subscription and the table."""
     return f"{sub.label}: {table}"
-
-
-def subscription_subject(params: dict[str, Any]) -> Subject | None:
-    sub = ReplSubscriber.objects.filter(pk=params.get("subscription") or 0).first()
-    if sub is None:
-        return None
-    return Subject(f"subscription {sub.subscriber} ← {sub.server}/{sub.account}", sub.get_absolute_url())
 
 
 def next_slice(sub: ReplSubscriber, table: str, slices: int) -> int:
@@ -232,7 +225,7 @@ class TrxValidate(JobRunner[ValidateParams]):
     label = "Validate a table of a transactional subscription"
     params_type = ValidateParams
     result_type = ValidationResult
-    subject = staticmethod(subscription_subject)
+    subject = staticmethod(trx.subscription_subject)
 
     def run(self) -> ValidationResult:
         return ValidationResult.from_json(validate_table(self.job, self.reporter, self.params))

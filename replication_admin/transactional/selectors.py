@@ -47,6 +47,7 @@ from replication_admin.transactional.positions import TIME_REASON as TIME_REASON
 from replication_admin.transactional.positions import subscriber_position
 from replication_admin.transactional.profile import validate_every as validate_every  # re-exported
 from replication_admin.transactional.profile import validate_slices as validate_slices  # re-exported
+from replication_admin.transactional.runs import subscription_subject as subscription_subject  # re-exported
 from replication_admin.transactional.states import gap_counts as gap_counts  # re-exported
 from replication_admin.transactional.states import subscriber_states as subscriber_states  # re-exported
 from replication_admin.transactional.states import trx_status_rows as trx_status_rows  # re-exported
