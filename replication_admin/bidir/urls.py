@@ -7,6 +7,7 @@ from replication_admin.bidir import views as bidir
 urlpatterns = [
     path("publications/new/", bidir.publication_create, name="publications-new"),
     path("publications/<int:pk>/", bidir.publication_detail, name="publications-detail"),
+    path("publications/<int:pk>/ddl/", bidir.publication_ddl, name="publications-ddl"),
     path("publications/<int:pk>/drop/", bidir.publication_drop, name="publications-drop"),
     path("publications/<int:pk>/sync/", bidir.publication_sync, name="publications-sync"),
     path("publications/<int:pk>/schedule/", bidir.publication_schedule, name="publications-schedule"),

@@ -3,6 +3,9 @@ conflict resolver chain of each published table."""
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 from django.contrib import messages
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
@@ -18,11 +21,24 @@ from replication_admin.bidir.forms import (
     SubscribeForm,
 )
 from replication_admin.bidir.selectors import bidir_status_rows
+from replication_admin.core import connections
 from replication_admin.core.audit import Actor
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.forms import ScheduleForm
 from replication_admin.core.permissions import EDIT, OPERATE
 from replication_admin.core.web import render_page_or_partial, requires
+from replication_admin.engine import dialects
+from replication_admin.engine.bidir_sql import (
+    BidirError,
+    add_rowguid_ddl,
+    bidir_script,
+    check_rowguid,
+    fill_rowguid_sql,
+    table_with_rowguid,
+)
+from replication_admin.engine.dialects import IdentifierError
+from replication_admin.engine.objects import SnapshotLogError, SnapshotLogObjects
+from replication_admin.engine.refresh_sql import create_table_ddl
 from replication_admin.models import (
     JobRun,
     ScheduledEvent,
@@ -124,6 +140,52 @@ def publication_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "resolver_count": SnapshotConflictResolver.objects.filter(table_name=publication.item).count(),
     }
     return render_page_or_partial(request, "replication_admin/bidir/publication_detail.html", "subscribers", context)
+
+
+@dataclass(frozen=True)
+class SubscriberScript:
+    """What a subscriber of one dialect the console does not reach runs by hand (publication_ddl)."""
+
+    label: str
+    copy: str  # CREATE TABLE of a copy with its ROWGUID column
+    existing: tuple[str, ...]  # for a table that is there already: its ROWGUID column and values
+    objects: SnapshotLogObjects | None
+    problem: str = ""
+
+
+@require_GET
+def publication_ddl(request: HttpRequest, pk: int) -> HttpResponse:
+    """The objects a bi-directional subscriber on SQL Server, Oracle or DB2 needs, as DDL text to run there."""
+    publication = _publication(pk)
+    subscriber = request.GET.get("subscriber", "").strip() or "remote"
+    scripts: list[SubscriberScript] = []
+    error = ""
+    table = None
+    if publication.server is None:
+        error = f"{publication.item} has no publisher server registered"
+    else:
+        try:
+            table = connections.describe_table(publication.server, publication.table or publication.item)
+        except (connections.ConnectionFailed, connections.TableNotFound) as exc:
+            error = str(exc)
+    for d in dialects.DIALECTS.values():
+        if table is None or not d.bidir_text:
+            continue
+        try:
+            copy = dataclasses.replace(table_with_rowguid(table), schema="", indexes=())
+            columns = [(c.name, c.logical) for c in copy.columns]
+            bare = dataclasses.replace(table, schema="", indexes=())
+            existing = () if check_rowguid(bare) else (add_rowguid_ddl(d, bare), fill_rowguid_sql(d, bare, subscriber))
+            scripts.append(SubscriberScript(
+                d.label,
+                create_table_ddl(d, copy.name, "", columns, [c.name for c in copy.primary_key]),
+                existing,
+                bidir_script(d, copy, subscriber, publication.server_id or ""),
+            ))  # fmt: skip
+        except (BidirError, SnapshotLogError, IdentifierError, KeyError) as exc:
+            scripts.append(SubscriberScript(d.label, "", (), None, str(exc)))
+    context = {"publication": publication, "subscriber": subscriber, "scripts": scripts, "error": error}
+    return render(request, "replication_admin/bidir/publication_ddl.html", context)
 
 
 @require_http_methods(["GET", "POST"])

@@ -30,6 +30,7 @@ The reference assumes primary keys of published tables never change; the trigger
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -88,7 +89,7 @@ def check_rowguid(table: TableInfo) -> Column | None:
 
 def add_rowguid_ddl(d: Dialect, table: TableInfo) -> str:
     column = f"{d.quote(ROWGUID_COLUMN)} {d.render_type(ROWGUID)}"
-    return f"ALTER TABLE {d.qualify(table.name, table.schema)} ADD COLUMN {column}"
+    return d.add_column_sql(d.qualify(table.name, table.schema), column)
 
 
 def fill_rowguid_sql(d: Dialect, table: TableInfo, origin: str) -> str:
@@ -124,9 +125,10 @@ def updateable_rlog_ddl(d: Dialect, table: TableInfo) -> list[str]:
 
 
 def trigger_names(d: Dialect, table: str) -> dict[str, str]:
-    names = {op: f"{table}_{op}_log" for op in ("I", "U", "D")}
+    suffix = d.bidir_trigger_suffix
+    names = {op: f"{table}_{op}{suffix}" for op in ("I", "U", "D")}
     for op in d.bidir_guid_triggers:
-        names[op] = f"{table}_{op}_log"
+        names[op] = f"{table}_{op}{suffix}"
     for name in names.values():
         if len(name) > d.max_identifier:
             raise BidirError(f"trigger {name!r} would be longer than {d.label}'s {d.max_identifier}-character limit")
@@ -177,17 +179,10 @@ class UpdateableLog:
         """The change id in a delete mark."""
         return _unmark(self.d, expr)
 
-    def on_conflict(self) -> str:
-        """What a second change of a key does to its log row."""
-        d = self.d
-        q = d.quote
-
-        def ex(c: str) -> str:
-            return d.excluded_sql(q(c))
-
-        def cur(c: str) -> str:
-            return d.conflict_current_sql(self.rlog, q(c))
-
+    def merged_sets(self, ex: Callable[[str], str], cur: Callable[[str], str]) -> list[str]:
+        """The assignments a second change of a key makes to its log row: `ex(column)` is the new change's
+        value, `cur(column)` the log row's (both take a bare name)."""
+        q = self.d.quote
         if self.publisher:
             merged_type = ex("DMLTYPE")
             keep_old = [f"{q(OLD_ROWGUID)} = {ex(OLD_ROWGUID)}"]
@@ -201,9 +196,32 @@ class UpdateableLog:
             keep_old = []  # the first change's OLD_ROWGUID is the version the publisher has
         # MariaDB evaluates assignments left to right: DMLTYPE first, while the old values are intact.
         sets = [f"{q('DMLTYPE')} = {merged_type}", f"{q('SNAPTIME')} = {ex('SNAPTIME')}"]
-        sets += [f"{q('RLOG_ROWGUID')} = {ex('RLOG_ROWGUID')}", *keep_old]
+        return [*sets, f"{q('RLOG_ROWGUID')} = {ex('RLOG_ROWGUID')}", *keep_old]
+
+    def on_conflict(self) -> str:
+        """What a second change of a key does to its log row."""
+        d = self.d
+        q = d.quote
+        sets = self.merged_sets(lambda c: d.excluded_sql(q(c)), lambda c: d.conflict_current_sql(self.rlog, q(c)))
         conflict = ", ".join(q(rlog_key(k.name)) for k in key_columns(self.table))
         return d.on_conflict_update_sql(conflict, sets)
+
+    def merge(self, values: Sequence[str], source: str) -> str:
+        """A MERGE of log rows into the log, for dialects without an upsert (SQL Server, Oracle, DB2): `values`
+        are the keys, SNAPTIME, DMLTYPE, RLOG_ROWGUID and OLD_ROWGUID of each row, selected `source` (the
+        FROM / WHERE of the select, empty for one row where the dialect needs no FROM)."""
+        q = self.d.quote
+        keys = [rlog_key(k.name) for k in key_columns(self.table)]
+        names = [*keys, "SNAPTIME", "DMLTYPE", "RLOG_ROWGUID", OLD_ROWGUID]
+        picks = ", ".join(f"{v} AS {q(n)}" for v, n in zip(values, names, strict=True))
+        on = " AND ".join(f"r.{q(k)} = x.{q(k)}" for k in keys)
+        sets = self.merged_sets(lambda c: f"x.{q(c)}", lambda c: f"r.{q(c)}")
+        row = ", ".join(f"x.{q(n)}" for n in names)
+        return (
+            f"MERGE INTO {self.rlog} r USING (SELECT {picks}{source}) x ON ({on}) "
+            f"WHEN MATCHED THEN UPDATE SET {', '.join(sets)} "
+            f"WHEN NOT MATCHED THEN INSERT ({self.columns()}) VALUES ({row});"
+        )
 
     def upsert(self, ref: str, op: str, guid: str, old: str) -> str:
         values = self.values(ref, f"'{op}'", guid, old)
@@ -234,7 +252,7 @@ def bidir_objects(d: Dialect, table: TableInfo, local: str, publisher: bool) -> 
     )
 
 
-def bidir_rplog_ddl(d: Dialect, name: str, schema: str = "") -> str:
+def bidir_rplog_ddl(d: Dialect, name: str, schema: str = "", if_not_exists: bool = True) -> str:
     """The bi-directional replay log: which change (RLOG_ROWGUID) of which SOURCE was applied to TARGET."""
     q = d.quote
     cols = [
@@ -244,7 +262,38 @@ def bidir_rplog_ddl(d: Dialect, name: str, schema: str = "") -> str:
         f"{q('SNAPTIME')} {d.render_type(TIMESTAMP)} NOT NULL",
         f"PRIMARY KEY ({q('SOURCE')}, {q('TARGET')}, {q('RLOG_ROWGUID')})",
     ]
-    return f"CREATE TABLE IF NOT EXISTS {d.qualify(name, schema)} ({', '.join(cols)})"
+    create = "CREATE TABLE IF NOT EXISTS" if if_not_exists else "CREATE TABLE"
+    return f"{create} {d.qualify(name, schema)} ({', '.join(cols)})"
+
+
+def bidir_script(
+    d: Dialect, table: TableInfo, local: str, publisher: str, is_publisher: bool = False
+) -> SnapshotLogObjects:
+    """Everything a server of dialect `d` the console does not reach (SQL Server, Oracle, DB2) runs by hand to
+    take part, as `local`, in the bi-directional publication of `table` by `publisher`: the ROWGUID column and its
+    values for the rows already there (when the table has none yet), the updateable snapshot log with its
+    triggers, and the replay log. The same objects the console creates on the servers it reaches."""
+    if not (d.supports_bidir or d.bidir_text):
+        raise BidirError(f"the reference lists no bi-directional triggers for {d.label}")
+    has_guid = check_rowguid(table) is not None
+    guided = table_with_rowguid(table)
+    key_columns(guided)
+    trigger_map = trigger_names(d, table.name)
+    create, drop = d.bidir_triggers(guided, trigger_map, UpdateableLog(d, guided, is_publisher), local, is_publisher)
+    rplog = replay_log_name(publisher, table.name, d.max_identifier)
+    head = [] if has_guid else [add_rowguid_ddl(d, table), fill_rowguid_sql(d, table, local)]
+    rlog = d.qualify(rlog_name(table.name), table.schema)
+    functions = d.bidir_functions or (tuple(trigger_map.values()) if d.trigger_functions else ())
+    return SnapshotLogObjects(
+        rlog_name(table.name),
+        tuple(trigger_map.values()),
+        functions=functions,
+        create=(
+            *head, *d.bidir_setup_sql, *updateable_rlog_ddl(d, guided), *create,
+            bidir_rplog_ddl(d, rplog, table.schema, if_not_exists=d.live),
+        ),
+        drop=(*drop, f"DROP TABLE {rlog}", f"DROP TABLE {d.qualify(rplog, table.schema)}"),
+    )  # fmt: skip
 
 
 # --- the rows that move ---------------------------------------------------------------------------------

@@ -550,3 +550,30 @@ def test_a_proposed_expression_that_does_not_parse_is_shown_and_starts_nothing(e
     }, HTTP_HX_REQUEST="true").content.decode()  # fmt: skip
     assert 'id="dry-run-error"' in body and "<html" not in body
     assert not JobRun.objects.filter(kind="resolver_dry_run").exists()
+
+
+def test_the_subscriber_ddl_page_gives_sql_server_oracle_and_db2_scripts_for_the_published_table(
+    viewer_client, published
+):
+    page = reverse("publications-ddl", args=[published.pk])
+    assert page in viewer_client.get(reverse("publications-detail", args=[published.pk])).content.decode()
+    body = viewer_client.get(page, {"subscriber": "branch 'o"}).content.decode()
+    scripts = dict(re.findall(r'data-dialect="([^"]+)">(.*?)</div>\n', body, re.S))
+    assert set(scripts) == {"SQL Server", "Oracle", "IBM DB2"}
+    # The copy with its ROWGUID column, the log of its key, the triggers stamping the subscriber's own name.
+    assert (
+        "CREATE TABLE [items] ([id] int NOT NULL, [name] varchar(40), [price] numeric(12, 2), [ROWGUID]"
+        in scripts["SQL Server"]
+    )
+    assert "CREATE TABLE &quot;RLOG_items&quot; (&quot;RLOG_id&quot; INTEGER NOT NULL" in scripts["Oracle"]
+    assert "N&#x27;branch &#x27;&#x27;o@&#x27;" in scripts["SQL Server"]
+    assert "items_IR, items_UR" in scripts["IBM DB2"] and "OPL_GETUTCDATE" in scripts["Oracle"]
+    assert "ALTER TABLE [items] ADD [ROWGUID] varchar(255)" in scripts["SQL Server"]  # for a table there already
+
+
+def test_the_subscriber_ddl_page_says_when_the_publisher_cannot_be_read(viewer_client, catalog):
+    publication = catalog[0]
+    publication.table = "gone"
+    publication.save()
+    body = viewer_client.get(reverse("publications-ddl", args=[publication.pk])).content.decode()
+    assert 'id="ddl-error"' in body and "gone" in body and "data-dialect" not in body

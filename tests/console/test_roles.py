@@ -144,7 +144,7 @@ PAGES = {
     "dashboard", "login", "servers", "servers-add", "servers-detail", "servers-edit", "servers-delete",
     "servers-tables", "servers-table", "snapshots", "snapshots-new", "snapshots-columns", "snapshots-logs",
     "snapshots-log-ddl", "snapshots-detail", "snapshots-drop", "statements", "publications", "publications-new",
-    "publications-detail", "publications-drop", "publications-resolvers", "publications-resolver-edit",
+    "publications-detail", "publications-ddl", "publications-drop", "publications-resolvers", "publications-resolver-edit",
     "publications-resolver-remove", "trx-publications-new", "trx-publications-detail", "trx-publications-drop",
     "subscriptions", "trx-subscriptions-new", "trx-subscriptions-detail", "trx-subscriptions-drop",
     "subscriptions-drop", "conflicts", "conflicts-export", "conflicts-bulk", "conflicts-detail", "conflicts-reapply", "scheduler",
@@ -177,8 +177,8 @@ BY_SERVER = {"servers-detail", "servers-edit", "servers-delete", "servers-check"
 BY_SNAPSHOT = {"snapshots-detail", "snapshots-refresh", "snapshots-compare", "snapshots-repair", "snapshots-schedule",
                "snapshots-drop"}  # fmt: skip
 BY_PK = {
-    "publications-detail", "publications-drop", "publications-sync", "publications-schedule", "publications-subscribe",
-    "publications-resolvers", "publications-resolvers-add", "publications-dry-run", "publications-resolver-edit",
+    "publications-detail", "publications-ddl", "publications-drop", "publications-sync", "publications-schedule",
+    "publications-subscribe", "publications-resolvers", "publications-resolvers-add", "publications-dry-run", "publications-resolver-edit",
     "publications-resolver-move", "publications-resolver-remove", "subscriptions-init", "subscriptions-drop",
     "conflicts-detail", "conflicts-reapply", "conflicts-decide", "jobs-detail", "jobs-cancel", "jobs-retry",
     "alerts-acknowledge", "jobs-compare-repair", "jobs-compare-again", "jobs-validate-again",

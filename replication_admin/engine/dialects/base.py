@@ -163,6 +163,7 @@ class RowLog(Protocol):
     def unmark(self, expr: str) -> str: ...
     def on_conflict(self) -> str: ...
     def upsert(self, ref: str, op: str, guid: str, old: str) -> str: ...
+    def merge(self, values: Sequence[str], source: str) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -455,6 +456,13 @@ class Dialect:
     snapshot_trigger_suffixes: tuple[str, str, str] = ("_I_log", "_U_log", "_D_log")
     # Extra BEFORE triggers of bi-directional replication that give rows their ROWGUID (name suffixes).
     bidir_guid_triggers: tuple[str, ...] = ()
+    # What ends a bi-directional trigger's name after `<table>_<op>` (the reference's names: DB2's have none).
+    bidir_trigger_suffix: str = "_log"
+    # Bi-directional triggers generated as text for a server the console does not reach (engine.bidir_sql.bidir_script),
+    # with the functions they call (`bidir_functions`, created first by `bidir_setup_sql`).
+    bidir_text: bool = False
+    bidir_functions: tuple[str, ...] = ()
+    bidir_setup_sql: tuple[str, ...] = ()
 
     def database_exists_sql(self, name: str) -> tuple[str, list[str]] | None:
         """A query that finds the database `name` (None: create_database_sql is idempotent)."""
@@ -506,6 +514,10 @@ class Dialect:
         raise NotImplementedError(f"{self.label} has no clock query here")
 
     # --- statement shapes --------------------------------------------------------------------------
+    def add_column_sql(self, table: str, column: str) -> str:
+        """ALTER TABLE `table` (qualified) adding `column` (its definition)."""
+        return f"ALTER TABLE {table} ADD COLUMN {column}"
+
     def qualify_plain(self, table: str, schema: str = "") -> str:
         """A table named in statements that only reach the connection's own database."""
         return self.qualify(table, schema)

@@ -10,15 +10,33 @@ from replication_admin.engine.dialects.base import (
     AddressError,
     Dialect,
     JdbcEndpoint,
+    RowLog,
     check_identifier,
 )
-from replication_admin.engine.objects import SnapshotLogObjects, key_columns, log_columns, rlog_key, rlog_name
+from replication_admin.engine.objects import (
+    ROWGUID,
+    ROWGUID_COLUMN,
+    SnapshotLogObjects,
+    bidir_key_error,
+    key_columns,
+    log_columns,
+    rlog_key,
+    rlog_name,
+)
 from replication_admin.engine.schema import Column, TableInfo
 from replication_admin.engine.types import LogicalType, split_declared
 
 
 class TextOnlyDialect(Dialect):
+    """Bi-directional triggers here (SQL Server, Oracle, DB2) keep the rules of the live dialects' (engine.bidir_sql):
+    every insert without a ROWGUID and every update that leaves it unchanged gets a fresh `<server>@<id>`; the
+    publisher logs every change, a subscriber only its own; a replay's delete (ROWGUID marked `del:<change>`) is
+    logged by the publisher under the change's id and not at all by a subscriber; a primary key change is
+    refused. These servers have no upsert, so a log row is written with MERGE; each trigger's one MERGE is
+    guarded by the trigger's WHEN (Oracle, DB2) or a WHERE over the statement's rows (SQL Server)."""
+
     live = False
+    bidir_text = True
     # Rows of the reference table: logical kind -> (rendering without length, rendering with length).
     mapping: dict[str, tuple[str, str | None]] = {}
     numeric_default = ""
@@ -63,6 +81,147 @@ class TextOnlyDialect(Dialect):
         raise AddressError(f"{self.label} servers are not reachable from this console (DDL generation only)")
 
 
+def _guid_null(d: Dialect, a: str, b: str) -> str:
+    """`a` and `b` (two ROWGUIDs) are the same version, NULL included."""
+    return f"({a} = {b} OR ({a} IS NULL AND {b} IS NULL))"
+
+
+def _null_guid(d: Dialect) -> str:
+    return f"CAST(NULL AS {d.render_type(ROWGUID)})"
+
+
+def _not_marked(d: Dialect, log: RowLog, expr: str) -> str:
+    return f"({expr} IS NULL OR NOT ({log.is_mark(expr)}))"
+
+
+def _row_bidir_triggers(
+    d: Dialect, table: TableInfo, names: dict[str, str], log: RowLog, local: str, publisher: bool, style: RowStyle
+) -> tuple[list[str], list[str]]:
+    """Row-level bi-directional triggers (Oracle, DB2): two BEFORE triggers give the row its ROWGUID, three AFTER
+    triggers log it."""
+    src = d.qualify(table.name, table.schema)
+    g = d.quote(ROWGUID_COLUMN)
+    keys = key_columns(table)
+    new, old = style.new, style.old
+    fresh = d.concat(d.literal(local + "@"), d.uuid_sql)
+    bn, bo = style.bind(new), style.bind(old)
+    key_changed = " OR ".join(f"{bo}.{d.quote(k.name)} <> {bn}.{d.quote(k.name)}" for k in keys)
+
+    def when(*conditions: str) -> str:
+        kept = [c for c in conditions if c]
+        return f" WHEN ({' AND '.join(kept)})" if kept else ""
+
+    def own(ref: str) -> str:
+        return "" if publisher else d.has_prefix_sql(f"{ref}.{g}", local + "@")
+
+    def logged(ref: str, op: str, guid: str, old_guid: str) -> str:
+        values = [*(f"{style.bind(ref)}.{d.quote(k.name)}" for k in keys), d.log_now_sql, f"'{op}'", guid, old_guid]
+        return log.merge(values, style.one_row)
+
+    mark = log.is_mark(f"{bo}.{g}")
+    deleted_id = f"CASE WHEN {mark} THEN {log.unmark(f'{bo}.{g}')} ELSE {fresh} END"
+    deleted_old = f"CASE WHEN {mark} THEN {_null_guid(d)} ELSE {bo}.{g} END"
+    create = [
+        style.before(names["IR"], "INSERT", src, f" WHEN ({new}.{g} IS NULL)", style.assign(f"{bn}.{g}", fresh)),
+        style.before(
+            names["UR"], "UPDATE", src, "",
+            f"IF {key_changed} THEN {style.fail(bidir_key_error(table.name))} END IF; "
+            f"IF {_guid_null(d, f'{bn}.{g}', f'{bo}.{g}')} THEN {style.assign(f'{bn}.{g}', fresh)} END IF;",
+        ),
+        style.after(names["I"], "INSERT", src, when(own(new)), logged(new, "I", f"{bn}.{g}", _null_guid(d))),
+        style.after(
+            names["U"], "UPDATE", src, when(_not_marked(d, log, f"{new}.{g}"), own(new)),
+            logged(new, "U", f"{bn}.{g}", f"{bo}.{g}"),
+        ),
+        style.after(
+            names["D"], "DELETE", src, "" if publisher else when(_not_marked(d, log, f"{old}.{g}")),
+            logged(old, "D", deleted_id, deleted_old) if publisher else logged(old, "D", fresh, f"{bo}.{g}"),
+        ),
+    ]  # fmt: skip
+    drop = [f"DROP TRIGGER {d.quote(n)}" for n in names.values()]
+    return create, drop
+
+
+class RowStyle:
+    """How a dialect writes row-level triggers (Oracle, DB2)."""
+
+    new = "NEW"
+    old = "OLD"
+    one_row = ""  # the FROM of a one-row SELECT
+
+    def __init__(self, d: Dialect) -> None:
+        self.d = d
+
+    def bind(self, ref: str) -> str:
+        """`ref` (NEW / OLD) as the trigger's body names it."""
+        return ref
+
+    def assign(self, target: str, value: str) -> str:
+        raise NotImplementedError
+
+    def fail(self, message: str) -> str:
+        raise NotImplementedError
+
+    def before(self, name: str, event: str, table: str, when: str, body: str) -> str:
+        raise NotImplementedError
+
+    def after(self, name: str, event: str, table: str, when: str, body: str) -> str:
+        raise NotImplementedError
+
+
+class OracleRows(RowStyle):
+    one_row = " FROM dual"
+
+    def bind(self, ref: str) -> str:
+        return ":" + ref
+
+    def assign(self, target: str, value: str) -> str:
+        return f"{target} := {value};"
+
+    def fail(self, message: str) -> str:
+        return f"RAISE_APPLICATION_ERROR(-20001, {self.d.literal(message)});"
+
+    def before(self, name: str, event: str, table: str, when: str, body: str) -> str:
+        return (
+            f"CREATE OR REPLACE TRIGGER {self.d.quote(name)} BEFORE {event} ON {table} FOR EACH ROW{when} "
+            f"BEGIN {body} END;"
+        )
+
+    def after(self, name: str, event: str, table: str, when: str, body: str) -> str:
+        return (
+            f"CREATE OR REPLACE TRIGGER {self.d.quote(name)} AFTER {event} ON {table} FOR EACH ROW{when} "
+            f"BEGIN {body} END;"
+        )
+
+
+class DB2Rows(RowStyle):
+    new, old = "N", "O"
+    one_row = " FROM SYSIBM.SYSDUMMY1"
+
+    def assign(self, target: str, value: str) -> str:
+        return f"SET {target} = {value};"
+
+    def fail(self, message: str) -> str:
+        # DB2's MESSAGE_TEXT holds 70 bytes.
+        return f"SIGNAL SQLSTATE '75001' SET MESSAGE_TEXT = {self.d.literal(message[:70])};"
+
+    @staticmethod
+    def _referencing(event: str) -> str:
+        return {"INSERT": "NEW AS N", "DELETE": "OLD AS O"}.get(event, "OLD AS O NEW AS N")
+
+    def before(self, name: str, event: str, table: str, when: str, body: str) -> str:
+        return (
+            f"CREATE TRIGGER {self.d.quote(name)} NO CASCADE BEFORE {event} ON {table} "
+            f"REFERENCING {self._referencing(event)} FOR EACH ROW{when} BEGIN ATOMIC {body} END"
+        )
+
+    def after(self, name: str, event: str, table: str, when: str, body: str) -> str:
+        return (
+            f"CREATE TRIGGER {self.d.quote(name)} AFTER {event} ON {table} "
+            f"REFERENCING {self._referencing(event)} FOR EACH ROW{when} BEGIN ATOMIC {body} END"
+        )
+
+
 def _row_trigger_text(
     d: Dialect, table: TableInfo, names: tuple[str, str, str], now: str, guid: str, new: str, old: str
 ) -> list[str]:
@@ -99,6 +258,89 @@ class SQLServer(TextOnlyDialect):
     def quote(self, name: str) -> str:
         check_identifier(name, self.max_identifier)
         return "[" + name.replace("]", "]]") + "]"
+
+    def literal(self, value: str) -> str:
+        return "N'" + str(value).replace("'", "''") + "'"
+
+    def concat(self, left: str, right: str) -> str:
+        return f"({left} + {right})"
+
+    def has_prefix_sql(self, expr: str, prefix: str) -> str:
+        return f"LEFT({expr}, {len(prefix)}) = {self.literal(prefix)}"
+
+    def substring_from_sql(self, expr: str, start: int) -> str:
+        return f"SUBSTRING({expr}, {start}, 255)"
+
+    @property
+    def uuid_sql(self) -> str:
+        return "CONVERT(varchar(36), NEWID())"
+
+    @property
+    def log_now_sql(self) -> str:
+        return "GETUTCDATE()"
+
+    def add_column_sql(self, table: str, column: str) -> str:
+        return f"ALTER TABLE {table} ADD {column}"
+
+    def bidir_triggers(
+        self, table: TableInfo, names: dict[str, str], log: RowLog, local: str, publisher: bool
+    ) -> tuple[list[str], list[str]]:
+        """Statement triggers over `inserted` / `deleted`, as the reference's (which need the "nested triggers"
+        server option on, its default): the insert trigger's own UPDATE giving rows their ROWGUID fires the
+        update trigger, which leaves that update alone."""
+        d = self
+        src = d.qualify(table.name, table.schema)
+        g = d.quote(ROWGUID_COLUMN)
+        keys = key_columns(table)
+
+        def on(a: str, b: str) -> str:
+            return " AND ".join(f"{a}.{d.quote(k.name)} = {b}.{d.quote(k.name)}" for k in keys)
+
+        def keys_of(ref: str) -> list[str]:
+            return [f"{ref}.{d.quote(k.name)}" for k in keys]
+
+        fresh = d.concat(d.literal(local + "@"), d.uuid_sql)
+        own = "" if publisher else f" AND {d.has_prefix_sql(f't.{g}', local + '@')}"
+        null = _null_guid(d)
+        now = d.log_now_sql
+        insert_name = d.qualify(names["I"], table.schema)
+        mark = log.is_mark(f"o.{g}")
+        if publisher:
+            deleted = log.merge(
+                [*keys_of("o"), now, "'D'", f"CASE WHEN {mark} THEN {log.unmark(f'o.{g}')} ELSE {fresh} END",
+                 f"CASE WHEN {mark} THEN {null} ELSE o.{g} END"],
+                " FROM deleted o",
+            )  # fmt: skip
+        else:
+            deleted = log.merge(
+                [*keys_of("o"), now, "'D'", fresh, f"o.{g}"], f" FROM deleted o WHERE {_not_marked(d, log, f'o.{g}')}"
+            )
+        head = "AS BEGIN SET NOCOUNT ON;"
+        create = [
+            f"CREATE TRIGGER {d.quote(names['I'])} ON {src} AFTER INSERT {head} "
+            f"UPDATE t SET {g} = {fresh} FROM {src} t JOIN inserted i ON {on('t', 'i')} WHERE t.{g} IS NULL; "
+            + log.merge(
+                [*keys_of("i"), now, "'I'", f"t.{g}", null],
+                f" FROM inserted i JOIN {src} t ON {on('t', 'i')} WHERE 1 = 1{own}",
+            )
+            + " END",
+            f"CREATE TRIGGER {d.quote(names['U'])} ON {src} AFTER UPDATE {head} "
+            f"IF TRIGGER_NESTLEVEL(OBJECT_ID({d.literal(insert_name)}), 'AFTER', 'DML') > 0 "
+            f"OR TRIGGER_NESTLEVEL(@@PROCID, 'AFTER', 'DML') > 1 RETURN; "
+            f"IF EXISTS (SELECT 1 FROM deleted o WHERE NOT EXISTS (SELECT 1 FROM inserted i WHERE {on('o', 'i')})) "
+            f"THROW 50000, {d.literal(bidir_key_error(table.name))}, 1; "
+            f"UPDATE t SET {g} = {fresh} FROM {src} t JOIN inserted i ON {on('t', 'i')} "
+            f"JOIN deleted o ON {on('o', 'i')} WHERE {_guid_null(d, f'i.{g}', f'o.{g}')}; "
+            + log.merge(
+                [*keys_of("i"), now, "'U'", f"t.{g}", f"o.{g}"],
+                f" FROM inserted i JOIN deleted o ON {on('o', 'i')} JOIN {src} t ON {on('t', 'i')} "
+                f"WHERE {_not_marked(d, log, f't.{g}')}{own}",
+            )
+            + " END",
+            f"CREATE TRIGGER {d.quote(names['D'])} ON {src} AFTER DELETE {head} {deleted} END",
+        ]
+        drop = [f"DROP TRIGGER {d.quote(n)}" for n in names.values()]
+        return create, drop
 
     def snapshot_log_objects(self, table: TableInfo) -> SnapshotLogObjects:
         d = self
@@ -159,6 +401,28 @@ class Oracle(TextOnlyDialect):
     label = "Oracle"
     sqlglot_dialect = "oracle"
     max_identifier = 30
+    bidir_guid_triggers = ("IR", "UR")
+    bidir_functions = ("OPL_GETUTCDATE",)
+    bidir_setup_sql = (
+        "CREATE OR REPLACE FUNCTION OPL_GETUTCDATE RETURN DATE IS BEGIN "
+        "RETURN CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE); END;",
+    )
+
+    @property
+    def uuid_sql(self) -> str:
+        return "RAWTOHEX(SYS_GUID())"
+
+    @property
+    def log_now_sql(self) -> str:
+        return "OPL_GETUTCDATE()"
+
+    def add_column_sql(self, table: str, column: str) -> str:
+        return f"ALTER TABLE {table} ADD ({column})"
+
+    def bidir_triggers(
+        self, table: TableInfo, names: dict[str, str], log: RowLog, local: str, publisher: bool
+    ) -> tuple[list[str], list[str]]:
+        return _row_bidir_triggers(self, table, names, log, local, publisher, OracleRows(self))
 
     def snapshot_log_objects(self, table: TableInfo) -> SnapshotLogObjects:
         names = self.snapshot_trigger_names(table.name)
@@ -203,6 +467,25 @@ class DB2(TextOnlyDialect):
     label = "IBM DB2"
     max_identifier = 128
     snapshot_trigger_suffixes = ("_I", "_U", "_D")
+    bidir_guid_triggers = ("IR", "UR")
+    bidir_trigger_suffix = ""
+
+    def has_prefix_sql(self, expr: str, prefix: str) -> str:
+        # LEFT, not SUBSTR: DB2's SUBSTR fails on a string shorter than the length asked for.
+        return f"LEFT({expr}, {len(prefix)}) = {self.literal(prefix)}"
+
+    @property
+    def uuid_sql(self) -> str:
+        return "HEX(GENERATE_UNIQUE())"
+
+    @property
+    def log_now_sql(self) -> str:
+        return "CURRENT_TIMESTAMP - CURRENT_TIMEZONE"
+
+    def bidir_triggers(
+        self, table: TableInfo, names: dict[str, str], log: RowLog, local: str, publisher: bool
+    ) -> tuple[list[str], list[str]]:
+        return _row_bidir_triggers(self, table, names, log, local, publisher, DB2Rows(self))
 
     def snapshot_log_objects(self, table: TableInfo) -> SnapshotLogObjects:
         names = self.snapshot_trigger_names(table.name)
@@ -245,6 +528,7 @@ class Informix(TextOnlyDialect):
     name = "informix"
     label = "Informix"
     max_identifier = 128
+    bidir_text = False  # the reference lists Informix for incremental snapshots only
 
     def snapshot_log_objects(self, table: TableInfo) -> SnapshotLogObjects:
         d = self
