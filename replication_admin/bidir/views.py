@@ -147,10 +147,12 @@ class SubscriberScript:
     """What a subscriber of one dialect the console does not reach runs by hand (publication_ddl)."""
 
     label: str
-    copy: str  # CREATE TABLE of a copy with its ROWGUID column
-    existing: tuple[str, ...]  # for a table that is there already: its ROWGUID column and values
     objects: SnapshotLogObjects | None
+    create: str = ""  # the script of a new copy: its CREATE TABLE with the ROWGUID column, then the objects
+    existing: str = ""  # for a table that is there already: its ROWGUID column and values, before the objects
+    drop: str = ""
     problem: str = ""
+    hint: str = ""  # how the server's tool runs the script
 
 
 @require_GET
@@ -176,14 +178,14 @@ def publication_ddl(request: HttpRequest, pk: int) -> HttpResponse:
             columns = [(c.name, c.logical) for c in copy.columns]
             bare = dataclasses.replace(table, schema="", indexes=())
             existing = () if check_rowguid(bare) else (add_rowguid_ddl(d, bare), fill_rowguid_sql(d, bare, subscriber))
+            objects = bidir_script(d, copy, subscriber, publication.server_id or "")
+            create = create_table_ddl(d, copy.name, "", columns, [c.name for c in copy.primary_key])
             scripts.append(SubscriberScript(
-                d.label,
-                create_table_ddl(d, copy.name, "", columns, [c.name for c in copy.primary_key]),
-                existing,
-                bidir_script(d, copy, subscriber, publication.server_id or ""),
+                d.label, objects, d.script([create, *objects.create]), d.script(existing), d.script(objects.drop),
+                hint=d.script_hint,
             ))  # fmt: skip
         except (BidirError, SnapshotLogError, IdentifierError, KeyError) as exc:
-            scripts.append(SubscriberScript(d.label, "", (), None, str(exc)))
+            scripts.append(SubscriberScript(d.label, None, problem=str(exc)))
     context = {"publication": publication, "subscriber": subscriber, "scripts": scripts, "error": error}
     return render(request, "replication_admin/bidir/publication_ddl.html", context)
 

@@ -319,16 +319,17 @@ def _snapshot_log_confirm(request: HttpRequest, srv: Server, action: str) -> Htt
 def snapshot_log_ddl(request: HttpRequest, server: str, table: str) -> HttpResponse:
     """The snapshot log of a table as DDL for every dialect, for servers the console does not reach."""
     srv = get_object_or_404(Server, name=server)
-    scripts: list[tuple[str, SnapshotLogObjects | None, str]] = []
+    scripts: list[tuple[str, SnapshotLogObjects | None, str, tuple[str, str, str]]] = []
     error = ""
     try:
         info = connections.describe_table(srv, table)
         for dialect in dialects.DIALECTS.values():
             try:
                 objects = snapshot_log(dialect, info)
-                scripts.append((dialect.label, objects, ""))
+                texts = (dialect.script(objects.create), dialect.script(objects.drop), dialect.script_hint)
+                scripts.append((dialect.label, objects, "", texts))
             except SnapshotLogError as exc:
-                scripts.append((dialect.label, None, str(exc)))
+                scripts.append((dialect.label, None, str(exc), ("", "", "")))
     except (connections.ConnectionFailed, connections.TableNotFound) as exc:
         error = str(exc)
     context = {"server": srv, "table": table, "scripts": scripts, "error": error}

@@ -1,6 +1,7 @@
 """In headless Chromium: chart pages on plotly's basic bundle with axes fitted to the data and a table view under
 each chart; the server page (user tables with rows and sizes, replication objects apart, the replications using it);
-the snapshot logs page; the statement console refusing plain SQL, with the user's history; the dashboard tiles."""
+the snapshot logs page; the statement console refusing plain SQL, with the user's history; a bi-directional
+subscriber's DDL for SQL Server, Oracle and DB2; the dashboard tiles."""
 
 from __future__ import annotations
 
@@ -151,6 +152,22 @@ def test_the_server_logs_and_statement_pages_say_what_is_there(live_server, page
     page.click("#run-statements")
     page.wait_for_selector("#statement-error a:has-text('shop.Orders')")
     shot(page, "statement-refused-again")
+
+    # A bi-directional subscriber the console does not reach: its objects as text, for the name it will have.
+    publication = SnapshotPublication.objects.get(item="shop.Products")
+    page.goto(live_server.url + reverse("publications-detail", args=[publication.pk]))
+    page.click("#subscriber-ddl")
+    page.fill("#ddl-subscriber", "branch_mssql")
+    page.click("#ddl-subscriber-form button")
+    page.wait_for_url("**subscriber=branch_mssql")
+    panels = page.locator(".ddl-script")
+    assert [panels.nth(i).get_attribute("data-dialect") for i in range(panels.count())] == [
+        "SQL Server", "Oracle", "IBM DB2",
+    ]  # fmt: skip
+    mssql = panels.nth(0).inner_text()
+    assert "CREATE TRIGGER [Products_I_log] ON [Products] AFTER INSERT" in mssql and "N'branch_mssql@'" in mssql
+    assert 'CREATE OR REPLACE TRIGGER "Products_IR_log" BEFORE INSERT' in panels.nth(1).inner_text()
+    shot(page, "bidir-subscriber-ddl")
     assert [u for u in seen if u.startswith("problem:")] == []  # the favicon included
 
 

@@ -171,3 +171,23 @@ def test_informix_and_the_live_dialects_are_told_apart():
     # The live dialects make the same objects the console creates on them.
     script = bidir_script(dialects.get("postgresql"), ORDER_DETAILS, "branch", "shop")
     assert script.rlog_table == "RLOG_Order Details" and script.create[0].startswith("ALTER TABLE")
+
+
+@pytest.mark.parametrize(
+    ("dialect", "split"),
+    [
+        ("mssql", lambda text: [s.removesuffix(";") for s in text.split(";\nGO\n") if s]),
+        ("db2", lambda text: [s for s in text.split("@\n") if s]),
+        ("oracle", lambda text: [line for line in text.splitlines() if line != "/"]),  # one line per statement
+    ],
+)
+def test_the_script_ends_each_statement_as_the_servers_own_tool_expects(dialect, split):
+    d = dialects.get(dialect)
+    script = bidir_script(d, ORDER_DETAILS, "branch", "shop")
+    text = d.script(script.create)
+    assert [s.removesuffix(";") for s in split(text)] == [s.removesuffix(";") for s in script.create]
+    if dialect == "oracle":  # the PL/SQL blocks, and only they, end with a line of their own holding "/"
+        lines = text.splitlines()
+        blocks = [lines[i - 1] for i, line in enumerate(lines) if line == "/"]
+        assert blocks == [s for s in script.create if s.startswith("CREATE OR REPLACE ")]
+        assert len(blocks) == len(triggers_of(script)) + 1  # and OPL_GETUTCDATE

@@ -514,6 +514,12 @@ class Dialect:
         raise NotImplementedError(f"{self.label} has no clock query here")
 
     # --- statement shapes --------------------------------------------------------------------------
+    script_hint = ""  # how the server's command-line tool runs a script (script)
+
+    def script(self, statements: Sequence[str]) -> str:
+        """`statements` as one script the server's own command-line tool runs, each ended as that tool expects."""
+        return "".join(f"{s.rstrip().removesuffix(';')};\n" for s in statements)
+
     def add_column_sql(self, table: str, column: str) -> str:
         """ALTER TABLE `table` (qualified) adding `column` (its definition)."""
         return f"ALTER TABLE {table} ADD COLUMN {column}"

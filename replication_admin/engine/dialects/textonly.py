@@ -5,6 +5,9 @@ Their type mapping is the reference's data type mapping table, row for row.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from replication_admin.engine.dialects.base import (
     Address,
     AddressError,
@@ -262,6 +265,12 @@ class SQLServer(TextOnlyDialect):
     def literal(self, value: str) -> str:
         return "N'" + str(value).replace("'", "''") + "'"
 
+    script_hint = "Run with sqlcmd -i script.sql (each statement is its own batch, ended by GO)."
+
+    def script(self, statements: Sequence[str]) -> str:
+        # sqlcmd: a CREATE TRIGGER must be alone in its batch.
+        return "".join(f"{s.rstrip().removesuffix(';')};\nGO\n" for s in statements)
+
     def concat(self, left: str, right: str) -> str:
         return f"({left} + {right})"
 
@@ -412,6 +421,15 @@ class Oracle(TextOnlyDialect):
     def uuid_sql(self) -> str:
         return "RAWTOHEX(SYS_GUID())"
 
+    script_hint = "Run with SQL*Plus: @script.sql (PL/SQL blocks end with / on their own line)."
+
+    def script(self, statements: Sequence[str]) -> str:
+        # SQL*Plus: a PL/SQL block (a trigger, a function) ends with "/" on its own line, SQL with ";".
+        plsql = re.compile(r"^CREATE (OR REPLACE )?(TRIGGER|FUNCTION|PROCEDURE)\b")
+        return "".join(
+            f"{s.rstrip()}\n/\n" if plsql.match(s) else f"{s.rstrip().removesuffix(';')};\n" for s in statements
+        )
+
     @property
     def log_now_sql(self) -> str:
         return "OPL_GETUTCDATE()"
@@ -477,6 +495,12 @@ class DB2(TextOnlyDialect):
     @property
     def uuid_sql(self) -> str:
         return "HEX(GENERATE_UNIQUE())"
+
+    script_hint = "Run with db2 -td@ -f script.sql (statements end with @)."
+
+    def script(self, statements: Sequence[str]) -> str:
+        # The triggers' bodies hold ";": the script ends statements with "@" (db2 -td@ -f script.sql).
+        return "".join(f"{s.rstrip().removesuffix(';')}@\n" for s in statements)
 
     @property
     def log_now_sql(self) -> str:
