@@ -3,7 +3,7 @@ and repair chosen keys of a compare; each with its frozen parameters and result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.urls import reverse
@@ -15,6 +15,7 @@ from replication_admin.core.jobs import JobError, JobParams, JobResult, JobRunne
 from replication_admin.core.spark import spark_session
 from replication_admin.engine import dialects
 from replication_admin.engine.compare import ComparePlan, ComparePlanError, plan_compare
+from replication_admin.engine.row_filter import FilterSpec, restricted
 from replication_admin.models import Server
 from replication_admin.snapshots.selectors import snapshot_source
 
@@ -26,6 +27,10 @@ class CompareParams(JobParams):
     left_server: str | None = None
     left_table: str | None = None
     snapshot: str | None = None  # compare the snapshot's source query (on left_server) with its destination
+    # Only the left rows of this condition (left's dialect) and, besides the key, these columns: the row filter and
+    # column list of a filtered subscription's table (a validation's, and the repair of its keys).
+    left_where: str | None = None
+    left_columns: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -84,10 +89,13 @@ def compared_pair(params: CompareParams) -> tuple[Server, Server, ComparePlan]:
         else:
             left = _server(params.left_server)
             left_info = connections.describe_table(left, params.left_table or "")
+            left_info = restricted(left_info, FilterSpec(columns=tuple(params.left_columns)))
         right_info = connections.describe_table(right, params.right_table)
         plan = plan_compare(
             dialects.get(left.dialect), left_info, dialects.get(right.dialect), right_info, left_query=query
         )
+        if params.left_where:
+            plan = replace(plan, left=replace(plan.left, where=params.left_where))
     except (connections.ConnectionFailed, connections.TableNotFound, ComparePlanError) as exc:
         raise JobError(str(exc)) from None
     return left, right, plan

@@ -37,6 +37,7 @@ from replication_admin.core.jobs import JobError, JobRunner, register
 from replication_admin.core.spark import spark_session
 from replication_admin.engine.compare import ComparePlan, KeySlice, Side, sliced
 from replication_admin.engine.dialects import JdbcEndpoint
+from replication_admin.engine.row_filter import FilterSpec
 from replication_admin.models import Alert, JobRun, ReplSubscriber, Server, Validation
 from replication_admin.transactional import selectors as trx
 
@@ -91,9 +92,9 @@ def _scalar_row(server: Server, sql: str) -> tuple[Any, ...]:
         return tuple(conn.cursor().execute(sql).fetchone())
 
 
-def _count(server: Server, side: Side) -> int:
+def _count(server: Server, side: Side, where: str | None = None) -> int:
     table = side.dialect.qualify(side.table.name, side.table.schema)
-    return int(_scalar_row(server, f"SELECT COUNT(*) FROM {table}")[0])
+    return int(_scalar_row(server, f"SELECT COUNT(*) FROM {table}" + (f" WHERE {where}" if where else ""))[0])
 
 
 def key_slice_of(publisher: Server, plan: ComparePlan, index: int, slices: int) -> KeySlice:
@@ -154,7 +155,7 @@ def validate_table(job: JobRun, reporter: Any, params: ValidateParams) -> dict[s
         key_slice = key_slice_of(left, plan, next_slice(sub, params.table, slices), slices)
         plan = sliced(plan, key_slice)
         committed = trx.publisher_count(sub)  # before anything is read: what the first compare may see
-        counts = (_count(left, plan.left), _count(right, plan.right))
+        counts = (_count(left, plan.left, params.left_where), _count(right, plan.right))
         left_endpoint, right_endpoint = _endpoints(left, right)
     reporter.log(f"{key_slice.describe()}; the publisher had committed {committed} transaction(s)")
     with reporter.phase("spark_session"):
@@ -260,7 +261,8 @@ def due_tables(now: Any | None = None) -> list[tuple[ReplSubscriber, str]]:
 
 
 def validation_params(sub: ReplSubscriber, table: str) -> ValidateParams:
+    spec = FilterSpec.from_json((sub.row_filters or {}).get(table))  # the rows and columns the copy holds
     return ValidateParams(
         left_server=sub.server, left_table=table, right_server=sub.subscriber, right_table=table,
-        subscription=sub.pk, table=table,
+        subscription=sub.pk, table=table, left_where=spec.condition or None, left_columns=list(spec.columns),
     )  # fmt: skip

@@ -83,7 +83,8 @@ class Side:
     table: TableInfo
     columns: tuple[SideColumn, ...]
     query: str | None = None  # compare the rows of a query (a snapshot's source) instead of a table
-    where: str | None = None  # only the rows of a key slice (KeySlice.condition): a validation's sample
+    # Only these rows: a subscription's row filter, a key slice (KeySlice.condition) of a validation's sample, or both.
+    where: str | None = None
 
     def select_sql(self) -> str:
         """SELECT of the compared columns under safe aliases, usable as a JDBC `dbtable` subquery."""
@@ -173,14 +174,19 @@ class KeySlice:
         return f"slice {self.index + 1} of {self.count} ({low}key{high})"
 
 
+def _both(first: str | None, second: str | None) -> str | None:
+    return f"({first}) AND ({second})" if first and second else first or second
+
+
 def sliced(plan: ComparePlan, key_slice: KeySlice) -> ComparePlan:
     """The same compare over one slice of the rows (both sides read only that slice, by their key's index)."""
     column = plan.left.slice_column
     if column is None or key_slice.count == 1:
         return plan
     right_column = plan.right.columns[0]
-    left = replace(plan.left, where=key_slice.condition(plan.left.dialect, column.column.name))
-    right = replace(plan.right, where=key_slice.condition(plan.right.dialect, right_column.column.name))
+    left = replace(plan.left, where=_both(plan.left.where, key_slice.condition(plan.left.dialect, column.column.name)))
+    right_where = key_slice.condition(plan.right.dialect, right_column.column.name)
+    right = replace(plan.right, where=_both(plan.right.where, right_where))
     return replace(plan, left=left, right=right)
 
 

@@ -32,7 +32,9 @@ def _table(side: Side) -> str:
 
 def _where(side: Side) -> str:
     d = side.dialect
-    return " AND ".join(f"q.{d.quote(c.column.name)} = ?" for c in _keys(side))
+    keys = " AND ".join(f"q.{d.quote(c.column.name)} = ?" for c in _keys(side))
+    # A row out of the side's filter is not one of its rows (a filtered subscription's repair deletes it there).
+    return f"{keys} AND ({side.where})" if side.where and side.query is None else keys
 
 
 def row_sql(side: Side) -> str:

@@ -449,6 +449,19 @@ class ReloadTable(Statement):
 
 
 @dataclass(frozen=True)
+class SetRowFilter(Statement):
+    """REPL_ROW_FILTER(server, account, table, condition[, columns]): the rows (a WHERE in the publisher's dialect)
+    and the columns besides the key a subscription's copy of one published table holds; '' and NULL: all of them.
+    A copy made already is reloaded with the new filter."""
+
+    server: str = ""
+    account: str = ""
+    table: str = ""
+    condition: str = ""
+    columns: str = ""
+
+
+@dataclass(frozen=True)
 class Validate(Statement):
     """REPL_VALIDATE(server, account[, table]): compare the next slice of each published table of a subscription
     (or of the one named) with the publisher's rows; drift is alerted, its keys repaired from the job."""
@@ -1063,6 +1076,14 @@ FUNCTIONS: dict[str, Function] = {
     "REPL_RELOAD_TABLE": Function(
         ("server", "account", "table"),
         lambda s, a, t: ReloadTable(server=_server(s), account=_account(a), table=_table_text(t)),
+    ),
+    "REPL_ROW_FILTER": Function(
+        ("server", "account", "table", "condition", "columns"),
+        lambda s, a, t, c, cols=None: SetRowFilter(
+            server=_server(s), account=_account(a), table=_table_text(t), condition=_opt_text(c, "condition") or "",
+            columns=_opt_text(cols, "columns") or "",
+        ),
+        optional=1,
     ),
     "REPL_VALIDATE": Function(
         ("server", "account", "table"),

@@ -441,6 +441,9 @@ class ReplSubscriber(models.Model):
     apply_timeout = models.IntegerField(null=True, blank=True, db_column="RS_APPLY_TIMEOUT")  # a statement's most, s
     validate_every = models.IntegerField(null=True, blank=True, db_column="RS_VALIDATE_EVERY")  # s; 0: never
     validate_slices = models.IntegerField(null=True, blank=True, db_column="RS_VALIDATE_SLICES")  # a table's cut
+    # Row filters and column lists by published table: {table: {"condition": WHERE in the publisher's dialect,
+    # "columns": [names besides the key]}} (engine.row_filter; empty: every row and column of every table).
+    row_filters = models.JSONField(default=dict, blank=True, db_column="RS_ROW_FILTERS")
 
     class Meta:
         db_table = "SYS_REPL_SUBSCRIBERS"

@@ -19,7 +19,7 @@ from replication_admin.core.introspection import lookup_table, with_constraints
 from replication_admin.core.jobs import do_start_job
 from replication_admin.core.locks import item_lock
 from replication_admin.core.permissions import EDIT, OPERATE
-from replication_admin.engine import dialects, levels, transactional_sql
+from replication_admin.engine import dialects, levels, row_filter, transactional_sql
 from replication_admin.engine.statements import string_literal
 from replication_admin.models import (
     Alert,
@@ -450,6 +450,52 @@ def do_reload_table(actor: Actor, sub: ReplSubscriber, table: str, sync: bool | 
                         perm=OPERATE, sync=sync)  # fmt: skip
 
 
+def do_set_row_filter(
+    actor: Actor, sub: ReplSubscriber, table: str, condition: str = "", columns: str = "", sync: bool | None = None
+) -> tuple[str, JobRun | None]:
+    """REPL_ROW_FILTER: the rows (a WHERE over the publisher's columns, in the publisher's dialect) and the columns
+    besides the key the subscriber's copy of one published table holds; both empty: every row and column. A copy
+    made already is reloaded with the new filter at once (REPL_RELOAD_TABLE), so it holds no row or column the filter
+    leaves out. Refused in one line (and audited) for a filter the apply cannot evaluate, a column the table does not
+    have, an updateable publication (a copy's own change of a row out of its filter has no row to meet on the way
+    back), or a table not published; nothing changes then."""
+    target = f"{sub.label} {table}"
+    require(actor, EDIT, "trx.row_filter", target)
+    try:
+        account = trx_lookups.publication(sub.server, sub.account)
+        name = trx_initial_copy.published_table(account, table)
+        target = f"{sub.label} {name}"
+        if account.is_updateable:
+            raise trx_lookups.TrxError(
+                f"{sub.server}/{sub.account} is updateable: a subscriber's own change of a row its filter leaves out "
+                "would have no row to meet on the publisher, so its copies take every row and column"
+            )
+        publisher = trx_lookups.server_named(sub.server)
+        try:
+            info = trx_lookups.describe(publisher, name)
+        except connections.ConnectionFailed as exc:
+            raise trx_lookups.TrxError(str(exc)) from None
+        try:
+            spec = row_filter.checked_spec(info, publisher.dialect, condition, columns)
+        except row_filter.FilterError as exc:
+            raise trx_lookups.TrxError(f"{name}: {exc}") from None
+    except ReplicationError as exc:
+        _failed(actor, "trx.row_filter", target, exc)
+        raise
+    before = (sub.row_filters or {}).get(name)
+    filters = {k: v for k, v in (sub.row_filters or {}).items() if k != name}
+    if spec.active:
+        filters[name] = spec.as_json()
+    with transaction.atomic(durable=True):
+        ReplSubscriber.objects.filter(pk=sub.pk).update(row_filters=filters)
+        record(actor, "trx.row_filter", target, detail={"before": before, "after": filters.get(name)})
+    sub.row_filters = filters
+    message = f"{target}: {spec.describe()}"
+    if sub.init_state != "done" or before == filters.get(name):
+        return message, None
+    return message, do_reload_table(actor, sub, name, sync=sync)
+
+
 def do_write_image(actor: Actor, account: ReplAccount, name: str, bytes_per_file: int | None = None) -> dict:
     """REPL_PUB_INIT_IMAGE: the publication's tables at its current level, written as an image."""
     target = f"{account.server}/{account.account}"
@@ -594,7 +640,7 @@ def do_repair_gaps(sub: ReplSubscriber, *, actor: Actor, gap: int | None = None)
         with item_lock(trx_lookups.lock_name(sub), None):
             publisher, subscriber = trx_lookups.server_named(sub.server), trx_lookups.server_named(sub.subscriber)
             copy = Target(subscriber, sub.server, sub.account, source_dialect=publisher.dialect,
-                          replay_user=sub.replay_user)  # fmt: skip
+                          replay_user=sub.replay_user).use_filters(sub.row_filters)  # fmt: skip
             done = repair_keys(publisher, trx_lookups.published_tables(account), copy, keys)
         with transaction.atomic(durable=True):
             SkippedTransaction.objects.filter(pk__in=[g.pk for g in chosen]).update(repaired_at=timezone.now())

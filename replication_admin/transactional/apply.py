@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyodbc
@@ -24,6 +24,7 @@ from replication_admin.engine import dialects, levels, schema_changes
 from replication_admin.engine import transactional_sql as sql
 from replication_admin.engine.constraints import copy_table_ddl
 from replication_admin.engine.objects import key_columns
+from replication_admin.engine.row_filter import FilterError, RowFilter, compile_filters
 from replication_admin.engine.schema import TableInfo
 from replication_admin.models import (
     Server,
@@ -62,6 +63,19 @@ class Target:
     remembered: bool = False
     # The subscription's apply timeout (profile.apply_timeout), seconds; 0: none. Set by the sync for each step.
     timeout: int = 0
+    # The subscription's row filters and column lists by table (use_filters), and what they were compiled from.
+    filters: dict[str, RowFilter] = field(default_factory=dict)
+    filter_source: dict = field(default_factory=dict)
+
+    def use_filters(self, stored: Mapping[str, Any]) -> Target:
+        """Apply with the subscription's row filters (ReplSubscriber.row_filters), compiled again only when changed."""
+        if dict(stored) != self.filter_source:
+            try:
+                self.filters = compile_filters(stored, self.source_dialect or self.server.dialect)
+            except FilterError as exc:
+                raise TrxError(f"{self.server.name}'s row filter: {exc}") from None
+            self.filter_source = dict(stored)
+        return self
 
     def forget_tables(self) -> None:
         """Describe the tables again when next used."""
@@ -246,6 +260,8 @@ class _Replay:
         a short run, another kind, images that are not objects, held keys to look for, or no set-based statement."""
         if run.op not in ("I", "D") or run.rows < TEXT_RUN_ROWS or run.names is None or self.target.held:
             return False
+        if run.table in self.target.filters:
+            return False  # each image is looked at
         shape = self.shape(run.table, dict.fromkeys(run.names))
         deleting = run.op == "D"
         statement = shape.delete if deleting else shape.upsert
@@ -337,6 +353,13 @@ class _Replay:
     def entry(self, entry: sql.Entry) -> None:
         """Replay one entry (after the ones before it)."""
         d, cursor = self.d, self.cursor
+        if self.target.filters and entry.op in ("I", "U", "D"):
+            row_filter = self.target.filters.get(entry.table)
+            if row_filter is not None:
+                filtered = _filtered(entry, row_filter)
+                if filtered is None:
+                    return
+                entry = filtered
         if entry.op in ("I", "U"):
             assert entry.new is not None
             shape = self.shape(entry.table, entry.new)
@@ -460,6 +483,22 @@ class _Replay:
                 self.target.publisher,
                 "; ".join(map(str, found)),
             )
+
+
+def _filtered(entry: sql.Entry, row_filter: RowFilter) -> sql.Entry | None:
+    """The entry as the subscriber's copy of a filtered table takes it: a row whose new image is out of the filter is
+    not written, or deleted when an update takes it out; the images carry the listed columns only. None: nothing."""
+    if entry.op == "D":
+        return replace(entry, old=row_filter.project(entry.old)) if entry.old is not None else entry
+    assert entry.new is not None
+    if row_filter.matches(entry.new):
+        old = row_filter.project(entry.old) if entry.old is not None else None
+        return replace(entry, new=row_filter.project(entry.new), old=old)
+    if entry.op == "I":
+        return None
+    # An update out of the filter: the copy's row goes (it may not be there; a delete of no row changes nothing).
+    gone = entry.old if entry.old is not None else entry.new
+    return sql.Entry(entry.seq, entry.table, "D", None, row_filter.project(gone), entry.part)
 
 
 def replay(cursor, target: Target, txns: Iterable[sql.Transaction]) -> int:

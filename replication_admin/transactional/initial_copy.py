@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from replication_admin.core import connections, native_copy
 from replication_admin.core.alerts import resolve_alerts_of
-from replication_admin.core.introspection import with_constraints
+from replication_admin.core.introspection import lookup_table, with_constraints
 from replication_admin.core.locks import item_lock
 from replication_admin.core.shapes import ensure_copy, inc_shape, moved_columns
 from replication_admin.core.transactions import (
@@ -15,9 +15,10 @@ from replication_admin.core.transactions import (
     run_in_transaction,
     with_retries,
 )
-from replication_admin.engine import levels, refresh_sql
+from replication_admin.engine import levels, refresh_sql, schema_changes
 from replication_admin.engine import transactional_sql as sql
 from replication_admin.engine.refresh_sql import create_table_ddl
+from replication_admin.engine.row_filter import FilterSpec, restricted
 from replication_admin.engine.schema import TableInfo
 from replication_admin.models import (
     ReplSubscriber,
@@ -49,12 +50,35 @@ from replication_admin.transactional.positions import (
 from replication_admin.transactional.procedures import procedure_definitions
 from replication_admin.transactional.push import setup_push
 
+NO_FILTER = FilterSpec()
 
-def create_subscriber_table(pub_server: Server, sub_server: Server, name: str, log=None) -> TableInfo:
+
+def create_subscriber_table(
+    pub_server: Server, sub_server: Server, name: str, log=None, spec: FilterSpec = NO_FILTER, widen: bool = False
+) -> TableInfo:
     """The subscriber's copy of a published table: created from the publisher's description (constraints and
-    indexes included) when missing, checked (columns and primary key) when present."""
-    source = with_constraints(pub_server, describe(pub_server, name))
+    indexes included; with a column list, the key and the listed columns only) when missing, checked (columns and
+    primary key) when present. With `widen` (a reload), a present copy first gets the columns it lacks (a column
+    list widened or cleared since it was made)."""
+    source = restricted(with_constraints(pub_server, describe(pub_server, name)), spec)
+    existing = lookup_table(sub_server, name) if widen else None
+    if existing is not None:
+        d = _d(sub_server)
+        missing = [c for c in source.columns if existing.column(c.name) is None and not c.pk_position]
+        table = d.qualify(existing.name, schema_of(sub_server))
+        run_each(sub_server, [d.add_column_sql(table, schema_changes.column_ddl(d, c)) for c in missing])
+        if missing and log is not None:
+            log(f"{sub_server.name}.{existing.name}: added column(s) {', '.join(c.name for c in missing)}")
     return ensure_copy(sub_server, name, source, optional=[sql.ROWGUID_COLUMN], log=log)
+
+
+def filter_of(sub: ReplSubscriber, table: str) -> FilterSpec:
+    """The subscription's row filter and column list of `table` (none: every row and column)."""
+    return FilterSpec.from_json((sub.row_filters or {}).get(table))
+
+
+def _column_list(spec: FilterSpec) -> str | None:
+    return ", ".join('"' + c.replace('"', '""') + '"' for c in spec.columns) if spec.columns else None
 
 
 def _copied(sub: ReplSubscriber, acct, count: int) -> None:
@@ -75,14 +99,23 @@ def _copied(sub: ReplSubscriber, acct, count: int) -> None:
 
 
 def _stage_table(
-    pub_server: Server, sub_server: Server, name: str, reporter, staged: list[tuple[TableInfo, str, tuple]]
+    pub_server: Server,
+    sub_server: Server,
+    name: str,
+    reporter,
+    staged: list[tuple[TableInfo, str, tuple]],
+    spec: FilterSpec = NO_FILTER,
+    widen: bool = False,
 ) -> tuple[TableInfo, str, tuple, native_copy.Copied]:
-    """Copy the publisher's rows of `name` into a staging table beside the subscriber's copy (created or checked
-    first), added to `staged` before it is filled (the caller drops what it staged, also on failure)."""
+    """Copy the publisher's rows of `name` (those of the subscription's row filter, its listed columns) into a staging
+    table beside the subscriber's copy (created or checked first), added to `staged` before it is filled (the caller
+    drops what it staged, also on failure)."""
     d, schema = _d(sub_server), schema_of(sub_server)
     source = describe(pub_server, name)
-    dest = create_subscriber_table(pub_server, sub_server, name, log=reporter.log)
-    shape = inc_shape(pub_server, source, None, None)
+    dest = create_subscriber_table(pub_server, sub_server, name, log=reporter.log, spec=spec, widen=widen)
+    shape = inc_shape(pub_server, source, _column_list(spec), spec.condition or None)
+    if spec.active:
+        reporter.log(f"{name}: {spec.describe()}")
     moved = moved_columns(shape, dest)
     staging = refresh_sql.staging_name(d, dest.name, "RTIC")
     run_each(
@@ -123,8 +156,9 @@ def init_copy(job, reporter, subscription_id: int) -> dict:
         paths: set[str] = set()
         try:
             for done, item in enumerate(items):
-                dest, staging, moved, table_copy = _stage_table(pub_server, sub_server, item_table(item.item),
-                                                                 reporter, staged)  # fmt: skip
+                name = item_table(item.item)
+                dest, staging, moved, table_copy = _stage_table(pub_server, sub_server, name, reporter, staged,
+                                                                 filter_of(sub, name))  # fmt: skip
                 copied[dest.name] = table_copy.rows
                 paths.add(table_copy.path)
                 reporter.progress(done + 1, len(items) + 1, f"staged {copied[dest.name]} row(s) of {dest.name}")
@@ -178,7 +212,8 @@ def init_from_image(job, reporter, subscription_id: int, image_name: str) -> dic
             ensure_copy(sub_server, name, source, optional=[sql.ROWGUID_COLUMN], log=reporter.log)
             for name, source in sources.items()
         ]
-        target = Target(sub_server, sub.server, sub.account)
+        target = Target(sub_server, sub.server, sub.account, source_dialect=server_named(sub.server).dialect)
+        target.use_filters(sub.row_filters)
 
         def work(cursor) -> int:
             for statement in sql.replay_context_sql(d, True, None, schema):
@@ -241,7 +276,9 @@ def reload_table(job, reporter, subscription_id: int, table: str) -> dict:
         level, count = position
         staged: list[tuple[TableInfo, str, tuple]] = []
         try:
-            dest, staging, moved, table_copy = _stage_table(pub_server, sub_server, name, reporter, staged)
+            dest, staging, moved, table_copy = _stage_table(
+                pub_server, sub_server, name, reporter, staged, filter_of(sub, name), widen=True
+            )
             reporter.progress(1, 2, f"staged {table_copy.rows} row(s) of {dest.name}")
             statements: list = [(s, []) for s in sql.replay_context_sql(d, True, None, schema)]
             statements += _replace_from_staging(sub_server, dest, staging, moved)

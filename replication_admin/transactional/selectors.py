@@ -14,6 +14,7 @@ from django.utils import timezone
 from replication_admin.core.alerts import open_alerts
 from replication_admin.core.web import line_chart, listing, local_stamp
 from replication_admin.engine import dialects
+from replication_admin.engine.row_filter import FilterSpec
 from replication_admin.engine.schedule import next_run
 from replication_admin.models import (
     ReplAccount,
@@ -254,3 +255,26 @@ def validation_panel(sub: ReplSubscriber) -> ValidationPanel:
         latest=[latest[t] for t in sorted(latest)], figure=line_chart(traces, "keys that differ"),
         every=validate_every(sub), slices=validate_slices(sub), open_drift=open_drift,
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RowFilterRow:
+    """One published table of a subscription and what of it the copy holds (the subscription page's row filters)."""
+
+    table: str
+    condition: str
+    columns: tuple[str, ...]
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self.condition or self.columns)
+
+
+def row_filters_of(sub: ReplSubscriber) -> list[RowFilterRow]:
+    """Each published table of the subscription with its row filter and column list (none: every row and column)."""
+    account = ReplAccount.objects.filter(server=sub.server, account=sub.account).first()
+    tables = [trx_lookups.item_table(i.item) for i in trx_lookups.table_items(account)] if account else []
+    stored = {name: FilterSpec.from_json(data) for name, data in (sub.row_filters or {}).items()}
+    names = tables + [name for name in stored if name not in tables]
+    return [RowFilterRow(name, stored.get(name, FilterSpec()).condition, stored.get(name, FilterSpec()).columns)
+            for name in names]  # fmt: skip

@@ -191,6 +191,18 @@ def reload_table(statement: st.ReloadTable, caller: Caller) -> Outcome:
     return job_outcome(job, f"reload of {statement.table}")
 
 
+@handles(st.SetRowFilter)
+def set_row_filter(statement: st.SetRowFilter, caller: Caller) -> Outcome:
+    sub = _subscription(caller, statement.server, statement.account, "repl_row_filter")
+    message, job = trx.do_set_row_filter(
+        caller.actor, sub, statement.table, statement.condition, statement.columns, sync=caller.sync
+    )
+    if job is None:
+        return Outcome(True, message)
+    reloaded = job_outcome(job, "its copy's reload")
+    return Outcome(reloaded.ok, f"{message}; {reloaded.message}", job.pk, reloaded.details)
+
+
 def _followed_by(sub: ReplSubscriber) -> str | None:
     """The live follower that applies this in-sync subscription as its publisher commits ("host pid"), or None."""
     if not (sub.subscribed and sub.follow and sub.valid == 1 and sub.state == ReplSubscriber.IN_SYNC):

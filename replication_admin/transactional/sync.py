@@ -353,6 +353,7 @@ def sync_once(
     # A follower keeps the subscriber's table descriptions between steps (not an updateable one's: its held keys move).
     target = memo.target(sub, described) if memo is not None and not acct.is_updateable else described()
     target.timeout = timeout
+    target.use_filters(sub.row_filters)
     batch = batch or profile.apply_batch(sub)
     goal = pub_count if max_transactions is None else min(pub_count, count + max_transactions)
     bounds = (settings.TRX_BATCH_ROWS, settings.TRX_BATCH_BYTES)
@@ -442,7 +443,7 @@ class WalDirect:
         if others.exclude(pk=sub.pk).exists():
             return None
         target = Target(sub_server, sub.server, sub.account, source_dialect=pub_server.dialect,
-                        replay_user=sub.replay_user, timeout=timeout)  # fmt: skip
+                        replay_user=sub.replay_user, timeout=timeout).use_filters(sub.row_filters)  # fmt: skip
         return cls(sub, acct, target, count, batch or profile.apply_batch(sub))
 
     def __call__(self, count: int, rows: list[tuple], parts: dict[int, int] | None = None) -> int:

@@ -35,6 +35,7 @@ urlpatterns = [
     path(TRX_SUB + "follow/", trx.subscription_follow, name="trx-subscriptions-follow"),
     path(TRX_SUB + "schedule/", trx.subscription_schedule, name="trx-subscriptions-schedule"),
     path(TRX_SUB + "profile/", trx.subscription_profile, name="trx-subscriptions-profile"),
+    path(TRX_SUB + "row-filter/", trx.subscription_row_filter, name="trx-subscriptions-row-filter"),
     path(TRX_SUB + "drop/", trx.subscription_drop, name="trx-subscriptions-drop"),
     path(TRX_SUB + "skip/", trx.subscription_skip, name="trx-subscriptions-skip"),
     path(TRX_SUB + "repair/", trx.subscription_repair, name="trx-subscriptions-repair"),

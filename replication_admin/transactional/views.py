@@ -61,6 +61,7 @@ from replication_admin.transactional.selectors import (
     lag_limit_seconds,
     live_lags,
     purger_summary,
+    row_filters_of,
     size_text,
     slot_problem,
     slots,
@@ -673,6 +674,7 @@ def _subscription_context(request: HttpRequest, sub: ReplSubscriber) -> dict:
         if account
         else [],
         "profile_form": SubscriptionProfileForm(initial={name: getattr(sub, name) for name in profile.FIELDS}),
+        "row_filters": row_filters_of(sub),
         "validation": (panel := validation_panel(sub)),
         "drift_chart": Chart(panel.figure),
         "level_figure": level_figure,
@@ -826,6 +828,21 @@ def subscription_profile(request: HttpRequest, subscriber: str, server: str, acc
     return _attempt(request, lambda actor: trx_actions.do_set_subscription_profile(actor, sub, **values)) or _back(
         request, sub
     )
+
+
+@require_POST
+@requires(EDIT, "trx.row_filter", _sub_label)
+def subscription_row_filter(request: HttpRequest, subscriber: str, server: str, account: str) -> HttpResponse:
+    """Set (or clear) the row filter and column list of one table of the subscription (REPL_ROW_FILTER)."""
+    sub = _subscription(subscriber, server, account)
+    table = request.POST.get("table", "")
+    condition, columns = request.POST.get("condition", ""), request.POST.get("columns", "")
+
+    def save(actor: Actor) -> str:
+        message, job = trx_actions.do_set_row_filter(actor, sub, table, condition, columns)
+        return f"{message}; its copy is reloaded with it (job #{job.pk})." if job else f"{message}."
+
+    return _attempt(request, save) or _back(request, sub)
 
 
 @require_http_methods(["GET", "POST"])

@@ -452,6 +452,10 @@ class Dialect:
     has_schemas: bool = False
     # Column types are declared loosely (a query's output types are inferred from the query instead).
     dynamic_types: bool = False
+    # How the server compares text by default (a row filter evaluated on images compares as the publisher does):
+    # without regard to case (MariaDB's default collations), and LIKE without regard to case (MariaDB, SQLite).
+    text_compare_ignores_case: bool = False
+    like_ignores_case: bool = False
     # Suffixes of the snapshot-log triggers (I, U, D).
     snapshot_trigger_suffixes: tuple[str, str, str] = ("_I_log", "_U_log", "_D_log")
     # Extra BEFORE triggers of bi-directional replication that give rows their ROWGUID (name suffixes).

@@ -130,6 +130,8 @@ class MySQL(Dialect):
     read_only_properties = {"sessionVariables": f"idle_transaction_timeout={IDLE_TRANSACTION_SECONDS},tx_read_only=1"}
     supports_updateable_publications = True
     supports_bidir = True
+    text_compare_ignores_case = True
+    like_ignores_case = True
     bidir_guid_triggers = ("GI", "GU")
     uuid_sql = "UUID()"
     clock_now_sql = "UTC_TIMESTAMP(6)"

@@ -69,6 +69,7 @@ class SQLite(Dialect):
     file_based = True
     dynamic_types = True
     supports_bidir = True
+    like_ignores_case = True
     jdbc_jars = ("/usr/share/java/sqlite-jdbc.jar",)
     sqlglot_dialect = "sqlite"
     # SQLite ODBC hands back text as UTF-8; pyodbc is told so that non-ASCII survives.
