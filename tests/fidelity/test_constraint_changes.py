@@ -179,3 +179,22 @@ def test_a_unique_constraint_the_subscribers_rows_break_halts_it_with_one_line_n
     sync(dest)
     assert uniques(dest) == [("name",)]
     assert content(dest) == content(source)
+
+
+def test_a_unique_index_created_and_dropped_on_a_sqlite_publisher_reaches_a_postgresql_subscriber(
+    make_server, jobs_sync, spark
+):
+    source, dest = make_server("sqlite", "ssrc"), make_server("postgresql", "sdst")
+    publish(source, dest)
+    run_sql(source, "CREATE UNIQUE INDEX stock_name_key ON stock (name)")
+    run_sql(source, "INSERT INTO stock (id, name, cat) VALUES (11, 'after unique', 1)")
+    sync(dest)
+    assert uniques(dest) == [("name",)]
+    assert content(dest) == content(source)
+    run_sql(source, "DROP INDEX stock_name_key")
+    # Written before the drop is seen: logged before the change, it arrives after the copy's index is gone.
+    run_sql(source, "INSERT INTO stock (id, name, cat) VALUES (12, 'item 1', 1)")
+    sync(dest)
+    assert uniques(dest) == []
+    assert content(dest) == content(source)
+    assert texts() == ["add unique stock_name_key (name)", "drop unique stock_name_key (name)"]
