@@ -9,7 +9,7 @@ import pytest
 
 from replication_admin.core.audit import Actor
 from replication_admin.core.introspection import require_table, with_constraints
-from replication_admin.models import ReplSubscriber, SchemaChange, Server
+from replication_admin.models import ReplSubscriber, SchemaChange, Server, TpItem
 from replication_admin.statements import execute
 from tests.tables import execute as run_sql
 from tests.tables import fetch_all
@@ -87,6 +87,7 @@ DDL = {
     ("source_dialect", "spelling", "dest_dialect"),
     [
         ("postgresql", "postgresql", "mysql"),
+        ("pgwal", "postgresql", "mysql"),
         ("mysql", "mysql", "postgresql"),
         ("postgresql", "postgresql-index", "sqlite"),
     ],
@@ -198,3 +199,25 @@ def test_a_unique_index_created_and_dropped_on_a_sqlite_publisher_reaches_a_post
     assert uniques(dest) == []
     assert content(dest) == content(source)
     assert texts() == ["add unique stock_name_key (name)", "drop unique stock_name_key (name)"]
+
+
+def test_a_definition_stored_without_constraints_is_taken_as_the_starting_point_and_later_changes_replicate(
+    make_server, jobs_sync, spark
+):
+    source, dest = make_server("mysql", "ssrc"), make_server("postgresql", "sdst")
+    publish(source, dest, tables=("stock",))
+    run_sql(source, "ALTER TABLE stock ADD CONSTRAINT stock_name_key UNIQUE (name)")
+    sync(dest)  # the definition now stored names the constraint: made old again, as stored before they were followed
+    item = TpItem.objects.get(server="ssrc", acct="s", type=2)
+    SchemaChange.objects.all().delete()
+    TpItem.objects.filter(pk=item.pk).update(definition=[r for r in item.definition if not isinstance(r, dict)])
+    run_sql(dest, "ALTER TABLE stock DROP CONSTRAINT stock_name_key")
+    sync(dest)
+    assert not SchemaChange.objects.exists()  # unknown before: not a change, and not "all dropped"
+    assert uniques(dest) == []
+    assert isinstance(TpItem.objects.get(pk=item.pk).definition[-1], dict)
+    run_sql(source, "ALTER TABLE stock DROP INDEX stock_name_key")
+    run_sql(source, "INSERT INTO stock (id, name, cat) VALUES (11, 'item 1', 1)")
+    sync(dest)
+    assert texts() == ["drop unique stock_name_key (name)"]
+    assert content(dest) == content(source)
