@@ -117,6 +117,8 @@ def with_constraints(server: Server, info: TableInfo, conn: pyodbc.Connection | 
         cursor = open_conn.cursor()
         defaults = dict(cursor.execute(*d.defaults_sql(server.schema, info.name)).fetchall())
         index_rows = cursor.execute(*d.indexes_sql(server.schema, info.name)).fetchall()
+        fk_query = d.foreign_keys_sql(server.schema, info.name)
+        fk_rows = cursor.execute(*fk_query).fetchall() if fk_query is not None else []
     untranslated: list[str] = []
     columns = []
     for column in info.columns:
@@ -133,4 +135,7 @@ def with_constraints(server: Server, info: TableInfo, conn: pyodbc.Connection | 
             untranslated.append(f"index {name}: over an expression or with a WHERE clause")
             continue
         indexes.append(Index(name=name, columns=tuple(r[3] for r in rows), unique=bool(int(rows[0][1]))))
-    return replace(info, columns=tuple(columns), indexes=tuple(indexes), untranslated=tuple(untranslated))
+    return replace(
+        info, columns=tuple(columns), indexes=tuple(indexes), untranslated=tuple(untranslated),
+        foreign_keys=constraints.foreign_keys_from_rows(info.name, fk_rows),
+    )  # fmt: skip

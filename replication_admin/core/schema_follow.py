@@ -19,12 +19,14 @@ from replication_admin.engine import dialects, schema_changes
 from replication_admin.models import SchemaChange, Server
 
 
-def live_definition(server: Server, table: str) -> list[list[Any]] | None:
-    """The table's column rows as `server` has it now (None: no such table)."""
+def live_definition(server: Server, table: str, constraints: bool = False) -> list[Any] | None:
+    """The table's column rows as `server` has it now (None: no such table); with `constraints`, followed by its
+    unique constraints and foreign keys (engine.schema_changes.definition_rows)."""
     info = lookup_table(server, table)
     if info is None:
         return None
-    return schema_changes.column_rows(with_constraints(server, info), dialects.get(server.dialect))
+    full, d = with_constraints(server, info), dialects.get(server.dialect)
+    return schema_changes.definition_rows(full, d) if constraints else schema_changes.column_rows(full, d)
 
 
 def changed_since(
@@ -46,7 +48,10 @@ def copy_ddl_for(copy: Server, table: str, found: Sequence[schema_changes.Change
     if info is None or not found:
         return []
     try:
-        return schema_changes.copy_ddl(dialects.get(copy.dialect), with_constraints(copy, info), found)
+        d = dialects.get(copy.dialect)
+        return [f"-- {line}" for line in schema_changes.left_out(d, found)] + schema_changes.copy_ddl(
+            d, with_constraints(copy, info), found
+        )
     except schema_changes.SchemaChangeError as exc:
         raise ReplicationError(f"{copy.name}.{table} cannot follow its source: {exc}") from None
 
@@ -54,7 +59,7 @@ def copy_ddl_for(copy: Server, table: str, found: Sequence[schema_changes.Change
 def bring_copy(copy: Server, table: str, found: Sequence[schema_changes.Change]) -> list[str]:
     """Run on `copy` what brings its table through `found`; returns the DDL."""
     statements = copy_ddl_for(copy, table, found)
-    run_each(copy, statements)
+    run_each(copy, [s for s in statements if not s.startswith("-- ")])
     return statements
 
 

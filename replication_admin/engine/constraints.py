@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from replication_admin.engine.dialects import Dialect
 from replication_admin.engine.objects import bounded_name
-from replication_admin.engine.schema import Column, Default, Index, TableInfo
+from replication_admin.engine.schema import Column, Default, ForeignKey, Index, TableInfo
 from replication_admin.engine.types import INTEGER_KINDS, LogicalType
 
 _CAST = re.compile(r"^(.*?)(?:::[A-Za-z_][\w .\"\[\]()]*)+$", re.S)
@@ -124,3 +124,31 @@ def copy_table_ddl(d: Dialect, name: str, schema: str, table: TableInfo) -> list
 def with_column_constraints(column: Column, default_text: str | None, d: Dialect) -> tuple[Column, str | None]:
     default, problem = parse_default(default_text, column.logical, d)
     return replace(column, default=default), (f"column {column.name}: {problem}" if problem else None)
+
+
+# PostgreSQL's pg_constraint.confdeltype codes; MariaDB and SQLite give the words. RESTRICT is NO ACTION here:
+# MariaDB reports its default so, and neither is deferred on a copy (the two differ only when deferred).
+_ON_DELETE = {"a": "NO ACTION", "r": "NO ACTION", "c": "CASCADE", "n": "SET NULL", "d": "SET DEFAULT"}
+
+
+def on_delete_word(value: object) -> str:
+    text = str(value or "").strip()
+    word = _ON_DELETE.get(text, text.upper() or "NO ACTION")
+    return "NO ACTION" if word == "RESTRICT" else word
+
+
+def foreign_keys_from_rows(table: str, rows: Sequence[Sequence[object]]) -> tuple[ForeignKey, ...]:
+    """Rows of Dialect.foreign_keys_sql as foreign keys, by name. SQLite keeps no name (a number): the key gets
+    PostgreSQL's usual one. A referenced column given as NULL (SQLite: the referenced table's key) is left out of
+    `ref_columns` (empty: its key)."""
+    grouped: dict[str, list[Sequence[object]]] = {}
+    for row in rows:
+        grouped.setdefault(str(row[0]), []).append(row)
+    out = []
+    for name, group in grouped.items():
+        columns = tuple(str(r[2]) for r in group)
+        if name.isdigit():
+            name = bounded_name(f"{table}_{'_'.join(columns)}_fkey", 63)
+        ref_columns = tuple(str(r[4]) for r in group if r[4] is not None)
+        out.append(ForeignKey(name, columns, str(group[0][3]), ref_columns, on_delete_word(group[0][5])))
+    return tuple(sorted(out, key=lambda f: f.name))

@@ -129,6 +129,11 @@ class RowFilter:
             self._test = self._boolean(where.this)
         self._kept = {c.lower() for c in spec.columns} | {k.lower() for k in spec.keys}
 
+    @property
+    def kept(self) -> set[str]:
+        """The columns (lower case) a copy with a column list holds: the key and the listed ones."""
+        return self._kept
+
     # --- the apply's side --------------------------------------------------------------------------------
     def matches(self, image: Mapping[str, Any]) -> bool:
         return self._test is None or self._test(image) is True

@@ -27,6 +27,17 @@ class Index:
 
 
 @dataclass(frozen=True)
+class ForeignKey:
+    """A foreign key over plain columns: `columns` reference `ref_columns` of the table `ref_table` (same schema)."""
+
+    name: str
+    columns: tuple[str, ...]
+    ref_table: str
+    ref_columns: tuple[str, ...]
+    on_delete: str = "NO ACTION"  # NO ACTION | RESTRICT | CASCADE | SET NULL | SET DEFAULT
+
+
+@dataclass(frozen=True)
 class Column:
     name: str
     declared: str
@@ -44,6 +55,7 @@ class TableInfo:
     # Filled by introspection.with_constraints (creating a copy needs them; most readers do not).
     indexes: tuple[Index, ...] = ()
     untranslated: tuple[str, ...] = ()  # what a copy cannot carry, in words ("index x: an expression")
+    foreign_keys: tuple[ForeignKey, ...] = ()  # filled by with_constraints too (not carried by a created copy)
 
     @functools.cached_property
     def primary_key(self) -> tuple[Column, ...]:

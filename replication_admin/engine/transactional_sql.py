@@ -1245,7 +1245,8 @@ def columns_function(d: Dialect, schema: str = "") -> str:
 def schema_tracking_ddl(d: Dialect, schema: str = "") -> tuple[list[str], list[str]]:
     """PostgreSQL: the published tables' definitions as last logged (RTPUBTBL), the function that reads a
     table's column rows (engine.schema_changes; attnum as the position, exact across renames), and the event
-    trigger that, when ALTER TABLE changed a published table, logs an 'S' entry with the definitions before
+    trigger that, when ALTER TABLE, CREATE INDEX or DROP INDEX changed a published table (its columns, unique
+    constraints or indexes, foreign keys), logs an 'S' entry with the definitions before
     and after in the altering transaction itself: every row change before it has the old shape, every one
     after it the new."""
     q = d.quote
@@ -1256,21 +1257,45 @@ def schema_tracking_ddl(d: Dialect, schema: str = "") -> tuple[list[str], list[s
         "COALESCE((SELECT k.ord FROM pg_catalog.pg_index i, unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) "
         "WHERE i.indrelid = rel AND i.indisprimary AND k.attnum = a.attnum), 0)"
     )
+    # The tables an ALTER TABLE or CREATE INDEX touched (an index's table for the latter); a DROP INDEX names no
+    # table (its index is gone): every tracked table that still exists is looked at.
+    touched = (
+        "SELECT c.objid FROM pg_event_trigger_ddl_commands() c WHERE c.classid = 'pg_catalog.pg_class'::regclass "
+        "UNION SELECT i.indrelid FROM pg_event_trigger_ddl_commands() c JOIN pg_catalog.pg_index i "
+        "ON i.indexrelid = c.objid WHERE c.classid = 'pg_catalog.pg_class'::regclass"
+    )
     body = f"""
-DECLARE r record; p record; now_cols text;
+DECLARE p record; now_cols text;
 BEGIN
-  FOR r IN SELECT DISTINCT c.objid FROM pg_event_trigger_ddl_commands() c
-           WHERE c.classid = 'pg_catalog.pg_class'::regclass LOOP
-    FOR p IN SELECT * FROM {table} WHERE {q("REL")} = r.objid LOOP
-      now_cols := {columns}(r.objid);
-      IF now_cols IS DISTINCT FROM p.{q("COLS")} THEN
-        EXECUTE 'SELECT ' || p.{q("APPEND")} || '($1, $2, $3)' USING 'S', p.{q("TBL")},
-          json_build_object('table', p.{q("TBL")}, 'before', p.{q("COLS")}::json, 'after', now_cols::json)::text;
-        UPDATE {table} SET {q("COLS")} = now_cols WHERE {q("ACCOUNT")} = p.{q("ACCOUNT")} AND {q("REL")} = p.{q("REL")};
-      END IF;
-    END LOOP;
+  FOR p IN SELECT * FROM {table} t WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class k WHERE k.oid = t.{q("REL")})
+           AND (TG_TAG = 'DROP INDEX' OR t.{q("REL")} IN ({touched})) LOOP
+    now_cols := {columns}(p.{q("REL")});
+    IF now_cols IS DISTINCT FROM p.{q("COLS")} THEN
+      EXECUTE 'SELECT ' || p.{q("APPEND")} || '($1, $2, $3)' USING 'S', p.{q("TBL")},
+        json_build_object('table', p.{q("TBL")}, 'before', p.{q("COLS")}::json, 'after', now_cols::json)::text;
+      UPDATE {table} SET {q("COLS")} = now_cols WHERE {q("ACCOUNT")} = p.{q("ACCOUNT")} AND {q("REL")} = p.{q("REL")};
+    END IF;
   END LOOP;
 END"""
+    attname = (
+        "(SELECT jsonb_agg(x.attname ORDER BY o.ord) FROM unnest({keys}) WITH ORDINALITY AS o(attnum, ord) "
+        "JOIN pg_catalog.pg_attribute x ON x.attrelid = {rel} AND x.attnum = o.attnum{bound})"
+    )
+    uniques = (
+        "(SELECT coalesce(jsonb_agg(jsonb_build_array(ic.relname, "
+        + attname.format(keys="i.indkey", rel="rel", bound=" AND o.ord <= i.indnkeyatts")
+        + ") ORDER BY ic.relname), '[]') FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class ic "
+        "ON ic.oid = i.indexrelid WHERE i.indrelid = rel AND i.indisunique AND NOT i.indisprimary "
+        "AND i.indexprs IS NULL AND i.indpred IS NULL)"
+    )
+    foreign = (
+        "(SELECT coalesce(jsonb_agg(jsonb_build_array(f.conname, "
+        + attname.format(keys="f.conkey", rel="rel", bound="")
+        + ", fr.relname, "
+        + attname.format(keys="f.confkey", rel="f.confrelid", bound="")
+        + ", f.confdeltype::text) ORDER BY f.conname), '[]') FROM pg_catalog.pg_constraint f "
+        "JOIN pg_catalog.pg_class fr ON fr.oid = f.confrelid WHERE f.conrelid = rel AND f.contype = 'f')"
+    )
     trigger = schema_event_trigger(schema)
     return (
         [
@@ -1278,14 +1303,17 @@ END"""
             f"{q('TBL')} varchar(320) NOT NULL, {q('APPEND')} text NOT NULL, {q('COLS')} text NOT NULL, "
             f"PRIMARY KEY ({q('ACCOUNT')}, {q('REL')}))",
             f"CREATE OR REPLACE FUNCTION {columns}(rel oid) RETURNS text LANGUAGE sql STABLE AS $rt$ "
-            "SELECT coalesce(json_agg(json_build_array(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), "
+            "SELECT (coalesce(jsonb_agg(jsonb_build_array(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), "
             f"CASE WHEN a.attnotnull THEN 0 ELSE 1 END, {key}, pg_catalog.pg_get_expr(d.adbin, d.adrelid), a.attnum) "
-            "ORDER BY a.attnum), '[]')::text FROM pg_catalog.pg_attribute a LEFT JOIN pg_catalog.pg_attrdef d "
+            "ORDER BY a.attnum), '[]') || jsonb_build_array(jsonb_build_object('constraints', "
+            f"jsonb_build_object('unique', {uniques}, 'foreign', {foreign}))))::text "
+            "FROM pg_catalog.pg_attribute a LEFT JOIN pg_catalog.pg_attrdef d "
             "ON d.adrelid = a.attrelid AND d.adnum = a.attnum WHERE a.attrelid = rel AND a.attnum > 0 "
             "AND NOT a.attisdropped $rt$",
             f"CREATE OR REPLACE FUNCTION {handler}() RETURNS event_trigger LANGUAGE plpgsql AS $rt$ {body} $rt$",
             f"DROP EVENT TRIGGER IF EXISTS {q(trigger)}",
-            f"CREATE EVENT TRIGGER {q(trigger)} ON ddl_command_end WHEN TAG IN ('ALTER TABLE') "
+            f"CREATE EVENT TRIGGER {q(trigger)} ON ddl_command_end "
+            "WHEN TAG IN ('ALTER TABLE', 'CREATE INDEX', 'DROP INDEX') "
             f"EXECUTE FUNCTION {handler}()",
         ],
         [

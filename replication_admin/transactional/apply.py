@@ -17,6 +17,7 @@ from replication_admin.core import connections
 from replication_admin.core.conflicts import key_text
 from replication_admin.core.introspection import lookup_table, with_constraints
 from replication_admin.core.transactions import (
+    is_retryable,
     run_each,
     with_retries,
 )
@@ -30,7 +31,7 @@ from replication_admin.models import (
     Server,
     SkippedTransaction,
 )
-from replication_admin.transactional import tracers
+from replication_admin.transactional import lookups, tracers
 from replication_admin.transactional.lookups import (
     TrxError,
     _d,
@@ -76,6 +77,19 @@ class Target:
                 raise TrxError(f"{self.server.name}'s row filter: {exc}") from None
             self.filter_source = dict(stored)
         return self
+
+    # The publication's table names (a foreign key to a table outside them is not replicated), read when needed.
+    published: set[str] | None = None
+
+    def published_names(self) -> set[str] | None:
+        """The publication's table names as the catalog has them (None: not known here)."""
+        if self.published is None:
+            try:
+                account = lookups.publication(self.publisher, self.account)
+            except TrxError:
+                return None
+            self.published = {lookups.item_table(i.item) for i in lookups.table_items(account)}
+        return self.published
 
     def forget_tables(self) -> None:
         """Describe the tables again when next used."""
@@ -451,18 +465,58 @@ class _Replay:
         self.last_shape = (name, image.keys(), found)
         return found
 
-    def schema_change(self, payload: dict) -> None:
-        """An 'S' entry: the publisher's table changed shape here; the copy follows (what it has already, it keeps)."""
+    def constraints_dropped_first(self, txns: Sequence[sql.Transaction]) -> None:
+        """The constraints the first 'S' entry of each table in the batch drops, dropped before the batch's rows.
+        A MariaDB or SQLite publisher logs its entry when the change is seen, after rows the publisher took
+        without the constraint; dropped early, a constraint refuses nothing the publisher had (its rows met it
+        until then). The entry itself finds them gone."""
+        seen: set[str] = set()
+        for txn in txns:
+            if txn.origin == self.target.server.name:
+                continue
+            for entry in txn.entries_of(("S",)):
+                name = str((entry.new or {}).get("table", ""))
+                if name not in seen:
+                    seen.add(name)
+                    self.schema_change(entry.new or {}, drops_only=True)
+
+    def schema_change(self, payload: dict, drops_only: bool = False) -> None:
+        """An 'S' entry: the publisher's table changed shape here; the copy follows (what it has already, it keeps).
+        With `drops_only`, only the constraints it drops."""
         name = str(payload.get("table", ""))
         source = dialects.get(self.target.source_dialect or self.dialect)
-        found = schema_changes.between(source, name, payload.get("before") or [], payload.get("after") or [])
+        before, after = payload.get("before") or [], payload.get("after") or []
+        found = schema_changes.between(source, name, before, after, self.target.published_names())
+        row_filter = self.target.filters.get(name)
+        if row_filter is not None and row_filter.spec.columns:
+            found = [c for c in found if _in_column_list(c, row_filter.kept)]
+        if drops_only:
+            found = [c for c in found if c.kind in (schema_changes.DROP_UNIQUE, schema_changes.DROP_FOREIGN_KEY)]
+            if not found:
+                return
         copy = with_constraints(self.target.server, self.target.table(name), conn=self.cursor.connection)
         try:
-            statements = schema_changes.copy_ddl(self.d, copy, found)
+            steps = schema_changes.copy_steps(self.d, copy, found)
         except schema_changes.SchemaChangeError as exc:
-            raise TrxError(str(exc)) from None
-        for statement in statements:
-            self.cursor.execute(statement)
+            raise TrxError(f"{self.target.server.name}.{name} cannot follow {self.target.publisher}: {exc}") from None
+        statements = [statement for _change, part in steps for statement in part]
+        for change, part in steps:
+            for statement in part:
+                try:
+                    self.cursor.execute(statement)
+                except pyodbc.Error as exc:
+                    if change.kind not in schema_changes.CONSTRAINT_KINDS or is_retryable(exc):
+                        raise
+                    # One line naming the change and why the copy refuses it (its rows break it, most often).
+                    reason = " ".join(str(exc.args[-1]).split())
+                    raise TrxError(
+                        f"{self.target.server.name}.{name} cannot follow {self.target.publisher}'s change "
+                        f"'{change}': {reason}"
+                    ) from None
+        if drops_only and not statements:
+            return
+        for line in schema_changes.left_out(self.d, found):
+            log.info("%s: %s follows %s without: %s", self.target.server.name, name, self.target.publisher, line)
         # Described on this connection: where DDL is transactional, others see the old shape until the commit.
         changed = connections.describe_table(self.target.server, copy.name, conn=self.cursor.connection)
         self.target.tables[name] = changed
@@ -485,6 +539,18 @@ class _Replay:
             )
 
 
+def _in_column_list(change: schema_changes.Change, kept: set[str]) -> bool:
+    """Whether a copy holding only the `kept` columns (lower case) follows `change`: a column or constraint outside
+    them is not its (drops always are: they change nothing where there is nothing)."""
+    if change.kind in (schema_changes.DROP, schema_changes.DROP_UNIQUE, schema_changes.DROP_FOREIGN_KEY):
+        return True
+    if change.unique is not None:
+        return all(c.lower() in kept for c in change.unique.columns)
+    if change.foreign_key is not None:
+        return all(c.lower() in kept for c in change.foreign_key.columns)
+    return change.column.lower() in kept
+
+
 def _filtered(entry: sql.Entry, row_filter: RowFilter) -> sql.Entry | None:
     """The entry as the subscriber's copy of a filtered table takes it: a row whose new image is out of the filter is
     not written, or deleted when an update takes it out; the images carry the listed columns only. None: nothing."""
@@ -505,6 +571,8 @@ def replay(cursor, target: Target, txns: Iterable[sql.Transaction]) -> int:
     """Replay transactions in order on `cursor`'s open transaction (the context and the level are the caller's).
     Returns how many statements wrote their rows."""
     replaying = _Replay(cursor, target)
+    if isinstance(txns, Sequence):
+        replaying.constraints_dropped_first(txns)
     for txn in txns:
         replaying.transaction(txn)
     replaying.flush()
@@ -550,6 +618,22 @@ def async_commit_sql(server: Server, nolog: bool = True) -> list[str]:
     return [d.async_commit_sql] if settings.APPLY_ASYNC_COMMIT and nolog and d.async_commit_sql else []
 
 
+def _level_back(cursor, target: Target, schema: str, expected: int, new_count: int) -> None:
+    """A failed apply on a server whose DDL commits at once (MariaDB): a schema change's DDL committed the level's
+    move with it; the level goes back to `expected` so the batch is applied again, not passed over. The rows the
+    DDL committed before it are applied again then too (upserts and deletes of keys: harmless)."""
+    d = target.d
+    try:
+        cursor.connection.rollback()
+        cursor.execute(
+            sql.level_advance_sql(d, schema),
+            [levels.level_of(expected), expected, target.publisher, target.account, new_count],
+        )
+        cursor.connection.commit()
+    except pyodbc.Error as exc:
+        log.warning("%s: the level could not be moved back to %s: %s", target.server.name, expected, exc)
+
+
 def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, nolog: bool = True) -> int:
     """Apply whole transactions in order in one subscriber transaction that also moves the level from
     `expected`. Returns the new count. Where async_commit_sql allows, the commit does not wait for the flush: the
@@ -589,7 +673,12 @@ def apply_batch(target: Target, txns: Sequence[sql.Transaction], expected: int, 
             raise LevelMoved(f"{target.server.name} is no longer at count {expected}")
         for statement in assume:
             cursor.execute(statement)
-        replay(cursor, target, txns)
+        try:
+            replay(cursor, target, txns)
+        except (pyodbc.Error, TrxError):
+            if not d.transactional_ddl:
+                _level_back(cursor, target, schema, expected, new_count)
+            raise
         for statement in [*release, *unbound, *sql.reset_context_sql(d, schema)]:
             cursor.execute(statement)
         return new_count

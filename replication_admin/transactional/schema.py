@@ -83,7 +83,7 @@ def definition_now(server: Server, account: str, table: str) -> tuple[list[list]
             row = None  # no RTPUBTBL: never tracked
         if row is not None:
             return json.loads(row[0]), True
-    rows = live_definition(server, table)
+    rows = live_definition(server, table, constraints=True)
     if rows is None:
         raise TrxError(f"table {table!r} does not exist on {server.name}")
     return rows, False
@@ -124,6 +124,11 @@ def _detect(account: ReplAccount) -> list[SchemaChange]:
             continue
         if schema_changes.digest(rows) == schema_changes.digest(item.definition):
             continue
+        if not in_place and not schema_changes.between(_d(server), table, item.definition, rows):
+            # Nothing a subscriber follows (a definition stored before constraints were followed, read again
+            # with them: what they were is unknown, so nothing of them changed): kept as the starting point.
+            TpItem.objects.filter(pk=item.pk).update(definition=rows)
+            continue
         # Read after the definition: every 'S' entry of the changes seen is at or below this count.
         count = publisher_count(server, account.account)
         change = _record(account, table, item.definition, rows, in_place, count)
@@ -133,14 +138,14 @@ def _detect(account: ReplAccount) -> list[SchemaChange]:
             # have yet; applying the change logs the rows again for them.
             _new_triggers(server, account, table)
         seen.append(change)
-        if account.schema_policy == ReplAccount.SchemaPolicy.AUTO:
-            apply_change(Actor.scheduler(), change)
+        if account.schema_policy == ReplAccount.SchemaPolicy.AUTO or not change.changes:
+            apply_change(Actor.scheduler(), change)  # nothing to approve where nothing changes for a subscriber
     return seen
 
 
 def _record(account: ReplAccount, table: str, before: list, after: list, in_place: bool, count: int) -> SchemaChange:
     d = _d(lookups.server_named(account.server))
-    found = [c.as_json() for c in schema_changes.between(d, table, before, after)]
+    found = [c.as_json() for c in schema_changes.between(d, table, before, after, published_names(account))]
     with transaction.atomic():
         change = (
             SchemaChange.objects.select_for_update()
@@ -156,7 +161,7 @@ def _record(account: ReplAccount, table: str, before: list, after: list, in_plac
         elif change.after != after:
             change.after, change.changes, change.log_count = after, found, max(change.log_count, count)
             change.save(update_fields=["after", "changes", "log_count"])
-    if account.schema_policy == ReplAccount.SchemaPolicy.APPROVE:
+    if account.schema_policy == ReplAccount.SchemaPolicy.APPROVE and found:
         safely_raise(
             ALERT, f"{account.server}/{account.account} {table}",
             f"a schema change of {table} on {account.server}/{account.account} waits for approval: "
@@ -218,6 +223,11 @@ def _new_triggers(server: Server, account: ReplAccount, name: str):
     return table
 
 
+def published_names(account: ReplAccount) -> set[str]:
+    """The publication's table names (a foreign key to a table outside them is not replicated)."""
+    return {lookups.item_table(i.item) for i in lookups.table_items(account)}
+
+
 def may_apply(account: ReplAccount, table: str, count: int) -> SchemaChange | None:
     """Whether the 'S' entry of `table` in the publication's transaction `count` may be replayed: None when it
     may, else the change it waits for (approval policy, not approved yet)."""
@@ -240,7 +250,9 @@ def may_apply(account: ReplAccount, table: str, count: int) -> SchemaChange | No
 
 def subscriber_ddl(change: SchemaChange, subscriber: Server) -> list[str]:
     """The statements `subscriber`'s copy will run when it reaches the change (nothing when it has it already)."""
-    found = schema_changes.between(_d(lookups.server_named(change.server)), change.table, change.before, change.after)
+    published = published_names(lookups.publication(change.server, change.account))
+    source = _d(lookups.server_named(change.server))
+    found = schema_changes.between(source, change.table, change.before, change.after, published)
     try:
         return copy_ddl_for(subscriber, change.table, found)
     except ReplicationError as exc:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from replication_admin.engine import dialects, schema_changes
-from replication_admin.engine.schema import Column, Index, TableInfo
+from replication_admin.engine import constraints, dialects, schema_changes
+from replication_admin.engine.schema import Column, ForeignKey, Index, TableInfo
 from replication_admin.engine.types import LogicalType
 
 PG = dialects.get("postgresql")
@@ -96,3 +96,136 @@ def test_sqlite_drops_the_indexes_over_a_column_before_the_column_and_a_key_colu
     ]
     with pytest.raises(schema_changes.SchemaChangeError, match="primary key"):
         schema_changes.copy_ddl(d, copy, schema_changes.changes(table(ROWS), table(ROWS[1:])))
+
+
+# --- constraints: UNIQUE and FOREIGN KEY -------------------------------------------------------------------------
+
+
+def defined(uniques=(), foreign=(), rows=ROWS) -> list:
+    return [*rows, {"constraints": {"unique": [list(u) for u in uniques], "foreign": [list(f) for f in foreign]}}]
+
+
+UNIQUE_NAME = ("stock_name_key", ["name"])
+FK = ("stock_qty_fkey", ["qty"], "cats", ["id"], "a")
+
+
+def words(before: list, after: list, published=None) -> list[str]:
+    return [str(c) for c in schema_changes.between(PG, "stock", before, after, published)]
+
+
+def test_an_added_and_a_dropped_unique_constraint_are_seen_by_their_columns():
+    assert words(defined(), defined([UNIQUE_NAME])) == ["add unique stock_name_key (name)"]
+    assert words(defined([UNIQUE_NAME]), defined()) == ["drop unique stock_name_key (name)"]
+    # Renamed, it is the same constraint.
+    assert words(defined([UNIQUE_NAME]), defined([("other_name", ["name"])])) == []
+
+
+def test_a_definition_without_constraints_says_nothing_about_them():
+    assert words(ROWS, defined([UNIQUE_NAME], [FK])) == []
+    assert words(defined([UNIQUE_NAME], [FK]), ROWS) == []
+    assert schema_changes.split(ROWS) == (ROWS, None)
+    assert schema_changes.table_from_rows(PG, "stock", defined([UNIQUE_NAME])) == table(ROWS)
+    assert schema_changes.positions(defined([UNIQUE_NAME])) == schema_changes.positions(ROWS)
+
+
+def test_foreign_keys_added_and_dropped_and_one_to_a_table_outside_the_publication_is_not_replicated():
+    assert words(defined(), defined([], [FK]), {"stock", "cats"}) == [
+        "add foreign key stock_qty_fkey (qty) references cats (id)"
+    ]
+    assert words(defined([], [FK]), defined(), {"stock", "cats"}) == [
+        "drop foreign key stock_qty_fkey (qty) references cats (id)"
+    ]
+    outside = schema_changes.between(PG, "stock", defined(), defined([], [FK]), {"stock"})
+    assert [str(c) for c in outside] == [
+        "add foreign key stock_qty_fkey (qty) references cats (id) (not replicated: cats is not in the publication)"
+    ]
+    copy = TableInfo(name="stock", columns=table(ROWS).columns)
+    assert schema_changes.copy_ddl(PG, copy, outside) == []
+    assert schema_changes.left_out(PG, outside) == [str(outside[0])]
+
+
+def test_a_constraint_over_a_renamed_column_stays_and_one_over_a_dropped_column_goes_with_it():
+    renamed = [ROWS[0], ROWS[1], ["amount", "integer", 1, 0, "0", 3]]
+    assert words(defined([("u", ["qty"])]), defined([("u", ["amount"])], rows=renamed)) == [
+        "rename column qty to amount"
+    ]
+    assert words(defined([("u", ["qty"])]), defined(rows=ROWS[:2])) == ["drop column qty"]
+
+
+@pytest.mark.parametrize(
+    ("dialect", "add", "drop"),
+    [
+        ("postgresql", ['ALTER TABLE "stock" ADD CONSTRAINT "stock_name_key" UNIQUE ("name")'],
+         ['ALTER TABLE "stock" DROP CONSTRAINT IF EXISTS "stock_name_key"', 'DROP INDEX IF EXISTS "stock_name_key"']),
+        ("mysql", ["ALTER TABLE `stock` ADD CONSTRAINT `stock_name_key` UNIQUE (`name`)"],
+         ["ALTER TABLE `stock` DROP INDEX IF EXISTS `stock_name_key`"]),
+        ("sqlite", ['CREATE UNIQUE INDEX IF NOT EXISTS "stock_name_key" ON "stock" ("name")'],
+         ['DROP INDEX IF EXISTS "stock_name_key"']),
+    ],
+)  # fmt: skip
+def test_each_dialect_adds_and_drops_a_unique_constraint_its_own_way_and_only_once(dialect, add, drop):
+    d = dialects.get(dialect)
+    bare = TableInfo(name="stock", columns=table(ROWS).columns)
+    with_unique = TableInfo(name="stock", columns=table(ROWS).columns, indexes=(Index("x_name", ("name",), True),))
+    adding = schema_changes.between(PG, "stock", defined(), defined([UNIQUE_NAME]))
+    dropping = schema_changes.between(PG, "stock", defined([UNIQUE_NAME]), defined())
+    assert schema_changes.copy_ddl(d, bare, adding) == add
+    assert schema_changes.copy_ddl(d, with_unique, adding) == []  # the copy has one over the same columns
+    named = TableInfo(name="stock", columns=table(ROWS).columns, indexes=(Index("stock_name_key", ("name",), True),))
+    assert schema_changes.copy_ddl(d, named, dropping) == drop
+    assert schema_changes.copy_ddl(d, bare, dropping) == []
+
+
+@pytest.mark.parametrize(
+    ("dialect", "add", "drop"),
+    [
+        ("postgresql", 'ALTER TABLE "stock" ADD CONSTRAINT "stock_qty_fkey" FOREIGN KEY ("qty") REFERENCES "cats" ("id") ON DELETE CASCADE',
+         'ALTER TABLE "stock" DROP CONSTRAINT "stock_qty_fkey"'),
+        ("mysql", "ALTER TABLE `stock` ADD CONSTRAINT `stock_qty_fkey` FOREIGN KEY (`qty`) REFERENCES `cats` (`id`) ON DELETE CASCADE",
+         "ALTER TABLE `stock` DROP FOREIGN KEY IF EXISTS `stock_qty_fkey`"),
+    ],
+)  # fmt: skip
+def test_each_dialect_adds_and_drops_a_foreign_key_and_sqlite_leaves_it_out_in_words(dialect, add, drop):
+    d = dialects.get(dialect)
+    fk = ("stock_qty_fkey", ["qty"], "cats", ["id"], "CASCADE")
+    adding = schema_changes.between(PG, "stock", defined(), defined([], [fk]), {"stock", "cats"})
+    dropping = schema_changes.between(PG, "stock", defined([], [fk]), defined(), {"stock", "cats"})
+    bare = TableInfo(name="stock", columns=table(ROWS).columns)
+    having = TableInfo(
+        name="stock", columns=table(ROWS).columns,
+        foreign_keys=(ForeignKey("stock_qty_fkey", ("qty",), "cats", ("id",), "CASCADE"),),
+    )  # fmt: skip
+    assert schema_changes.copy_ddl(d, bare, adding) == [add]
+    assert schema_changes.copy_ddl(d, having, adding) == []
+    assert schema_changes.copy_ddl(d, having, dropping) == [drop]
+    assert schema_changes.copy_ddl(d, bare, dropping) == []
+    sqlite = dialects.get("sqlite")
+    assert schema_changes.copy_ddl(sqlite, bare, adding) == []
+    assert schema_changes.left_out(sqlite, adding) == [
+        "add foreign key stock_qty_fkey (qty) references cats (id) on delete cascade: left out, "
+        "SQLite cannot add a foreign key to an existing table (ALTER TABLE has no ADD CONSTRAINT)"
+    ]
+
+
+def test_a_unique_over_a_column_the_copy_lacks_is_refused_in_one_line():
+    copy = TableInfo(name="stock", columns=table(ROWS[:2]).columns)
+    adding = schema_changes.between(PG, "stock", defined(), defined([("u", ["qty"])]))
+    with pytest.raises(
+        schema_changes.SchemaChangeError, match=r"add unique u \(qty\) cannot be made on stock: it has no column qty"
+    ):
+        schema_changes.copy_ddl(PG, copy, adding)
+
+
+def test_foreign_keys_read_from_a_catalog_are_named_and_their_actions_in_words():
+    rows = [("3", 1, "qty", "cats", None, "CASCADE"), ("fk_b", 1, "a", "t", "x", "n"), ("fk_b", 2, "b", "t", "y", "n")]
+    assert constraints.foreign_keys_from_rows("stock", rows) == (
+        ForeignKey("fk_b", ("a", "b"), "t", ("x", "y"), "SET NULL"),
+        ForeignKey("stock_qty_fkey", ("qty",), "cats", (), "CASCADE"),
+    )
+    info = TableInfo(name="stock", columns=table(ROWS).columns, indexes=(Index("i", ("qty",)), Index("u", ("name",), True)),
+                     foreign_keys=(ForeignKey("f", ("qty",), "cats", ("id",)),))  # fmt: skip
+    rows_out = schema_changes.definition_rows(info, PG)
+    assert rows_out[-1] == {
+        "constraints": {"unique": [["u", ["name"]]], "foreign": [["f", ["qty"], "cats", ["id"], "NO ACTION"]]}
+    }
+    assert schema_changes.split(rows_out)[1] == schema_changes.constraints_of(info)

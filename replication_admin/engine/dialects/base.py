@@ -300,6 +300,11 @@ class Dialect:
         every index but the primary key's, ordered by index and position."""
         raise NotImplementedError
 
+    def foreign_keys_sql(self, schema: str, table: str) -> tuple[str, list[str]] | None:
+        """Rows of (name, position, column, referenced table, referenced column or NULL for its key, ON DELETE
+        action) for every foreign key of the table, ordered by name and position (None: not read here)."""
+        return None
+
     def render_key_types(self, keys: Sequence[LogicalType]) -> list[str]:
         """The types of a primary key's columns (as render_type: key_constraints_sql makes any of them a key)."""
         return [self.render_type(k) for k in keys]
@@ -324,6 +329,27 @@ class Dialect:
     def retype_column_sql(self, table: str, column: str, after: Column) -> list[str]:
         """A column given the type `after` has (its values converted)."""
         raise NotImplementedError
+
+    # Why a copy here cannot take a foreign key after it was created ("": it can).
+    foreign_key_refused = ""
+
+    def add_unique_sql(self, table: str, schema: str, name: str, columns: Sequence[str]) -> str:
+        return f"ALTER TABLE {table} ADD CONSTRAINT {self.quote(name)} UNIQUE ({', '.join(columns)})"
+
+    def drop_unique_sql(self, table: str, schema: str, name: str) -> list[str]:
+        """A unique constraint or unique index dropped (whichever it is)."""
+        raise NotImplementedError
+
+    def add_foreign_key_sql(self, table: str, name: str, columns: Sequence[str], ref_table: str,
+                            ref_columns: Sequence[str], on_delete: str) -> str:  # fmt: skip
+        action = "" if on_delete in ("", "NO ACTION") else f" ON DELETE {on_delete}"
+        return (
+            f"ALTER TABLE {table} ADD CONSTRAINT {self.quote(name)} FOREIGN KEY ({', '.join(columns)}) "
+            f"REFERENCES {ref_table} ({', '.join(ref_columns)}){action}"
+        )
+
+    def drop_foreign_key_sql(self, table: str, name: str) -> str:
+        return f"ALTER TABLE {table} DROP CONSTRAINT {self.quote(name)}"
 
     def replace_objects_sql(self, drop: Sequence[str], create: Sequence[str]) -> list[str]:
         """Triggers made anew over ones that exist, run as one transaction: no write goes uncaptured between."""

@@ -330,6 +330,23 @@ class MySQL(Dialect):
             [table],
         )
 
+    def foreign_keys_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
+        return (
+            "SELECT k.CONSTRAINT_NAME, k.ORDINAL_POSITION, k.COLUMN_NAME, k.REFERENCED_TABLE_NAME, "
+            "k.REFERENCED_COLUMN_NAME, r.DELETE_RULE FROM information_schema.KEY_COLUMN_USAGE k "
+            "JOIN information_schema.REFERENTIAL_CONSTRAINTS r ON r.CONSTRAINT_SCHEMA = k.CONSTRAINT_SCHEMA "
+            "AND r.CONSTRAINT_NAME = k.CONSTRAINT_NAME AND r.TABLE_NAME = k.TABLE_NAME "
+            "WHERE k.TABLE_SCHEMA = DATABASE() AND k.TABLE_NAME = ? AND k.REFERENCED_TABLE_NAME IS NOT NULL "
+            "ORDER BY k.CONSTRAINT_NAME, k.ORDINAL_POSITION",
+            [table],
+        )
+
+    def drop_unique_sql(self, table: str, schema: str, name: str) -> list[str]:
+        return [f"ALTER TABLE {table} DROP INDEX IF EXISTS {self.quote(name)}"]
+
+    def drop_foreign_key_sql(self, table: str, name: str) -> str:
+        return f"ALTER TABLE {table} DROP FOREIGN KEY IF EXISTS {self.quote(name)}"
+
     def render_default(self, default: Default, logical: LogicalType) -> str:
         if default.kind == "today":
             return "(curdate())"

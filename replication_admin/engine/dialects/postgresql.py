@@ -276,6 +276,26 @@ class PostgreSQL(Dialect):
             [schema or "public", table],
         )
 
+    def foreign_keys_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
+        return (
+            "SELECT k.conname, o.ord, a.attname, fr.relname, fa.attname, k.confdeltype::text "
+            "FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.conrelid "
+            "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "JOIN pg_catalog.pg_class fr ON fr.oid = k.confrelid "
+            "CROSS JOIN unnest(k.conkey, k.confkey) WITH ORDINALITY AS o(attnum, refnum, ord) "
+            "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = o.attnum "
+            "JOIN pg_catalog.pg_attribute fa ON fa.attrelid = fr.oid AND fa.attnum = o.refnum "
+            "WHERE n.nspname = ? AND c.relname = ? AND k.contype = 'f' ORDER BY k.conname, o.ord",
+            [schema or "public", table],
+        )
+
+    def drop_unique_sql(self, table: str, schema: str, name: str) -> list[str]:
+        # A constraint takes its index with it; a unique index alone is dropped as an index.
+        return [
+            f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {self.quote(name)}",
+            f"DROP INDEX IF EXISTS {self.qualify(name, schema)}",
+        ]
+
     # psqlODBC has no read timeout (and refuses pyodbc's query timeout): the keepalives find a vanished peer,
     # tcp_user_timeout a peer that stopped acknowledging what was sent; a link that still acknowledges but
     # forwards nothing is left to the control plane's read watchdog (core/connections.py).

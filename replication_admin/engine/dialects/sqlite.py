@@ -139,6 +139,22 @@ class SQLite(Dialect):
     def drop_index_for_column_sql(self, table: str, schema: str, index: str) -> list[str]:
         return [f"DROP INDEX IF EXISTS {self.qualify(index, schema)}"]
 
+    foreign_key_refused = "SQLite cannot add a foreign key to an existing table (ALTER TABLE has no ADD CONSTRAINT)"
+
+    def foreign_keys_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
+        # SQLite does not keep a foreign key's name: the key's number in the table names it.
+        return (
+            'SELECT f.id, f.seq + 1, f."from", f."table", f."to", f.on_delete '
+            "FROM pragma_foreign_key_list(?) f ORDER BY f.id, f.seq",
+            [table],
+        )
+
+    def add_unique_sql(self, table: str, schema: str, name: str, columns: Sequence[str]) -> str:
+        return f"CREATE UNIQUE INDEX IF NOT EXISTS {self.qualify(name, schema)} ON {table} ({', '.join(columns)})"
+
+    def drop_unique_sql(self, table: str, schema: str, name: str) -> list[str]:
+        return [f"DROP INDEX IF EXISTS {self.qualify(name, schema)}"]
+
     def render_type(self, logical: LogicalType) -> str:
         kind = logical.kind
         if kind in {"varchar", "nvarchar"}:
