@@ -42,7 +42,13 @@ from jobs.snapshot_refresh import (
 )
 from replication_admin.engine.bidir_sql import ROWGUID_COLUMN
 from replication_admin.engine.refresh_sql import Moved
-from replication_admin.engine.resolvers import ResolverColumn, ResolverSpec, spark_type, to_json_value
+from replication_admin.engine.resolvers import (
+    CONFLICTED_FIELD,
+    ResolverColumn,
+    ResolverSpec,
+    spark_type,
+    to_json_value,
+)
 
 Progress = Callable[[int, int], None]
 
@@ -309,6 +315,8 @@ def _decide_conflicts(plan: PullPlan, typed: DataFrame, types: set[str], on_conf
     for i, m in enumerate(plan.pub_moved):  # the old row: its ROWGUID only
         value = F.col("old_guid") if m.alias == guid else null
         inputs.append(value.cast(column_type(columns[i])).alias(f"o{i}"))
+    # A bi-directional conflict is a whole row's: conflict.columns is empty.
+    inputs.append(F.array().cast("array<string>").alias(CONFLICTED_FIELD))
     frame = typed.select("*", *inputs)
     decided, decider = decide_frame(frame, plan.chain, columns, types)
     row_columns = typed.columns

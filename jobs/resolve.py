@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from replication_admin.engine.resolvers import (
+    CONFLICTED_FIELD,
     CR_TYPES,
     DEFAULT_DECISION,
     TYPE_NAMES,
@@ -143,7 +144,7 @@ def _rows(
             )
         except ResolverError as exc:
             raise ResolverError(f"conflict {key}: {exc}") from None
-        rows.append((key, ctype, pub is not None, *values))
+        rows.append((key, ctype, pub is not None, *values, [str(c) for c in conflict.get("columns") or []]))
         keys.append(key)
     return rows, keys
 
@@ -158,6 +159,7 @@ def conflict_schema(columns: Sequence[ResolverColumn]) -> T.StructType:
     ]
     for prefix in ("p", "n", "o"):
         fields += [T.StructField(f"{prefix}{i}", _data_type(c.spark_type), True) for i, c in enumerate(columns)]
+    fields.append(T.StructField(CONFLICTED_FIELD, T.ArrayType(T.StringType()), True))  # conflict.columns
     return T.StructType(fields)
 
 

@@ -46,6 +46,10 @@ CODE_NAMES = {
     5: "ignore",
 }
 QUALIFIERS = {"pub": "p", "new": "n", "old": "o"}
+# `conflict.columns`: the columns both sides changed, as an array of names (empty unless the table's conflicts are
+# decided by column); a resolver may look at them (array_contains(conflict.columns, 'price')).
+CONFLICT_COLUMNS = ("conflict", -1)
+CONFLICTED_FIELD = "conflicted"  # its column in the DataFrame of conflicts
 NUMERIC_TYPES = ("bigint", "double", "decimal")
 ORDERABLE_TYPES = (*NUMERIC_TYPES, "string", "date", "timestamp")
 
@@ -245,11 +249,13 @@ _ALLOWED_NODES: tuple[type[exp.Expression], ...] = (
     # scalar functions
     exp.Abs, exp.Round, exp.Floor, exp.Ceil, exp.Lower, exp.Upper, exp.Length, exp.Substring,
     exp.Concat, exp.Trim, exp.Cast, exp.TryCast,
+    # over conflict.columns
+    exp.ArrayContains, exp.ArraySize,
 )  # fmt: skip
 
 _ALLOWED_FUNCTIONS_TEXT = (
     "CASE, IF/IIF, COALESCE/NVL, NULLIF, LEAST, GREATEST, ABS, ROUND, FLOOR, CEIL, LOWER, UPPER, LENGTH, "
-    "SUBSTRING/SUBSTR, CONCAT, TRIM, CAST/TRY_CAST"
+    "SUBSTRING/SUBSTR, CONCAT, TRIM, CAST/TRY_CAST, ARRAY_CONTAINS and SIZE (of conflict.columns)"
 )
 
 _CAST_TYPES = {
@@ -521,6 +527,13 @@ def _check_column(
             "new.<column> or old.<column>"
         )
     qualifier, name = parts[0].lower(), parts[1]
+    if qualifier == CONFLICT_COLUMNS[0]:
+        if name.lower() != "columns":
+            raise ResolverError(
+                f"the {what} refers to {written}{where}: the conflict has only conflict.columns (the columns both "
+                "sides changed)"
+            )
+        return CONFLICT_COLUMNS
     if qualifier not in QUALIFIERS:
         raise ResolverError(
             f"the {what} refers to {written}{where}: {parts[0]!r} is not a row; use pub (the publisher's row), "
@@ -697,6 +710,8 @@ def _rename(tree: exp.Expr, refs: list[tuple[exp.Column, str, int]], make: Calla
 
 def _normalise(tree: exp.Expr, refs: list[tuple[exp.Column, str, int]], columns: Sequence[ResolverColumn]) -> str:
     def canonical(qualifier: str, index: int) -> exp.Column:
+        if (qualifier, index) == CONFLICT_COLUMNS:
+            return exp.Column(this=exp.Identifier(this="columns", quoted=False), table=exp.Identifier(this=qualifier))
         return exp.Column(this=_identifier(columns[index].name), table=exp.Identifier(this=qualifier, quoted=False))
 
     return _rename(tree, refs, canonical).sql("spark", comments=False)
@@ -713,9 +728,12 @@ def _check_result_type(normalised: str, columns: Sequence[ResolverColumn], cr_ty
     """A resolver returns an integer code: an expression whose value is text, a date, a decimal ... (a
     column, a function of it, a CASE branch) is refused, as a literal of those is (_check_codes)."""
     types = {c.name: c.spark_type for c in columns}
-    schema = MappingSchema({q: types for q in ("pub", "new", "old")}, dialect="spark")
+    tables: dict[str, object] = {q: types for q in ("pub", "new", "old")}
+    tables["conflict"] = {"columns": "ARRAY<STRING>"}
+    schema = MappingSchema(tables, dialect="spark")
     try:
-        tree = annotate_types(sqlglot.parse_one(f"SELECT {normalised} FROM pub, new, old", read="spark"), schema=schema)
+        select = f"SELECT {normalised} FROM pub, new, old, conflict"
+        tree = annotate_types(sqlglot.parse_one(select, read="spark"), schema=schema)
         result = cast(exp.Select, tree).selects[0].type
     except Exception:  # inference is a help; Spark still checks the expression when it runs
         return
@@ -783,6 +801,8 @@ def compile_expression(expression: str, columns: Sequence[ResolverColumn]) -> st
     tree, refs = _check(expression, columns, None, "resolver expression")
 
     def alias(qualifier: str, index: int) -> exp.Column:
+        if (qualifier, index) == CONFLICT_COLUMNS:
+            return exp.Column(this=exp.Identifier(this=CONFLICTED_FIELD, quoted=False))
         return exp.Column(this=exp.Identifier(this=f"{QUALIFIERS[qualifier]}{index}", quoted=False))
 
     return _rename(tree, refs, alias).sql("spark", comments=False)

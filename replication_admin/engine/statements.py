@@ -449,6 +449,16 @@ class ReloadTable(Statement):
 
 
 @dataclass(frozen=True)
+class ColumnConflicts(Statement):
+    """REPL_COLUMN_CONFLICTS(account, table, on): decide an updateable publication's conflicts on one table column
+    by column (1) or for whole rows (0, the reference's way)."""
+
+    account: str = ""
+    table: str = ""
+    on: bool = True
+
+
+@dataclass(frozen=True)
 class SetRowFilter(Statement):
     """REPL_ROW_FILTER(server, account, table, condition[, columns]): the rows (a WHERE in the publisher's dialect)
     and the columns besides the key a subscription's copy of one published table holds; '' and NULL: all of them.
@@ -1076,6 +1086,11 @@ FUNCTIONS: dict[str, Function] = {
     "REPL_RELOAD_TABLE": Function(
         ("server", "account", "table"),
         lambda s, a, t: ReloadTable(server=_server(s), account=_account(a), table=_table_text(t)),
+    ),
+    "REPL_COLUMN_CONFLICTS": Function(
+        ("account", "table", "on"),
+        lambda a, t, o=1: ColumnConflicts(account=_account(a), table=_table_text(t), on=_flag(o, "on")),
+        optional=1,
     ),
     "REPL_ROW_FILTER": Function(
         ("server", "account", "table", "condition", "columns"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from replication_admin.engine import dialects
@@ -91,3 +92,34 @@ def bind_value(value: Any, logical: LogicalType, dest_dialect: str) -> Any:
     if value is None:
         return None
     return binder(logical, dest_dialect)(value)
+
+
+def _canonical(value: object, logical: LogicalType) -> object:
+    """One value as a comparison of two versions sees it, whichever dialect's image or driver it came from."""
+    if value is None:
+        return None
+    family = family_of(logical)
+    if family in ("integer", "decimal", "float"):
+        try:
+            return Decimal(str(int(value) if isinstance(value, bool) else value)).normalize()
+        except InvalidOperation:
+            return str(value)
+    if family == "boolean":
+        return str(value).lower() in ("1", "t", "true")
+    if family == "timestamp":
+        return _timestamp_text(value)
+    if family == "date":
+        return str(value)[:10]
+    if family == "binary":
+        return str(value.get("hex", "") if isinstance(value, dict) else value).lower().removeprefix("\\x")
+    if family == "json":
+        try:
+            return json.dumps(json.loads(value) if isinstance(value, str) else value, sort_keys=True)
+        except ValueError:
+            return str(value)
+    return str(value)
+
+
+def same_value(a: object, b: object, logical: LogicalType) -> bool:
+    """Whether two versions hold the same value of a column (10.50 and 10.5, 'T' or ' ' in a time, true and 1)."""
+    return _canonical(a, logical) == _canonical(b, logical)

@@ -622,6 +622,9 @@ class TpItem(models.Model):
     # A table item's definition as replication knows it (engine.schema_changes' column rows, the publisher's
     # dialect); the live table is compared with it to see a schema change.
     definition = models.JSONField(default=list, blank=True, db_column="TI_DEFINITION")
+    # Column-level conflicts (an updateable publication's table, opt-in): a subscriber's update conflicts only in the
+    # columns the publisher changed too since the version it was made on; its other columns merge.
+    column_conflicts = models.BooleanField(default=False, db_column="TI_COLUMN_CONFLICTS")
 
     class Meta:
         db_table = "SYS_TP_ITEM"
@@ -785,6 +788,9 @@ class ConflictBackup(models.Model):
     # The rows' column names in the table's order, as first recorded: a PostgreSQL catalog keeps JSON objects
     # as jsonb, which does not keep the order of their keys.
     columns = models.JSONField(default=list, blank=True, db_column="RC_COLUMNS")
+    # A column-level conflict's versions: {"conflicted": {column: {"old", "publisher", "incoming", "kept"}},
+    # "merged": [the subscriber's columns taken without conflict]} (empty: a whole-row conflict).
+    column_versions = models.JSONField(default=dict, blank=True, db_column="RC_COLUMN_VERSIONS")
     note = models.TextField(blank=True, db_column="RC_NOTE")
     job = models.ForeignKey(
         "replication_admin.JobRun", null=True, blank=True, on_delete=models.SET_NULL, db_column="RC_JOB"

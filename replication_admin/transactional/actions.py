@@ -239,6 +239,34 @@ def find_item(account: ReplAccount, item: str, item_type: int) -> TpItem:
     return row
 
 
+def do_set_column_conflicts(actor: Actor, account: ReplAccount, table: str, on: bool) -> str:
+    """REPL_COLUMN_CONFLICTS: decide the conflicts of one table of an updateable publication column by column (on)
+    or whole rows (off, the reference's way). Refused in one line, and audited, for a publication that is not
+    updateable (no subscriber change meets the publisher's) or a table it does not publish."""
+    target = f"{account.server}/{account.account}: {table}"
+    require(actor, EDIT, "trx.column_conflicts", target)
+    try:
+        if not account.is_updateable:
+            raise trx_lookups.TrxError(
+                f"{account.account} is not updateable: its subscribers' changes never meet the publisher's, so it "
+                "has no conflicts to decide by column"
+            )
+        item = find_item(account, table, TABLE)
+    except ReplicationError as exc:
+        _failed(actor, "trx.column_conflicts", target, exc)
+        raise
+    with transaction.atomic(durable=True):
+        TpItem.objects.filter(pk=item.pk).update(column_conflicts=on)
+        record(actor, "trx.column_conflicts", target, detail={"before": item.column_conflicts, "after": on})
+    name = trx_lookups.item_table(item.item)
+    if on:
+        return (
+            f"{name}: conflicts are decided column by column (a subscriber's update conflicts only in the columns "
+            "the publisher changed too; its other columns merge)"
+        )
+    return f"{name}: conflicts are decided for whole rows"
+
+
 def do_pub_remove(actor: Actor, account: ReplAccount, item: TpItem, drop: bool = False) -> str:
     target = f"{account.server}/{account.account}: {item.item}"
     require(actor, EDIT, "trx.pub_remove", target)

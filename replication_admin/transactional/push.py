@@ -3,6 +3,9 @@ decided by SYS_REPL_CR resolvers in one batch, losing versions kept, and re-appl
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -26,6 +29,7 @@ from replication_admin.engine import levels
 from replication_admin.engine import transactional_sql as sql
 from replication_admin.engine.resolvers import DEFAULT_DECISION, HELD, ResolverColumn, spark_type
 from replication_admin.engine.schema import TableInfo
+from replication_admin.engine.values import same_value
 from replication_admin.models import (
     ConflictBackup,
     ReplAccount,
@@ -46,9 +50,11 @@ from replication_admin.transactional.lookups import (
     TrxError,
     _d,
     describe,
+    item_table,
     published_tables,
     schema_of,
     server_named,
+    table_items,
 )
 from replication_admin.transactional.positions import (
     ensure_level_table,
@@ -158,6 +164,7 @@ def push_transaction(
     txn,
     expected: int,
     chains: dict[str, list] | None = None,
+    column_level: set[str] | frozenset[str] | None = None,
 ) -> int:
     """Replay one of the subscriber's transactions on the publisher, deciding conflicts, in one publisher
     transaction that also records how far the subscriber's log has been pushed. Conflicts that resolvers
@@ -165,6 +172,7 @@ def push_transaction(
     an attempt applies a decision only to the very versions it was made for. `chains` caches the tables'
     resolver chains across the transactions of one push (read when a table first meets a conflict)."""
     chains = {} if chains is None else chains
+    column_level = column_level_tables(acct) if column_level is None else column_level
     decisions: dict[str, dict] = {}
     backups: list[dict] = []  # the attempt that commits leaves its own here
     for _ in range(MAX_DECISION_ROUNDS):
@@ -172,7 +180,17 @@ def push_transaction(
             pushed = with_retries(
                 pub_server,
                 lambda cursor: _push_work(
-                    cursor, acct, pub_server, tables, subscriber, txn, expected, chains, decisions, backups
+                    cursor,
+                    acct,
+                    pub_server,
+                    tables,
+                    subscriber,
+                    txn,
+                    expected,
+                    chains,
+                    decisions,
+                    backups,
+                    column_level,
                 ),
             )
         except _Undecided as undecided:
@@ -186,6 +204,51 @@ def push_transaction(
     )
 
 
+@dataclass(frozen=True)
+class ColumnSplit:
+    """Which columns of an update each side changed since the version the subscriber changed (column-level
+    conflicts): `mine` the subscriber's, `theirs` the publisher's; only `both` conflict."""
+
+    mine: frozenset[str]
+    theirs: frozenset[str]
+
+    @property
+    def both(self) -> frozenset[str]:
+        return self.mine & self.theirs
+
+    def image(self, table: TableInfo, keyed: dict, sources: dict[str, dict], guid: str) -> dict:
+        """A partial image to write: the key (from `keyed`), the columns each source gives (`sources`: column -> its
+        row), and a new ROWGUID (a version of the publisher's: it goes out to every subscriber, its originator too)."""
+        image = {k.name: keyed.get(k.name) for k in table.primary_key}
+        image.update({column: row.get(column) for column, row in sources.items()})
+        image[sql.ROWGUID_COLUMN] = guid
+        return image
+
+    def versions(self, old: dict, current: dict, incoming: dict, kept: dict[str, str]) -> dict:
+        """What the conflict backup records of each conflicting column, and the columns merged without one."""
+        conflicted = {
+            c: {"old": old.get(c), "publisher": current.get(c), "incoming": incoming.get(c), "kept": kept[c]}
+            for c in sorted(self.both)
+        }
+        return {"conflicted": conflicted, "merged": sorted(self.mine - self.both)}
+
+
+def column_split(table: TableInfo, old: dict, incoming: dict, current: dict) -> ColumnSplit:
+    """The columns the subscriber's update changed (its new image against its old) and those the publisher's row
+    changed since that old version (its current row against the subscriber's old image), values compared as
+    values: the images of two dialects write 10.5 and 10.50, a time with 'T' or ' '."""
+    columns = [c for c in table.columns if not c.pk_position and c.name != sql.ROWGUID_COLUMN and c.name in old]
+    mine = frozenset(c.name for c in columns if c.name in incoming
+                     and not same_value(incoming[c.name], old[c.name], c.logical))  # fmt: skip
+    theirs = frozenset(c.name for c in columns if not same_value(current.get(c.name), old[c.name], c.logical))
+    return ColumnSplit(mine, theirs)
+
+
+def column_level_tables(acct: ReplAccount) -> set[str]:
+    """The publication's tables whose conflicts are decided column by column (TpItem.column_conflicts)."""
+    return {item_table(i.item) for i in table_items(acct) if i.column_conflicts}
+
+
 def _push_work(
     cursor,
     acct: ReplAccount,
@@ -197,6 +260,7 @@ def _push_work(
     chains: dict[str, list],
     decisions: dict[str, dict],
     backups: list[dict],
+    column_level: set[str] | frozenset[str] = frozenset(),
 ) -> int:
     """One attempt at the publisher transaction. The conflict backups of its decisions are saved pending
     just before it commits (an attempt that rolls back or stops at undecided conflicts saves none); the
@@ -234,11 +298,23 @@ def _push_work(
         if ctype is None:
             _write(cursor, d, table, entry.op, entry.new, key)
             continue
+        split = None
+        if ctype == "U" and entry.op == "U" and table.name in column_level and old and incoming and current:
+            split = column_split(table, old, incoming, current)
+            if not split.both:
+                # No column changed on both sides: the subscriber's columns merge into the publisher's row, which
+                # goes back to the subscriber too (it lacks the publisher's columns).
+                image = split.image(table, incoming, dict.fromkeys(split.mine, incoming), new_guid(acct.server))
+                _write(cursor, d, table, "U", image, key)
+                conflicted = True
+                continue
         if acct.on_conflict == ReplAccount.OnConflict.REINITIALIZE:
             raise _PublisherWins()
         conflicted = True
         change = f"{subscriber}:{txn.count}:{entry.change_id}"
-        conflict = {"key": change, "type": ctype, "pub": current, "new": incoming, "old": old or {}}
+        conflict: dict[str, Any] = {"key": change, "type": ctype, "pub": current, "new": incoming, "old": old or {}}
+        if split is not None:
+            conflict["columns"] = sorted(split.both)
         if table.name not in chains:
             chains[table.name] = resolver_chain(f"{acct.server}.{table.name}", TransactionalConflictResolver)
         if not any(spec.cr_type == ctype for spec in chains[table.name]):
@@ -257,6 +333,23 @@ def _push_work(
                 _backup(acct, table, txn, subscriber, entry, key, current, incoming or old, ctype, code, None, None)
                 | {"resolver_id": decision.get("resolver_id"), "resolver": decision.get("resolver") or "default",
                    "note": "held: both sides keep their version until a person picks one"}
+            )  # fmt: skip
+            continue
+        if split is not None and incoming is not None and current is not None and old is not None:
+            # Column by column: the decision is the conflicting columns'; the subscriber's other columns merge.
+            resolved: dict[str, Any] = decision.get("final") or incoming
+            taken = {c: ("incoming" if code == 1 else "resolver" if code == 2 else "publisher") for c in split.both}
+            sources = dict.fromkeys(split.mine - split.both, incoming)
+            sources |= {c: incoming if code == 1 else resolved for c in split.both if taken[c] != "publisher"}
+            image = split.image(table, incoming, sources, fresh)
+            _write(cursor, d, table, "U", image, key)
+            code = code if code in (1, 2) else DEFAULT_DECISION[ctype]
+            versions = split.versions(old, current, incoming, taken)
+            merged = {**current, **image}
+            backups.append(
+                _backup(acct, table, txn, subscriber, entry, key, current, incoming, ctype, code, merged, incoming)
+                | {"resolver_id": decision.get("resolver_id"), "resolver": decision.get("resolver") or "default",
+                   "note": decision.get("note") or "", "column_versions": versions}
             )  # fmt: skip
             continue
         if code == 1:
@@ -393,10 +486,11 @@ def push(sub: ReplSubscriber, acct: ReplAccount) -> int:
     sent = 0
     batch = profile.apply_batch(sub)
     chains: dict[str, list] = {}  # the tables' resolver chains, read once per push
+    column_level = column_level_tables(acct)
     while pushed < available:
         for txn in read_transactions(sub_server, push_acct, pushed, min(available, pushed + batch)):
             try:
-                pushed = push_transaction(acct, pub_server, tables, sub.subscriber, txn, pushed, chains)
+                pushed = push_transaction(acct, pub_server, tables, sub.subscriber, txn, pushed, chains, column_level)
             except _PublisherWins:
                 raise Reinitialise(
                     sub.subscriber, _keep_unpushed(acct, pub_server, sub_server, sub.subscriber, pushed, available)

@@ -68,6 +68,12 @@ def pub_remove(statement: st.PubRemove, caller: Caller) -> Outcome:
     return Outcome(True, trx.do_pub_remove(caller.actor, publication, item, statement.drop))
 
 
+@handles(st.ColumnConflicts)
+def column_conflicts(statement: st.ColumnConflicts, caller: Caller) -> Outcome:
+    publication = _publication(caller, statement.account, "repl_column_conflicts")
+    return Outcome(True, trx.do_set_column_conflicts(caller.actor, publication, statement.table, statement.on))
+
+
 @handles(st.Grant)
 def grant(statement: st.Grant, caller: Caller) -> Outcome:
     publication = _publication(caller, statement.account, "repl_grant")

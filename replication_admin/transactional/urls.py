@@ -13,6 +13,9 @@ urlpatterns = [
     path(TRX_PUB, trx.publication_detail, name="trx-publications-detail"),
     path(TRX_PUB + "items/add/", trx.publication_add_item, name="trx-publications-add-item"),
     path(TRX_PUB + "items/remove/", trx.publication_remove_item, name="trx-publications-remove-item"),
+    path(
+        TRX_PUB + "items/column-conflicts/", trx.publication_column_conflicts, name="trx-publications-column-conflicts"
+    ),
     path(TRX_PUB + "grant/", trx.publication_grant, name="trx-publications-grant"),
     path(TRX_PUB + "revoke/", trx.publication_revoke, name="trx-publications-revoke"),
     path(TRX_PUB + "new-log/", trx.publication_new_log, name="trx-publications-new-log"),

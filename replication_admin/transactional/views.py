@@ -376,6 +376,27 @@ def publication_remove_item(request: HttpRequest, server: str, account: str) -> 
     return _attempt(request, lambda actor: trx_actions.do_pub_remove(actor, acct, item)) or redirect(acct)
 
 
+@require_POST
+@requires(
+    EDIT,
+    "trx.column_conflicts",
+    lambda request, server, account: f"{server}/{account}: item #{request.POST.get('item', '')}",
+)
+def publication_column_conflicts(request: HttpRequest, server: str, account: str) -> HttpResponse:
+    """Decide one table's conflicts column by column, or for whole rows again (REPL_COLUMN_CONFLICTS)."""
+    acct = _account(server, account)
+    form = RemoveItemForm(request.POST)
+    pk = form.cleaned_data["item"] if form.is_valid() else None
+    item = TpItem.objects.filter(pk=pk, server=acct.server, acct=acct.account).first() if pk is not None else None
+    if item is None:
+        messages.error(request, "That item is not part of the publication.")
+        return redirect(acct)
+    on = request.POST.get("on") == "1"
+    return _attempt(request, lambda actor: trx_actions.do_set_column_conflicts(actor, acct, item.item, on)) or redirect(
+        acct
+    )
+
+
 def _remove_item_confirm(request: HttpRequest, acct: ReplAccount) -> HttpResponse:
     """GET: the confirmation page of removing the item `?item=` (its SYS_TP_ITEM id) from the publication."""
     form = RemoveItemForm(request.GET)
