@@ -8,6 +8,7 @@ import pytest
 from replication_admin.engine.statements import (
     FUNCTIONS,
     AddCr,
+    ColumnConflicts,
     Disconnect,
     Function,
     Grant,
@@ -337,6 +338,8 @@ def test_a_variadic_function_takes_all_its_parameters():
         ("""REPL_RELOAD_TABLE ('rep1', 'tbl', 'DB.DBA.ab "cd')""",
          ReloadTable(server="rep1", account="tbl", table='DB.DBA.ab "cd')),
         ("REPL_VALIDATE ('rep1', 'tbl')", Validate(server="rep1", account="tbl")),
+        ("REPL_COLUMN_CONFLICTS ('tbl', 'items')", ColumnConflicts(account="tbl", table="items", on=True)),
+        ("REPL_COLUMN_CONFLICTS ('tbl', 'items', 0)", ColumnConflicts(account="tbl", table="items", on=False)),
         ("REPL_ROW_FILTER ('rep1', 'tbl', 'orders', 'Region = ''EU''; x')",
          SetRowFilter(server="rep1", account="tbl", table="orders", condition="Region = 'EU'; x")),
         ("REPL_ROW_FILTER ('rep1', 'tbl', '表😀', NULL, '\"ab \"\"cd\"')",
@@ -435,7 +438,7 @@ def test_the_new_functions_are_registered_under_their_reference_names():
     for name in (
         "REPL_PUBLISH", "REPL_UNPUBLISH", "REPL_PUB_ADD", "REPL_PUB_REMOVE", "REPL_GRANT", "REPL_REVOKE", "REPL_TEXT",
         "REPL_NEW_LOG", "REPL_SERVER", "REPL_SUBSCRIBE", "REPL_UNSUBSCRIBE", "REPL_INIT_COPY", "REPL_SYNC",
-        "REPL_RELOAD_TABLE", "REPL_VALIDATE", "REPL_ROW_FILTER", "REPL_SYNC_ALL", "SYNC_REPL", "REPL_DISCONNECT", "REPL_THIS_SERVER", "REPL_STATUS", "REPL_STAT", "REPL_PURGE",
+        "REPL_RELOAD_TABLE", "REPL_VALIDATE", "REPL_ROW_FILTER", "REPL_COLUMN_CONFLICTS", "REPL_SYNC_ALL", "SYNC_REPL", "REPL_DISCONNECT", "REPL_THIS_SERVER", "REPL_STATUS", "REPL_STAT", "REPL_PURGE",
         "SUB_SCHEDULE", "REPL_ADD_CR",
     ):  # fmt: skip
         assert name in FUNCTIONS
