@@ -67,6 +67,10 @@ class TablesForm(forms.Form):
     condition = forms.CharField(
         max_length=4000, required=False, help_text="Which rows, e.g. price > 1 (one boolean expression, no subqueries)"
     )
+    filter_columns = forms.CharField(
+        max_length=4000, required=False, label="Columns besides the key",
+        help_text='Transactional, one table: the columns the copy takes, e.g. name, "unit price" (empty: every column)',
+    )  # fmt: skip
     account = forms.CharField(
         max_length=128,
         required=False,

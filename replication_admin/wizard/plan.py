@@ -17,7 +17,7 @@ from replication_admin.core import connections, crypto
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.introspection import lookup_table
 from replication_admin.core.permissions import EDIT, OPERATE
-from replication_admin.engine import dialects
+from replication_admin.engine import dialects, row_filter
 from replication_admin.engine import statements as st
 from replication_admin.engine.queries import QueryError, check_column_list, check_condition
 from replication_admin.engine.resolvers import CONFLICT_TYPES, RESOLVER_CLASSES, ResolverError
@@ -141,7 +141,8 @@ class Plan:
     tables: list[str] = field(default_factory=list)
     dest_table: str = ""  # snapshot modes: the destination's name on the subscriber
     columns: list[str] = field(default_factory=list)  # snapshot modes: non-key columns copied (empty: all)
-    condition: str = ""  # snapshot modes: which rows
+    condition: str = ""  # snapshot modes, and a transactional subscription's row filter: which rows
+    filter_columns: str = ""  # a transactional subscription's column list (REPL_ROW_FILTER)
     account: str = ""  # transactional modes: the publication's name
     rows_per_commit: int = 1000  # bi-directional initial copy
     resolvers: dict[str, dict] = field(default_factory=dict)  # conflict type -> {"cls", "column"}
@@ -281,7 +282,17 @@ def check_tables(plan: Plan) -> list[TableInfo]:
             and Snapshot.objects.filter(dest_server__name=plan.subscriber.existing, dest_table__iexact=dest).exists()
         ):
             raise PlanError(f"snapshot {plan.subscriber.name}.{dest} already exists")
-    elif plan.columns or plan.condition:
+    elif plan.mode == "trx" and (plan.condition or plan.filter_columns):
+        if len(infos) != 1:
+            raise PlanError(
+                "a row filter and a column list are one table's: choose that table alone (the others can be filtered "
+                "later on the subscription's page)"
+            )
+        try:
+            row_filter.checked_spec(infos[0], publisher.dialect, plan.condition, plan.filter_columns)
+        except row_filter.FilterError as exc:
+            raise PlanError(f"condition: {exc}") from None
+    elif plan.columns or plan.condition or plan.filter_columns:
         raise PlanError(f"{MODE_LABELS[plan.mode]} replication copies whole tables: leave columns and condition empty")
     targets = [plan.dest_table or infos[0].name] if plan.mode in SNAPSHOT_MODES else [i.name for i in infos]
     for name in targets:
@@ -446,6 +457,11 @@ def build_steps(plan: Plan, infos: list[TableInfo]) -> Steps:
         f"REPL_SERVER ({_literal(pub)}, {_literal(pub)})",
         f"REPL_SUBSCRIBE ({_literal(pub)}, {account})",
     ]
+    if plan.mode == "trx" and (plan.condition or plan.filter_columns):
+        on_subscriber.append(
+            f"REPL_ROW_FILTER ({_literal(pub)}, {account}, {_literal(infos[0].name)}, {_literal(plan.condition)}, "
+            f"{_literal(plan.filter_columns)})"
+        )
     # The copy first: the schedule's first sync then finds it queued and waits for it.
     on_subscriber.append(f"REPL_INIT_COPY ({_literal(pub)}, {account})")
     if plan.sync_mode == "scheduled" and plan.schedule_minutes:

@@ -191,6 +191,7 @@ def _tables_step(request: HttpRequest, plan: Plan, step: str) -> HttpResponse:
     initial = {
         "tables": (plan.tables[0] if plan.tables else None) if plan.mode in SNAPSHOT_MODES else plan.tables,
         "dest_table": plan.dest_table, "columns": plan.columns, "condition": plan.condition,
+        "filter_columns": plan.filter_columns,
         "account": plan.account or (default_account(plan.tables[0]) if plan.tables else ""),
         "rows_per_commit": plan.rows_per_commit,
     }  # fmt: skip
@@ -206,6 +207,7 @@ def _tables_step(request: HttpRequest, plan: Plan, step: str) -> HttpResponse:
         candidate.dest_table = (d.get("dest_table") or "").strip()
         candidate.columns = d.get("columns") or []
         candidate.condition = (d.get("condition") or "").strip()
+        candidate.filter_columns = (d.get("filter_columns") or "").strip()
         candidate.account = (d.get("account") or "").strip()
         if not candidate.account and plan.mode in TRANSACTIONAL_MODES and candidate.tables:
             candidate.account = default_account(candidate.tables[0])

@@ -372,3 +372,24 @@ def test_the_wizard_and_the_inbox_state_the_same_default_rule(editor_client, sho
     rule = "inserts and updates: publisher wins (3); deletes: ignore (5)"
     assert rule in wizard and "an insert of an existing key is refused" not in wizard
     assert rule in inbox  # an empty inbox says what decides a conflict
+
+
+@pytest.mark.live_db
+@pytest.mark.spark
+def test_a_transactional_setup_may_take_part_of_one_table(editor_client, shop, make_server, jobs_sync, spark):
+    branch = make_server("postgresql", "branch")
+    walk_to_tables(editor_client, "shop", "branch", "trx")
+    refused = post(editor_client, "tables", {"tables": ["items"], "condition": "upper(name) = 'PEN'"})
+    assert refused.status_code == 200 and "cannot use" in refused.content.decode()
+    assert_next(
+        post(editor_client, "tables", {"tables": ["items"], "condition": "price >= 2", "filter_columns": "price"}),
+        "schedule",
+    )
+    assert_next(post(editor_client, "schedule", {"sync_mode": "manual"}), "review")
+    review = editor_client.get(step("review")).content.decode()
+    assert "REPL_ROW_FILTER (&#x27;shop&#x27;, &#x27;items&#x27;, &#x27;items&#x27;, &#x27;price &gt;= 2&#x27;" in review
+    editor_client.post(step("review"), {"action": "confirm"})
+    assert ReplSubscriber.objects.get().row_filters["items"]["columns"] == ["price"]
+    copied = fetch_all(branch, "SELECT id, price FROM items ORDER BY id")
+    assert [(int(i), Decimal(str(p))) for i, p in copied] == [(2, Decimal("3.20")), (3, Decimal("2.75"))]
+    assert [c.name for c in lookup_table(branch, "items").columns] == ["id", "price"]
