@@ -192,6 +192,17 @@ class Command(BaseCommand):
                     "REPL_INIT_COPY ('demo', 'orders'); SYNC_REPL ()",
                 )
             )
+        if not ReplSubscriber.objects.filter(server="demo", account="orders", subscriber="branch").exists():
+            # The branch office keeps only the large order lines, and of them the quantity and the price: a row
+            # filter and a column list, set before its initial copy.
+            scripts.append(
+                (
+                    "branch",
+                    "REPL_SERVER ('demo', 'demo'); REPL_SUBSCRIBE ('demo', 'orders');"
+                    "REPL_ROW_FILTER ('demo', 'orders', 'Order Details', '\"Quantity\" >= 20', 'Quantity, UnitPrice');"
+                    "REPL_INIT_COPY ('demo', 'orders'); SYNC_REPL ()",
+                )
+            )
         for server, script in scripts:
             for outcome in execute(actor, script, context=Server.objects.get(name=server), wait=False):
                 self.stdout.write(f"{'ok  ' if outcome.ok else 'FAIL'} {outcome.statement}: {outcome.message}")
@@ -200,7 +211,10 @@ class Command(BaseCommand):
             # Validated every 2 minutes in 6 slices (the product's default: hourly in 24), so the demo's Validation
             # panel fills while one watches.
             do_set_subscription_profile(actor, sub, validate_every=120, validate_slices=6)
-        self.stdout.write(f'demo."Order Details" replicates transactionally to {target}, in sync, validated')
+        self.stdout.write(
+            f'demo."Order Details" replicates transactionally to {target}, in sync, validated, and its large lines '
+            "to branch"
+        )
 
     def _create_database(self, conn: pyodbc.Connection, dialect: str) -> None:
         d = dialects.get(dialect)
