@@ -387,7 +387,9 @@ def test_a_transactional_setup_may_take_part_of_one_table(editor_client, shop, m
     )
     assert_next(post(editor_client, "schedule", {"sync_mode": "manual"}), "review")
     review = editor_client.get(step("review")).content.decode()
-    assert "REPL_ROW_FILTER (&#x27;shop&#x27;, &#x27;items&#x27;, &#x27;items&#x27;, &#x27;price &gt;= 2&#x27;" in review
+    assert (
+        "REPL_ROW_FILTER (&#x27;shop&#x27;, &#x27;items&#x27;, &#x27;items&#x27;, &#x27;price &gt;= 2&#x27;" in review
+    )
     editor_client.post(step("review"), {"action": "confirm"})
     assert ReplSubscriber.objects.get().row_filters["items"]["columns"] == ["price"]
     copied = fetch_all(branch, "SELECT id, price FROM items ORDER BY id")
