@@ -367,13 +367,20 @@ def publication_remove_item(request: HttpRequest, server: str, account: str) -> 
     acct = _account(server, account)
     if request.method == "GET":
         return _remove_item_confirm(request, acct)
+    item = _posted_item(request, acct)
+    if item is None:
+        return redirect(acct)
+    return _attempt(request, lambda actor: trx_actions.do_pub_remove(actor, acct, item)) or redirect(acct)
+
+
+def _posted_item(request: HttpRequest, acct: ReplAccount) -> TpItem | None:
+    """The publication's item the form posted (its SYS_TP_ITEM id); None, with a message, when it is not one."""
     form = RemoveItemForm(request.POST)
     pk = form.cleaned_data["item"] if form.is_valid() else None
     item = TpItem.objects.filter(pk=pk, server=acct.server, acct=acct.account).first() if pk is not None else None
     if item is None:
         messages.error(request, "That item is not part of the publication.")
-        return redirect(acct)
-    return _attempt(request, lambda actor: trx_actions.do_pub_remove(actor, acct, item)) or redirect(acct)
+    return item
 
 
 @require_POST
@@ -385,11 +392,8 @@ def publication_remove_item(request: HttpRequest, server: str, account: str) -> 
 def publication_column_conflicts(request: HttpRequest, server: str, account: str) -> HttpResponse:
     """Decide one table's conflicts column by column, or for whole rows again (REPL_COLUMN_CONFLICTS)."""
     acct = _account(server, account)
-    form = RemoveItemForm(request.POST)
-    pk = form.cleaned_data["item"] if form.is_valid() else None
-    item = TpItem.objects.filter(pk=pk, server=acct.server, acct=acct.account).first() if pk is not None else None
+    item = _posted_item(request, acct)
     if item is None:
-        messages.error(request, "That item is not part of the publication.")
         return redirect(acct)
     on = request.POST.get("on") == "1"
     return _attempt(request, lambda actor: trx_actions.do_set_column_conflicts(actor, acct, item.item, on)) or redirect(

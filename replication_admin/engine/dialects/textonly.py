@@ -125,19 +125,21 @@ def _row_bidir_triggers(
     deleted_id = f"CASE WHEN {mark} THEN {log.unmark(f'{bo}.{g}')} ELSE {fresh} END"
     deleted_old = f"CASE WHEN {mark} THEN {_null_guid(d)} ELSE {bo}.{g} END"
     create = [
-        style.before(names["IR"], "INSERT", src, f" WHEN ({new}.{g} IS NULL)", style.assign(f"{bn}.{g}", fresh)),
-        style.before(
-            names["UR"], "UPDATE", src, "",
+        style.trigger(
+            names["IR"], "BEFORE", "INSERT", src, f" WHEN ({new}.{g} IS NULL)", style.assign(f"{bn}.{g}", fresh)
+        ),
+        style.trigger(
+            names["UR"], "BEFORE", "UPDATE", src, "",
             f"IF {key_changed} THEN {style.fail(bidir_key_error(table.name))} END IF; "
             f"IF {_guid_null(d, f'{bn}.{g}', f'{bo}.{g}')} THEN {style.assign(f'{bn}.{g}', fresh)} END IF;",
         ),
-        style.after(names["I"], "INSERT", src, when(own(new)), logged(new, "I", f"{bn}.{g}", _null_guid(d))),
-        style.after(
-            names["U"], "UPDATE", src, when(_not_marked(d, log, f"{new}.{g}"), own(new)),
+        style.trigger(names["I"], "AFTER", "INSERT", src, when(own(new)), logged(new, "I", f"{bn}.{g}", _null_guid(d))),
+        style.trigger(
+            names["U"], "AFTER", "UPDATE", src, when(_not_marked(d, log, f"{new}.{g}"), own(new)),
             logged(new, "U", f"{bn}.{g}", f"{bo}.{g}"),
         ),
-        style.after(
-            names["D"], "DELETE", src, "" if publisher else when(_not_marked(d, log, f"{old}.{g}")),
+        style.trigger(
+            names["D"], "AFTER", "DELETE", src, "" if publisher else when(_not_marked(d, log, f"{old}.{g}")),
             logged(old, "D", deleted_id, deleted_old) if publisher else logged(old, "D", fresh, f"{bo}.{g}"),
         ),
     ]  # fmt: skip
@@ -165,10 +167,8 @@ class RowStyle:
     def fail(self, message: str) -> str:
         raise NotImplementedError
 
-    def before(self, name: str, event: str, table: str, when: str, body: str) -> str:
-        raise NotImplementedError
-
-    def after(self, name: str, event: str, table: str, when: str, body: str) -> str:
+    def trigger(self, name: str, timing: str, event: str, table: str, when: str, body: str) -> str:
+        """A row trigger `timing` (BEFORE, AFTER) `event` on `table`, run when `when` (its WHEN clause) holds."""
         raise NotImplementedError
 
 
@@ -184,15 +184,9 @@ class OracleRows(RowStyle):
     def fail(self, message: str) -> str:
         return f"RAISE_APPLICATION_ERROR(-20001, {self.d.literal(message)});"
 
-    def before(self, name: str, event: str, table: str, when: str, body: str) -> str:
+    def trigger(self, name: str, timing: str, event: str, table: str, when: str, body: str) -> str:
         return (
-            f"CREATE OR REPLACE TRIGGER {self.d.quote(name)} BEFORE {event} ON {table} FOR EACH ROW{when} "
-            f"BEGIN {body} END;"
-        )
-
-    def after(self, name: str, event: str, table: str, when: str, body: str) -> str:
-        return (
-            f"CREATE OR REPLACE TRIGGER {self.d.quote(name)} AFTER {event} ON {table} FOR EACH ROW{when} "
+            f"CREATE OR REPLACE TRIGGER {self.d.quote(name)} {timing} {event} ON {table} FOR EACH ROW{when} "
             f"BEGIN {body} END;"
         )
 
@@ -212,15 +206,10 @@ class DB2Rows(RowStyle):
     def _referencing(event: str) -> str:
         return {"INSERT": "NEW AS N", "DELETE": "OLD AS O"}.get(event, "OLD AS O NEW AS N")
 
-    def before(self, name: str, event: str, table: str, when: str, body: str) -> str:
+    def trigger(self, name: str, timing: str, event: str, table: str, when: str, body: str) -> str:
+        timing = "NO CASCADE BEFORE" if timing == "BEFORE" else timing
         return (
-            f"CREATE TRIGGER {self.d.quote(name)} NO CASCADE BEFORE {event} ON {table} "
-            f"REFERENCING {self._referencing(event)} FOR EACH ROW{when} BEGIN ATOMIC {body} END"
-        )
-
-    def after(self, name: str, event: str, table: str, when: str, body: str) -> str:
-        return (
-            f"CREATE TRIGGER {self.d.quote(name)} AFTER {event} ON {table} "
+            f"CREATE TRIGGER {self.d.quote(name)} {timing} {event} ON {table} "
             f"REFERENCING {self._referencing(event)} FOR EACH ROW{when} BEGIN ATOMIC {body} END"
         )
 
