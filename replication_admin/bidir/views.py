@@ -159,7 +159,7 @@ class SubscriberScript:
 def publication_ddl(request: HttpRequest, pk: int) -> HttpResponse:
     """The objects a bi-directional subscriber on SQL Server, Oracle or DB2 needs, as DDL text to run there."""
     publication = _publication(pk)
-    subscriber = request.GET.get("subscriber", "").strip() or "remote"
+    subscriber = request.GET.get("subscriber", "").strip()[:128] or "remote"  # a server name's length at most
     scripts: list[SubscriberScript] = []
     error = ""
     table = None
