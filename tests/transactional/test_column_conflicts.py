@@ -157,7 +157,7 @@ def test_an_editor_turns_column_conflicts_on_and_off_from_the_publication_page(n
     editor_client.post(toggle, {"item": item.pk, "on": "1"})
     assert TpItem.objects.get().column_conflicts
     body = editor_client.get(page).content.decode()
-    assert 'data-column-conflicts="1"' in body and "Decide by row" in body
+    assert 'data-column-conflicts="1"' in body and "conflicts by column" in body
     editor_client.post(toggle, {"item": item.pk, "on": "0"})
     assert not TpItem.objects.get().column_conflicts
     audited = AuditEntry.objects.filter(action="trx.column_conflicts", outcome=AuditEntry.Outcome.OK)
