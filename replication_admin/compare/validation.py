@@ -261,7 +261,7 @@ def due_tables(now: Any | None = None) -> list[tuple[ReplSubscriber, str]]:
 
 
 def validation_params(sub: ReplSubscriber, table: str) -> ValidateParams:
-    spec = FilterSpec.from_json((sub.row_filters or {}).get(table))  # the rows and columns the copy holds
+    spec = FilterSpec.for_table(sub.row_filters, table)  # the rows and columns the copy holds
     return ValidateParams(
         left_server=sub.server, left_table=table, right_server=sub.subscriber, right_table=table,
         subscription=sub.pk, table=table, left_where=spec.condition or None, left_columns=list(spec.columns),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 import sqlglot
@@ -27,9 +27,9 @@ from replication_admin.engine import dialects
 from replication_admin.engine.compare import family_of
 from replication_admin.engine.queries import QueryError, check_column_list, check_condition, sqlglot_dialect
 from replication_admin.engine.schema import TableInfo
+from replication_admin.engine.values import canonical_value
 
 NUMERIC = {"integer", "decimal", "float"}
-TIMES = {"date", "time", "timestamp"}
 SUPPORTED = "comparisons, AND / OR / NOT, IN (values), BETWEEN, LIKE and IS [NOT] NULL over the table's columns"
 
 
@@ -67,6 +67,11 @@ class FilterSpec:
             tuple((str(k), str(v)) for k, v in dict(data.get("families") or {}).items()),
             tuple(str(k) for k in data.get("keys") or ()),
         )
+
+    @classmethod
+    def for_table(cls, stored: Mapping[str, Any] | None, table: str) -> FilterSpec:
+        """`table`'s spec among a subscription's (ReplSubscriber.row_filters); none: every row and column."""
+        return cls.from_json((stored or {}).get(table))
 
     def describe(self) -> str:
         parts = [f"WHERE {self.condition}"] if self.condition else []
@@ -266,22 +271,6 @@ _COMPARISONS: dict[type, Callable[[Any, Any], bool]] = {
 }
 
 
-def _as(value: Any, family: str) -> Any:
-    """`value` (an image's, or a constant) as the family compares it."""
-    if family in NUMERIC or (family == "boolean" and not isinstance(value, str)):
-        if isinstance(value, bool):
-            return Decimal(int(value))
-        try:
-            return Decimal(str(value))
-        except InvalidOperation:
-            return str(value)
-    if family == "boolean":
-        return Decimal(1 if str(value).lower() in ("1", "t", "true") else 0)
-    if family in TIMES:  # ISO text: the images' T or space between date and time, a zone's Z
-        return str(value).replace("T", " ").removesuffix("Z").removesuffix("+00:00")
-    return str(value)
-
-
 def _compare(a: Value, b: Value, op: Callable[[Any, Any], bool], fold: bool = False) -> bool | None:
     (x, xf), (y, yf) = a, b
     if x is None or y is None:
@@ -289,10 +278,10 @@ def _compare(a: Value, b: Value, op: Callable[[Any, Any], bool], fold: bool = Fa
     family = xf or yf
     if xf and yf and xf != yf and not ({xf, yf} <= NUMERIC | {"boolean"}):
         family = "text"
-    left, right = _as(x, family), _as(y, family)
+    left, right = canonical_value(x, family), canonical_value(y, family)
     if type(left) is not type(right):
         left, right = str(left), str(right)
-    if fold and isinstance(left, str):  # MariaDB's collations: case and trailing spaces do not count
+    if fold and isinstance(left, str) and isinstance(right, str):  # MariaDB's collations: case, trailing spaces
         left, right = left.casefold().rstrip(" "), right.casefold().rstrip(" ")
     try:
         return op(left, right)

@@ -94,11 +94,11 @@ def bind_value(value: Any, logical: LogicalType, dest_dialect: str) -> Any:
     return binder(logical, dest_dialect)(value)
 
 
-def _canonical(value: object, logical: LogicalType) -> object:
-    """One value as a comparison of two versions sees it, whichever dialect's image or driver it came from."""
+def canonical_value(value: object, family: str) -> object:
+    """One value of a column of `family` (engine.compare.family_of) as a comparison sees it, whichever dialect's image
+    or driver it came from: numbers as decimals, truth values as booleans, times as UTC text (ordered as the times)."""
     if value is None:
         return None
-    family = family_of(logical)
     if family in ("integer", "decimal", "float"):
         try:
             return Decimal(str(int(value) if isinstance(value, bool) else value)).normalize()
@@ -122,4 +122,5 @@ def _canonical(value: object, logical: LogicalType) -> object:
 
 def same_value(a: object, b: object, logical: LogicalType) -> bool:
     """Whether two versions hold the same value of a column (10.50 and 10.5, 'T' or ' ' in a time, true and 1)."""
-    return _canonical(a, logical) == _canonical(b, logical)
+    family = family_of(logical)
+    return canonical_value(a, family) == canonical_value(b, family)

@@ -67,6 +67,8 @@ class Target:
     # The subscription's row filters and column lists by table (use_filters), and what they were compiled from.
     filters: dict[str, RowFilter] = field(default_factory=dict)
     filter_source: dict = field(default_factory=dict)
+    # The publication's table names (a foreign key to a table outside them is not replicated), read when needed.
+    published: set[str] | None = None
 
     def use_filters(self, stored: Mapping[str, Any]) -> Target:
         """Apply with the subscription's row filters (ReplSubscriber.row_filters), compiled again only when changed."""
@@ -77,9 +79,6 @@ class Target:
                 raise TrxError(f"{self.server.name}'s row filter: {exc}") from None
             self.filter_source = dict(stored)
         return self
-
-    # The publication's table names (a foreign key to a table outside them is not replicated), read when needed.
-    published: set[str] | None = None
 
     def published_names(self) -> set[str] | None:
         """The publication's table names as the catalog has them (None: not known here)."""

@@ -20,6 +20,7 @@ from replication_admin.engine import transactional_sql as sql
 from replication_admin.engine.refresh_sql import create_table_ddl
 from replication_admin.engine.row_filter import FilterSpec, restricted
 from replication_admin.engine.schema import TableInfo
+from replication_admin.engine.statements import quote_name
 from replication_admin.models import (
     ReplSubscriber,
     Server,
@@ -74,11 +75,11 @@ def create_subscriber_table(
 
 def filter_of(sub: ReplSubscriber, table: str) -> FilterSpec:
     """The subscription's row filter and column list of `table` (none: every row and column)."""
-    return FilterSpec.from_json((sub.row_filters or {}).get(table))
+    return FilterSpec.for_table(sub.row_filters, table)
 
 
 def _column_list(spec: FilterSpec) -> str | None:
-    return ", ".join('"' + c.replace('"', '""') + '"' for c in spec.columns) if spec.columns else None
+    return ", ".join(quote_name(c) for c in spec.columns) if spec.columns else None
 
 
 def _copied(sub: ReplSubscriber, acct, count: int) -> None:

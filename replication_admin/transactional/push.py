@@ -164,7 +164,8 @@ def push_transaction(
     txn,
     expected: int,
     chains: dict[str, list] | None = None,
-    column_level: set[str] | frozenset[str] | None = None,
+    *,
+    column_level: set[str],
 ) -> int:
     """Replay one of the subscriber's transactions on the publisher, deciding conflicts, in one publisher
     transaction that also records how far the subscriber's log has been pushed. Conflicts that resolvers
@@ -172,7 +173,6 @@ def push_transaction(
     an attempt applies a decision only to the very versions it was made for. `chains` caches the tables'
     resolver chains across the transactions of one push (read when a table first meets a conflict)."""
     chains = {} if chains is None else chains
-    column_level = column_level_tables(acct) if column_level is None else column_level
     decisions: dict[str, dict] = {}
     backups: list[dict] = []  # the attempt that commits leaves its own here
     for _ in range(MAX_DECISION_ROUNDS):
@@ -260,7 +260,7 @@ def _push_work(
     chains: dict[str, list],
     decisions: dict[str, dict],
     backups: list[dict],
-    column_level: set[str] | frozenset[str] = frozenset(),
+    column_level: set[str],
 ) -> int:
     """One attempt at the publisher transaction. The conflict backups of its decisions are saved pending
     just before it commits (an attempt that rolls back or stops at undecided conflicts saves none); the
@@ -490,7 +490,9 @@ def push(sub: ReplSubscriber, acct: ReplAccount) -> int:
     while pushed < available:
         for txn in read_transactions(sub_server, push_acct, pushed, min(available, pushed + batch)):
             try:
-                pushed = push_transaction(acct, pub_server, tables, sub.subscriber, txn, pushed, chains, column_level)
+                pushed = push_transaction(
+                    acct, pub_server, tables, sub.subscriber, txn, pushed, chains, column_level=column_level
+                )
             except _PublisherWins:
                 raise Reinitialise(
                     sub.subscriber, _keep_unpushed(acct, pub_server, sub_server, sub.subscriber, pushed, available)

@@ -262,19 +262,12 @@ class RowFilterRow:
     """One published table of a subscription and what of it the copy holds (the subscription page's row filters)."""
 
     table: str
-    condition: str
-    columns: tuple[str, ...]
-
-    @property
-    def filtered(self) -> bool:
-        return bool(self.condition or self.columns)
+    spec: FilterSpec
 
 
-def row_filters_of(sub: ReplSubscriber) -> list[RowFilterRow]:
-    """Each published table of the subscription with its row filter and column list (none: every row and column)."""
-    account = ReplAccount.objects.filter(server=sub.server, account=sub.account).first()
-    tables = [trx_lookups.item_table(i.item) for i in trx_lookups.table_items(account)] if account else []
-    stored = {name: FilterSpec.from_json(data) for name, data in (sub.row_filters or {}).items()}
+def row_filters_of(sub: ReplSubscriber, tables: list[str]) -> list[RowFilterRow]:
+    """Each of the publication's `tables` with the subscription's row filter and column list (none: every row and
+    column), then any table filtered that the publication no longer has."""
+    stored = sub.row_filters or {}
     names = tables + [name for name in stored if name not in tables]
-    return [RowFilterRow(name, stored.get(name, FilterSpec()).condition, stored.get(name, FilterSpec()).columns)
-            for name in names]  # fmt: skip
+    return [RowFilterRow(name, FilterSpec.for_table(stored, name)) for name in names]

@@ -695,11 +695,11 @@ def _subscription_context(request: HttpRequest, sub: ReplSubscriber) -> dict:
         "next_run": event_next_run(event),
         "schedule_form": SubScheduleForm(initial={"minutes": event.interval if event else 0}),
         "profile": profile.settings_of(sub, account),
-        "published_tables": [trx_lookups.item_table(i.item) for i in trx_lookups.table_items(account)]
-        if account
-        else [],
+        "published_tables": (
+            published := [trx_lookups.item_table(i.item) for i in trx_lookups.table_items(account)] if account else []
+        ),
         "profile_form": SubscriptionProfileForm(initial={name: getattr(sub, name) for name in profile.FIELDS}),
-        "row_filters": row_filters_of(sub),
+        "row_filters": row_filters_of(sub, published),
         "validation": (panel := validation_panel(sub)),
         "drift_chart": Chart(panel.figure),
         "level_figure": level_figure,
