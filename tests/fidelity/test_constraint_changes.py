@@ -12,17 +12,11 @@ from replication_admin.core.introspection import require_table, with_constraints
 from replication_admin.models import ReplSubscriber, SchemaChange, Server, TpItem
 from replication_admin.statements import execute
 from replication_admin.transactional import schema as trx_schema
+from tests.fidelity.test_schema_changes import run
 from tests.tables import execute as run_sql
 from tests.tables import fetch_all
 
 pytestmark = [pytest.mark.spark, pytest.mark.live_db]
-
-
-def run(text: str, context: Server | None = None) -> list:
-    outcomes = execute(Actor.command(), text, context=context, wait=True)
-    failed = [o for o in outcomes if not o.ok]
-    assert not failed, failed[0].message
-    return outcomes
 
 
 def sync(dest: Server) -> None:
