@@ -459,10 +459,23 @@ class ColumnConflicts(Statement):
 
 
 @dataclass(frozen=True)
+class SetPubRowFilter(Statement):
+    """REPL_PUB_ROW_FILTER(account, table, condition[, columns]): the rows (a WHERE in the publisher's dialect) and
+    the columns besides the key every subscriber's copy of one published table holds, unless its subscription has a
+    filter of its own; '' and NULL: all of them. The copies made already are reloaded with the new filter."""
+
+    account: str = ""
+    table: str = ""
+    condition: str = ""
+    columns: str = ""
+
+
+@dataclass(frozen=True)
 class SetRowFilter(Statement):
     """REPL_ROW_FILTER(server, account, table, condition[, columns]): the rows (a WHERE in the publisher's dialect)
-    and the columns besides the key a subscription's copy of one published table holds; '' and NULL: all of them.
-    A copy made already is reloaded with the new filter."""
+    and the columns besides the key a subscription's copy of one published table holds, in place of the
+    publication's filter; '' and NULL for both: the publication's again; the condition TRUE: every row. A copy made
+    already is reloaded with the new filter."""
 
     server: str = ""
     account: str = ""
@@ -1090,6 +1103,14 @@ FUNCTIONS: dict[str, Function] = {
     "REPL_COLUMN_CONFLICTS": Function(
         ("account", "table", "on"),
         lambda a, t, o=1: ColumnConflicts(account=_account(a), table=_table_text(t), on=_flag(o, "on")),
+        optional=1,
+    ),
+    "REPL_PUB_ROW_FILTER": Function(
+        ("account", "table", "condition", "columns"),
+        lambda a, t, c, cols=None: SetPubRowFilter(
+            account=_account(a), table=_table_text(t), condition=_opt_text(c, "condition") or "",
+            columns=_opt_text(cols, "columns") or "",
+        ),
         optional=1,
     ),
     "REPL_ROW_FILTER": Function(

@@ -442,7 +442,9 @@ class ReplSubscriber(models.Model):
     validate_every = models.IntegerField(null=True, blank=True, db_column="RS_VALIDATE_EVERY")  # s; 0: never
     validate_slices = models.IntegerField(null=True, blank=True, db_column="RS_VALIDATE_SLICES")  # a table's cut
     # Row filters and column lists by published table: {table: {"condition": WHERE in the publisher's dialect,
-    # "columns": [names besides the key]}} (engine.row_filter; empty: every row and column of every table).
+    # "columns": [names besides the key]}} (engine.row_filter; empty: every row and column of every table). The
+    # ones the publication's items set carry "publication": true (transactional.row_filters keeps them in step);
+    # the others are the subscription's own and replace the publication's for their table.
     row_filters = models.JSONField(default=dict, blank=True, db_column="RS_ROW_FILTERS")
 
     class Meta:
@@ -625,6 +627,9 @@ class TpItem(models.Model):
     # Column-level conflicts (an updateable publication's table, opt-in): a subscriber's update conflicts only in the
     # columns the publisher changed too since the version it was made on; its other columns merge.
     column_conflicts = models.BooleanField(default=False, db_column="TI_COLUMN_CONFLICTS")
+    # The publication's row filter and column list of a table item (engine.row_filter.FilterSpec as JSON; empty:
+    # every row and column): what each subscriber's copy holds unless its subscription has a filter of its own.
+    row_filter = models.JSONField(default=dict, blank=True, db_column="TI_ROW_FILTER")
 
     class Meta:
         db_table = "SYS_TP_ITEM"

@@ -46,6 +46,7 @@ from replication_admin.transactional import lookups as trx_lookups
 from replication_admin.transactional import positions as trx_positions
 from replication_admin.transactional import procedures as trx_procedures
 from replication_admin.transactional import push as trx_push
+from replication_admin.transactional import row_filters as trx_row_filters
 from replication_admin.transactional import schema as trx_schema
 from replication_admin.transactional import sync as trx_sync
 from replication_admin.transactional.apply import Target, gap_entries, move_past, repair_keys, transaction_keys
@@ -277,6 +278,8 @@ def do_pub_remove(actor: Actor, account: ReplAccount, item: TpItem, drop: bool =
         trx_capture.drop_capture(server, account.account, trx_lookups.item_table(item.item))
     with transaction.atomic():
         item.delete()
+        subs = ReplSubscriber.objects.filter(server=account.server, account=account.account, subscribed=True)
+        trx_row_filters.refresh(list(subs), trx_row_filters.publication_filters(account))  # its filter goes too
         record(actor, "trx.pub_remove", target, detail={"drop": drop})
     return f"removed {item.item} from {account.account}"
 
@@ -394,6 +397,7 @@ def do_subscribe(
                 "dav_group": dav_group or "",
                 "replay_user": replay_user or "",
                 "created_at": timezone.now(),
+                "row_filters": trx_row_filters.publication_filters(account),
             },
         )
         record(actor, "trx.subscribe", target)
@@ -481,47 +485,109 @@ def do_reload_table(actor: Actor, sub: ReplSubscriber, table: str, sync: bool | 
 def do_set_row_filter(
     actor: Actor, sub: ReplSubscriber, table: str, condition: str = "", columns: str = "", sync: bool | None = None
 ) -> tuple[str, JobRun | None]:
-    """REPL_ROW_FILTER: the rows (a WHERE over the publisher's columns, in the publisher's dialect) and the columns
-    besides the key the subscriber's copy of one published table holds; both empty: every row and column. A copy
-    made already is reloaded with the new filter at once (REPL_RELOAD_TABLE), so it holds no row or column the filter
-    leaves out. Refused in one line (and audited) for a filter the apply cannot evaluate, a column the table does not
-    have, an updateable publication (a copy's own change of a row out of its filter has no row to meet on the way
-    back), or a table not published; nothing changes then."""
+    """REPL_ROW_FILTER: the subscription's own row filter (a WHERE over the publisher's columns, in the publisher's
+    dialect) and column list for one published table, in place of the publication's (REPL_PUB_ROW_FILTER); both
+    empty: the publication's again (every row and column if it has none); the condition TRUE: every row whatever the
+    publication's says. A copy made already is reloaded at once when what it should hold changes
+    (REPL_RELOAD_TABLE), so it holds no row or column the filter leaves out. Refused in one line (and audited) for a
+    filter the apply cannot evaluate, a column the table does not have, an updateable publication (a copy's own
+    change of a row out of its filter has no row to meet on the way back), or a table not published; nothing
+    changes then."""
     target = f"{sub.label} {table}"
     require(actor, EDIT, "trx.row_filter", target)
+    every_row = condition.strip().upper() == "TRUE"
     try:
         account = trx_lookups.publication(sub.server, sub.account)
         name = trx_initial_copy.published_table(account, table)
         target = f"{sub.label} {name}"
-        if account.is_updateable:
-            raise trx_lookups.TrxError(
-                f"{sub.server}/{sub.account} is updateable: a subscriber's own change of a row its filter leaves out "
-                "would have no row to meet on the publisher, so its copies take every row and column"
-            )
-        publisher = trx_lookups.server_named(sub.server)
-        try:
-            info = trx_lookups.describe(publisher, name)
-        except connections.ConnectionFailed as exc:
-            raise trx_lookups.TrxError(str(exc)) from None
-        try:
-            spec = row_filter.checked_spec(info, publisher.dialect, condition, columns)
-        except row_filter.FilterError as exc:
-            raise trx_lookups.TrxError(f"{name}: {exc}") from None
+        spec = _checked_filter(account, name, "" if every_row else condition, columns)
     except ReplicationError as exc:
         _failed(actor, "trx.row_filter", target, exc)
         raise
-    before = (sub.row_filters or {}).get(name)
-    filters = {k: v for k, v in (sub.row_filters or {}).items() if k != name}
-    if spec.active:
-        filters[name] = spec.as_json()
+    own = {k: v for k, v in trx_row_filters.own_filters(sub.row_filters).items() if k != name}
+    if every_row or spec.active:
+        own[name] = spec.as_json()
+    before = sub.row_filters or {}
     with transaction.atomic(durable=True):
+        published = trx_row_filters.publication_filters(account)
+        filters = trx_row_filters.merged(own, published)
         ReplSubscriber.objects.filter(pk=sub.pk).update(row_filters=filters)
-        record(actor, "trx.row_filter", target, detail={"before": before, "after": filters.get(name)})
+        record(actor, "trx.row_filter", target, detail={"before": before.get(name), "after": filters.get(name)})
     sub.row_filters = filters
-    message = f"{target}: {spec.describe()}"
-    if sub.init_state != "done" or before == filters.get(name):
+    message = f"{target}: {_filter_origin(filters, published, name)}"
+    if sub.init_state != "done" or name not in trx_row_filters.changed_tables(before, filters):
         return message, None
     return message, do_reload_table(actor, sub, name, sync=sync)
+
+
+def do_set_pub_row_filter(
+    actor: Actor, account: ReplAccount, table: str, condition: str = "", columns: str = "", sync: bool | None = None
+) -> tuple[str, list[JobRun]]:
+    """REPL_PUB_ROW_FILTER: the publication's row filter and column list for one of its tables, which every
+    subscriber's copy holds unless its subscription has a filter of its own (REPL_ROW_FILTER); both empty: every row
+    and column. Each copy made already that follows it is reloaded at once. Refused in one line (and audited) as
+    REPL_ROW_FILTER refuses; nothing changes then."""
+    target = f"{account.server}/{account.account}: {table}"
+    require(actor, EDIT, "trx.pub_row_filter", target)
+    try:
+        item = find_item(account, table, TABLE)
+        name = trx_lookups.item_table(item.item)
+        target = f"{account.server}/{account.account}: {name}"
+        spec = _checked_filter(account, name, condition, columns)
+    except ReplicationError as exc:
+        _failed(actor, "trx.pub_row_filter", target, exc)
+        raise
+    after = spec.as_json() if spec.active else {}
+    with transaction.atomic(durable=True):
+        TpItem.objects.filter(pk=item.pk).update(row_filter=after)
+        subs = ReplSubscriber.objects.filter(server=account.server, account=account.account, subscribed=True)
+        changed = trx_row_filters.refresh(list(subs), trx_row_filters.publication_filters(account))
+        record(actor, "trx.pub_row_filter", target, detail={
+            "before": item.row_filter or None, "after": after or None,
+            "subscribers": [sub.subscriber for sub, tables in changed if name in tables],
+        })  # fmt: skip
+    following = ReplSubscriber.objects.filter(server=account.server, account=account.account, subscribed=True)
+    own = sorted(s.subscriber for s in following if trx_row_filters.is_own(s.row_filters, name))
+    message = f"{target}: {spec.describe()} for every subscriber" + (
+        f" but {', '.join(own)} (a filter of {'its' if len(own) == 1 else 'their'} own)" if own else ""
+    )
+    jobs = [
+        do_reload_table(actor, sub, name, sync=sync)
+        for sub, tables in changed
+        if name in tables and sub.init_state == "done"
+    ]
+    return message, jobs
+
+
+def _checked_filter(account: ReplAccount, table: str, condition: str, columns: str) -> row_filter.FilterSpec:
+    """The spec of a filter over the publisher's `table`, or a one-line TrxError naming what is wrong."""
+    if account.is_updateable:
+        raise trx_lookups.TrxError(
+            f"{account.server}/{account.account} is updateable: a subscriber's own change of a row its filter leaves "
+            "out would have no row to meet on the publisher, so its copies take every row and column"
+        )
+    publisher = trx_lookups.server_named(account.server)
+    try:
+        info = trx_lookups.describe(publisher, table)
+    except connections.ConnectionFailed as exc:
+        raise trx_lookups.TrxError(str(exc)) from None
+    try:
+        return row_filter.checked_spec(info, publisher.dialect, condition, columns)
+    except row_filter.FilterError as exc:
+        raise trx_lookups.TrxError(f"{table}: {exc}") from None
+
+
+def _filter_origin(filters: dict, published: dict, table: str) -> str:
+    """What the copy of `table` holds and whose filter says so, in words."""
+    spec = row_filter.FilterSpec.for_table(filters, table)
+    if not trx_row_filters.is_own(filters, table):
+        return spec.describe() + (" (the publication's)" if table in published else "")
+    instead = row_filter.FilterSpec.for_table(published, table)
+    return (
+        spec.describe()
+        + " (this subscription's own"
+        + (f", in place of the publication's {instead.describe()})" if instead.active else ")")
+    )
 
 
 def do_write_image(actor: Actor, account: ReplAccount, name: str, bytes_per_file: int | None = None) -> dict:

@@ -26,6 +26,7 @@ from replication_admin.models import (
 )
 from replication_admin.transactional import actions as trx_actions
 from replication_admin.transactional import lookups as trx_lookups
+from replication_admin.transactional import row_filters
 from replication_admin.transactional.capture import WalBacklog as WalBacklog  # re-exported
 from replication_admin.transactional.capture import visible_count, wal_backlog
 from replication_admin.transactional.forms import (
@@ -259,15 +260,46 @@ def validation_panel(sub: ReplSubscriber) -> ValidationPanel:
 
 @dataclass(frozen=True)
 class RowFilterRow:
-    """One published table of a subscription and what of it the copy holds (the subscription page's row filters)."""
+    """One published table of a subscription and what of it the copy holds (the subscription page's row filters),
+    and whose filter says so ("own", "publication" or "" for every row and column)."""
 
     table: str
     spec: FilterSpec
+    origin: str = ""
 
 
 def row_filters_of(sub: ReplSubscriber, tables: list[str]) -> list[RowFilterRow]:
-    """Each of the publication's `tables` with the subscription's row filter and column list (none: every row and
-    column), then any table filtered that the publication no longer has."""
+    """Each of the publication's `tables` with the row filter and column list in force for the subscription (none:
+    every row and column), then any table filtered that the publication no longer has."""
     stored = sub.row_filters or {}
     names = tables + [name for name in stored if name not in tables]
-    return [RowFilterRow(name, FilterSpec.for_table(stored, name)) for name in names]
+    return [RowFilterRow(name, FilterSpec.for_table(stored, name), _origin(stored, name)) for name in names]
+
+
+def _origin(stored: dict, table: str) -> str:
+    if table not in stored:
+        return ""
+    return "own" if row_filters.is_own(stored, table) else "publication"
+
+
+@dataclass(frozen=True)
+class ItemFilterRow:
+    """One table of a publication, its filter (the default of every subscriber) and the subscribers whose own
+    filter replaces it (the publication page's row filters)."""
+
+    table: str
+    spec: FilterSpec
+    own: list[str]
+
+
+def item_filters_of(items: list[TpItem], subs: list[ReplSubscriber]) -> list[ItemFilterRow]:
+    """The publication's table `items` with their filters, from rows the page has read already."""
+    subscribed = [s for s in subs if s.subscribed]
+    out = []
+    for item in items:
+        if item.type != 2:
+            continue
+        table = trx_lookups.item_table(item.item)
+        own = [s.subscriber for s in subscribed if row_filters.is_own(s.row_filters, table)]
+        out.append(ItemFilterRow(table, FilterSpec.from_json(item.row_filter), own))
+    return out

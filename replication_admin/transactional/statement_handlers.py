@@ -74,6 +74,18 @@ def column_conflicts(statement: st.ColumnConflicts, caller: Caller) -> Outcome:
     return Outcome(True, trx.do_set_column_conflicts(caller.actor, publication, statement.table, statement.on))
 
 
+@handles(st.SetPubRowFilter)
+def set_pub_row_filter(statement: st.SetPubRowFilter, caller: Caller) -> Outcome:
+    publication = _publication(caller, statement.account, "repl_pub_row_filter")
+    message, jobs = trx.do_set_pub_row_filter(
+        caller.actor, publication, statement.table, statement.condition, statement.columns, sync=caller.sync
+    )
+    reloads = [job_outcome(job, f"the reload of {job.target}") for job in jobs]
+    if not reloads:
+        return Outcome(True, message)
+    return Outcome(all(r.ok for r in reloads), "; ".join([message, *(r.message for r in reloads)]), jobs[0].pk)
+
+
 @handles(st.Grant)
 def grant(statement: st.Grant, caller: Caller) -> Outcome:
     publication = _publication(caller, statement.account, "repl_grant")

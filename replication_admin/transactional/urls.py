@@ -16,6 +16,7 @@ urlpatterns = [
     path(
         TRX_PUB + "items/column-conflicts/", trx.publication_column_conflicts, name="trx-publications-column-conflicts"
     ),
+    path(TRX_PUB + "items/row-filter/", trx.publication_row_filter, name="trx-publications-row-filter"),
     path(TRX_PUB + "grant/", trx.publication_grant, name="trx-publications-grant"),
     path(TRX_PUB + "revoke/", trx.publication_revoke, name="trx-publications-revoke"),
     path(TRX_PUB + "new-log/", trx.publication_new_log, name="trx-publications-new-log"),

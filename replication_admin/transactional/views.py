@@ -58,6 +58,7 @@ from replication_admin.transactional.forms import (
 from replication_admin.transactional.selectors import (
     capture_summary,
     event_next_run,
+    item_filters_of,
     lag_limit_seconds,
     live_lags,
     purger_summary,
@@ -241,11 +242,13 @@ def _publication_context(request: HttpRequest, account: ReplAccount) -> dict:
     event = ScheduledEvent.objects.filter(name=trx_actions.purge_event_name(account)).first()
     level_figure, lag_figure = level_figures(account.server, account.account, [s.subscriber for s in subs])
     taken = {s.subscriber for s in subs if s.subscribed}
+    items = list(TpItem.objects.filter(server=account.server, acct=account.account))
     return {
         "section": "publications",
         "htmx": is_htmx(request),
         "account": account,
-        "items": TpItem.objects.filter(server=account.server, acct=account.account),
+        "items": items,
+        "item_filters": [] if account.is_updateable else item_filters_of(items, subs),
         "grants": TpGrant.objects.filter(acct=account.account),
         "rows": _subscriber_rows(account, subs, jobs),
         "jobs": jobs,
@@ -399,6 +402,28 @@ def publication_column_conflicts(request: HttpRequest, server: str, account: str
     return _attempt(request, lambda actor: trx_actions.do_set_column_conflicts(actor, acct, item.item, on)) or redirect(
         acct
     )
+
+
+@require_POST
+@requires(
+    EDIT,
+    "trx.pub_row_filter",
+    lambda request, server, account: f"{server}/{account}: {request.POST.get('table', '')}",
+)
+def publication_row_filter(request: HttpRequest, server: str, account: str) -> HttpResponse:
+    """Set (or clear) the publication's row filter and column list of one of its tables (REPL_PUB_ROW_FILTER)."""
+    acct = _account(server, account)
+    table = request.POST.get("table", "")
+    condition, columns = request.POST.get("condition", ""), request.POST.get("columns", "")
+
+    def save(actor: Actor) -> str:
+        message, jobs = trx_actions.do_set_pub_row_filter(actor, acct, table, condition, columns)
+        if not jobs:
+            return f"{message}."
+        queued = ", ".join(f"#{job.pk}" for job in jobs)
+        return f"{message}; the copies made already are reloaded with it (job{'s' if len(jobs) > 1 else ''} {queued})."
+
+    return _attempt(request, save) or redirect(acct)
 
 
 def _remove_item_confirm(request: HttpRequest, acct: ReplAccount) -> HttpResponse:

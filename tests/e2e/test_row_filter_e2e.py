@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from replication_admin.core import connections
-from replication_admin.models import JobRun, ReplSubscriber
+from replication_admin.models import JobRun, ReplAccount, ReplSubscriber
 from tests.conftest import wait_for_job
 from tests.e2e.test_console import PASSWORD, log_in
 from tests.transactional.test_trx_replication import run, sql
@@ -53,3 +53,21 @@ def test_an_editor_filters_a_copied_table_from_the_subscription_page(live_server
     page.wait_for_selector(".messages :text('cannot use')")
     assert ReplSubscriber.objects.get().row_filters["items"]["condition"] == "\"region\" = 'US'"
     assert JobRun.objects.filter(kind="trx_reload").count() == 1
+
+    # The publication's filter: the subscription keeps its own (no reload) until its own is cleared.
+    page.goto(live_server.url + ReplAccount.objects.get().get_absolute_url())
+    assert "sub" in page.inner_text("#trx-item-filter-rows tr[data-table='items'] td.own")
+    page.fill("#trx-item-filter-condition", "region = 'EU'")
+    page.click("#trx-item-filter-save")
+    page.wait_for_selector(".messages :text('for every subscriber but sub')")
+    assert JobRun.objects.filter(kind="trx_reload").count() == 1
+    assert "WHERE \"region\" = 'EU'" in page.inner_text("#trx-item-filter-rows tr[data-table='items']")
+    page.goto(live_server.url + ReplSubscriber.objects.get().get_absolute_url())
+    page.fill("#trx-filter-condition", "")
+    page.fill("#trx-filter-columns", "")
+    page.click("#trx-filter-save")
+    page.wait_for_selector(".messages :text('is reloaded with it')")
+    assert wait_for_job(JobRun.objects.filter(kind="trx_reload").latest("pk").pk).state == JobRun.State.SUCCEEDED
+    assert [r[0] for r in fetch(sub, "SELECT id FROM items ORDER BY id")] == [i for i in range(1, 31) if i % 3]
+    assert "the publication's" in page.inner_text("#trx-row-filter-rows tr[data-table='items'] td.origin")
+    shot(page, "following the publication")

@@ -25,6 +25,7 @@ from replication_admin.engine.statements import (
     ReplServer,
     ReplText,
     Revoke,
+    SetPubRowFilter,
     SetRowFilter,
     SkipTransaction,
     SnpServer,
@@ -344,6 +345,9 @@ def test_a_variadic_function_takes_all_its_parameters():
          SetRowFilter(server="rep1", account="tbl", table="orders", condition="Region = 'EU'; x")),
         ("REPL_ROW_FILTER ('rep1', 'tbl', '表😀', NULL, '\"ab \"\"cd\"')",
          SetRowFilter(server="rep1", account="tbl", table="表😀", columns='"ab ""cd"')),
+        ("REPL_PUB_ROW_FILTER ('tbl', '表😀', 'Region = ''EU''', 'a, \"ab \"\"cd\"')",
+         SetPubRowFilter(account="tbl", table="表😀", condition="Region = 'EU'", columns='a, "ab ""cd"')),
+        ("REPL_PUB_ROW_FILTER ('tbl', 'orders', NULL)", SetPubRowFilter(account="tbl", table="orders")),
         ("REPL_VALIDATE ('rep1', 'tbl', '表😀')", Validate(server="rep1", account="tbl", table="表😀")),
         ("REPL_SYNC ('rep1', 'tbl')", Sync(server="rep1", account="tbl")),
         ("REPL_SYNC ('rep1', 'tbl', 'dba', 'dba')", Sync(server="rep1", account="tbl", user="dba", password="dba")),
@@ -438,7 +442,7 @@ def test_the_new_functions_are_registered_under_their_reference_names():
     for name in (
         "REPL_PUBLISH", "REPL_UNPUBLISH", "REPL_PUB_ADD", "REPL_PUB_REMOVE", "REPL_GRANT", "REPL_REVOKE", "REPL_TEXT",
         "REPL_NEW_LOG", "REPL_SERVER", "REPL_SUBSCRIBE", "REPL_UNSUBSCRIBE", "REPL_INIT_COPY", "REPL_SYNC",
-        "REPL_RELOAD_TABLE", "REPL_VALIDATE", "REPL_ROW_FILTER", "REPL_COLUMN_CONFLICTS", "REPL_SYNC_ALL", "SYNC_REPL", "REPL_DISCONNECT", "REPL_THIS_SERVER", "REPL_STATUS", "REPL_STAT", "REPL_PURGE",
+        "REPL_RELOAD_TABLE", "REPL_VALIDATE", "REPL_ROW_FILTER", "REPL_PUB_ROW_FILTER", "REPL_COLUMN_CONFLICTS", "REPL_SYNC_ALL", "SYNC_REPL", "REPL_DISCONNECT", "REPL_THIS_SERVER", "REPL_STATUS", "REPL_STAT", "REPL_PURGE",
         "SUB_SCHEDULE", "REPL_ADD_CR",
     ):  # fmt: skip
         assert name in FUNCTIONS
