@@ -33,6 +33,11 @@ ADD, DROP, RENAME, RETYPE = "add", "drop", "rename", "retype"
 ADD_UNIQUE, DROP_UNIQUE = "add_unique", "drop_unique"
 ADD_FOREIGN_KEY, DROP_FOREIGN_KEY = "add_foreign_key", "drop_foreign_key"
 CONSTRAINT_KINDS = (ADD_UNIQUE, DROP_UNIQUE, ADD_FOREIGN_KEY, DROP_FOREIGN_KEY)
+SET_NOT_NULL, DROP_NOT_NULL = "set_not_null", "drop_not_null"
+NULLABILITY_KINDS = (SET_NOT_NULL, DROP_NOT_NULL)
+REFUSABLE_KINDS = CONSTRAINT_KINDS + NULLABILITY_KINDS  # what a copy's own rows can refuse
+# What refuses nothing the publisher had: made before the rows of the batch its change is logged in.
+RELAXING_KINDS = (DROP_UNIQUE, DROP_FOREIGN_KEY, DROP_NOT_NULL)
 CONSTRAINTS = "constraints"
 
 
@@ -134,7 +139,7 @@ def digest(rows: Sequence[Sequence[Any]]) -> str:
 
 @dataclass(frozen=True)
 class Change:
-    kind: str  # ADD | DROP | RENAME | RETYPE
+    kind: str  # ADD | DROP | RENAME | RETYPE | SET_NOT_NULL | DROP_NOT_NULL | a constraint's
     column: str  # the column's name before the change (ADD: its name)
     after: Column | None = None  # the column as it is after (None for DROP)
     new_name: str = ""  # RENAME: the new name
@@ -156,6 +161,8 @@ class Change:
             action = "" if fk.on_delete == "NO ACTION" else f" on delete {fk.on_delete.lower()}"
             refs = f" ({', '.join(fk.ref_columns)})" if fk.ref_columns else ""
             return f"{verb} foreign key {self.column} ({', '.join(fk.columns)}) references {fk.ref_table}{refs}{action}"
+        if self.kind in NULLABILITY_KINDS:
+            return f"{'set' if self.kind == SET_NOT_NULL else 'drop'} not null on {self.column}"
         if self.kind == ADD:
             assert self.after is not None
             return f"add column {self.column} {self.after.logical}"
@@ -247,7 +254,8 @@ def changes(
     after_positions: dict[str, int] | None = None,
 ) -> list[Change]:
     """What turns `before` into `after`: renames first (a column gone and one come at the same position,
-    one for one, of the same family), then drops, adds and type changes."""
+    one for one, of the same family), then drops, adds, type changes and NOT NULLs set or dropped (a key column's
+    NOT NULL goes with the key)."""
     old = {c.name: c for c in before.columns}
     new = {c.name: c for c in after.columns}
     at_before = before_positions or {c.name: i for i, c in enumerate(before.columns, start=1)}
@@ -255,6 +263,7 @@ def changes(
     gone = [n for n in old if n not in new]
     came = [n for n in new if n not in old]
     out: list[Change] = []
+    nulls: list[Change] = []
     for name in list(gone):
         same_place = [n for n in came if at_after.get(n) == at_before.get(name)]
         if len(same_place) == 1 and family_of(new[same_place[0]].logical) == family_of(old[name].logical):
@@ -262,12 +271,22 @@ def changes(
             out.append(Change(RENAME, name, new[other], other))
             if new[other].logical != old[name].logical:
                 out.append(Change(RETYPE, other, new[other]))
+            nulls += _nullability(old[name], new[other])
             gone.remove(name)
             came.remove(other)
     out += [Change(DROP, n) for n in gone]
     out += [Change(ADD, n, new[n]) for n in came]
     out += [Change(RETYPE, n, new[n]) for n in new if n in old and new[n].logical != old[n].logical]
-    return out
+    for n in new:
+        if n in old:
+            nulls += _nullability(old[n], new[n])
+    return out + nulls
+
+
+def _nullability(old: Column, new: Column) -> list[Change]:
+    if old.nullable == new.nullable or old.pk_position or new.pk_position:
+        return []
+    return [Change(DROP_NOT_NULL if new.nullable else SET_NOT_NULL, new.name, new)]
 
 
 class SchemaChangeError(ValueError):
@@ -298,6 +317,8 @@ def left_out(d: Dialect, found: Sequence[Change]) -> list[str]:
             out.append(str(change))
         elif change.kind == ADD_FOREIGN_KEY and d.foreign_key_refused:
             out.append(f"{change}: left out, {d.foreign_key_refused}")
+        elif change.kind in NULLABILITY_KINDS and d.nullability_refused:
+            out.append(f"{change}: left out, {d.nullability_refused}")
     return out
 
 
@@ -345,6 +366,14 @@ def copy_steps(d: Dialect, copy: TableInfo, found: Sequence[Change]) -> list[tup
                 continue
             out += d.retype_column_sql(target, mine.name, change.after)
             have[change.column.lower()] = replace(mine, logical=change.after.logical)
+        elif change.kind in NULLABILITY_KINDS:
+            assert change.after is not None
+            nullable = change.kind == DROP_NOT_NULL
+            if mine is None or mine.nullable == nullable or mine.pk_position:
+                continue  # a column the copy leaves out, or a NOT NULL it has already
+            # The copy's own type, the publisher's default: a dialect that restates the column keeps both.
+            out += d.nullability_sql(target, replace(mine, nullable=nullable, default=change.after.default))
+            have[change.column.lower()] = replace(mine, nullable=nullable)
     return steps
 
 

@@ -465,7 +465,8 @@ class _Replay:
         return found
 
     def constraints_dropped_first(self, txns: Sequence[sql.Transaction]) -> None:
-        """The constraints the first 'S' entry of each table in the batch drops, dropped before the batch's rows.
+        """The constraints the first 'S' entry of each table in the batch drops (NOT NULLs too), dropped before the
+        batch's rows.
         A MariaDB or SQLite publisher logs its entry when the change is seen, after rows the publisher took
         without the constraint; dropped early, a constraint refuses nothing the publisher had (its rows met it
         until then). The entry itself finds them gone."""
@@ -481,7 +482,7 @@ class _Replay:
 
     def schema_change(self, payload: dict, drops_only: bool = False) -> None:
         """An 'S' entry: the publisher's table changed shape here; the copy follows (what it has already, it keeps).
-        With `drops_only`, only the constraints it drops."""
+        With `drops_only`, only the constraints it drops (schema_changes.RELAXING_KINDS)."""
         name = str(payload.get("table", ""))
         source = dialects.get(self.target.source_dialect or self.dialect)
         before, after = payload.get("before") or [], payload.get("after") or []
@@ -490,7 +491,7 @@ class _Replay:
         if row_filter is not None and row_filter.spec.columns:
             found = [c for c in found if _in_column_list(c, row_filter.kept)]
         if drops_only:
-            found = [c for c in found if c.kind in (schema_changes.DROP_UNIQUE, schema_changes.DROP_FOREIGN_KEY)]
+            found = [c for c in found if c.kind in schema_changes.RELAXING_KINDS]
             if not found:
                 return
         copy = with_constraints(self.target.server, self.target.table(name), conn=self.cursor.connection)
@@ -504,9 +505,10 @@ class _Replay:
                 try:
                     self.cursor.execute(statement)
                 except pyodbc.Error as exc:
-                    if change.kind not in schema_changes.CONSTRAINT_KINDS or is_retryable(exc):
+                    if change.kind not in schema_changes.REFUSABLE_KINDS or is_retryable(exc):
                         raise
-                    # One line naming the change and why the copy refuses it (its rows break it, most often).
+                    # One line naming the change and why the copy refuses it (its rows break it, most often:
+                    # a duplicate under a new UNIQUE, a NULL under a new NOT NULL).
                     reason = " ".join(str(exc.args[-1]).split())
                     raise TrxError(
                         f"{self.target.server.name}.{name} cannot follow {self.target.publisher}'s change "

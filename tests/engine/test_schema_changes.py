@@ -98,6 +98,43 @@ def test_sqlite_drops_the_indexes_over_a_column_before_the_column_and_a_key_colu
         schema_changes.copy_ddl(d, copy, schema_changes.changes(table(ROWS), table(ROWS[1:])))
 
 
+# --- NOT NULL set and dropped ------------------------------------------------------------------------------------
+
+
+def test_a_not_null_set_and_one_dropped_are_changes_and_a_key_columns_is_not():
+    after = [["id", "integer", 0, 1, None, 1], ["name", "character varying(40)", 0, 0, None, 2],
+             ["qty", "integer", 1, 0, "0", 3]]  # fmt: skip
+    assert found(ROWS, after) == ["set not null on name"]
+    assert found(after, ROWS) == ["drop not null on name"]
+    renamed = [ROWS[0], ROWS[1], ["amount", "integer", 0, 0, "0", 3]]
+    assert found(ROWS, renamed) == ["rename column qty to amount", "set not null on amount"]
+    assert schema_changes.digest(ROWS) != schema_changes.digest(after)
+
+
+@pytest.mark.parametrize(
+    ("dialect", "expected"),
+    [
+        ("postgresql", ['ALTER TABLE "stock" ALTER COLUMN "name" DROP NOT NULL', 'ALTER TABLE "stock" ALTER COLUMN "qty" SET NOT NULL']),
+        # MODIFY restates the column: the copy's own type, the publisher's default.
+        ("mysql", ["ALTER TABLE `stock` MODIFY COLUMN `name` varchar(40)", "ALTER TABLE `stock` MODIFY COLUMN `qty` int DEFAULT 0 NOT NULL"]),
+        ("sqlite", []),
+    ],
+)  # fmt: skip
+def test_each_dialect_sets_and_drops_a_not_null_its_own_way_and_leaves_alone_what_the_copy_has(dialect, expected):
+    d = dialects.get(dialect)
+    before = [ROWS[0], ["name", "character varying(40)", 0, 0, None, 2], ROWS[2]]
+    after = [ROWS[0], ROWS[1], ["qty", "integer", 0, 0, "0", 3]]
+    changes = schema_changes.changes(table(before), table(after))
+    assert [str(c) for c in changes] == ["drop not null on name", "set not null on qty"]
+    assert schema_changes.copy_ddl(d, table(before), changes) == expected
+    assert schema_changes.copy_ddl(d, table(after), changes) == []  # run again after a crash: nothing more
+    left = schema_changes.left_out(d, changes)
+    assert left == ([] if dialect != "sqlite" else [
+        "drop not null on name: left out, SQLite cannot change an existing column's NOT NULL (ALTER TABLE has no ALTER COLUMN)",
+        "set not null on qty: left out, SQLite cannot change an existing column's NOT NULL (ALTER TABLE has no ALTER COLUMN)",
+    ])  # fmt: skip
+
+
 # --- constraints: UNIQUE and FOREIGN KEY -------------------------------------------------------------------------
 
 

@@ -224,3 +224,62 @@ def test_a_definition_stored_without_constraints_is_taken_as_the_starting_point_
     sync(dest)
     assert texts() == ["drop unique stock_name_key (name)"]
     assert content(dest) == content(source)
+
+
+# How each publisher sets and drops a column's NOT NULL.
+NOT_NULL = {
+    "postgresql": ("ALTER TABLE stock ALTER COLUMN name SET NOT NULL", "ALTER TABLE stock ALTER COLUMN name DROP NOT NULL"),
+    "mysql": ("ALTER TABLE stock MODIFY COLUMN name varchar(40) NOT NULL", "ALTER TABLE stock MODIFY COLUMN name varchar(40)"),
+}  # fmt: skip
+
+
+def name_nullable(server: Server) -> bool:
+    return require_table(server, "stock").column("name").nullable
+
+
+@pytest.mark.parametrize(
+    ("source_dialect", "dest_dialect"), [("postgresql", "mysql"), ("mysql", "postgresql"), ("postgresql", "sqlite")]
+)
+def test_a_not_null_set_and_dropped_on_the_publisher_reaches_the_subscriber_with_every_row(
+    make_server, jobs_sync, spark, source_dialect, dest_dialect
+):
+    source, dest = make_server(source_dialect, "ssrc"), make_server(dest_dialect, "sdst")
+    publish(source, dest, tables=("stock",))
+    set_not_null, drop_not_null = NOT_NULL[source_dialect]
+    assert name_nullable(dest)
+    run_sql(source, set_not_null)
+    run_sql(source, "INSERT INTO stock (id, name, cat) VALUES (11, 'after not null', 1)")
+    sync(dest)
+    assert name_nullable(dest) is (dest_dialect == "sqlite")  # left out there: SQLite cannot alter a column
+    assert content(dest) == content(source)
+    if dest_dialect != "sqlite":
+        run_sql(source, drop_not_null)
+        run_sql(source, "INSERT INTO stock (id, name, cat) VALUES (12, NULL, 1)")
+        sync(dest)
+        assert name_nullable(dest)
+        assert content(dest) == content(source) and (("12", None, "1") in content(dest))
+        assert texts() == ["set not null on name", "drop not null on name"]
+    else:
+        assert texts() == ["set not null on name"]
+    assert {c.state for c in SchemaChange.objects.filter(server="ssrc")} == {SchemaChange.State.APPLIED}
+    assert ReplSubscriber.objects.get(server="ssrc", account="s", subscriber="sdst").halt_count is None
+
+
+def test_a_not_null_the_subscribers_rows_break_halts_it_with_one_line_and_goes_through_once_they_are_mended(
+    make_server, jobs_sync, spark
+):
+    source, dest = make_server("mysql", "ssrc"), make_server("postgresql", "sdst")
+    publish(source, dest, tables=("stock",))
+    run_sql(dest, "UPDATE stock SET name = NULL WHERE id = 2")  # the copy's own change, not the publisher's
+    run_sql(source, NOT_NULL["mysql"][0])
+    run_sql(source, "INSERT INTO stock (id, name, cat) VALUES (11, 'after not null', 1)")
+    execute(Actor.command(), "REPL_SYNC ('ssrc', 's')", context=dest, wait=True)
+    sub = ReplSubscriber.objects.get(server="ssrc", account="s", subscriber="sdst")
+    assert sub.halt_count is not None
+    assert "sdst.stock cannot follow ssrc's change 'set not null on name'" in sub.halt_error
+    assert "\n" not in sub.halt_error and name_nullable(dest)
+    run_sql(dest, "UPDATE stock SET name = 'item 2' WHERE id = 2")
+    ReplSubscriber.objects.filter(pk=sub.pk).update(retry_at=None)
+    sync(dest)
+    assert not name_nullable(dest)
+    assert content(dest) == content(source)

@@ -332,6 +332,13 @@ class Dialect:
 
     # Why a copy here cannot take a foreign key after it was created ("": it can).
     foreign_key_refused = ""
+    # Why a copy here cannot set or drop a column's NOT NULL after it was created ("": it can).
+    nullability_refused = ""
+
+    def nullability_sql(self, table: str, column: Column) -> list[str]:
+        """`column`'s NOT NULL set or dropped, as `column.nullable` says."""
+        verb = "DROP" if column.nullable else "SET"
+        return [f"ALTER TABLE {table} ALTER COLUMN {self.quote(column.name)} {verb} NOT NULL"]
 
     def add_unique_sql(self, table: str, schema: str, name: str, columns: Sequence[str]) -> str:
         return f"ALTER TABLE {table} ADD CONSTRAINT {self.quote(name)} UNIQUE ({', '.join(columns)})"

@@ -239,6 +239,9 @@ class MySQL(Dialect):
             text += f" DEFAULT {self.render_default(after.default, after.logical)}"
         return [text + ("" if after.nullable else " NOT NULL")]
 
+    def nullability_sql(self, table: str, column: Column) -> list[str]:
+        return self.retype_column_sql(table, column.name, column)  # MODIFY restates the column, type kept
+
     def replace_objects_sql(self, drop: Sequence[str], create: Sequence[str]) -> list[str]:
         # DDL commits at once here: each trigger is replaced in place instead (no moment without one).
         return [s.replace("CREATE TRIGGER", "CREATE OR REPLACE TRIGGER", 1) for s in create]

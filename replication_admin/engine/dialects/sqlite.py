@@ -140,6 +140,10 @@ class SQLite(Dialect):
         return [f"DROP INDEX IF EXISTS {self.qualify(index, schema)}"]
 
     foreign_key_refused = "SQLite cannot add a foreign key to an existing table (ALTER TABLE has no ADD CONSTRAINT)"
+    nullability_refused = "SQLite cannot change an existing column's NOT NULL (ALTER TABLE has no ALTER COLUMN)"
+
+    def nullability_sql(self, table: str, column: Column) -> list[str]:
+        return []
 
     def foreign_keys_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
         # SQLite does not keep a foreign key's name: the key's number in the table names it.
