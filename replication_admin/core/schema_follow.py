@@ -34,11 +34,14 @@ def changed_since(
 ) -> tuple[list[list[Any]], list[schema_changes.Change]] | None:
     """The table's live definition and its changes since `known` (the definition a copy last followed), or None
     when the copy needs nothing: no such table (the job names it), or the same definition. An empty `known` takes
-    the live one as its starting point (no changes): the caller stores the definition either way."""
+    the live one as its starting point (no changes): the caller stores the definition either way. A NOT NULL set
+    is not one the copies follow: they follow before the refresh or sync moves the rows, and their old rows may
+    still hold the NULLs the source has just replaced (a dropped one they follow: it refuses nothing)."""
     rows = live_definition(server, table)
     if rows is None or (known and schema_changes.digest(rows) == schema_changes.digest(known)):
         return None
-    return rows, (schema_changes.between(dialects.get(server.dialect), table, known, rows) if known else [])
+    found = schema_changes.between(dialects.get(server.dialect), table, known, rows) if known else []
+    return rows, [c for c in found if c.kind != schema_changes.SET_NOT_NULL]
 
 
 def copy_ddl_for(copy: Server, table: str, found: Sequence[schema_changes.Change]) -> list[str]:
