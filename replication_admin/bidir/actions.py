@@ -11,7 +11,9 @@ from django.utils import timezone
 from replication_admin.bidir import objects as bidir_objects
 from replication_admin.bidir import sync as bidir_sync
 from replication_admin.bidir.objects import BidirError
+from replication_admin.bidir.objects import subscription_label as subscription_label  # re-exported
 from replication_admin.bidir.runs import BidirInit, BidirSync, InitParams, SyncParams
+from replication_admin.core.alerts import resolve_alerts_of
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import require_table
@@ -147,6 +149,7 @@ def do_drop_subscription(actor: Actor, subscription: SnapshotSubscription, drop_
         bidir_objects.drop_objects(server, publication.table, publication, drop_table=drop_table)
     with transaction.atomic():
         subscription.delete()
+        resolve_alerts_of("validation_drift", f"{subscription_label(subscription)}: ", f"{target} dropped")
         record(actor, "bidir.unsubscribe", target, detail={"drop_table": drop_table})
     return f"{subscription.server} no longer subscribes to {subscription.item}" + (
         f"; dropped its table {publication.table}" if drop_table else ""
@@ -173,6 +176,12 @@ def do_sync_publication(actor: Actor, publication: SnapshotPublication, sync: bo
     return do_start_job(
         actor, BidirSync, f"REPL_UPDATE_SNAPSHOT {publication.item}", SyncParams(publication=publication.pk), sync=sync
     )
+
+
+def sync_within(job: JobRun, reporter, publication: SnapshotPublication) -> dict:
+    """A sync of the publication run inside another job (a validation catching its subscribers up), under the
+    publication's item lock as a sync job takes it: LockBusy while another sync holds it."""
+    return bidir_sync.sync_publication(job, reporter, publication.pk)
 
 
 def do_schedule_publication(

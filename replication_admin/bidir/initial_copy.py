@@ -17,8 +17,10 @@ from replication_admin.bidir.objects import (
     publisher_table,
     server_now,
     subscriber_table,
+    subscription_label,
 )
 from replication_admin.core import connections, native_copy
+from replication_admin.core.alerts import resolve_alerts_of
 from replication_admin.core.introspection import find_table
 from replication_admin.core.locks import item_lock
 from replication_admin.core.times import aware
@@ -81,6 +83,7 @@ def init_subscription(job: JobRun, reporter, subscription_id: int, rows_per_comm
             last_error="",
         )
         SnapshotPublication.objects.filter(pk=publication.pk).update(last_ts=timezone.now())
+        resolve_alerts_of("validation_drift", f"{subscription_label(subscription)}: ", f"copied again: {rows} row(s)")
         reporter.progress(rows, max(rows, 1), f"copied {rows} row(s) to {sub_server.name}")
         return {
             "mode": "init",

@@ -23,6 +23,7 @@ from replication_admin.models import (
     Server,
     SnapshotLog,
     SnapshotPublication,
+    SnapshotSubscription,
 )
 
 MAX_ATTEMPTS = 4
@@ -37,6 +38,11 @@ log = logging.getLogger(__name__)
 
 def item_name(server: Server, table: str) -> str:
     return f"{server.name}.{table}"
+
+
+def subscription_label(subscription: SnapshotSubscription) -> str:
+    """How the console names a bi-directional subscription: the published item and the subscriber."""
+    return f"{subscription.item} ↔ {subscription.server}"
 
 
 def lock_name(publication: SnapshotPublication) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -22,9 +23,16 @@ from replication_admin.core import live
 from replication_admin.core.live import backlog_fields, backlog_seconds
 from replication_admin.core.presence import Presence
 from replication_admin.core.times import iso
-from replication_admin.core.web import SortFields, listing
+from replication_admin.core.web import Chart, SortFields, line_chart, listing, local_stamp
 from replication_admin.engine import health
-from replication_admin.models import ScheduledEvent, Server, SnapshotPublication, SnapshotSubscription
+from replication_admin.models import (
+    RegistryEntry,
+    ScheduledEvent,
+    Server,
+    SnapshotPublication,
+    SnapshotSubscription,
+    Validation,
+)
 
 PUBLICATION_SORTS: dict[str, SortFields] = {
     "item": "item",
@@ -197,3 +205,39 @@ def bidir_status_rows(items: Iterable[str] | None = None, now: datetime | None =
             "last_success": iso(pub.last_sync_at) if not pub.last_sync_error else None,
         })  # fmt: skip
     return rows
+
+
+VALIDATIONS_SHOWN = 200  # validations the drift chart draws (of every subscriber of the publication), newest
+
+
+@dataclass(frozen=True)
+class ValidationPanel:
+    """The publication page's validation panel: each copied subscriber's latest validation, the drift trend, the
+    registry's schedule (bi-directional subscriptions have no profile of their own)."""
+
+    latest: list[tuple[SnapshotSubscription, Validation | None]]
+    chart: Chart
+    every: int
+    slices: int
+
+
+def validation_panel(subscriptions: list[SnapshotSubscription]) -> ValidationPanel:
+    rows = list(Validation.objects.filter(bidir__in=subscriptions).order_by("-at", "-pk")[:VALIDATIONS_SHOWN])
+    latest: dict[int, Validation] = {}
+    for row in rows:
+        latest.setdefault(row.bidir_id or 0, row)
+    traces = []
+    for subscription in subscriptions:
+        points = sorted((r for r in rows if r.bidir_id == subscription.pk), key=lambda r: (r.at, r.pk))
+        if points:
+            traces.append({
+                "type": "scatter", "mode": "lines+markers", "name": subscription.server,
+                "x": [local_stamp(r.at) for r in points], "y": [r.drift for r in points],
+                "text": [f"{r.slice_text}: {r.verdict}" for r in points],
+            })  # fmt: skip
+    return ValidationPanel(
+        latest=[(s, latest.get(s.pk)) for s in subscriptions if s.init_state == "done"],
+        chart=Chart(line_chart(traces, "keys that differ")),
+        every=RegistryEntry.get_int("repl_validate_every"),
+        slices=max(1, RegistryEntry.get_int("repl_validate_slices")),
+    )  # fmt: skip

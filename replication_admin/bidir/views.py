@@ -20,7 +20,7 @@ from replication_admin.bidir.forms import (
     PublicationForm,
     SubscribeForm,
 )
-from replication_admin.bidir.selectors import bidir_status_rows
+from replication_admin.bidir.selectors import bidir_status_rows, validation_panel
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor
 from replication_admin.core.errors import ReplicationError
@@ -138,6 +138,7 @@ def publication_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "schedule_form": ScheduleForm(initial={"every_minutes": event.interval if event else None}),
         "subscribe_form": SubscribeForm(publication=publication),
         "resolver_count": SnapshotConflictResolver.objects.filter(table_name=publication.item).count(),
+        "validation": validation_panel(subscriptions),
     }
     return render_page_or_partial(request, "replication_admin/bidir/publication_detail.html", "subscribers", context)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+from replication_admin.bidir.actions import BidirError
 from replication_admin.compare import validation
 from replication_admin.compare.key_repair import RepairRefused, destination_of
 from replication_admin.compare.runs import Compare, CompareParams, RepairKeys, RepairKeysParams
@@ -13,7 +14,7 @@ from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.jobs import do_start_job
 from replication_admin.core.permissions import OPERATE
 from replication_admin.engine.statements import quote_name
-from replication_admin.models import AuditEntry, JobRun, ReplSubscriber, Server, Snapshot
+from replication_admin.models import AuditEntry, JobRun, ReplSubscriber, Server, Snapshot, SnapshotSubscription
 from replication_admin.transactional import selectors as trx
 
 log = logging.getLogger(__name__)
@@ -114,11 +115,34 @@ def do_validate(actor: Actor, sub: ReplSubscriber, table: str | None = None, syn
     ]  # fmt: skip
 
 
+def do_validate_bidir(actor: Actor, subscription: SnapshotSubscription, sync: bool | None = None) -> JobRun:
+    """Validate a bi-directional subscription's table now: a `bidir_validate` job (compare/validation.py), which
+    syncs the publication itself when the first compare finds differences. A subscription not copied yet is
+    refused in one line (audited) as BidirError."""
+    label = validation.bidir.subscription_label(subscription)
+    require(actor, OPERATE, f"job.{validation.BidirValidate.kind}", label)
+    table = validation.bidir_table(subscription)
+    try:
+        if not table:
+            raise BidirError(f"{subscription.item} is no longer published")
+        if subscription.init_state != "done":
+            raise BidirError(
+                f"{subscription.server} has no initial copy of {subscription.item} yet (REPL_INIT_SNAPSHOT)"
+            )
+    except BidirError as exc:
+        record(actor, f"job.{validation.BidirValidate.kind}", label, AuditEntry.Outcome.ERROR, {"error": str(exc)})
+        raise
+    return do_start_job(actor, validation.BidirValidate, validation.bidir_target(subscription, table),
+                        validation.bidir_validation_params(subscription), sync=sync)  # fmt: skip
+
+
 def start_due_validations() -> list[JobRun]:
     """The scheduler's round: a validation of each table whose subscription's interval has passed since its last."""
     started = []
     for sub, table in validation.due_tables():
         started += do_validate(SCHEDULER, sub, table)
+    for subscription in validation.due_bidir():
+        started.append(do_validate_bidir(SCHEDULER, subscription))
     return started
 
 

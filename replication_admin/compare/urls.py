@@ -1,5 +1,5 @@
 """URLs of compares: start one, the tables of a server, a snapshot's compare, and on a finished compare the repair
-of chosen keys and compare again; a transactional subscription's validation, now and again."""
+of chosen keys and compare again; a transactional or bi-directional subscription's validation, now and again."""
 
 from django.urls import path
 
@@ -12,6 +12,7 @@ urlpatterns = [
     path("jobs/<int:pk>/repair/", views.compare_repair, name="jobs-compare-repair"),
     path("jobs/<int:pk>/compare-again/", views.compare_again, name="jobs-compare-again"),
     path("jobs/<int:pk>/validate-again/", views.validate_again, name="jobs-validate-again"),
+    path("subscriptions/<int:pk>/validate/", views.bidir_subscription_validate, name="subscriptions-validate"),
     path(
         "subscriptions/trx/<str:subscriber>/<str:server>/<str:account>/validate/",
         views.subscription_validate,

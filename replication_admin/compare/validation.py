@@ -1,14 +1,18 @@
-"""Continuous validation of transactional subscriptions: on a schedule (the subscription's profile), each published
-table's copy is compared with the publisher's rows, one slice of the table at a time, by the compare's canonical
-text and row hashes on Spark. A drift found opens an alert whose job lists the keys, repaired one click away.
+"""Continuous validation of transactional and bi-directional subscriptions: on a schedule (a transactional
+subscription's profile, the registry's for a bi-directional one), each published table's copy is compared with the
+publisher's rows, one slice of the table at a time, by the compare's canonical text and row hashes on Spark. A drift
+found opens an alert whose job lists the keys (repaired one click away on a transactional copy).
 
-One validation of one table (a `trx_validate` job):
-1. It notes how many transactions the publisher has committed for the publication (P), then counts both tables and
-   compares the slice on both sides.
-2. Equal: done. Different: rows in flight differ too, so it waits (REPLADMIN_VALIDATE_WAIT, 60 s) until the
-   subscriber has applied P and compares the slice again. A key that differs in both compares is drift; one that
-   differed in only one of them was in flight. Not caught up in time (a halted or stopped subscription):
-   inconclusive. Nothing is called drift while the subscriber is behind what the first compare read.
+One validation of one table (a `trx_validate` or `bidir_validate` job):
+1. It notes what the publisher has committed (transactional: its count P of the publication's transactions), then
+   counts both tables and compares the slice on both sides.
+2. Equal: done. Different: rows in flight differ too, so the subscriber is caught up and the slice compared again.
+   A transactional subscriber is waited for (REPLADMIN_VALIDATE_WAIT, 60 s) until it has applied P; a
+   bi-directional one is synchronised once by the validation itself (its pull and push, under the publication's
+   item lock, waiting as long for a running sync), which settles every change committed on either side before
+   it. A key that differs in both compares is drift; one that differed in only one of them was in flight. Not
+   caught up in time (a halted or stopped subscription, a sync that failed or never got the lock): inconclusive.
+   Nothing is called drift before the subscriber has caught up with what the first compare read.
 3. The slice (engine.compare.KeySlice): the first key column's integer values cut into equal widths between the
    publisher's smallest and largest key; the next validation takes the next slice, so a cycle of `validate_slices`
    validations compares every row. After drift or an inconclusive one it takes the same slice again: its alert
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -30,15 +35,25 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs import compare
+from replication_admin.bidir import actions as bidir
 from replication_admin.compare.runs import CompareParams, CompareResult, compared_pair
 from replication_admin.core import connections, spark_sizing
 from replication_admin.core.alerts import raise_alert, resolve_alerts
-from replication_admin.core.jobs import JobError, JobRunner, register
+from replication_admin.core.errors import LockBusy, ReplicationError
+from replication_admin.core.jobs import JobError, JobRunner, Subject, register
 from replication_admin.core.spark import spark_session
 from replication_admin.engine.compare import ComparePlan, KeySlice, Side, sliced
 from replication_admin.engine.dialects import JdbcEndpoint
 from replication_admin.engine.row_filter import FilterSpec
-from replication_admin.models import Alert, JobRun, ReplSubscriber, Server, Validation
+from replication_admin.models import (
+    Alert,
+    JobRun,
+    ReplSubscriber,
+    Server,
+    SnapshotPublication,
+    SnapshotSubscription,
+    Validation,
+)
 from replication_admin.transactional import selectors as trx
 
 log = logging.getLogger(__name__)
@@ -55,6 +70,31 @@ class ValidateParams(CompareParams):
 
     subscription: int = 0
     table: str = ""  # the published table
+
+
+@dataclass(frozen=True)
+class BidirValidateParams(CompareParams):
+    """A compare of a bi-directional publication's table with one subscriber's copy (left: the publisher, right:
+    the subscriber), for the subscription `bidir` (SYS_SNAPSHOT_SUB)."""
+
+    bidir: int = 0
+    table: str = ""
+
+
+@dataclass(frozen=True)
+class Validated:
+    """What one validation validates, for the steps they share: whose Validation rows it writes (`owner`, their
+    filter), the names its log, alert and rows use, its slice count, and how its subscriber is caught up."""
+
+    owner: dict[str, Any]
+    label: str
+    publisher: str
+    subscriber: str
+    slices: int
+    mark: Callable[[], Any]  # read before anything else: what the first compare may see
+    marked: Callable[[Any], str]  # that, in words
+    catch_up: Callable[[Any], str]  # "" once the subscriber has it, else why not
+    repair_hint: str  # what the drift alert offers
 
 
 @dataclass(frozen=True)
@@ -77,9 +117,13 @@ def item_target(sub: ReplSubscriber, table: str) -> str:
     return f"{sub.label}: {table}"
 
 
-def next_slice(sub: ReplSubscriber, table: str, slices: int) -> int:
+def bidir_target(subscription: SnapshotSubscription, table: str) -> str:
+    return f"{bidir.subscription_label(subscription)}: {table}"
+
+
+def next_slice(owner: dict[str, Any], table: str, slices: int) -> int:
     """The slice after the last validated one, or the same one again when that found drift or was inconclusive."""
-    last = Validation.objects.filter(subscription=sub, table=table).order_by("-at", "-pk").first()
+    last = Validation.objects.filter(**owner, table=table).order_by("-at", "-pk").first()
     if last is None:
         return 0
     if last.verdict != Validation.EQUAL and last.slices == slices:
@@ -143,21 +187,77 @@ def _endpoints(left: Server, right: Server) -> tuple[JdbcEndpoint, JdbcEndpoint]
 
 
 def validate_table(job: JobRun, reporter: Any, params: ValidateParams) -> dict[str, Any]:
-    """One validation of one table of a subscription (the module's steps); the result a compare's, typed."""
+    """One validation of one table of a transactional subscription (the module's steps)."""
     sub = ReplSubscriber.objects.filter(pk=params.subscription).first()
     if sub is None:
         raise JobError("the subscription no longer exists")
     if sub.init_state != "done":
         raise JobError(f"{sub.subscriber} has no initial copy of {sub.server}/{sub.account} yet: nothing to validate")
+    wait = float(settings.VALIDATE_WAIT_SECONDS)
+
+    def catch_up(committed: int) -> str:
+        if _caught_up(sub, committed, wait):
+            return ""
+        return (
+            f"{sub.subscriber} had applied {trx.applied_count(sub)} of the {committed} transaction(s) the publisher "
+            f"had committed after {settings.VALIDATE_WAIT_SECONDS} s: the differences may be in flight"
+        )
+
+    validated = Validated(
+        owner={"subscription": sub}, label=sub.label, publisher=sub.server, subscriber=sub.subscriber,
+        slices=trx.validate_slices(sub), mark=lambda: trx.publisher_count(sub),
+        marked=lambda count: f"the publisher had committed {count} transaction(s)", catch_up=catch_up,
+        repair_hint="repair them from job #{job}",
+    )  # fmt: skip
+    return _validate(job, reporter, params, params.table, validated)
+
+
+def validate_bidir_table(job: JobRun, reporter: Any, params: BidirValidateParams) -> dict[str, Any]:
+    """One validation of a bi-directional subscription's table (the module's steps; its catch-up: one sync)."""
+    subscription = SnapshotSubscription.objects.filter(pk=params.bidir).first()
+    if subscription is None:
+        raise JobError("the subscription no longer exists")
+    publication = SnapshotPublication.objects.filter(item=subscription.item, type=subscription.type).first()
+    if publication is None or publication.server_id is None:
+        raise JobError(f"{subscription.item} is no longer published")
+    if subscription.init_state != "done":
+        raise JobError(f"{subscription.server} has no initial copy of {subscription.item} yet: nothing to validate")
+    wait = float(settings.VALIDATE_WAIT_SECONDS)
+
+    def catch_up(_started: Any) -> str:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                reporter.log(f"synchronising {publication.item} so that what either side had committed is applied")
+                bidir.sync_within(job, reporter, publication)
+                return ""
+            except LockBusy:
+                if time.monotonic() >= deadline:
+                    return f"another sync of {publication.item} held it for {settings.VALIDATE_WAIT_SECONDS} s"
+                time.sleep(POLL)
+            except ReplicationError as exc:
+                return f"the sync of {publication.item} failed: {exc}"
+
+    validated = Validated(
+        owner={"bidir": subscription}, label=bidir.subscription_label(subscription),
+        publisher=str(publication.server_id), subscriber=subscription.server, slices=trx.validate_slices({}),
+        mark=lambda: None, marked=lambda _mark: "either side's changes since the last sync are in flight",
+        catch_up=catch_up, repair_hint="see job #{job}; re-initialise the subscription (REPL_INIT_SNAPSHOT)",
+    )  # fmt: skip
+    return _validate(job, reporter, params, params.table, validated)
+
+
+def _validate(job: JobRun, reporter: Any, params: CompareParams, table: str, validated: Validated) -> dict[str, Any]:
+    """The steps every validation shares; the result a compare's, typed."""
     with reporter.phase("introspect"):
         left, right, plan = compared_pair(params)
-        slices = trx.validate_slices(sub)
-        key_slice = key_slice_of(left, plan, next_slice(sub, params.table, slices), slices)
+        slices = validated.slices
+        key_slice = key_slice_of(left, plan, next_slice(validated.owner, table, slices), slices)
         plan = sliced(plan, key_slice)
-        committed = trx.publisher_count(sub)  # before anything is read: what the first compare may see
+        mark = validated.mark()  # before anything is read: what the first compare may see
         counts = (_count(left, plan.left, params.left_where), _count(right, plan.right))
         left_endpoint, right_endpoint = _endpoints(left, right)
-    reporter.log(f"{key_slice.describe()}; the publisher had committed {committed} transaction(s)")
+    reporter.log(f"{key_slice.describe()}; {validated.marked(mark)}")
     with reporter.phase("spark_session"):
         spark = spark_session()
 
@@ -169,15 +269,13 @@ def validate_table(job: JobRun, reporter: Any, params: ValidateParams) -> dict[s
     outcome = {"verdict": Validation.EQUAL, "drift": 0, "in_flight": 0, "note": ""}
     result = first
     if not first["equal"]:
-        reporter.log(f"{first['rows_total']} key(s) differ; waiting for {sub.subscriber} to apply {committed}")
+        reporter.log(f"{first['rows_total']} key(s) differ; catching {validated.subscriber} up")
         with reporter.phase("catch_up"):
-            caught = _caught_up(sub, committed, float(settings.VALIDATE_WAIT_SECONDS))
-        if not caught:
-            applied = trx.applied_count(sub)
+            why_not = validated.catch_up(mark)
+        if why_not:
             outcome = {
                 "verdict": Validation.INCONCLUSIVE, "drift": 0, "in_flight": int(first["rows_total"]),
-                "note": f"{sub.subscriber} had applied {applied} of the {committed} transaction(s) the publisher had "
-                        f"committed after {settings.VALIDATE_WAIT_SECONDS} s: the differences may be in flight",
+                "note": why_not,
             }  # fmt: skip
             result = {**first, "rows": [], "equal": False}
         else:
@@ -193,17 +291,17 @@ def validate_table(job: JobRun, reporter: Any, params: ValidateParams) -> dict[s
         **result, **outcome, "slice_index": key_slice.index, "slices": key_slice.count,
         "slice_text": key_slice.describe(), "publisher_rows": counts[0], "subscriber_rows": counts[1],
     }  # fmt: skip
-    _record(job, sub, params.table, result)
+    _record(job, validated, table, result)
     reporter.progress(1, 1, f"{key_slice.describe()}: {outcome['verdict']}")
     return result
 
 
-def _record(job: JobRun, sub: ReplSubscriber, table: str, result: dict[str, Any]) -> None:
+def _record(job: JobRun, validated: Validated, table: str, result: dict[str, Any]) -> None:
     """The validation's row of the trend, and its alert opened or resolved, in one transaction."""
-    target = item_target(sub, table)
+    target = f"{validated.label}: {table}"
     with transaction.atomic():
         Validation.objects.create(
-            subscription=sub, table=table, job=job.pk, at=timezone.now(), slice_index=result["slice_index"],
+            **validated.owner, table=table, job=job.pk, at=timezone.now(), slice_index=result["slice_index"],
             slices=result["slices"], slice_text=result["slice_text"][:200],
             compared=int(result["left_count"]) + int(result["right_count"]),
             publisher_rows=result["publisher_rows"], subscriber_rows=result["subscriber_rows"],
@@ -211,9 +309,9 @@ def _record(job: JobRun, sub: ReplSubscriber, table: str, result: dict[str, Any]
         )  # fmt: skip
         if result["verdict"] == Validation.DRIFT:
             message = (
-                f"{result['drift']} key(s) of {table} differ between {sub.server} and {sub.subscriber}'s copy "
-                f"({result['slice_text']}), after it applied what the publisher had committed: repair them from "
-                f"job #{job.pk}"
+                f"{result['drift']} key(s) of {table} differ between {validated.publisher} and "
+                f"{validated.subscriber}'s copy ({result['slice_text']}), after it caught up with what the first "
+                f"compare read: {validated.repair_hint.format(job=job.pk)}"
             )
             raise_alert(DRIFT, target, message, reverse("jobs-detail", args=[job.pk]))
         elif result["verdict"] == Validation.EQUAL:
@@ -232,16 +330,84 @@ class TrxValidate(JobRunner[ValidateParams]):
         return ValidationResult.from_json(validate_table(self.job, self.reporter, self.params))
 
 
+def bidir_subject(params: dict[str, Any]) -> Subject:
+    subscription = SnapshotSubscription.objects.filter(pk=params.get("bidir") or 0).first()
+    if subscription is None:
+        return Subject(f"bi-directional subscription #{params.get('bidir')} (dropped)")
+    publication = SnapshotPublication.objects.filter(item=subscription.item, type=subscription.type).first()
+    url = publication.get_absolute_url() if publication is not None else ""
+    return Subject(f"bi-directional subscription {bidir.subscription_label(subscription)}", url)
+
+
+@register
+class BidirValidate(JobRunner[BidirValidateParams]):
+    kind = "bidir_validate"
+    label = "Validate a bi-directional subscription's table"
+    params_type = BidirValidateParams
+    result_type = ValidationResult
+    subject = staticmethod(bidir_subject)
+
+    def run(self) -> ValidationResult:
+        return ValidationResult.from_json(validate_bidir_table(self.job, self.reporter, self.params))
+
+
+def _active_targets(kind: str) -> set[str]:
+    return set(
+        JobRun.objects.filter(kind=kind, state__in=[JobRun.State.QUEUED, JobRun.State.RUNNING])
+        .values_list("target", flat=True)
+    )  # fmt: skip
+
+
+def due_bidir(now: Any | None = None) -> list[SnapshotSubscription]:
+    """Copied bi-directional subscriptions whose scheduled validation is due (the registry's repl_validate_every:
+    they have no profile), as due_tables says for transactional ones."""
+    now = now or timezone.now()
+    every = trx.validate_every({})
+    if every <= 0:
+        return []
+    since = now - timedelta(seconds=every)
+    active = _active_targets(BidirValidate.kind)
+    due = []
+    for subscription in SnapshotSubscription.objects.filter(init_state="done"):
+        if subscription.init_started_at is not None and subscription.init_started_at > since:
+            continue
+        if Validation.objects.filter(bidir=subscription, at__gte=since).exists():
+            continue
+        if JobRun.objects.filter(
+            kind=BidirValidate.kind, params__bidir=subscription.pk, created_at__gte=since
+        ).exists():
+            continue
+        table = bidir_table(subscription)
+        if table and bidir_target(subscription, table) not in active:
+            due.append(subscription)
+    return due
+
+
+def bidir_table(subscription: SnapshotSubscription) -> str:
+    """The published table of a bi-directional subscription ("" when its publication is gone)."""
+    return (
+        SnapshotPublication.objects.filter(item=subscription.item, type=subscription.type)
+        .values_list("table", flat=True)
+        .first()
+        or ""
+    )
+
+
+def bidir_validation_params(subscription: SnapshotSubscription) -> BidirValidateParams:
+    publication = SnapshotPublication.objects.get(item=subscription.item, type=subscription.type)
+    return BidirValidateParams(
+        left_server=str(publication.server_id), left_table=publication.table, right_server=subscription.server,
+        right_table=publication.table, bidir=subscription.pk, table=publication.table,
+    )  # fmt: skip
+
+
 def due_tables(now: Any | None = None) -> list[tuple[ReplSubscriber, str]]:
     """(subscription, table) whose scheduled validation is due: copied subscriptions whose profile validates them,
     copied longer ago than the interval, each table last validated (or started) longer ago than the interval, none
     of its validations queued or running."""
     now = now or timezone.now()
     due = []
-    active = set(
-        JobRun.objects.filter(kind=TrxValidate.kind, state__in=[JobRun.State.QUEUED, JobRun.State.RUNNING])
-        .values_list("target", flat=True)
-    )  # fmt: skip
+    active = _active_targets(TrxValidate.kind)
     for sub in ReplSubscriber.objects.filter(init_state="done", subscribed=True):
         every = trx.validate_every(sub)
         if every <= 0:

@@ -13,18 +13,28 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from replication_admin.bidir import actions as bidir_actions
+from replication_admin.bidir.actions import BidirError
 from replication_admin.compare import actions, selectors
 from replication_admin.compare.forms import CompareForm
 from replication_admin.compare.key_repair import RepairRefused
 from replication_admin.compare.runs import Compare, RepairKeys
-from replication_admin.compare.validation import TrxValidate
+from replication_admin.compare.validation import BidirValidate, TrxValidate
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor
 from replication_admin.core.introspection import source_tables
 from replication_admin.core.jobs import JobError
 from replication_admin.core.permissions import OPERATE
 from replication_admin.core.web import requires
-from replication_admin.models import JobRun, ReplSubscriber, Server, Snapshot, subscription_label
+from replication_admin.models import (
+    JobRun,
+    ReplSubscriber,
+    Server,
+    Snapshot,
+    SnapshotPublication,
+    SnapshotSubscription,
+    subscription_label,
+)
 from replication_admin.transactional.selectors import TrxError
 
 SHOWN_KEYS = 20  # keys named on the confirmation page; the rest are counted
@@ -182,11 +192,32 @@ def subscription_validate(request: HttpRequest, subscriber: str, server: str, ac
     return redirect(sub)
 
 
+def _bidir_target(request: HttpRequest, pk: int) -> str:
+    subscription = SnapshotSubscription.objects.filter(pk=pk).first()
+    return bidir_actions.subscription_label(subscription) if subscription else f"bi-directional subscription #{pk}"
+
+
+@require_POST
+@requires(OPERATE, f"job.{BidirValidate.kind}", _bidir_target)
+def bidir_subscription_validate(request: HttpRequest, pk: int) -> HttpResponse:
+    """Validate a bi-directional subscription's table now, followed on the job's page."""
+    subscription = get_object_or_404(SnapshotSubscription, pk=pk)
+    try:
+        job = actions.do_validate_bidir(Actor.from_request(request), subscription)
+    except BidirError as exc:
+        messages.error(request, f"Not validated: {exc}.")
+        publication = SnapshotPublication.objects.filter(item=subscription.item, type=subscription.type).first()
+        return redirect(publication) if publication is not None else redirect("subscriptions")
+    return redirect("jobs-detail", pk=job.pk)
+
+
 @require_POST
 @requires(OPERATE, f"job.{TrxValidate.kind}", _job_target())
 def validate_again(request: HttpRequest, pk: int) -> HttpResponse:
     """The validation of the same table as a new job (the same slice again after drift: a repair's check)."""
     job = get_object_or_404(JobRun, pk=pk)
+    if job.kind == BidirValidate.kind:
+        return _validate_bidir_again(request, job)
     sub = ReplSubscriber.objects.filter(pk=job.params.get("subscription") or 0).first()
     if job.kind != TrxValidate.kind:
         messages.error(request, f"Not validated: job #{pk} is not a validation.")
@@ -200,3 +231,16 @@ def validate_again(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, f"Not validated: {exc}.")
         return redirect("jobs-detail", pk=pk)
     return redirect("jobs-detail", pk=again[0].pk)
+
+
+def _validate_bidir_again(request: HttpRequest, job: JobRun) -> HttpResponse:
+    subscription = SnapshotSubscription.objects.filter(pk=job.params.get("bidir") or 0).first()
+    if subscription is None:
+        messages.error(request, "Not validated: the subscription no longer exists.")
+        return redirect("jobs-detail", pk=job.pk)
+    try:
+        again = actions.do_validate_bidir(Actor.from_request(request), subscription)
+    except BidirError as exc:
+        messages.error(request, f"Not validated: {exc}.")
+        return redirect("jobs-detail", pk=job.pk)
+    return redirect("jobs-detail", pk=again.pk)

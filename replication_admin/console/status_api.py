@@ -43,6 +43,7 @@ from replication_admin.models import (
     ReplSubscriber,
     ScheduledEvent,
     Snapshot,
+    SnapshotPublication,
     TracerArrival,
     Validation,
 )
@@ -329,18 +330,37 @@ def _conflict_metrics(out: Exposition) -> None:
 
 
 def _validation_metrics(out: Exposition) -> None:
-    """The latest validation of each table of each transactional subscription (one query)."""
+    """The latest validation of each table of each transactional subscription, and of each bi-directional one (one
+    query each); a bi-directional subscription's publisher is its publication's server, its account its item."""
+    fields = ("table", "drift", "in_flight", "verdict", "at")
     latest = (
-        Validation.objects.annotate(
+        Validation.objects.filter(subscription__isnull=False).annotate(
             recency=Window(RowNumber(), partition_by=[F("subscription"), F("table")], order_by=[F("at").desc(),
                                                                                                 F("pk").desc()])
         )
         .filter(recency=1)
-        .values("subscription__server", "subscription__account", "subscription__subscriber", "table", "drift",
-                "in_flight", "verdict", "at")
+        .values("subscription__server", "subscription__account", "subscription__subscriber", *fields)
         .order_by("subscription__server", "subscription__account", "subscription__subscriber", "table")
     )  # fmt: skip
-    rows = list(latest)
+    rows = [
+        {**r, "publisher": r["subscription__server"], "account": r["subscription__account"],
+         "subscriber": r["subscription__subscriber"]}
+        for r in latest
+    ]  # fmt: skip
+    bidir_latest = (
+        Validation.objects.filter(bidir__isnull=False).annotate(
+            recency=Window(RowNumber(), partition_by=[F("bidir")], order_by=[F("at").desc(), F("pk").desc()])
+        )
+        .filter(recency=1)
+        .values("bidir__item", "bidir__server", *fields)
+        .order_by("bidir__item", "bidir__server")
+    )  # fmt: skip
+    publishers = dict(SnapshotPublication.objects.values_list("item", "server_id"))
+    rows += [
+        {**r, "publisher": publishers.get(r["bidir__item"]) or "", "account": r["bidir__item"],
+         "subscriber": r["bidir__server"]}
+        for r in bidir_latest
+    ]  # fmt: skip
     now = timezone.now()
     for name, help_text in (
         ("repladmin_validation_drift_keys", "Keys of a subscriber's table that its latest validation found different "
@@ -351,8 +371,8 @@ def _validation_metrics(out: Exposition) -> None:
     ):  # fmt: skip
         out.family(name, "gauge", help_text)
         for r in rows:
-            labels = {"publisher": r["subscription__server"], "account": r["subscription__account"],
-                      "subscriber": r["subscription__subscriber"], "table": r["table"]}  # fmt: skip
+            labels = {"publisher": r["publisher"], "account": r["account"], "subscriber": r["subscriber"],
+                      "table": r["table"]}  # fmt: skip
             value = {
                 "repladmin_validation_drift_keys": r["drift"],
                 "repladmin_validation_inconclusive": int(r["verdict"] == Validation.INCONCLUSIVE),

@@ -25,7 +25,8 @@ REGISTRY_DEFAULTS = {
     # cancelled, its transaction rolled back and tried again; 0: no bound but the server's own.
     "repl_apply_timeout": "0",
     # Seconds between two validations of a transactional subscription's tables (each compares one slice of every
-    # table with the publisher's rows); 0: never on a schedule.
+    # table with the publisher's rows; a subscription's profile may say otherwise) and of a bi-directional
+    # subscription's table; 0: never on a schedule.
     "repl_validate_every": "3600",
     # Slices a validated table is cut into by its key: each validation compares the next one, so a cycle of this
     # many validations compares every row (24 at one an hour: each row once a day).
