@@ -100,6 +100,7 @@ def test_bidirectional_validations_are_scheduled_by_the_registry_and_shown_on_th
     whole_table,
     viewer_client,
     operator_client,
+    settings,
 ):
     hours_ago = timezone.now() - timedelta(hours=2)
     assert validation.due_bidir() == []  # copied just now: the first validation comes an interval later
@@ -112,7 +113,7 @@ def test_bidirectional_validations_are_scheduled_by_the_registry_and_shown_on_th
     Validation.objects.filter(bidir=my2).update(at=hours_ago)
     JobRun.objects.filter(kind="bidir_validate", params__bidir=my2.pk).update(created_at=hours_ago)
     assert {s.server for s in validation.due_bidir()} == {"my2"}
-    RegistryEntry.objects.filter(key="repl_validate_every").update(value="0")
+    RegistryEntry.objects.update_or_create(key="repl_validate_every", defaults={"value": "0"})
     assert validation.due_bidir() == []
 
     publication = SnapshotPublication.objects.get()
@@ -123,8 +124,15 @@ def test_bidirectional_validations_are_scheduled_by_the_registry_and_shown_on_th
     url = reverse("subscriptions-validate", args=[subscription("lite3").pk])
     assert viewer_client.post(url).status_code == 403
     assert Validation.objects.filter(bidir=subscription("lite3")).count() == 1
+    # /metrics: the latest validation of each bi-directional subscriber, named by the publication's server and item.
+    settings.STATUS_TOKENS = ["metrics-token"]
+    text = operator_client.get(reverse("metrics"), HTTP_AUTHORIZATION="Bearer metrics-token").content.decode()
+    assert (
+        'repladmin_validation_drift_keys{publisher="pg1",account="pg1.items",subscriber="lite3",table="items"} 0'
+        in text
+    )
     response = operator_client.post(url)
-    job = JobRun.objects.get(kind="bidir_validate", params__bidir=subscription("lite3").pk)
+    job = JobRun.objects.filter(kind="bidir_validate", params__bidir=subscription("lite3").pk).latest("pk")
     assert response.status_code == 302 and response["Location"] == reverse("jobs-detail", args=[job.pk])
 
 
