@@ -44,6 +44,11 @@ SESSIONS = {
     "WHERE datname = current_database()",
     "mysql": "SELECT ID, COMMAND, STATE, LEFT(INFO, 200) FROM information_schema.PROCESSLIST WHERE DB = DATABASE()",
 }
+# PostgreSQL: each waiter checks for a deadlock once, deadlock_timeout after it began to wait. The apply's sessions
+# check after APPLY_DEADLOCK_CHECK, so the application has that long (not the default second, which a loaded machine
+# can spend before the application sees the apply wait) to close the cycle; the application checks much later, so the
+# apply, which waited first, is the one the server kills.
+APPLY_DEADLOCK_CHECK, APPLICATION_DEADLOCK_CHECK = "5s", "60s"
 FILLER_ROWS = 400  # what the MariaDB application changed first: it outweighs the apply, which InnoDB then kills
 
 
@@ -59,6 +64,8 @@ class Application(threading.Thread):
         self.opened = connections.connect(sub, autocommit=False)  # held until run() ends
         self.conn = self.opened.__enter__()
         cursor = self.conn.cursor()
+        if sub.dialect == "postgresql":
+            cursor.execute(f"SET deadlock_timeout = '{APPLICATION_DEADLOCK_CHECK}'")
         cursor.execute("UPDATE items SET name = 'local 2' WHERE id = 2")
         cursor.execute("UPDATE filler SET n = n + 1")
 
@@ -86,6 +93,9 @@ def test_a_deadlock_with_an_application_on_the_subscriber_is_retried_and_the_tra
     make_server, jobs_sync, spark, dialect
 ):
     pub, sub = make_server("postgresql", "pub"), make_server(dialect, "sub")
+    if dialect == "postgresql":  # before the product opens its first session there
+        sql(sub, "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET deadlock_timeout = %L', current_database(), "
+            f"'{APPLY_DEADLOCK_CHECK}'); END $$")  # fmt: skip
     sql(pub, "CREATE TABLE items (id integer PRIMARY KEY, name varchar(40), hits integer)")
     sql(pub, *[f"INSERT INTO items VALUES ({i}, 'item {i}', 0)" for i in (1, 2, 3)])
     run(pub, "REPL_PUBLISH ('shop', 'shop.log'); REPL_PUB_ADD ('shop', 'items', 2, 0, null)")
