@@ -15,6 +15,8 @@ from replication_admin.core.jobs import do_start_job
 from replication_admin.core.permissions import OPERATE
 from replication_admin.engine.statements import quote_name
 from replication_admin.models import AuditEntry, JobRun, ReplSubscriber, Server, Snapshot, SnapshotSubscription
+from replication_admin.snapshots import actions as snapshots
+from replication_admin.snapshots.actions import SnapshotError
 from replication_admin.transactional import selectors as trx
 
 log = logging.getLogger(__name__)
@@ -136,6 +138,20 @@ def do_validate_bidir(actor: Actor, subscription: SnapshotSubscription, sync: bo
                         validation.bidir_validation_params(subscription), sync=sync)  # fmt: skip
 
 
+def do_validate_snapshot(actor: Actor, snapshot: Snapshot, sync: bool | None = None) -> JobRun:
+    """Validate an incremental snapshot now: a `snapshot_validate` job (compare/validation.py), which refreshes it
+    incrementally when the first compare finds differences. A snapshot that cannot be validated (not incremental,
+    no snapshot log, never refreshed) is refused in one line (audited) as SnapshotError."""
+    target = validation.snapshot_target(snapshot)
+    require(actor, OPERATE, f"job.{validation.SnapshotValidate.kind}", target)
+    why_not = snapshots.validatable(snapshot)
+    if why_not:
+        record(actor, f"job.{validation.SnapshotValidate.kind}", target, AuditEntry.Outcome.ERROR, {"error": why_not})
+        raise SnapshotError(why_not)
+    return do_start_job(actor, validation.SnapshotValidate, target, validation.snapshot_validation_params(snapshot),
+                        sync=sync)  # fmt: skip
+
+
 def start_due_validations() -> list[JobRun]:
     """The scheduler's round: a validation of each table whose subscription's interval has passed since its last."""
     started = []
@@ -143,6 +159,8 @@ def start_due_validations() -> list[JobRun]:
         started += do_validate(SCHEDULER, sub, table)
     for subscription in validation.due_bidir():
         started.append(do_validate_bidir(SCHEDULER, subscription))
+    for snapshot in validation.due_snapshots():
+        started.append(do_validate_snapshot(SCHEDULER, snapshot))
     return started
 
 

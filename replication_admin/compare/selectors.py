@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from replication_admin.compare.key_repair import RepairKeysResult
 from replication_admin.compare.runs import Compare, CompareResult, DifferingRow
-from replication_admin.compare.validation import BidirValidate, TrxValidate, ValidationResult
+from replication_admin.compare.validation import BidirValidate, SnapshotValidate, TrxValidate, ValidationResult
 from replication_admin.core.jobs import result_of
 from replication_admin.models import JobRun
 
@@ -16,7 +16,7 @@ __all__ = [
 
 # Kinds whose result is a compare's and whose listed keys may be repaired: a compare, and a validation (its drift;
 # a bi-directional copy's repair is refused by compare.key_repair, with its reason).
-COMPARED_KINDS = (Compare.kind, TrxValidate.kind, BidirValidate.kind)
+COMPARED_KINDS = (Compare.kind, TrxValidate.kind, BidirValidate.kind, SnapshotValidate.kind)
 
 
 def compare_result(job: JobRun) -> CompareResult | None:

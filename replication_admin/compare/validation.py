@@ -1,7 +1,8 @@
-"""Continuous validation of transactional and bi-directional subscriptions: on a schedule (a transactional
-subscription's profile, the registry's for a bi-directional one), each published table's copy is compared with the
-publisher's rows, one slice of the table at a time, by the compare's canonical text and row hashes on Spark. A drift
-found opens an alert whose job lists the keys (repaired one click away on a transactional copy).
+"""Continuous validation of transactional and bi-directional subscriptions and of incremental snapshots: on a
+schedule (a transactional subscription's profile, the registry's for the others), each published table's copy is
+compared with the publisher's rows, one slice of the table at a time, by the compare's canonical text and row hashes
+on Spark. A drift found opens an alert whose job lists the keys (repaired one click away on a transactional copy and
+a snapshot's destination).
 
 One validation of one table (a `trx_validate` or `bidir_validate` job):
 1. It notes what the publisher has committed (transactional: its count P of the publication's transactions), then
@@ -10,8 +11,10 @@ One validation of one table (a `trx_validate` or `bidir_validate` job):
    A transactional subscriber is waited for (REPLADMIN_VALIDATE_WAIT, 60 s) until it has applied P; a
    bi-directional one is synchronised once by the validation itself (its pull and push, under the publication's
    item lock, waiting as long for a running sync), which settles every change committed on either side before
-   it. A key that differs in both compares is drift; one that differed in only one of them was in flight. Not
-   caught up in time (a halted or stopped subscription, a sync that failed or never got the lock): inconclusive.
+   it; an incremental snapshot is refreshed once (incrementally, under its item lock), which applies every change
+   its snapshot log holds. A key that differs in both compares is drift; one that differed in only one of them was
+   in flight. Not caught up in time (a halted or stopped subscription, a sync or refresh that failed or never got
+   the lock): inconclusive.
    Nothing is called drift before the subscriber has caught up with what the first compare read.
 3. The slice (engine.compare.KeySlice): the first key column's integer values cut into equal widths between the
    publisher's smallest and largest key; the next validation takes the next slice, so a cycle of `validate_slices`
@@ -50,10 +53,12 @@ from replication_admin.models import (
     JobRun,
     ReplSubscriber,
     Server,
+    Snapshot,
     SnapshotPublication,
     SnapshotSubscription,
     Validation,
 )
+from replication_admin.snapshots import actions as snapshots
 from replication_admin.transactional import selectors as trx
 
 log = logging.getLogger(__name__)
@@ -78,6 +83,14 @@ class BidirValidateParams(CompareParams):
     the subscriber), for the subscription `bidir` (SYS_SNAPSHOT_SUB)."""
 
     bidir: int = 0
+    table: str = ""
+
+
+@dataclass(frozen=True)
+class SnapshotValidateParams(CompareParams):
+    """A compare of an incremental snapshot's source query (left) with its destination (right); `table`: its
+    source table."""
+
     table: str = ""
 
 
@@ -137,8 +150,9 @@ def _scalar_row(server: Server, sql: str) -> tuple[Any, ...]:
 
 
 def _count(server: Server, side: Side, where: str | None = None) -> int:
-    table = side.dialect.qualify(side.table.name, side.table.schema)
-    return int(_scalar_row(server, f"SELECT COUNT(*) FROM {table}" + (f" WHERE {where}" if where else ""))[0])
+    return int(
+        _scalar_row(server, f"SELECT COUNT(*) FROM {side.source_sql()}" + (f" WHERE {where}" if where else ""))[0]
+    )
 
 
 def key_slice_of(publisher: Server, plan: ComparePlan, index: int, slices: int) -> KeySlice:
@@ -147,9 +161,8 @@ def key_slice_of(publisher: Server, plan: ComparePlan, index: int, slices: int) 
     column = plan.left.slice_column
     if column is None or slices <= 1:
         return KeySlice(0, 1, None, None)
-    d, table = plan.left.dialect, plan.left.table
-    name = d.quote(column.column.name)
-    low, high = _scalar_row(publisher, f"SELECT MIN({name}), MAX({name}) FROM {d.qualify(table.name, table.schema)}")
+    name = plan.left.dialect.quote(column.column.name)
+    low, high = _scalar_row(publisher, f"SELECT MIN({name}), MAX({name}) FROM {plan.left.source_sql()}")
     return KeySlice.of(index, slices, None if low is None else int(low), None if high is None else int(high))
 
 
@@ -243,6 +256,43 @@ def validate_bidir_table(job: JobRun, reporter: Any, params: BidirValidateParams
         publisher=str(publication.server_id), subscriber=subscription.server, slices=trx.validate_slices({}),
         mark=lambda: None, marked=lambda _mark: "either side's changes since the last sync are in flight",
         catch_up=catch_up, repair_hint="see job #{job}; re-initialise the subscription (REPL_INIT_SNAPSHOT)",
+    )  # fmt: skip
+    return _validate(job, reporter, params, params.table, validated)
+
+
+def validate_snapshot(job: JobRun, reporter: Any, params: SnapshotValidateParams) -> dict[str, Any]:
+    """One validation of an incremental snapshot (the module's steps; its catch-up: one incremental refresh, which
+    brings every change the snapshot log holds, so what still differs after it no refresh will ever bring)."""
+    snapshot = Snapshot.objects.filter(name=params.snapshot or "").first()
+    if snapshot is None:
+        raise JobError(f"snapshot {params.snapshot} no longer exists")
+    why_not = snapshots.validatable(snapshot)
+    if why_not:
+        raise JobError(why_not)
+    wait = float(settings.VALIDATE_WAIT_SECONDS)
+
+    def catch_up(_started: Any) -> str:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                reporter.log(f"refreshing {snapshot.name} so that the changes its log holds are applied")
+                done = snapshots.refresh_within(job, reporter, snapshot)
+                if done.get("mode") != "incremental":
+                    mode = done.get("mode")
+                    return f"the refresh of {snapshot.name} copied every row ({mode}): nothing is left to tell apart"
+                return ""
+            except LockBusy:
+                if time.monotonic() >= deadline:
+                    return f"another refresh of {snapshot.name} held it for {settings.VALIDATE_WAIT_SECONDS} s"
+                time.sleep(POLL)
+            except ReplicationError as exc:
+                return f"the refresh of {snapshot.name} failed: {exc}"
+
+    validated = Validated(
+        owner={"snapshot": snapshot}, label=snapshots.drift_label(snapshot), publisher=str(snapshot.source_server_id),
+        subscriber=str(snapshot.dest_server_id), slices=trx.validate_slices({}),
+        mark=lambda: None, marked=lambda _mark: "changes the snapshot log holds are in flight", catch_up=catch_up,
+        repair_hint="repair them from job #{job}",
     )  # fmt: skip
     return _validate(job, reporter, params, params.table, validated)
 
@@ -349,6 +399,59 @@ class BidirValidate(JobRunner[BidirValidateParams]):
 
     def run(self) -> ValidationResult:
         return ValidationResult.from_json(validate_bidir_table(self.job, self.reporter, self.params))
+
+
+def snapshot_subject(params: dict[str, Any]) -> Subject:
+    name = params.get("snapshot") or ""
+    if not Snapshot.objects.filter(name=name).exists():
+        return Subject(f"snapshot {name} (dropped)")
+    return Subject(f"snapshot {name}", reverse("snapshots-detail", args=[name]))
+
+
+@register
+class SnapshotValidate(JobRunner[SnapshotValidateParams]):
+    kind = "snapshot_validate"
+    label = "Validate an incremental snapshot"
+    params_type = SnapshotValidateParams
+    result_type = ValidationResult
+    subject = staticmethod(snapshot_subject)
+
+    def run(self) -> ValidationResult:
+        return ValidationResult.from_json(validate_snapshot(self.job, self.reporter, self.params))
+
+
+def snapshot_target(snapshot: Snapshot) -> str:
+    return f"{snapshots.drift_label(snapshot)}: {snapshot.source_table}"
+
+
+def snapshot_validation_params(snapshot: Snapshot) -> SnapshotValidateParams:
+    return SnapshotValidateParams(
+        snapshot=snapshot.name, left_server=snapshot.source_server_id, right_server=snapshot.dest_server_id,
+        right_table=snapshot.dest_table, table=snapshot.source_table or "",
+    )  # fmt: skip
+
+
+def due_snapshots(now: Any | None = None) -> list[Snapshot]:
+    """Incremental snapshots whose scheduled validation is due (the registry's repl_validate_every): those a
+    validation can take (snapshots.validatable), made longer ago than the interval, last validated (or started)
+    longer ago, none queued or running."""
+    now = now or timezone.now()
+    every = trx.validate_every({})
+    if every <= 0:
+        return []
+    since = now - timedelta(seconds=every)
+    active = _active_targets(SnapshotValidate.kind)
+    due = []
+    for snapshot in Snapshot.objects.filter(is_incremental__isnull=False, last_ts__isnull=False, created_at__lte=since):
+        if Validation.objects.filter(snapshot=snapshot, at__gte=since).exists():
+            continue
+        if JobRun.objects.filter(
+            kind=SnapshotValidate.kind, params__snapshot=snapshot.name, created_at__gte=since
+        ).exists():
+            continue
+        if snapshot_target(snapshot) not in active and not snapshots.validatable(snapshot):
+            due.append(snapshot)
+    return due
 
 
 def _active_targets(kind: str) -> set[str]:

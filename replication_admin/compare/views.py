@@ -19,7 +19,7 @@ from replication_admin.compare import actions, selectors
 from replication_admin.compare.forms import CompareForm
 from replication_admin.compare.key_repair import RepairRefused
 from replication_admin.compare.runs import Compare, RepairKeys
-from replication_admin.compare.validation import BidirValidate, TrxValidate
+from replication_admin.compare.validation import BidirValidate, SnapshotValidate, TrxValidate
 from replication_admin.core import connections
 from replication_admin.core.audit import Actor
 from replication_admin.core.introspection import source_tables
@@ -35,6 +35,7 @@ from replication_admin.models import (
     SnapshotSubscription,
     subscription_label,
 )
+from replication_admin.snapshots.actions import SnapshotError
 from replication_admin.transactional.selectors import TrxError
 
 SHOWN_KEYS = 20  # keys named on the confirmation page; the rest are counted
@@ -212,12 +213,35 @@ def bidir_subscription_validate(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
+@requires(OPERATE, f"job.{SnapshotValidate.kind}", lambda request, name: f"snapshot {name}")
+def snapshot_validate(request: HttpRequest, name: str) -> HttpResponse:
+    """Validate an incremental snapshot now, followed on the job's page."""
+    snapshot = get_object_or_404(Snapshot, name=name)
+    try:
+        job = actions.do_validate_snapshot(Actor.from_request(request), snapshot)
+    except SnapshotError as exc:
+        messages.error(request, f"Not validated: {exc}.")
+        return redirect("snapshots-detail", name=snapshot.name)
+    return redirect("jobs-detail", pk=job.pk)
+
+
+@require_POST
 @requires(OPERATE, f"job.{TrxValidate.kind}", _job_target())
 def validate_again(request: HttpRequest, pk: int) -> HttpResponse:
     """The validation of the same table as a new job (the same slice again after drift: a repair's check)."""
     job = get_object_or_404(JobRun, pk=pk)
     if job.kind == BidirValidate.kind:
         return _validate_bidir_again(request, job)
+    if job.kind == SnapshotValidate.kind:
+        snapshot = Snapshot.objects.filter(name=job.params.get("snapshot") or "").first()
+        if snapshot is None:
+            messages.error(request, "Not validated: the snapshot no longer exists.")
+            return redirect("jobs-detail", pk=pk)
+        try:
+            return redirect("jobs-detail", pk=actions.do_validate_snapshot(Actor.from_request(request), snapshot).pk)
+        except SnapshotError as exc:
+            messages.error(request, f"Not validated: {exc}.")
+            return redirect("jobs-detail", pk=pk)
     sub = ReplSubscriber.objects.filter(pk=job.params.get("subscription") or 0).first()
     if job.kind != TrxValidate.kind:
         messages.error(request, f"Not validated: job #{pk} is not a validation.")

@@ -330,8 +330,9 @@ def _conflict_metrics(out: Exposition) -> None:
 
 
 def _validation_metrics(out: Exposition) -> None:
-    """The latest validation of each table of each transactional subscription, and of each bi-directional one (one
-    query each); a bi-directional subscription's publisher is its publication's server, its account its item."""
+    """The latest validation of each table of each transactional subscription, of each bi-directional one and of
+    each incremental snapshot (one query each); a bi-directional subscription's publisher is its publication's
+    server, its account its item; a snapshot's publisher is its source server, its account `snapshot <name>`."""
     fields = ("table", "drift", "in_flight", "verdict", "at")
     latest = (
         Validation.objects.filter(subscription__isnull=False).annotate(
@@ -360,6 +361,19 @@ def _validation_metrics(out: Exposition) -> None:
         {**r, "publisher": publishers.get(r["bidir__item"]) or "", "account": r["bidir__item"],
          "subscriber": r["bidir__server"]}
         for r in bidir_latest
+    ]  # fmt: skip
+    snapshot_latest = (
+        Validation.objects.filter(snapshot__isnull=False).annotate(
+            recency=Window(RowNumber(), partition_by=[F("snapshot")], order_by=[F("at").desc(), F("pk").desc()])
+        )
+        .filter(recency=1)
+        .values("snapshot__name", "snapshot__source_server", "snapshot__dest_server", *fields)
+        .order_by("snapshot__name")
+    )  # fmt: skip
+    rows += [
+        {**r, "publisher": r["snapshot__source_server"] or "", "account": f"snapshot {r['snapshot__name']}",
+         "subscriber": r["snapshot__dest_server"]}
+        for r in snapshot_latest
     ]  # fmt: skip
     now = timezone.now()
     for name, help_text in (

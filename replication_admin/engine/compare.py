@@ -86,14 +86,18 @@ class Side:
     # Only these rows: a subscription's row filter, a key slice (KeySlice.condition) of a validation's sample, or both.
     where: str | None = None
 
+    def source_sql(self) -> str:
+        """What the side reads its rows from: its table, or its query as the derived table `q`."""
+        if self.query is not None:
+            return f"({self.query}) q"
+        return self.dialect.qualify(self.table.name, self.table.schema)
+
     def select_sql(self) -> str:
         """SELECT of the compared columns under safe aliases, usable as a JDBC `dbtable` subquery."""
-        if self.query is not None:
-            items = ", ".join(f"q.{self.dialect.quote(c.column.name)} AS {c.alias}" for c in self.columns)
-            return f"SELECT {items} FROM ({self.query}) q"
-        items = ", ".join(f"{self.dialect.quote(c.column.name)} AS {c.alias}" for c in self.columns)
+        prefix = "q." if self.query is not None else ""
+        items = ", ".join(f"{prefix}{self.dialect.quote(c.column.name)} AS {c.alias}" for c in self.columns)
         where = f" WHERE {self.where}" if self.where else ""
-        return f"SELECT {items} FROM {self.dialect.qualify(self.table.name, self.table.schema)}{where}"
+        return f"SELECT {items} FROM {self.source_sql()}{where}"
 
     @property
     def slice_column(self) -> SideColumn | None:

@@ -471,9 +471,10 @@ class ReplSubscriber(models.Model):
 
 
 class Validation(models.Model):
-    """REPL_VALIDATION: one validation of one table of a transactional subscription (`subscription`) or of a
-    bi-directional one (`bidir`), one slice of its rows compared with the publisher's (compare/validation.py): the
-    drift trend of the subscription's (or publication's) page and its alert."""
+    """REPL_VALIDATION: one validation of one table of a transactional subscription (`subscription`), of a
+    bi-directional one (`bidir`) or of an incremental snapshot (`snapshot`: its source table), one slice of its rows
+    compared with the publisher's (compare/validation.py): the drift trend of the subscription's (publication's,
+    snapshot's) page and its alert."""
 
     EQUAL, DRIFT, INCONCLUSIVE = "equal", "drift", "inconclusive"
     VERDICTS = [(EQUAL, "equal"), (DRIFT, "drift"), (INCONCLUSIVE, "inconclusive")]
@@ -482,6 +483,8 @@ class Validation(models.Model):
                                      related_name="validations", null=True, blank=True)  # fmt: skip
     bidir = models.ForeignKey(SnapshotSubscription, on_delete=models.CASCADE, db_column="RV_BIDIR",
                               related_name="validations", null=True, blank=True)  # fmt: skip
+    snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, db_column="RV_SNAPSHOT", to_field="name",
+                                 related_name="validations", null=True, blank=True)  # fmt: skip
     table = models.CharField(max_length=256, db_column="RV_TABLE")  # the published table
     job = models.IntegerField(null=True, blank=True, db_column="RV_JOB")  # the job that ran it (its keys, its repair)
     at = models.DateTimeField(db_column="RV_AT")
@@ -502,17 +505,19 @@ class Validation(models.Model):
         indexes = [
             models.Index(fields=["subscription", "table", "at"], name="repl_validation_item"),
             models.Index(fields=["bidir", "table", "at"], name="repl_validation_bidir_item"),
+            models.Index(fields=["snapshot", "at"], name="repl_validation_snapshot"),
         ]
         constraints = [
             models.CheckConstraint(
-                condition=Q(subscription__isnull=False, bidir__isnull=True)
-                | Q(subscription__isnull=True, bidir__isnull=False),
+                condition=Q(subscription__isnull=False, bidir__isnull=True, snapshot__isnull=True)
+                | Q(subscription__isnull=True, bidir__isnull=False, snapshot__isnull=True)
+                | Q(subscription__isnull=True, bidir__isnull=True, snapshot__isnull=False),
                 name="repl_validation_one_subscription",
             )
         ]
 
     def __str__(self) -> str:
-        return f"{self.subscription or self.bidir}: {self.table} {self.verdict} ({self.slice_text})"
+        return f"{self.subscription or self.bidir or self.snapshot}: {self.table} {self.verdict} ({self.slice_text})"
 
 
 class DeclaredServer(models.Model):

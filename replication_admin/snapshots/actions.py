@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from replication_admin.core import connections
+from replication_admin.core.alerts import resolve_alerts_of
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import find_table, lookup_table, require_table
@@ -32,6 +33,7 @@ from replication_admin.models import (
     Snapshot,
     SnapshotLog,
 )
+from replication_admin.snapshots import refresh
 from replication_admin.snapshots.runs import RefreshParams, RepairParams, SnapshotRefresh, SnapshotRepair
 from replication_admin.snapshots.selectors import snapshot_name
 from replication_admin.snapshots.shapes import SnapshotError
@@ -301,6 +303,7 @@ def do_drop_snapshot(actor: Actor, snapshot: Snapshot, with_delete: bool) -> str
         name = snapshot.name
         ScheduledEvent.objects.filter(name=event_name(snapshot)).delete()
         snapshot.delete()
+        resolve_alerts_of("validation_drift", f"snapshot {name}: ", f"{name} dropped")
         record(actor, "snapshot.drop", name, detail={"with_delete": with_delete})
     return f"dropped snapshot {name}" + (f" and table {snapshot.dest_table}" if with_delete else "")
 
@@ -313,6 +316,28 @@ def do_refresh_snapshot(
         actor, SnapshotRefresh, f"UPDATE SNAPSHOT {snapshot.name}{mode}",
         RefreshParams(snapshot=snapshot.name, nonincremental=nonincremental), sync=sync,
     )  # fmt: skip
+
+
+drift_label = refresh.drift_label
+
+
+def validatable(snapshot: Snapshot) -> str:
+    """Why the snapshot cannot be validated ("" when it can): only an incremental snapshot with a snapshot log,
+    refreshed once, has a destination an incremental refresh brings up to its source; a full one is its query's
+    rows at its last refresh, and a refresh of it replaces everything a validation would tell apart."""
+    if snapshot.is_incremental is None or not snapshot.source_table:
+        return f"{snapshot.name} is not incremental: refresh it (UPDATE SNAPSHOT) or compare it with its source"
+    if refresh.snapshot_log_for(snapshot) is None:
+        return f"{snapshot.source_server_id}.{snapshot.source_table} has no snapshot log (REPL_CREATE_SNAPSHOT_LOG)"
+    if snapshot.last_ts is None:
+        return f"{snapshot.name} was never refreshed (UPDATE SNAPSHOT)"
+    return ""
+
+
+def refresh_within(job: JobRun, reporter, snapshot: Snapshot) -> dict:
+    """An incremental refresh run inside another job (a validation catching the destination up), under the
+    snapshot's item lock as a refresh job takes it: LockBusy while another refresh holds it."""
+    return refresh.refresh_snapshot(job, reporter, snapshot.name)
 
 
 def do_schedule_snapshot(actor: Actor, snapshot: Snapshot, every_minutes: int | None) -> ScheduledEvent | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -12,19 +13,61 @@ from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from replication_admin.core import live
+from replication_admin.core.alerts import open_alerts
 from replication_admin.core.presence import Presence
 from replication_admin.core.times import iso
+from replication_admin.core.web import Chart, line_chart, local_stamp
 from replication_admin.engine import health
 from replication_admin.engine.schema import TableInfo
 from replication_admin.engine.statements import quote_name
 from replication_admin.models import (
     JobRun,
+    RegistryEntry,
     Server,
     Snapshot,
     SnapshotLog,
+    Validation,
 )
 from replication_admin.snapshots.runs import RefreshResult
 from replication_admin.snapshots.shapes import SnapshotError, shape_of
+
+VALIDATIONS_SHOWN = 100  # validations the snapshot page lists and charts, newest
+
+
+@dataclass(frozen=True)
+class ValidationPanel:
+    """The snapshot page's validation panel: its latest validations, the drift trend, the registry's schedule."""
+
+    rows: list[Validation]
+    chart: Chart
+    every: int
+    slices: int
+
+
+def validation_panel(snapshot: Snapshot) -> ValidationPanel:
+    rows = list(Validation.objects.filter(snapshot=snapshot).order_by("-at", "-pk")[:VALIDATIONS_SHOWN])
+    points = rows[::-1]
+    traces = [{
+        "type": "scatter", "mode": "lines+markers", "name": snapshot.dest_table,
+        "x": [local_stamp(r.at) for r in points], "y": [r.drift for r in points],
+        "text": [f"{r.slice_text}: {r.verdict}" for r in points],
+    }] if points else []  # fmt: skip
+    return ValidationPanel(
+        rows=rows[:10], chart=Chart(line_chart(traces, "keys that differ")),
+        every=RegistryEntry.get_int("repl_validate_every"),
+        slices=max(1, RegistryEntry.get_int("repl_validate_slices")),
+    )  # fmt: skip
+
+
+def drift_messages() -> dict[str, str]:
+    """Snapshot name -> the message of its open drift alert (one query): a validation found its destination
+    different from its source after an incremental refresh."""
+    drift: dict[str, str] = {}
+    for target, message in (
+        open_alerts().filter(kind="validation_drift", target__startswith="snapshot ").values_list("target", "message")
+    ):
+        drift.setdefault(target.removeprefix("snapshot ").rpartition(": ")[0], f"validation: {message}")
+    return drift
 
 
 def snapshot_source(name: str) -> tuple[Server, TableInfo, str]:
@@ -108,6 +151,7 @@ def snapshot_states(names: Iterable[str] | None = None, now: datetime | None = N
         if s["is_incremental"] and s["source_table"] and (s["source_server"], s["source_table"].lower()) in logged
     )  # fmt: skip
     presence = Presence({s["source_server"] for s in snapshots} | {s["dest_server"] for s in snapshots})
+    drift = drift_messages() if snapshots else {}
     rows = []
     for s in snapshots:
         refresh = refreshes.get(s["name"], {})
@@ -131,8 +175,9 @@ def snapshot_states(names: Iterable[str] | None = None, now: datetime | None = N
         broken = presence.gone(s["source_server"], s["source_table"], "source") or (
             presence.gone(s["dest_server"], s["dest_table"], "destination") if s["last_ts"] else ""
         )
-        state = health.with_presence(state, broken)
-        last_error = broken or (job["error"] if job and job["state"] == JobRun.State.FAILED else "")
+        drifted = drift.get(s["name"], "")
+        state = health.with_presence(health.FAILING if drifted else state, broken)
+        last_error = broken or drifted or (job["error"] if job and job["state"] == JobRun.State.FAILED else "")
         rows[-1].update({
             "state": state, "state_label": health.SNAPSHOT_LABELS[state], "lag_transactions": None,
             "lag_seconds": lag_seconds, "pending_rows": backlog.rows if backlog else None, "reachable": reachable,

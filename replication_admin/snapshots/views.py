@@ -33,7 +33,7 @@ from replication_admin.models import (
 )
 from replication_admin.snapshots import actions as snap
 from replication_admin.snapshots.forms import SnapshotForm
-from replication_admin.snapshots.selectors import last_refreshes, snapshot_states
+from replication_admin.snapshots.selectors import last_refreshes, snapshot_states, validation_panel
 
 
 def _snapshot(name: str) -> Snapshot:
@@ -125,7 +125,8 @@ def snapshot_detail(request: HttpRequest, name: str) -> HttpResponse:
     log = SnapshotLog.objects.filter(server=snapshot.source_server, table=snapshot.source_table).first()
     form = ScheduleForm(initial={"every_minutes": event.interval if event else None})
     status = next(iter(snapshot_states([snapshot.name])), None)
-    context = {"snapshot": snapshot, "jobs": jobs, "event": event, "log": log, "schedule_form": form, "status": status}
+    context = {"snapshot": snapshot, "jobs": jobs, "event": event, "log": log, "schedule_form": form, "status": status,
+               "validation": validation_panel(snapshot) if snapshot.is_incremental is not None else None}  # fmt: skip
     return render(request, "replication_admin/snapshots/snapshot_detail.html", context)
 
 

@@ -63,6 +63,7 @@ POST_NEEDS = {
     "snapshots-log-action": "edit",  # create and drop; purge needs operate (LOG_ACTIONS)
     "snapshots-refresh": "operate",
     "snapshots-compare": "operate",
+    "snapshots-validate": "operate",
     "snapshots-repair": "operate",
     "snapshots-schedule": "operate",
     "snapshots-drop": "edit",
@@ -179,7 +180,7 @@ PAGE_NEEDS = {"servers-add": "edit", "servers-edit": "edit", "setup": "edit", "s
 
 BY_SERVER = {"servers-detail", "servers-edit", "servers-delete", "servers-check", "servers-tables", "snapshots-logs"}
 BY_SNAPSHOT = {"snapshots-detail", "snapshots-refresh", "snapshots-compare", "snapshots-repair", "snapshots-schedule",
-               "snapshots-drop"}  # fmt: skip
+               "snapshots-drop", "snapshots-validate"}  # fmt: skip
 BY_PK = {
     "publications-detail", "publications-ddl", "publications-drop", "publications-sync", "publications-schedule",
     "publications-subscribe", "publications-resolvers", "publications-resolvers-add", "publications-dry-run", "publications-resolver-edit",
