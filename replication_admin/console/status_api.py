@@ -23,7 +23,7 @@ from typing import cast
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
-from django.db.models import Count, F, FloatField, Q, Sum, Window
+from django.db.models import Count, F, FloatField, OuterRef, Q, Subquery, Sum, Window
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, RowNumber
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -353,13 +353,14 @@ def _validation_metrics(out: Exposition) -> None:
             recency=Window(RowNumber(), partition_by=[F("bidir")], order_by=[F("at").desc(), F("pk").desc()])
         )
         .filter(recency=1)
-        .values("bidir__item", "bidir__server", *fields)
+        .annotate(publisher=Subquery(
+            SnapshotPublication.objects.filter(item=OuterRef("bidir__item")).values("server_id")[:1]
+        ))
+        .values("bidir__item", "bidir__server", "publisher", *fields)
         .order_by("bidir__item", "bidir__server")
     )  # fmt: skip
-    publishers = dict(SnapshotPublication.objects.values_list("item", "server_id"))
     rows += [
-        {**r, "publisher": publishers.get(r["bidir__item"]) or "", "account": r["bidir__item"],
-         "subscriber": r["bidir__server"]}
+        {**r, "publisher": r["publisher"] or "", "account": r["bidir__item"], "subscriber": r["bidir__server"]}
         for r in bidir_latest
     ]  # fmt: skip
     snapshot_latest = (

@@ -268,8 +268,8 @@ def test_the_number_of_queries_does_not_grow_with_fifty_snapshots_and_fifty_subs
     # + 1: the live followers (an in-sync subscription no follower serves reads "follower down"); + 6: the tables
     # each kind of item needs and the servers holding them (core/presence.py), the snapshot logs, the subscriptions'
     # schedules and their gaps; + 2: the open alerts counted, the conflicts of today and the week per publication;
-    # + 1: the open drift alerts of the subscriptions (a drifted copy is not ok)
-    with django_assert_max_num_queries(30 + 1 + 6 + 2 + 1), CaptureQueriesContext(connection) as fifty:
+    # + 2: the open drift alerts of the subscriptions and of the snapshots (a drifted copy is not ok)
+    with django_assert_max_num_queries(30 + 1 + 6 + 2 + 2), CaptureQueriesContext(connection) as fifty:
         response = viewer_client.get(reverse("dashboard"), **headers)
     assert response.status_code == 200
     assert len(fifty) == len(one)
