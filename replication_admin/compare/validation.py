@@ -225,6 +225,21 @@ def validate_table(job: JobRun, reporter: Any, params: ValidateParams) -> dict[s
     return _validate(job, reporter, params, params.table, validated)
 
 
+def _under_item_lock(run: Callable[[], str], what: str) -> str:
+    """A catch-up that takes the item's lock (a sync, a refresh) run inside the validation: tried again while
+    another job holds the lock, up to REPLADMIN_VALIDATE_WAIT; "" once done, else why not (`what` names it)."""
+    deadline = time.monotonic() + float(settings.VALIDATE_WAIT_SECONDS)
+    while True:
+        try:
+            return run()
+        except LockBusy:
+            if time.monotonic() >= deadline:
+                return f"another {what} held it for {settings.VALIDATE_WAIT_SECONDS} s"
+            time.sleep(POLL)
+        except ReplicationError as exc:
+            return f"the {what} failed: {exc}"
+
+
 def validate_bidir_table(job: JobRun, reporter: Any, params: BidirValidateParams) -> dict[str, Any]:
     """One validation of a bi-directional subscription's table (the module's steps; its catch-up: one sync)."""
     subscription = SnapshotSubscription.objects.filter(pk=params.bidir).first()
@@ -235,21 +250,14 @@ def validate_bidir_table(job: JobRun, reporter: Any, params: BidirValidateParams
         raise JobError(f"{subscription.item} is no longer published")
     if subscription.init_state != "done":
         raise JobError(f"{subscription.server} has no initial copy of {subscription.item} yet: nothing to validate")
-    wait = float(settings.VALIDATE_WAIT_SECONDS)
+
+    def synchronised() -> str:
+        reporter.log(f"synchronising {publication.item} so that what either side had committed is applied")
+        bidir.sync_within(job, reporter, publication)
+        return ""
 
     def catch_up(_started: Any) -> str:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                reporter.log(f"synchronising {publication.item} so that what either side had committed is applied")
-                bidir.sync_within(job, reporter, publication)
-                return ""
-            except LockBusy:
-                if time.monotonic() >= deadline:
-                    return f"another sync of {publication.item} held it for {settings.VALIDATE_WAIT_SECONDS} s"
-                time.sleep(POLL)
-            except ReplicationError as exc:
-                return f"the sync of {publication.item} failed: {exc}"
+        return _under_item_lock(synchronised, f"sync of {publication.item}")
 
     validated = Validated(
         owner={"bidir": subscription}, label=bidir.subscription_label(subscription),
@@ -269,24 +277,16 @@ def validate_snapshot(job: JobRun, reporter: Any, params: SnapshotValidateParams
     why_not = snapshots.validatable(snapshot)
     if why_not:
         raise JobError(why_not)
-    wait = float(settings.VALIDATE_WAIT_SECONDS)
+
+    def refreshed() -> str:
+        reporter.log(f"refreshing {snapshot.name} so that the changes its log holds are applied")
+        mode = snapshots.refresh_within(job, reporter, snapshot).get("mode")
+        if mode != "incremental":
+            return f"the refresh of {snapshot.name} copied every row ({mode}): nothing is left to tell apart"
+        return ""
 
     def catch_up(_started: Any) -> str:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                reporter.log(f"refreshing {snapshot.name} so that the changes its log holds are applied")
-                done = snapshots.refresh_within(job, reporter, snapshot)
-                if done.get("mode") != "incremental":
-                    mode = done.get("mode")
-                    return f"the refresh of {snapshot.name} copied every row ({mode}): nothing is left to tell apart"
-                return ""
-            except LockBusy:
-                if time.monotonic() >= deadline:
-                    return f"another refresh of {snapshot.name} held it for {settings.VALIDATE_WAIT_SECONDS} s"
-                time.sleep(POLL)
-            except ReplicationError as exc:
-                return f"the refresh of {snapshot.name} failed: {exc}"
+        return _under_item_lock(refreshed, f"refresh of {snapshot.name}")
 
     validated = Validated(
         owner={"snapshot": snapshot}, label=snapshots.drift_label(snapshot), publisher=str(snapshot.source_server_id),

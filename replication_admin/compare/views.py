@@ -198,18 +198,27 @@ def _bidir_target(request: HttpRequest, pk: int) -> str:
     return bidir_actions.subscription_label(subscription) if subscription else f"bi-directional subscription #{pk}"
 
 
+def _started(request: HttpRequest, start: Callable[[Actor], JobRun], back: Callable[[], HttpResponse]) -> HttpResponse:
+    """Start one validation and follow it on its job's page; a refusal is said in one line on `back`'s page."""
+    try:
+        job = start(Actor.from_request(request))
+    except (BidirError, SnapshotError, TrxError) as exc:
+        messages.error(request, f"Not validated: {exc}.")
+        return back()
+    return redirect("jobs-detail", pk=job.pk)
+
+
 @require_POST
 @requires(OPERATE, f"job.{BidirValidate.kind}", _bidir_target)
 def bidir_subscription_validate(request: HttpRequest, pk: int) -> HttpResponse:
     """Validate a bi-directional subscription's table now, followed on the job's page."""
     subscription = get_object_or_404(SnapshotSubscription, pk=pk)
-    try:
-        job = actions.do_validate_bidir(Actor.from_request(request), subscription)
-    except BidirError as exc:
-        messages.error(request, f"Not validated: {exc}.")
+
+    def back() -> HttpResponse:
         publication = SnapshotPublication.objects.filter(item=subscription.item, type=subscription.type).first()
         return redirect(publication) if publication is not None else redirect("subscriptions")
-    return redirect("jobs-detail", pk=job.pk)
+
+    return _started(request, lambda actor: actions.do_validate_bidir(actor, subscription), back)
 
 
 @require_POST
@@ -217,12 +226,31 @@ def bidir_subscription_validate(request: HttpRequest, pk: int) -> HttpResponse:
 def snapshot_validate(request: HttpRequest, name: str) -> HttpResponse:
     """Validate an incremental snapshot now, followed on the job's page."""
     snapshot = get_object_or_404(Snapshot, name=name)
-    try:
-        job = actions.do_validate_snapshot(Actor.from_request(request), snapshot)
-    except SnapshotError as exc:
-        messages.error(request, f"Not validated: {exc}.")
-        return redirect("snapshots-detail", name=snapshot.name)
-    return redirect("jobs-detail", pk=job.pk)
+    return _started(
+        request, lambda actor: actions.do_validate_snapshot(actor, snapshot),
+        lambda: redirect("snapshots-detail", name=snapshot.name),
+    )  # fmt: skip
+
+
+def _validation_again(job: JobRun) -> Callable[[Actor], JobRun] | str:
+    """How to start the same validation again, or why it cannot be (not a validation; its item is gone)."""
+    params = job.params
+    if job.kind == BidirValidate.kind:
+        subscription = SnapshotSubscription.objects.filter(pk=params.get("bidir") or 0).first()
+        if subscription is None:
+            return "the subscription no longer exists"
+        return lambda actor: actions.do_validate_bidir(actor, subscription)
+    if job.kind == SnapshotValidate.kind:
+        snapshot = Snapshot.objects.filter(name=params.get("snapshot") or "").first()
+        if snapshot is None:
+            return "the snapshot no longer exists"
+        return lambda actor: actions.do_validate_snapshot(actor, snapshot)
+    if job.kind != TrxValidate.kind:
+        return f"job #{job.pk} is not a validation"
+    sub = ReplSubscriber.objects.filter(pk=params.get("subscription") or 0).first()
+    if sub is None:
+        return "the subscription no longer exists"
+    return lambda actor: actions.do_validate(actor, sub, params.get("table") or "")[0]
 
 
 @require_POST
@@ -230,41 +258,8 @@ def snapshot_validate(request: HttpRequest, name: str) -> HttpResponse:
 def validate_again(request: HttpRequest, pk: int) -> HttpResponse:
     """The validation of the same table as a new job (the same slice again after drift: a repair's check)."""
     job = get_object_or_404(JobRun, pk=pk)
-    if job.kind == BidirValidate.kind:
-        return _validate_bidir_again(request, job)
-    if job.kind == SnapshotValidate.kind:
-        snapshot = Snapshot.objects.filter(name=job.params.get("snapshot") or "").first()
-        if snapshot is None:
-            messages.error(request, "Not validated: the snapshot no longer exists.")
-            return redirect("jobs-detail", pk=pk)
-        try:
-            return redirect("jobs-detail", pk=actions.do_validate_snapshot(Actor.from_request(request), snapshot).pk)
-        except SnapshotError as exc:
-            messages.error(request, f"Not validated: {exc}.")
-            return redirect("jobs-detail", pk=pk)
-    sub = ReplSubscriber.objects.filter(pk=job.params.get("subscription") or 0).first()
-    if job.kind != TrxValidate.kind:
-        messages.error(request, f"Not validated: job #{pk} is not a validation.")
+    again = _validation_again(job)
+    if isinstance(again, str):
+        messages.error(request, f"Not validated: {again}.")
         return redirect("jobs-detail", pk=pk)
-    if sub is None:
-        messages.error(request, "Not validated: the subscription no longer exists.")
-        return redirect("jobs-detail", pk=pk)
-    try:
-        again = actions.do_validate(Actor.from_request(request), sub, job.params.get("table") or "")
-    except TrxError as exc:
-        messages.error(request, f"Not validated: {exc}.")
-        return redirect("jobs-detail", pk=pk)
-    return redirect("jobs-detail", pk=again[0].pk)
-
-
-def _validate_bidir_again(request: HttpRequest, job: JobRun) -> HttpResponse:
-    subscription = SnapshotSubscription.objects.filter(pk=job.params.get("bidir") or 0).first()
-    if subscription is None:
-        messages.error(request, "Not validated: the subscription no longer exists.")
-        return redirect("jobs-detail", pk=job.pk)
-    try:
-        again = actions.do_validate_bidir(Actor.from_request(request), subscription)
-    except BidirError as exc:
-        messages.error(request, f"Not validated: {exc}.")
-        return redirect("jobs-detail", pk=job.pk)
-    return redirect("jobs-detail", pk=again.pk)
+    return _started(request, again, lambda: redirect("jobs-detail", pk=pk))
