@@ -289,9 +289,10 @@ def validate_snapshot(job: JobRun, reporter: Any, params: SnapshotValidateParams
         return _under_item_lock(refreshed, f"refresh of {snapshot.name}")
 
     validated = Validated(
-        owner={"snapshot": snapshot}, label=snapshots.drift_label(snapshot), publisher=str(snapshot.source_server_id),
-        subscriber=str(snapshot.dest_server_id), slices=trx.validate_slices({}),
-        mark=lambda: None, marked=lambda _mark: "changes the snapshot log holds are in flight", catch_up=catch_up,
+        owner={"snapshot": snapshot}, label=snapshots.drift_label(snapshot.name),
+        publisher=str(snapshot.source_server_id), subscriber=str(snapshot.dest_server_id),
+        slices=trx.validate_slices({}), mark=lambda: None,
+        marked=lambda _mark: "changes the snapshot log holds are in flight", catch_up=catch_up,
         repair_hint="repair them from job #{job}",
     )  # fmt: skip
     return _validate(job, reporter, params, params.table, validated)
@@ -421,7 +422,7 @@ class SnapshotValidate(JobRunner[SnapshotValidateParams]):
 
 
 def snapshot_target(snapshot: Snapshot) -> str:
-    return f"{snapshots.drift_label(snapshot)}: {snapshot.source_table}"
+    return snapshots.drift_target(snapshot.name, snapshot.source_table or "")
 
 
 def snapshot_validation_params(snapshot: Snapshot) -> SnapshotValidateParams:
@@ -443,15 +444,20 @@ def due_snapshots(now: Any | None = None) -> list[Snapshot]:
     active = _active_targets(SnapshotValidate.kind)
     due = []
     for snapshot in Snapshot.objects.filter(is_incremental__isnull=False, last_ts__isnull=False, created_at__lte=since):
-        if Validation.objects.filter(snapshot=snapshot, at__gte=since).exists():
-            continue
-        if JobRun.objects.filter(
-            kind=SnapshotValidate.kind, params__snapshot=snapshot.name, created_at__gte=since
-        ).exists():
+        if _validated_since(since, SnapshotValidate.kind, {"snapshot": snapshot}, {"params__snapshot": snapshot.name}):
             continue
         if snapshot_target(snapshot) not in active and not snapshots.validatable(snapshot):
             due.append(snapshot)
     return due
+
+
+def _validated_since(since: Any, kind: str, owner: dict[str, Any], params: dict[str, Any]) -> bool:
+    """Whether the item (`owner`, its Validation rows; `params`, its jobs') was validated, or its validation started,
+    since `since`."""
+    return (
+        Validation.objects.filter(**owner, at__gte=since).exists()
+        or JobRun.objects.filter(kind=kind, created_at__gte=since, **params).exists()
+    )
 
 
 def _active_targets(kind: str) -> set[str]:
@@ -474,11 +480,7 @@ def due_bidir(now: Any | None = None) -> list[SnapshotSubscription]:
     for subscription in SnapshotSubscription.objects.filter(init_state="done"):
         if subscription.init_started_at is not None and subscription.init_started_at > since:
             continue
-        if Validation.objects.filter(bidir=subscription, at__gte=since).exists():
-            continue
-        if JobRun.objects.filter(
-            kind=BidirValidate.kind, params__bidir=subscription.pk, created_at__gte=since
-        ).exists():
+        if _validated_since(since, BidirValidate.kind, {"bidir": subscription}, {"params__bidir": subscription.pk}):
             continue
         table = bidir_table(subscription)
         if table and bidir_target(subscription, table) not in active:

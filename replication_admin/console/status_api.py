@@ -19,13 +19,13 @@ import hmac
 import math
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import cast
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
-from django.db.models import Count, F, FloatField, OuterRef, Q, Subquery, Sum, Window
+from django.db.models import CharField, Count, F, FloatField, OuterRef, Q, Subquery, Sum, Value, Window
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, RowNumber
+from django.db.models.functions import Cast, Coalesce, Concat, RowNumber
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -329,52 +329,39 @@ def _conflict_metrics(out: Exposition) -> None:
         out.sample("repladmin_subscription_conflicts_total", labels, r["n"])
 
 
+def _latest_validations(partition: list[str], **labels: Any) -> list[dict[str, Any]]:
+    """The latest validation of each `partition` (its first field: which kind of item it validated), with the
+    metric's labels (publisher, account, subscriber) read in the same query."""
+    owner = partition[0]
+    return list(
+        Validation.objects.filter(**{f"{owner}__isnull": False}).annotate(
+            recency=Window(RowNumber(), partition_by=[F(p) for p in partition],
+                           order_by=[F("at").desc(), F("pk").desc()])
+        )
+        .filter(recency=1)
+        .annotate(**labels)
+        .values("publisher", "account", "subscriber", "table", "drift", "in_flight", "verdict", "at")
+        .order_by("publisher", "account", "subscriber", "table")
+    )  # fmt: skip
+
+
 def _validation_metrics(out: Exposition) -> None:
     """The latest validation of each table of each transactional subscription, of each bi-directional one and of
     each incremental snapshot (one query each); a bi-directional subscription's publisher is its publication's
     server, its account its item; a snapshot's publisher is its source server, its account `snapshot <name>`."""
-    fields = ("table", "drift", "in_flight", "verdict", "at")
-    latest = (
-        Validation.objects.filter(subscription__isnull=False).annotate(
-            recency=Window(RowNumber(), partition_by=[F("subscription"), F("table")], order_by=[F("at").desc(),
-                                                                                                F("pk").desc()])
-        )
-        .filter(recency=1)
-        .values("subscription__server", "subscription__account", "subscription__subscriber", *fields)
-        .order_by("subscription__server", "subscription__account", "subscription__subscriber", "table")
-    )  # fmt: skip
+    publication_server = Subquery(
+        SnapshotPublication.objects.filter(item=OuterRef("bidir__item")).values("server_id")[:1]
+    )
+    text: CharField[str, str] = CharField()
     rows = [
-        {**r, "publisher": r["subscription__server"], "account": r["subscription__account"],
-         "subscriber": r["subscription__subscriber"]}
-        for r in latest
-    ]  # fmt: skip
-    bidir_latest = (
-        Validation.objects.filter(bidir__isnull=False).annotate(
-            recency=Window(RowNumber(), partition_by=[F("bidir")], order_by=[F("at").desc(), F("pk").desc()])
-        )
-        .filter(recency=1)
-        .annotate(publisher=Subquery(
-            SnapshotPublication.objects.filter(item=OuterRef("bidir__item")).values("server_id")[:1]
-        ))
-        .values("bidir__item", "bidir__server", "publisher", *fields)
-        .order_by("bidir__item", "bidir__server")
-    )  # fmt: skip
-    rows += [
-        {**r, "publisher": r["publisher"] or "", "account": r["bidir__item"], "subscriber": r["bidir__server"]}
-        for r in bidir_latest
-    ]  # fmt: skip
-    snapshot_latest = (
-        Validation.objects.filter(snapshot__isnull=False).annotate(
-            recency=Window(RowNumber(), partition_by=[F("snapshot")], order_by=[F("at").desc(), F("pk").desc()])
-        )
-        .filter(recency=1)
-        .values("snapshot__name", "snapshot__source_server", "snapshot__dest_server", *fields)
-        .order_by("snapshot__name")
-    )  # fmt: skip
-    rows += [
-        {**r, "publisher": r["snapshot__source_server"] or "", "account": f"snapshot {r['snapshot__name']}",
-         "subscriber": r["snapshot__dest_server"]}
-        for r in snapshot_latest
+        *_latest_validations(["subscription", "table"], publisher=F("subscription__server"),
+                             account=F("subscription__account"), subscriber=F("subscription__subscriber")),
+        *_latest_validations(["bidir"], publisher=Coalesce(publication_server, Value(""), output_field=text),
+                             account=F("bidir__item"), subscriber=F("bidir__server")),
+        *_latest_validations(["snapshot"],
+                             publisher=Coalesce(F("snapshot__source_server"), Value(""), output_field=text),
+                             account=Concat(Value("snapshot "), F("snapshot__name"), output_field=text),
+                             subscriber=F("snapshot__dest_server")),
     ]  # fmt: skip
     now = timezone.now()
     for name, help_text in (

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from replication_admin.core import connections
-from replication_admin.core.alerts import resolve_alerts_of
+from replication_admin.core.alerts import resolve_alerts
 from replication_admin.core.audit import Actor, record, require
 from replication_admin.core.errors import ReplicationError
 from replication_admin.core.introspection import find_table, lookup_table, require_table
@@ -36,7 +36,8 @@ from replication_admin.models import (
 from replication_admin.snapshots import refresh
 from replication_admin.snapshots.runs import RefreshParams, RepairParams, SnapshotRefresh, SnapshotRepair
 from replication_admin.snapshots.selectors import snapshot_name
-from replication_admin.snapshots.shapes import SnapshotError
+from replication_admin.snapshots.shapes import SnapshotError, drift_target
+from replication_admin.snapshots.shapes import drift_label as drift_label  # re-exported
 
 RPLOG_PURGE_EVENT = "purge_rplogs"
 
@@ -303,7 +304,7 @@ def do_drop_snapshot(actor: Actor, snapshot: Snapshot, with_delete: bool) -> str
         name = snapshot.name
         ScheduledEvent.objects.filter(name=event_name(snapshot)).delete()
         snapshot.delete()
-        resolve_alerts_of("validation_drift", f"snapshot {name}: ", f"{name} dropped")
+        resolve_alerts("validation_drift", drift_target(name, snapshot.source_table or ""), f"{name} dropped")
         record(actor, "snapshot.drop", name, detail={"with_delete": with_delete})
     return f"dropped snapshot {name}" + (f" and table {snapshot.dest_table}" if with_delete else "")
 
@@ -316,9 +317,6 @@ def do_refresh_snapshot(
         actor, SnapshotRefresh, f"UPDATE SNAPSHOT {snapshot.name}{mode}",
         RefreshParams(snapshot=snapshot.name, nonincremental=nonincremental), sync=sync,
     )  # fmt: skip
-
-
-drift_label = refresh.drift_label
 
 
 def validatable(snapshot: Snapshot) -> str:

@@ -27,7 +27,7 @@ from django.utils import timezone
 from jobs import snapshot_refresh as spark_refresh
 from jobs.repair import stage_repair
 from replication_admin.core import connections, native_copy, spark_sizing
-from replication_admin.core.alerts import resolve_alerts_of
+from replication_admin.core.alerts import resolve_alerts
 from replication_admin.core.introspection import find_table, lookup_table
 from replication_admin.core.locks import item_lock
 from replication_admin.core.shapes import SourceShape, moved_columns
@@ -41,18 +41,13 @@ from replication_admin.engine.refresh_sql import Moved
 from replication_admin.engine.snapshot_log import rlog_name, rplog_ddl
 from replication_admin.engine.values import bind_value
 from replication_admin.models import JobRun, RegistryEntry, Server, Snapshot, SnapshotLog
-from replication_admin.snapshots.shapes import SnapshotError, shape_of
+from replication_admin.snapshots.shapes import SnapshotError, drift_target, shape_of
 from replication_admin.snapshots.source_schema import follow_source
 
 
 def _spark_safe(d, name: str) -> bool:
     # Spark quotes column names in its INSERT without escaping the quote character.
     return d.quote_char not in name
-
-
-def drift_label(snapshot: Snapshot) -> str:
-    """What a validation of the snapshot names it by: its drift alerts' targets start with it and ": "."""
-    return f"snapshot {snapshot.name}"
 
 
 def snapshot_log_for(snapshot: Snapshot) -> SnapshotLog | None:
@@ -189,7 +184,9 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter) -> dict:
     if new_last_ts is not None:
         updates["last_ts"] = aware(new_last_ts)
     Snapshot.objects.filter(pk=snapshot.pk).update(**updates)
-    resolve_alerts_of("validation_drift", f"{drift_label(snapshot)}: ", f"refreshed whole: {rows} row(s)")
+    resolve_alerts(
+        "validation_drift", drift_target(snapshot.name, snapshot.source_table or ""), f"refreshed whole: {rows} row(s)"
+    )
     reporter.progress(4, 4, f"replaced {real} with {rows} rows")
     return {
         "mode": "full",
@@ -343,7 +340,9 @@ def repair_snapshot(job: JobRun, reporter, name: str) -> dict:
                     run_in_transaction(dest, sql.apply_increment_sql(d, real, schema, staging, None, real, moved, 0))
         finally:
             run_each(dest, [f"DROP TABLE IF EXISTS {d.qualify(staging, schema)}"], ignore_errors=True)
-        resolve_alerts_of("validation_drift", f"{drift_label(snapshot)}: ", "repaired from its source")
+        resolve_alerts(
+            "validation_drift", drift_target(snapshot.name, snapshot.source_table or ""), "repaired from its source"
+        )
         reporter.progress(3, 3, "repaired")
         return {"mode": "repair", **counts}
 

@@ -29,7 +29,7 @@ from replication_admin.models import (
     Validation,
 )
 from replication_admin.snapshots.runs import RefreshResult
-from replication_admin.snapshots.shapes import SnapshotError, shape_of
+from replication_admin.snapshots.shapes import SnapshotError, drift_target, shape_of
 
 VALIDATIONS_SHOWN = 100  # validations the snapshot page lists and charts, newest
 
@@ -59,14 +59,17 @@ def validation_panel(snapshot: Snapshot) -> ValidationPanel:
     )  # fmt: skip
 
 
-def drift_messages() -> dict[str, str]:
+def drift_messages(snapshots: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """Snapshot name -> the message of its open drift alert (one query): a validation found its destination
-    different from its source after an incremental refresh."""
+    different from its source after an incremental refresh. Alerts are matched by their whole target, never parsed
+    (a name or a table may hold ": ")."""
+    names = {drift_target(s["name"], s["source_table"]): s["name"] for s in snapshots if s["source_table"]}
     drift: dict[str, str] = {}
-    for target, message in (
-        open_alerts().filter(kind="validation_drift", target__startswith="snapshot ").values_list("target", "message")
-    ):
-        drift.setdefault(target.removeprefix("snapshot ").rpartition(": ")[0], f"validation: {message}")
+    if not names:
+        return drift
+    drifted = open_alerts().filter(kind="validation_drift", target__in=names)
+    for target, message in drifted.values_list("target", "message"):
+        drift.setdefault(names[target], f"validation: {message}")
     return drift
 
 
@@ -151,7 +154,7 @@ def snapshot_states(names: Iterable[str] | None = None, now: datetime | None = N
         if s["is_incremental"] and s["source_table"] and (s["source_server"], s["source_table"].lower()) in logged
     )  # fmt: skip
     presence = Presence({s["source_server"] for s in snapshots} | {s["dest_server"] for s in snapshots})
-    drift = drift_messages() if snapshots else {}
+    drift = drift_messages(snapshots)
     rows = []
     for s in snapshots:
         refresh = refreshes.get(s["name"], {})

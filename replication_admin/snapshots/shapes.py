@@ -12,6 +12,17 @@ class SnapshotError(ReplicationError):
     """A snapshot that cannot be created or refreshed as defined; the message says why."""
 
 
+def drift_label(name: str) -> str:
+    """What a validation of the snapshot `name` names it by (its alert's target begins with it)."""
+    return f"snapshot {name}"
+
+
+def drift_target(name: str, source_table: str) -> str:
+    """The target of the snapshot's validations and of their drift alert, matched whole (a name or a table may
+    hold ": ")."""
+    return f"{drift_label(name)}: {source_table}"
+
+
 def shape_of(snapshot: Snapshot) -> SourceShape:
     """The source side of an existing snapshot, checked again against today's source schema."""
     source = snapshot.source_server
