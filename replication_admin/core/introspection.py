@@ -119,6 +119,8 @@ def with_constraints(server: Server, info: TableInfo, conn: pyodbc.Connection | 
         index_rows = cursor.execute(*d.indexes_sql(server.schema, info.name)).fetchall()
         fk_query = d.foreign_keys_sql(server.schema, info.name)
         fk_rows = cursor.execute(*fk_query).fetchall() if fk_query is not None else []
+        definition_query = d.definition_sql(server.schema, info.name)
+        definition = cursor.execute(*definition_query).fetchone() if definition_query is not None else None
     untranslated: list[str] = []
     columns = []
     for column in info.columns:
@@ -138,4 +140,5 @@ def with_constraints(server: Server, info: TableInfo, conn: pyodbc.Connection | 
     return replace(
         info, columns=tuple(columns), indexes=tuple(indexes), untranslated=tuple(untranslated),
         foreign_keys=constraints.foreign_keys_from_rows(info.name, fk_rows),
+        definition=str(definition[0] or "") if definition else "",
     )  # fmt: skip

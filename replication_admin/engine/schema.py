@@ -56,6 +56,8 @@ class TableInfo:
     indexes: tuple[Index, ...] = ()
     untranslated: tuple[str, ...] = ()  # what a copy cannot carry, in words ("index x: an expression")
     foreign_keys: tuple[ForeignKey, ...] = ()  # filled by with_constraints too (not carried by a created copy)
+    # The CREATE statement as the server keeps it, where a change is made by editing it (SQLite; with_constraints).
+    definition: str = ""
 
     @functools.cached_property
     def primary_key(self) -> tuple[Column, ...]:

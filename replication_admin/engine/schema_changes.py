@@ -25,7 +25,7 @@ from typing import Any
 
 from replication_admin.engine.compare import family_of
 from replication_admin.engine.constraints import on_delete_word, parse_default
-from replication_admin.engine.dialects.base import Dialect
+from replication_admin.engine.dialects.base import ColumnText, Dialect
 from replication_admin.engine.objects import bounded_name
 from replication_admin.engine.schema import Column, ForeignKey, Index, TableInfo
 
@@ -317,8 +317,8 @@ def left_out(d: Dialect, found: Sequence[Change]) -> list[str]:
             out.append(str(change))
         elif change.kind == ADD_FOREIGN_KEY and d.foreign_key_refused:
             out.append(f"{change}: left out, {d.foreign_key_refused}")
-        elif change.kind in NULLABILITY_KINDS and d.nullability_refused:
-            out.append(f"{change}: left out, {d.nullability_refused}")
+        elif change.kind == SET_NOT_NULL and d.set_not_null_refused:
+            out.append(f"{change}: left out, {d.set_not_null_refused}")
     return out
 
 
@@ -329,6 +329,8 @@ def copy_steps(d: Dialect, copy: TableInfo, found: Sequence[Change]) -> list[tup
     have = {c.name.lower(): c for c in copy.columns}
     indexes = list(copy.indexes)
     foreign = list(copy.foreign_keys)
+    # Where a column is changed by editing its definition's text (SQLite), that text as each step leaves it.
+    texts = d.column_texts(copy.name, copy.definition) if copy.definition else {}
     steps: list[tuple[Change, list[str]]] = []
     for change in found:
         out: list[str] = []
@@ -342,6 +344,8 @@ def copy_steps(d: Dialect, copy: TableInfo, found: Sequence[Change]) -> list[tup
             out.append(d.rename_column_sql(target, mine.name, change.new_name))
             have[change.new_name.lower()] = replace(mine, name=change.new_name)
             del have[change.column.lower()]
+            if (text := texts.pop(mine.name.lower(), None)) is not None:
+                texts[change.new_name.lower()] = text.renamed(q(change.new_name))
         elif change.kind == DROP:
             if mine is None:
                 continue
@@ -354,12 +358,17 @@ def copy_steps(d: Dialect, copy: TableInfo, found: Sequence[Change]) -> list[tup
                 indexes.remove(index)
             out.append(f"ALTER TABLE {target} DROP COLUMN {q(mine.name)}")
             del have[change.column.lower()]
+            texts.pop(mine.name.lower(), None)
         elif change.kind == ADD:
             assert change.after is not None
             if mine is not None:
                 continue
-            out.append(f"ALTER TABLE {target} ADD COLUMN {column_ddl(d, change.after)}")
+            added = column_ddl(d, change.after)
+            out.append(f"ALTER TABLE {target} ADD COLUMN {added}")
             have[change.column.lower()] = change.after
+            if copy.definition:  # SQLite appends ", " and the definition as written to the table's text
+                name = q(change.after.name)
+                texts[change.column.lower()] = ColumnText(copy.name, ", ", name, added[len(name) :])
         elif change.kind == RETYPE:
             assert change.after is not None
             if mine is None or mine.logical == change.after.logical:
@@ -371,8 +380,18 @@ def copy_steps(d: Dialect, copy: TableInfo, found: Sequence[Change]) -> list[tup
             nullable = change.kind == DROP_NOT_NULL
             if mine is None or mine.nullable == nullable or mine.pk_position:
                 continue  # a column the copy leaves out, or a NOT NULL it has already
+            if not nullable and d.set_not_null_refused:
+                continue  # left out (left_out says so)
             # The copy's own type, the publisher's default: a dialect that restates the column keeps both.
-            out += d.nullability_sql(target, replace(mine, nullable=nullable, default=change.after.default))
+            made = d.nullability_sql(
+                target, replace(mine, nullable=nullable, default=change.after.default), texts.get(mine.name.lower())
+            )
+            if not made:
+                raise SchemaChangeError(
+                    f"{change} cannot be made on {copy.name}: the column's definition was not found in the "
+                    "table's CREATE statement"
+                )
+            out += made
             have[change.column.lower()] = replace(mine, nullable=nullable)
     return steps
 

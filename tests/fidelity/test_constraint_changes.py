@@ -5,10 +5,13 @@ UNIQUE the subscriber's rows break halts the subscription with one line naming i
 
 from __future__ import annotations
 
+import pyodbc
 import pytest
 
 from replication_admin.core.audit import Actor
 from replication_admin.core.introspection import require_table, with_constraints
+from replication_admin.core.schema_follow import bring_copy
+from replication_admin.engine import dialects, schema_changes
 from replication_admin.models import ReplSubscriber, SchemaChange, Server, TpItem
 from replication_admin.statements import execute
 from replication_admin.transactional import schema as trx_schema
@@ -263,6 +266,52 @@ def test_a_not_null_set_and_dropped_on_the_publisher_reaches_the_subscriber_with
         assert texts() == ["set not null on name"]
     assert {c.state for c in SchemaChange.objects.filter(server="ssrc")} == {SchemaChange.State.APPLIED}
     assert ReplSubscriber.objects.get(server="ssrc", account="s", subscriber="sdst").halt_count is None
+
+
+def test_a_not_null_dropped_on_the_publisher_is_dropped_on_a_sqlite_copy_whose_table_text_is_edited(
+    make_server, jobs_sync, spark
+):
+    source, dest = make_server("postgresql", "ssrc"), make_server("sqlite", "sdst")
+    hostile = 'ab ""cd'  # as PostgreSQL writes it in quotes
+    run_sql(source, f'CREATE TABLE stock (id integer PRIMARY KEY, "{hostile}" varchar(40) NOT NULL, qty integer)')
+    run_sql(source, f"""INSERT INTO stock (id, "{hostile}", qty) VALUES (1, 'a', 1), (2, 'b', NULL)""")
+    run("REPL_PUBLISH ('s', 's.log'); REPL_PUB_ADD ('s', 'stock', 2, 0, null)", source)
+    run("REPL_SERVER ('ssrc', '1111'); REPL_SUBSCRIBE ('ssrc', 's'); REPL_INIT_COPY ('ssrc', 's')", dest)
+    column = 'ab "cd'
+    assert not require_table(dest, "stock").column(column).nullable
+    run_sql(source, f'ALTER TABLE stock ALTER COLUMN "{hostile}" DROP NOT NULL')
+    run_sql(source, f"""INSERT INTO stock (id, "{hostile}", qty) VALUES (3, NULL, 3)""")
+    run_sql(source, f"""UPDATE stock SET "{hostile}" = NULL WHERE id = 1""")
+    sync(dest)
+    assert require_table(dest, "stock").column(column).nullable
+    assert content(dest) == content(source) == [("1", None, "1"), ("2", "b", None), ("3", None, "3")]
+    assert texts() == [f"drop not null on {column}"]
+    assert ReplSubscriber.objects.get(server="ssrc", account="s", subscriber="sdst").halt_count is None
+    # The table's text was edited in place: SQLite finds nothing wrong with the file, and the copy's own write of
+    # a NULL (a connection of its own) is taken too.
+    assert fetch_all(dest, "PRAGMA integrity_check") == [("ok",)]
+    run_sql(dest, f'UPDATE stock SET "{hostile}" = NULL WHERE id = 2')
+    assert fetch_all(dest, f'SELECT id FROM stock WHERE "{hostile}" IS NULL ORDER BY id') == [(1,), (2,), (3,)]
+    assert fetch_all(dest, "SELECT count(*) FROM sqlite_master WHERE name = 'repladmin_schema_version'") == [(0,)]
+
+
+def test_a_sqlite_snapshot_or_bidirectional_copy_brought_through_a_dropped_not_null_takes_nulls(make_server):
+    # Snapshot and bi-directional copies follow outside a transaction (schema_follow.bring_copy, autocommit).
+    copy = make_server("sqlite", "sdst")
+    run_sql(copy, 'CREATE TABLE stock (id INTEGER PRIMARY KEY, "name" VARCHAR(40) NOT NULL, qty INTEGER NOT NULL)')
+    run_sql(copy, "INSERT INTO stock VALUES (1, 'a', 1)")
+    pg = dialects.get("postgresql")
+    before = [["id", "integer", 0, 1, None, 1], ["name", "character varying(40)", 0, 0, None, 2],
+              ["qty", "integer", 0, 0, None, 3]]  # fmt: skip
+    after = [before[0], ["name", "character varying(40)", 1, 0, None, 2], before[2]]
+    found = schema_changes.between(pg, "stock", before, after)
+    ddl = bring_copy(copy, "stock", found)
+    assert ddl[0] == "PRAGMA writable_schema = ON" and bring_copy(copy, "stock", found) == []  # once only
+    run_sql(copy, "INSERT INTO stock VALUES (2, NULL, 2)")
+    with pytest.raises(pyodbc.Error, match="NOT NULL"):
+        run_sql(copy, "INSERT INTO stock VALUES (3, 'c', NULL)")  # the other column keeps its NOT NULL
+    assert fetch_all(copy, "SELECT id, name FROM stock ORDER BY id") == [(1, "a"), (2, None)]
+    assert fetch_all(copy, "PRAGMA integrity_check") == [("ok",)]
 
 
 def test_a_not_null_the_subscribers_rows_break_halts_it_with_one_line_and_goes_through_once_they_are_mended(

@@ -203,6 +203,25 @@ EntryStatements = list[tuple[str, list[str]]]
 TriggerObjects = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
 
 
+@dataclass(frozen=True)
+class ColumnText:
+    """A column's definition as its table's CREATE statement holds it: the name as written, then the rest (type and
+    constraints), and the table it is in. A dialect that changes a column by editing that text (SQLite) reads it."""
+
+    table: str
+    lead: str  # what separates it from what comes before ('(' or ', '): the text matches a whole definition only
+    name: str  # the name's token as written ('"qty"')
+    rest: str  # what follows the name up to the next column (' INTEGER NOT NULL')
+
+    @property
+    def text(self) -> str:
+        return self.lead + self.name + self.rest
+
+    def renamed(self, quoted: str) -> ColumnText:
+        """As the server writes it after RENAME COLUMN to `quoted` (the new name's token)."""
+        return ColumnText(self.table, self.lead, quoted, self.rest)
+
+
 class Dialect:
     name: str = ""
     label: str = ""
@@ -305,6 +324,15 @@ class Dialect:
         action) for every foreign key of the table, ordered by name and position (None: not read here)."""
         return None
 
+    def definition_sql(self, schema: str, table: str) -> tuple[str, list[str]] | None:
+        """One row holding the table's CREATE statement as the server keeps it, where a change of the table is
+        made by editing that text (SQLite); None: not read here."""
+        return None
+
+    def column_texts(self, table: str, definition: str) -> dict[str, ColumnText]:
+        """Each column's definition in `table`'s CREATE statement (definition_sql), by its name in lower case."""
+        return {}
+
     def render_key_types(self, keys: Sequence[LogicalType]) -> list[str]:
         """The types of a primary key's columns (as render_type: key_constraints_sql makes any of them a key)."""
         return [self.render_type(k) for k in keys]
@@ -332,11 +360,11 @@ class Dialect:
 
     # Why a copy here cannot take a foreign key after it was created ("": it can).
     foreign_key_refused = ""
-    # Why a copy here cannot set or drop a column's NOT NULL after it was created ("": it can).
-    nullability_refused = ""
+    # Why a copy here cannot set a column's NOT NULL after it was created ("": it can). Every dialect drops one.
+    set_not_null_refused = ""
 
-    def nullability_sql(self, table: str, column: Column) -> list[str]:
-        """`column`'s NOT NULL set or dropped, as `column.nullable` says."""
+    def nullability_sql(self, table: str, column: Column, text: ColumnText | None = None) -> list[str]:
+        """`column`'s NOT NULL set or dropped, as `column.nullable` says (`text`: its definition, column_texts)."""
         verb = "DROP" if column.nullable else "SET"
         return [f"ALTER TABLE {table} ALTER COLUMN {self.quote(column.name)} {verb} NOT NULL"]
 

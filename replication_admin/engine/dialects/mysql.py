@@ -7,6 +7,7 @@ from replication_admin.engine.dialects.base import (
     Address,
     AddressError,
     CaptureTables,
+    ColumnText,
     Dialect,
     EmptyTable,
     EntryStatements,
@@ -239,7 +240,7 @@ class MySQL(Dialect):
             text += f" DEFAULT {self.render_default(after.default, after.logical)}"
         return [text + ("" if after.nullable else " NOT NULL")]
 
-    def nullability_sql(self, table: str, column: Column) -> list[str]:
+    def nullability_sql(self, table: str, column: Column, text: ColumnText | None = None) -> list[str]:
         return self.retype_column_sql(table, column.name, column)  # MODIFY restates the column, type kept
 
     def replace_objects_sql(self, drop: Sequence[str], create: Sequence[str]) -> list[str]:

@@ -14,10 +14,15 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from sqlglot.dialects.sqlite import SQLite as SQLiteGlot
+from sqlglot.errors import TokenError
+from sqlglot.tokens import Token, TokenType
+
 from replication_admin.engine.dialects.base import (
     Address,
     AddressError,
     CaptureTables,
+    ColumnText,
     Dialect,
     EntryStatements,
     ImageColumn,
@@ -35,6 +40,82 @@ from replication_admin.engine.objects import (
 )
 from replication_admin.engine.schema import Column, Default, TableInfo
 from replication_admin.engine.types import LogicalType, split_declared
+
+# The first words of a table constraint in a CREATE TABLE's list (what is not a column's definition there).
+# (SQLite's keywords: a column so named is quoted, and a quoted name reads as an identifier.)
+TABLE_CONSTRAINTS = {"CONSTRAINT", "PRIMARY KEY", "PRIMARY", "UNIQUE", "CHECK", "FOREIGN KEY", "FOREIGN"}
+
+
+def _tokens(text: str) -> list[Token] | None:
+    try:
+        return SQLiteGlot().tokenize(text)
+    except TokenError:
+        return None
+
+
+def column_texts(table: str, definition: str) -> dict[str, ColumnText]:
+    """Each column's definition in `table`'s CREATE TABLE statement as SQLite keeps it (the text ALTER TABLE ADD
+    COLUMN and RENAME COLUMN edit in place), by its name in lower case; {} when the text does not read as one."""
+    tokens = _tokens(definition)
+    if not tokens or tokens[0].token_type != TokenType.CREATE:
+        return {}
+    out: dict[str, ColumnText] = {}
+
+    def close(segment: list[Token], lead_at: int) -> None:
+        if segment and (
+            segment[0].token_type == TokenType.IDENTIFIER or segment[0].text.upper() not in TABLE_CONSTRAINTS
+        ):
+            first, last = segment[0], segment[-1]
+            out[first.text.lower()] = ColumnText(
+                table, definition[lead_at : first.start], definition[first.start : first.end + 1],
+                definition[first.end + 1 : last.end + 1],
+            )  # fmt: skip
+
+    depth, lead_at = 0, -1
+    segment: list[Token] = []
+    for token in tokens:
+        kind = token.token_type
+        if lead_at < 0:  # before the list of columns
+            if kind == TokenType.L_PAREN:
+                depth, lead_at = 1, token.start
+            continue
+        if kind == TokenType.L_PAREN:
+            depth += 1
+        elif kind == TokenType.R_PAREN:
+            depth -= 1
+            if depth == 0:
+                close(segment, lead_at)
+                return out
+        elif kind == TokenType.COMMA and depth == 1:
+            close(segment, lead_at)
+            lead_at, segment = token.start, []
+            continue
+        segment.append(token)
+    return {}  # the list never closed
+
+
+def without_not_null(rest: str) -> str | None:
+    """A column's definition after its name (ColumnText.rest) without its NOT NULL (with the constraint's name and
+    conflict clause, when it has them); None: it has none."""
+    tokens = _tokens(rest)
+    if tokens is None:
+        return None
+    depth = 0
+    for i, token in enumerate(tokens):
+        depth += (token.token_type == TokenType.L_PAREN) - (token.token_type == TokenType.R_PAREN)
+        if depth or token.token_type != TokenType.NOT or i + 1 == len(tokens):
+            continue
+        if tokens[i + 1].token_type != TokenType.NULL:
+            continue
+        start, end = i, i + 1
+        if start >= 2 and tokens[start - 2].token_type == TokenType.CONSTRAINT:
+            start -= 2
+        clause = tokens[end + 1 : end + 4]
+        if len(clause) == 3 and clause[0].token_type == TokenType.ON and clause[1].text.upper() == "CONFLICT":
+            end += 3
+        return rest[: tokens[start].start].rstrip() + rest[tokens[end].end + 1 :]
+    return None
+
 
 TIMESTAMP_FORMAT_SPARK = "yyyy-MM-dd HH:mm:ss.SSSSSS"
 TIMESTAMP_FORMAT_PY = "%Y-%m-%d %H:%M:%S.%f"
@@ -140,10 +221,32 @@ class SQLite(Dialect):
         return [f"DROP INDEX IF EXISTS {self.qualify(index, schema)}"]
 
     foreign_key_refused = "SQLite cannot add a foreign key to an existing table (ALTER TABLE has no ADD CONSTRAINT)"
-    nullability_refused = "SQLite cannot change an existing column's NOT NULL (ALTER TABLE has no ALTER COLUMN)"
+    set_not_null_refused = "SQLite cannot add a NOT NULL to an existing column (ALTER TABLE has no ALTER COLUMN)"
 
-    def nullability_sql(self, table: str, column: Column) -> list[str]:
-        return []
+    def definition_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
+        return "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", [table]
+
+    def column_texts(self, table: str, definition: str) -> dict[str, ColumnText]:
+        return column_texts(table, definition)
+
+    def nullability_sql(self, table: str, column: Column, text: ColumnText | None = None) -> list[str]:
+        """A NOT NULL dropped (a set one is left out: set_not_null_refused). ALTER TABLE cannot change a column, so
+        the column's definition in the table's CREATE text is edited under writable_schema: SQLite's documented
+        way of removing a NOT NULL, whose rows on disk are the same either way. A table made and dropped then
+        changes the schema's version, so every other connection reads the new text before its next statement.
+        None of it is run where the definition was not found (the caller refuses the change in one line)."""
+        rest = without_not_null(text.rest) if column.nullable and text is not None else None
+        if text is None or rest is None:
+            return []
+        old, new = self.literal(text.text), self.literal(text.lead + text.name + rest)
+        return [
+            "PRAGMA writable_schema = ON",
+            f"UPDATE sqlite_master SET sql = replace(sql, {old}, {new}) "
+            f"WHERE type = 'table' AND name = {self.literal(text.table)} AND instr(sql, {old}) > 0",
+            "PRAGMA writable_schema = RESET",
+            "CREATE TABLE IF NOT EXISTS repladmin_schema_version (x)",
+            "DROP TABLE repladmin_schema_version",
+        ]
 
     def foreign_keys_sql(self, schema: str, table: str) -> tuple[str, list[str]]:
         # SQLite does not keep a foreign key's name: the key's number in the table names it.
