@@ -28,7 +28,7 @@ from jobs import snapshot_refresh as spark_refresh
 from jobs.repair import stage_repair
 from replication_admin.core import connections, native_copy, spark_sizing
 from replication_admin.core.alerts import resolve_alerts
-from replication_admin.core.introspection import find_table, lookup_table
+from replication_admin.core.introspection import find_table, lookup_table, with_constraints
 from replication_admin.core.locks import item_lock
 from replication_admin.core.shapes import SourceShape, moved_columns
 from replication_admin.core.spark import endpoint, spark_session
@@ -37,6 +37,7 @@ from replication_admin.core.transactions import run_each, run_in_transaction, sc
 from replication_admin.engine import dialects
 from replication_admin.engine import refresh_sql as sql
 from replication_admin.engine.compare import plan_compare, read_type
+from replication_admin.engine.constraints import copy_table_ddl
 from replication_admin.engine.refresh_sql import Moved
 from replication_admin.engine.snapshot_log import rlog_name, rplog_ddl
 from replication_admin.engine.values import bind_value
@@ -134,15 +135,15 @@ def full_refresh(snapshot: Snapshot, shape: SourceShape, reporter) -> dict:
     dependents = int(scalar(dest, *sql.dependents_sql(d, real, schema)) or 0)
     swap = dependents == 0 and all(_spark_safe(d, c.name) for c in dest_info.columns)
     if swap:
-        copy = sql.structural_copy_sql(d, real, schema, staging)
-        if copy is None:
-            columns = [(c.name, c.logical) for c in dest_info.columns]
-            copy = sql.create_table_ddl(d, staging, schema, columns, [k.name for k in dest_info.primary_key])
+        structural = sql.structural_copy_sql(d, real, schema, staging)
+        # Without the server's own copy of a table's shape (SQLite), the staging table is made from the
+        # destination's definition with its NOT NULLs, defaults and unique indexes: it takes the destination's place.
+        copy = [structural] if structural else copy_table_ddl(d, staging, schema, with_constraints(dest, dest_info))
         staging_columns = tuple(m.dest for m in moved)
     else:
-        copy = sql.create_table_ddl(d, staging, schema, [(m.alias, m.logical) for m in moved], [])
+        copy = [sql.create_table_ddl(d, staging, schema, [(m.alias, m.logical) for m in moved], [])]
         staging_columns = tuple(m.alias for m in moved)
-    run_each(dest, [copy])
+    run_each(dest, copy)
     # A swap's staging copy loads without its indexes and keys, which are built once the rows are in.
     deferred = d.deferred_indexes_sql() if swap else None
     rebuild: list[str] = []

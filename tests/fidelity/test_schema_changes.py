@@ -293,8 +293,13 @@ def test_an_updateable_subscriber_keeps_sending_its_changes_after_a_rename(make_
     assert content(source, wanted) == content(dest, wanted) == [("1", "a", "1"), ("2", "b", "42")]
 
 
-def test_an_incremental_snapshot_follows_a_dropped_not_null_but_not_one_set_over_its_old_nulls(make_server, spark):
-    source, dest = make_server("postgresql", "ssrc"), make_server("mysql", "sdst")
+# SQLite: the full refresh's swap keeps the NOT NULL (its staging table made from the destination's definition),
+# which the copy's table text then loses (schema_changes).
+@pytest.mark.parametrize("dest_dialect", ["mysql", "sqlite"])
+def test_an_incremental_snapshot_follows_a_dropped_not_null_but_not_one_set_over_its_old_nulls(
+    make_server, spark, dest_dialect
+):
+    source, dest = make_server("postgresql", "ssrc"), make_server(dest_dialect, "sdst")
     run_sql(source, "CREATE TABLE stock (id integer PRIMARY KEY, name varchar(40) NOT NULL, qty integer)")
     run_sql(source, "INSERT INTO stock (id, name, qty) VALUES (1, 'a', NULL), (2, 'b', 2)")
     run("create snapshot log for stock; create snapshot sdst.stock from stock", source)
