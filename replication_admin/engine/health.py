@@ -138,15 +138,17 @@ def trx_subscriber_state(
     lag_seconds: float | None = None,
     lag_limit_seconds: float = LAG_LIMIT_SECONDS,
     drifted: bool = False,
+    refused: str = "",
 ) -> str:
     """`follower_alive`: whether a live follower holds it (None: not asked); `gaps`: skipped transactions not yet
     repaired; `broken`: why a table it needs is gone ("" when none is); `drifted`: a validation found keys of its
-    copy that differ from the publisher's once applied, not yet found equal again."""
+    copy that differ from the publisher's once applied, not yet found equal again; `refused`: why the
+    publication's grants no longer let it be fed ("" when they do)."""
     if broken:
         return BROKEN
     if not valid:
         return INVALID
-    if halted or gaps or drifted or (last_error and sync_state == TRX_DISCONNECTED):
+    if halted or gaps or drifted or refused or (last_error and sync_state == TRX_DISCONNECTED):
         return FAILING
     if copying:
         return COPYING

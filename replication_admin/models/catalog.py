@@ -415,6 +415,9 @@ class ReplSubscriber(models.Model):
     last_error = models.TextField(blank=True, db_column="RS_LAST_ERROR")
     last_error_at = models.DateTimeField(null=True, blank=True, db_column="RS_LAST_ERROR_AT")
     replay_user = models.CharField(max_length=128, blank=True, db_column="RS_REPLAY_USER")
+    # Who the publication's grants (REPL_GRANT) let subscribe: REPL_SUBSCRIBE's replication user, else the name a
+    # grant matched then ("": the publication had none). Checked again at every sync and by the follower.
+    grantee = models.CharField(max_length=128, blank=True, default="", db_column="RS_GRANTEE")
     dav_user = models.CharField(max_length=128, blank=True, db_column="RS_DAV_USER")
     dav_group = models.CharField(max_length=128, blank=True, db_column="RS_DAV_GROUP")
     subscribed = models.BooleanField(default=True, db_column="RS_SUBSCRIBED")

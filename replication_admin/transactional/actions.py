@@ -369,12 +369,15 @@ def do_subscribe(
             server=publisher_name, account=account_name, subscriber=subscriber.name, subscribed=True
         ).exists():
             raise trx_lookups.TrxError(f"The subscription '{account_name}' already exist")
+        grantee = user or ""
         if user:
             check_grant(account, user)
         else:
-            grants = TpGrant.objects.filter(acct=account_name)
-            if grants.exists() and not grants.filter(grantee__in=[subscriber.name, actor.username]).exists():
+            grantees = trx_lookups.grantees_of(account_name)
+            if grantees and not grantees & {subscriber.name, actor.username}:
                 raise trx_lookups.TrxError(f"{subscriber.name} has no grant on the publication '{account_name}'")
+            if grantees and subscriber.name not in grantees:
+                grantee = actor.username  # the grant that let it subscribe: checked again at every sync
         for item in trx_lookups.table_items(account):
             if lookup_table(subscriber, trx_lookups.item_table(item.item)) is not None:
                 raise trx_lookups.TrxError(f"The table '{item.item}' already exists")
@@ -396,6 +399,7 @@ def do_subscribe(
                 "dav_user": dav_user or "",
                 "dav_group": dav_group or "",
                 "replay_user": replay_user or "",
+                "grantee": grantee,
                 "created_at": timezone.now(),
                 "row_filters": trx_row_filters.publication_filters(account),
             },
@@ -415,7 +419,7 @@ def check_grant(account: ReplAccount, user: str) -> None:
     """REPL_SUBSCRIBE's and REPL_SYNC's replication user, checked against the publication's grants (REPL_GRANT):
     when it has grants, the user must be one of the grantees. The password names no login here: the publisher is
     reached with its registered server's credentials (docs/design-notes.md)."""
-    grantees = set(TpGrant.objects.filter(acct=account.account).values_list("grantee", flat=True))
+    grantees = trx_lookups.grantees_of(account.account)
     if grantees and user not in grantees:
         raise trx_lookups.TrxError(f"{user!r} has no grant on the publication '{account.account}'")
 

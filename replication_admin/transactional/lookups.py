@@ -4,6 +4,8 @@ published tables."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from replication_admin.core import connections
 from replication_admin.core.errors import ReplicationError
@@ -14,6 +16,7 @@ from replication_admin.models import (
     ReplAccount,
     ReplSubscriber,
     Server,
+    TpGrant,
     TpItem,
 )
 
@@ -109,3 +112,27 @@ def forget_published(account: ReplAccount) -> None:
 
 def lock_name(sub: ReplSubscriber) -> str:
     return f"trx:{sub.subscriber}:{sub.server}:{sub.account}"
+
+
+def grantees_of(account: str) -> set[str]:
+    """The publication's grantees (REPL_GRANT); none: anyone may subscribe, as in the reference's examples."""
+    return set(TpGrant.objects.filter(acct=account).values_list("grantee", flat=True))
+
+
+def grant_refusal(sub: ReplSubscriber | Mapping[str, Any], grantees: set[str]) -> str:
+    """Why the publication's grants no longer let the subscription be fed ("": they do). It is fed while the
+    publication has no grants, or one names its replication user (ReplSubscriber.grantee) or its subscriber."""
+    grantee, subscriber, account = (
+        (sub["grantee"], sub["subscriber"], sub["account"]) if isinstance(sub, Mapping)
+        else (sub.grantee, sub.subscriber, sub.account)
+    )  # fmt: skip
+    if not grantees or grantees & {grantee, subscriber}:
+        return ""
+    return (
+        f"{grantee or subscriber!r} has no grant on the publication '{account}' (revoked): {subscriber} is not fed "
+        "until REPL_GRANT gives it one again"
+    )
+
+
+class GrantRevoked(TrxError):
+    """A sync or the follower found the subscription's grant gone: nothing is applied until it is given again."""

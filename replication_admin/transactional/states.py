@@ -25,16 +25,17 @@ from replication_admin.models import (
     ReplSubscriber,
     ScheduledEvent,
     SkippedTransaction,
+    TpGrant,
     TpItem,
     subscription_label,
 )
 from replication_admin.transactional import profile
 from replication_admin.transactional.actions import schedule_event_name
 from replication_admin.transactional.lag import live_lags
-from replication_admin.transactional.lookups import item_table
+from replication_admin.transactional.lookups import grant_refusal, item_table
 
 TRX_SUB_FIELDS = ("server", "account", "subscriber", "level", "count", "valid", "state", "init_state",
-                  "last_sync_at", "last_error", "halt_count", "halt_error", "id", "follow",
+                  "last_sync_at", "last_error", "halt_count", "halt_error", "id", "follow", "grantee",
                   *profile.FIELDS)  # fmt: skip
 
 
@@ -111,6 +112,9 @@ def trx_status_rows(
     followers = heartbeats.live_followers(now=now)
     published = published_tables()
     drift = drift_messages(subs)
+    grants: dict[str, set[str]] = defaultdict(set)  # publication -> its grantees (REPL_GRANT)
+    for acct, grantee in TpGrant.objects.filter(acct__in={s["account"] for s in subs}).values_list("acct", "grantee"):
+        grants[acct].add(grantee)
     presence = Presence({s["server"] for s in subs} | {s["subscriber"] for s in subs} | {k[0] for k in accounts})
     for sub in subs:
         server, name, subscriber = sub["server"], sub["account"], sub["subscriber"]
@@ -119,6 +123,8 @@ def trx_status_rows(
         lag = live.transactions
         alive = heartbeats.follower_alive(sub["id"], sub["follow"], sub["state"], followers)
         broken = trx_broken(presence, published.get((server, name), []), server, subscriber, sub["init_state"])
+        # A revoked grant shows at once, whether or not a sync or the follower has met it yet.
+        refused = grant_refusal(sub, grants.get(name, set()))
         # A subscription synced by a schedule is behind by up to its interval between runs, which is normal.
         every = schedules.get(sub["id"]) if sub["state"] != health.TRX_IN_SYNC else None
         limit = profile.lag_limit_seconds(sub, account) + (every or 0) * 60
@@ -131,7 +137,7 @@ def trx_status_rows(
             gaps=unrepaired,  # a gap not repaired yet: not ok
             copying=sub["init_state"] in ("staging", "copying"),
             follower_alive=alive, lag_seconds=live.seconds, lag_limit_seconds=limit,
-            drifted=(server, name, subscriber) in drift,
+            drifted=(server, name, subscriber) in drift, refused=refused,
         )  # fmt: skip
         sync_state = health.TRX_STATE_LABELS.get(sub["state"], str(sub["state"]))
         if alive is False:
@@ -145,8 +151,8 @@ def trx_status_rows(
             "valid": bool(sub["valid"]), "sync_state": sync_state,
             "init_state": sub["init_state"], "last_sync_at": iso(sub["last_sync_at"]),
             "last_success": iso(sub["last_sync_at"]),
-            "last_error": broken or sub["halt_error"] or gaps_text(unrepaired) or drift.get((server, name, subscriber))
-            or sub["last_error"] or live.problem,
+            "last_error": broken or refused or sub["halt_error"] or gaps_text(unrepaired)
+            or drift.get((server, name, subscriber)) or sub["last_error"] or live.problem,
             "gaps": gaps.get((server, name, subscriber), (0, 0))[0],
             "unrepaired_gaps": unrepaired, "lag_limit_seconds": limit, "alert_lag": profile.alert_lag(sub, account),
             "mode": mode_of(sub["follow"], sub["state"], every), "id": sub["id"],

@@ -80,9 +80,12 @@ from replication_admin.transactional.capture import (
 from replication_admin.transactional.lag import wal_publications
 from replication_admin.transactional.lookups import (
     BacklogExceeded,
+    GrantRevoked,
     InvalidSubscriber,
     TrxError,
     _d,
+    grant_refusal,
+    grantees_of,
     lock_name,
     publication,
     published_tables,
@@ -260,6 +263,7 @@ def sync_once(
     windows: SharedWindows | None = None,
     memo: FollowMemo | None = None,
     timeout: int | None = None,
+    grantees: set[str] | None = None,
 ) -> SyncOutcome:
     """Bring a subscriber up to the publisher's current level (or `max_transactions` further). Over
     `max_backlog` transactions behind, the feed is cut (when `cut`, given the backlog, says so). `account`,
@@ -267,7 +271,10 @@ def sync_once(
     read them for this sync; `windows`: the log
     windows a follower's subscriptions of one publication share. `memo`: a follower's memory of its servers, the
     subscriber's position, the publisher's count and the catalog's progress (FollowMemo), instead of reading them
-    again."""
+    again. `grantees`: the publication's grants as the caller read them (else read here); a subscription they no
+    longer let in is refused (GrantRevoked) before anything is read or applied."""
+    if refused := grant_refusal(sub, grantees_of(sub.account) if grantees is None else grantees):
+        raise GrantRevoked(refused)
     lookup = memo.server if memo is not None else server_named
     pub_server = lookup(sub.server)
     sub_server = lookup(sub.subscriber)
@@ -678,7 +685,7 @@ class FollowMemo:
     """What one follower's steps would otherwise read and write on every step (docs/architecture.md, "the latency
     path"), shared by its threads:
 
-    - the registered servers, kept FOLLOW_REGISTRY_SECONDS like the registry's numbers;
+    - the registered servers and the publications' grants, kept FOLLOW_REGISTRY_SECONDS like the registry's numbers;
     - each subscriber's position (level, count) as the follower's last apply committed it, trusted
       FOLLOW_POSITION_SECONDS and forgotten when a step ends without an outcome (the item busy, a level moved, an
       error) or the catalog's count is not the one this follower wrote (another apply, a copy). The apply checks it
@@ -694,6 +701,7 @@ class FollowMemo:
         self.guard = threading.Lock()
         self.servers: dict[str, tuple[float, Server]] = {}
         self.accounts: dict[tuple[str, str], tuple[float, ReplAccount]] = {}
+        self.granted: dict[str, tuple[float, set[str]]] = {}
         self.oldests: dict[tuple[str, str], tuple[float, int | None]] = {}
         self.positions: dict[int, tuple[float, int]] = {}  # subscription -> (read or applied at, count)
         self.stream_counts: dict[tuple[str, str], int] = {}
@@ -714,6 +722,17 @@ class FollowMemo:
             with self.guard:
                 self.accounts[key] = cached
         return copy.copy(cached[1])
+
+    def grantees(self, account: str) -> set[str]:
+        """The publication's grants (REPL_GRANT), kept like the servers: a revoked one stops the feed this late."""
+        now = time.monotonic()
+        with self.guard:
+            cached = self.granted.get(account)
+        if cached is None or now - cached[0] >= self.seconds:
+            cached = (now, grantees_of(account))
+            with self.guard:
+                self.granted[account] = cached
+        return cached[1]
 
     def server(self, name: str) -> Server:
         now = time.monotonic()
@@ -887,6 +906,7 @@ def follow_step(
             outcome = sync_once(
                 sub, max_transactions=batch, max_backlog=limit, cut=cut, following=True, account=acct, batch=batch,
                 windows=windows, memo=memo, timeout=profile.apply_timeout(sub, registry),
+                grantees=memo.grantees(sub.account) if memo is not None else None,
             )  # fmt: skip
             if watch is not None and outcome.publisher_count - outcome.count <= limit:
                 watch.under(sub)
@@ -911,6 +931,10 @@ def follow_step(
         return None  # a sync job applied the same transactions meanwhile; look again next round
     except ApplyHalted as exc:
         set_state(sub, ReplSubscriber.DISCONNECTED, str(exc))  # recorded and alerted; tried again after retry_at
+        return None
+    except GrantRevoked as exc:
+        # Not fed until granted again: tried again like a lost subscription (FOLLOW_RETRY_SECONDS), quietly.
+        set_state(sub, ReplSubscriber.DISCONNECTED, str(exc))
         return None
     except Exception as exc:
         set_state(sub, ReplSubscriber.DISCONNECTED, error_message(exc))
