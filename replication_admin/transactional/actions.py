@@ -296,9 +296,17 @@ def do_revoke(actor: Actor, account: ReplAccount, grantee: str) -> str:
     require(actor, EDIT, "trx.revoke", f"{account.account} -> {grantee}")
     with transaction.atomic():
         deleted, _ = TpGrant.objects.filter(acct=account.account, grantee=grantee).delete()
-        record(actor, "trx.revoke", f"{account.account} -> {grantee}")
+        # The subscriptions the remaining grants no longer let in: every sync and the follower refuse them now.
+        left = trx_lookups.grantees_of(account.account)
+        subs = ReplSubscriber.objects.filter(server=account.server, account=account.account, subscribed=True)
+        stopped = [sub.subscriber for sub in subs.order_by("subscriber") if trx_lookups.grant_refusal(sub, left)]
+        record(actor, "trx.revoke", f"{account.account} -> {grantee}", detail={"not_fed": stopped})
     if not deleted:
         raise trx_lookups.TrxError(f"{grantee} has no grant on {account.account}")
+    if stopped:
+        return (
+            f"{grantee} may no longer subscribe to {account.account}; not fed until granted again: {', '.join(stopped)}"
+        )
     return f"{grantee} may no longer subscribe to {account.account}"
 
 

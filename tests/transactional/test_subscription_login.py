@@ -76,7 +76,9 @@ def test_a_revoked_grant_stops_the_syncs_and_the_follower_and_the_console_says_w
     run(sub, "REPL_SYNC ('gpub', 'acct')")
     assert value(sub, "SELECT count(*) FROM items") == 2 and subscriber_row("gsub")["state"] == "ok"
 
-    run(pub, "REPL_REVOKE ('acct', 'gsub'); REPL_GRANT ('acct', 'another')")
+    run(pub, "REPL_GRANT ('acct', 'another')")
+    revoked = run(pub, "REPL_REVOKE ('acct', 'gsub')")[-1].message
+    assert revoked == "gsub may no longer subscribe to acct; not fed until granted again: gsub"
     why = "'gsub' has no grant on the publication 'acct' (revoked): gsub is not fed until REPL_GRANT gives it one again"
     # The console says so at once, before any sync meets it.
     row = subscriber_row("gsub")
