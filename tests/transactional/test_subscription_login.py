@@ -16,13 +16,16 @@ from tests.transactional.test_trx_replication import refused, run, sql, value
 pytestmark = [pytest.mark.spark, pytest.mark.live_db]
 
 
+def publish_items(pub, grantee: str, *statements: str) -> None:
+    """The publication 'acct' of a table `items` (after `statements` on it), granted to `grantee`."""
+    sql(pub, "CREATE TABLE items (id integer PRIMARY KEY, name varchar(40))", *statements)
+    run(pub, "REPL_PUBLISH ('acct', 'acct.log'); REPL_PUB_ADD ('acct', 'items', 2, 0, null)")
+    run(pub, f"REPL_GRANT ('acct', '{grantee}')")
+
+
 def test_a_replication_user_needs_a_grant_on_a_publication_that_has_grants(make_server, jobs_sync, spark):
     pub, sub = make_server("mysql", "lpub"), make_server("postgresql", "lsub")
-    sql(pub, "CREATE TABLE items (id integer PRIMARY KEY, name varchar(40))", "INSERT INTO items VALUES (1, 'one')")
-    run(
-        pub,
-        "REPL_PUBLISH ('acct', 'acct.log'); REPL_PUB_ADD ('acct', 'items', 2, 0, null); REPL_GRANT ('acct', 'repl')",
-    )
+    publish_items(pub, "repl", "INSERT INTO items VALUES (1, 'one')")
     run(sub, "REPL_SERVER ('lpub', 'lpub')")
     subscribe = "REPL_SUBSCRIBE ('lpub', 'acct', null, null, '{}', 'secret')"
     assert refused(sub, subscribe.format("someone")) == "'someone' has no grant on the publication 'acct'"
@@ -66,11 +69,7 @@ def test_a_revoked_grant_stops_the_syncs_and_the_follower_and_the_console_says_w
     make_server, jobs_sync, spark
 ):
     pub, sub = make_server("sqlite", "gpub"), make_server("postgresql", "gsub")
-    sql(pub, "CREATE TABLE items (id integer PRIMARY KEY, name varchar(40))", "INSERT INTO items VALUES (1, 'one')")
-    run(
-        pub,
-        "REPL_PUBLISH ('acct', 'acct.log'); REPL_PUB_ADD ('acct', 'items', 2, 0, null); REPL_GRANT ('acct', 'gsub')",
-    )
+    publish_items(pub, "gsub", "INSERT INTO items VALUES (1, 'one')")
     run(sub, "REPL_SERVER ('gpub', 'gpub'); REPL_SUBSCRIBE ('gpub', 'acct'); REPL_INIT_COPY ('gpub', 'acct')")
     sql(pub, "INSERT INTO items VALUES (2, 'two')")
     run(sub, "REPL_SYNC ('gpub', 'acct')")
@@ -106,11 +105,7 @@ def test_a_subscription_a_grant_let_in_by_its_replication_user_is_fed_while_that
     make_server, jobs_sync, spark
 ):
     pub, sub = make_server("sqlite", "upub"), make_server("sqlite", "usub")
-    sql(pub, "CREATE TABLE items (id integer PRIMARY KEY, name varchar(40))")
-    run(
-        pub,
-        "REPL_PUBLISH ('acct', 'acct.log'); REPL_PUB_ADD ('acct', 'items', 2, 0, null); REPL_GRANT ('acct', 'repl')",
-    )
+    publish_items(pub, "repl")
     run(sub, "REPL_SERVER ('upub', 'upub'); REPL_SUBSCRIBE ('upub', 'acct', null, null, 'repl', 'x')")
     run(sub, "REPL_INIT_COPY ('upub', 'acct')")
     assert ReplSubscriber.objects.get(subscriber="usub").grantee == "repl"
