@@ -142,6 +142,8 @@ def trx_status_rows(
         sync_state = health.TRX_STATE_LABELS.get(sub["state"], str(sub["state"]))
         if alive is False:
             sync_state += " (follower down)"  # nothing applies it while no follower serves it
+        elif refused and sub["state"] == health.TRX_IN_SYNC:
+            sync_state += " (not fed: no grant)"  # until the follower's next step finds it refused
         subscribers[(server, name)].append({
             "subscriber": subscriber, "level": sub["level"], "count": sub["count"], "lag": lag,
             "lag_transactions": lag,

@@ -82,6 +82,9 @@ def test_a_revoked_grant_stops_the_syncs_and_the_follower_and_the_console_says_w
     # The console says so at once, before any sync meets it.
     row = subscriber_row("gsub")
     assert (row["state"], row["last_error"]) == ("failing", why)
+    ReplSubscriber.objects.filter(subscriber="gsub").update(state=ReplSubscriber.IN_SYNC)  # followed, not yet met
+    assert subscriber_row("gsub")["sync_state"] == "IN SYNC (not fed: no grant)"
+    ReplSubscriber.objects.filter(subscriber="gsub").update(state=ReplSubscriber.OFF)
     sql(pub, "INSERT INTO items VALUES (3, 'three')")
     assert why in refused(sub, "REPL_SYNC ('gpub', 'acct')")
     # The follower feeds it nothing either.
