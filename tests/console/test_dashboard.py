@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from replication_admin.core.web import line_chart, stacked_bars
+from replication_admin.core.web import line_chart, local_stamp, stacked_bars
 from replication_admin.models import (
     ConflictBackup,
     JobRun,
@@ -303,7 +303,11 @@ def test_chart_titles_say_where_their_data_starts_when_it_covers_little_of_the_w
     response = viewer_client.get(reverse("dashboard-charts"))
     titles = response.context["titles"]
     lag = figure(response.content.decode(), "lag-chart")
-    assert titles["lag"] == f"since {lag['layout']['xaxis']['range'][0][11:16]}"  # minutes of data, not a day
+    # Minutes of data, not a day: the time it starts, with its day when that is not today (just after midnight).
+    start_text = lag["layout"]["xaxis"]["range"][0]
+    first = datetime.strptime(start_text[:16], "%Y-%m-%d %H:%M")
+    today = datetime.strptime(local_stamp(timezone.now())[:10], "%Y-%m-%d").date()
+    assert titles["lag"] == (f"since {first:%H:%M}" if first.date() == today else f"since {first:%b %d %H:%M}")
     assert "last 24 hours" not in response.content.decode().split('id="lag-chart"')[0].rsplit("<h2>", 1)[1]
     # The job bars (a few days shown of 14): the title names the first day the axis shows.
     start = datetime.strptime(figure(response.content.decode(), "job-chart")["layout"]["xaxis"]["range"][0],
