@@ -18,7 +18,8 @@ The rules, per kind of item:
   subscribers (`ok` without subscribers).
 * transactional subscriber, in this order: `broken` when a published table or the subscriber's copy is gone;
   `invalid` when RS_VALID = 0; `failing` when its apply is halted at a transaction (RS_HALT_COUNT), when it skipped
-  transactions not yet repaired, or when RS_LAST_ERROR is set and the state is DISCONNECTED; `copying` while its
+  transactions not yet repaired, when a validation found its copy drifted, when the publication's grants no longer
+  name it (REPL_REVOKE), or when RS_LAST_ERROR is set and the state is DISCONNECTED; `copying` while its
   initial copy runs; `never` when its initial copy is not done (or its database records no level); `unreachable`
   when its publisher or its own server cannot be reached now; `follower down` when it should be followed (IN SYNC)
   and no live follower holds it; `lagging` when it is behind (lag > 0) and its oldest unapplied transaction is
@@ -64,7 +65,7 @@ EXPLANATIONS = {
     INVALID: "The subscriber's level is no longer valid for its publisher; re-initialise it and mark it valid.",
     FAILING: "The apply is halted at a transaction that fails (retried with backoff; the cause is shown), "
     "transactions were skipped and not yet repaired, a validation found its copy different from the publisher's, "
-    "or the last refresh or sync failed.",
+    "its grant on the publication was revoked, or the last refresh or sync failed.",
 }
 STALE_AFTER = timedelta(minutes=5)
 # The default lag limit in seconds (REPLADMIN_LAG_ALERT_SECONDS, ACC_ALERT_LAG_SECONDS per publication).
