@@ -4,7 +4,7 @@ published tables."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from replication_admin.core import connections
@@ -114,9 +114,17 @@ def lock_name(sub: ReplSubscriber) -> str:
     return f"trx:{sub.subscriber}:{sub.server}:{sub.account}"
 
 
+def grants_of(accounts: Iterable[str]) -> dict[str, set[str]]:
+    """Each publication's grantees (REPL_GRANT), in one query; none: anyone may subscribe, as in the reference's
+    examples."""
+    grants: dict[str, set[str]] = {}
+    for acct, grantee in TpGrant.objects.filter(acct__in=set(accounts)).values_list("acct", "grantee"):
+        grants.setdefault(acct, set()).add(grantee)
+    return grants
+
+
 def grantees_of(account: str) -> set[str]:
-    """The publication's grantees (REPL_GRANT); none: anyone may subscribe, as in the reference's examples."""
-    return set(TpGrant.objects.filter(acct=account).values_list("grantee", flat=True))
+    return grants_of([account]).get(account, set())
 
 
 def grant_refusal(sub: ReplSubscriber | Mapping[str, Any], grantees: set[str]) -> str:

@@ -25,14 +25,13 @@ from replication_admin.models import (
     ReplSubscriber,
     ScheduledEvent,
     SkippedTransaction,
-    TpGrant,
     TpItem,
     subscription_label,
 )
 from replication_admin.transactional import profile
 from replication_admin.transactional.actions import schedule_event_name
 from replication_admin.transactional.lag import live_lags
-from replication_admin.transactional.lookups import grant_refusal, item_table
+from replication_admin.transactional.lookups import grant_refusal, grants_of, item_table
 
 TRX_SUB_FIELDS = ("server", "account", "subscriber", "level", "count", "valid", "state", "init_state",
                   "last_sync_at", "last_error", "halt_count", "halt_error", "id", "follow", "grantee",
@@ -112,9 +111,7 @@ def trx_status_rows(
     followers = heartbeats.live_followers(now=now)
     published = published_tables()
     drift = drift_messages(subs)
-    grants: dict[str, set[str]] = defaultdict(set)  # publication -> its grantees (REPL_GRANT)
-    for acct, grantee in TpGrant.objects.filter(acct__in={s["account"] for s in subs}).values_list("acct", "grantee"):
-        grants[acct].add(grantee)
+    grants = grants_of(s["account"] for s in subs)
     presence = Presence({s["server"] for s in subs} | {s["subscriber"] for s in subs} | {k[0] for k in accounts})
     for sub in subs:
         server, name, subscriber = sub["server"], sub["account"], sub["subscriber"]

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import pyodbc
 from django.conf import settings
@@ -104,6 +104,8 @@ from replication_admin.transactional.push import Reinitialise, held_keys, push
 from replication_admin.transactional.wake import Wakeups
 
 log = logging.getLogger(__name__)
+K = TypeVar("K")
+V = TypeVar("V")
 
 # The follower's pause between probes (seconds) for a while after it applied something (FOLLOW_BUSY_SECONDS);
 # then it doubles up to the loop's interval while nothing arrives.
@@ -711,39 +713,28 @@ class FollowMemo:
         self.pending: dict[int, tuple[ReplSubscriber, int, int, ReplAccount]] = {}
         self.targets: dict[int, tuple[float, Target]] = {}  # subscription -> (described at, its tables)
 
+    def _kept(self, store: dict[K, tuple[float, V]], key: K, read: Callable[[], V]) -> V:
+        """What `read` gives for `key`, read again once it is `seconds` old (the servers, the publications' rows and
+        grants, the oldest transaction of each log)."""
+        now = time.monotonic()
+        with self.guard:
+            cached = store.get(key)
+        if cached is None or now - cached[0] >= self.seconds:
+            cached = (now, read())
+            with self.guard:
+                store[key] = cached
+        return cached[1]
+
     def account(self, publisher: str, account: str) -> ReplAccount:
         """The publication's row, kept like the servers; each step gets a copy of its own (it moves its count)."""
-        now = time.monotonic()
-        key = (publisher, account)
-        with self.guard:
-            cached = self.accounts.get(key)
-        if cached is None or now - cached[0] >= self.seconds:
-            cached = (now, publication(publisher, account))
-            with self.guard:
-                self.accounts[key] = cached
-        return copy.copy(cached[1])
+        return copy.copy(self._kept(self.accounts, (publisher, account), lambda: publication(publisher, account)))
 
     def grantees(self, account: str) -> set[str]:
         """The publication's grants (REPL_GRANT), kept like the servers: a revoked one stops the feed this late."""
-        now = time.monotonic()
-        with self.guard:
-            cached = self.granted.get(account)
-        if cached is None or now - cached[0] >= self.seconds:
-            cached = (now, grantees_of(account))
-            with self.guard:
-                self.granted[account] = cached
-        return cached[1]
+        return self._kept(self.granted, account, lambda: grantees_of(account))
 
     def server(self, name: str) -> Server:
-        now = time.monotonic()
-        with self.guard:
-            cached = self.servers.get(name)
-        if cached is not None and now - cached[0] < self.seconds:
-            return cached[1]
-        server = server_named(name)
-        with self.guard:
-            self.servers[name] = (now, server)
-        return server
+        return self._kept(self.servers, name, lambda: server_named(name))
 
     def position(self, sub: ReplSubscriber) -> tuple[int, int] | None:
         with self.guard:
@@ -755,15 +746,7 @@ class FollowMemo:
     def oldest(self, server: Server, account: str) -> int | None:
         """The oldest transaction in the publication's log, kept like the servers: a purge only moves it up, and
         the step's read still finds a log purged past the subscriber (no transaction after its count)."""
-        now = time.monotonic()
-        key = (server.name, account)
-        with self.guard:
-            cached = self.oldests.get(key)
-        if cached is None or now - cached[0] >= self.seconds:
-            cached = (now, oldest_count(server, account))
-            with self.guard:
-                self.oldests[key] = cached
-        return cached[1]
+        return self._kept(self.oldests, (server.name, account), lambda: oldest_count(server, account))
 
     def read(self, sub: ReplSubscriber, count: int) -> None:
         """The step read the subscriber's position: trusted from now on for FOLLOW_POSITION_SECONDS."""
